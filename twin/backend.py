@@ -1,0 +1,149 @@
+"""One array vocabulary for numpy and torch, plus the twin's counter-based random numbers.
+
+The twin is written once against the array-API namespace that ``array_api_compat``
+gives for numpy or torch; :class:`Backend` holds that namespace with the device and
+the few helpers the standard lacks (row gathers, integer hashing).
+
+Random numbers are *counter based*: a draw is a hash of (seed, instance id, counter),
+never the state of a shared generator. So an instance's trajectory does not depend on
+how many other instances run beside it, one instance can be rebuilt alone, and the same
+seed gives the same bits on numpy and on torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+Array = Any
+"""A numpy ndarray or a torch Tensor; the twin never mixes the two."""
+
+BackendName = Literal["numpy", "torch"]
+
+_MASK32 = 0xFFFFFFFF
+_INV_2_32 = 1.0 / 4294967296.0
+
+
+def _hash32(x: Array) -> Array:
+    """lowbias32 (C. Wellons) on int64 arrays holding 32-bit values.
+
+    Products may wrap around 2**64; only the low 32 bits are kept, and those are
+    exact under two's-complement wrapping on both numpy and torch.
+    """
+    x = x & _MASK32
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & _MASK32
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & _MASK32
+    x = x ^ (x >> 16)
+    return x
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The array library, device and float dtype every twin array lives in."""
+
+    name: BackendName
+    device: str = "cpu"
+
+    @property
+    def xp(self) -> Any:
+        if self.name == "numpy":
+            import array_api_compat.numpy as xp_numpy
+
+            return xp_numpy
+        import array_api_compat.torch as xp_torch
+
+        return xp_torch
+
+    @property
+    def float(self) -> Any:
+        return self.xp.float32
+
+    @property
+    def int(self) -> Any:
+        return self.xp.int64
+
+    def asarray(self, value: Any, dtype: Any = None) -> Array:
+        """Array on this backend's device; float data becomes float32 unless told otherwise."""
+        if dtype is None:
+            probe = np.asarray(value)
+            dtype = self.float if probe.dtype.kind == "f" else None
+        if self.name == "torch":
+            import torch
+
+            if isinstance(value, torch.Tensor):
+                return value.to(device=self.device, dtype=dtype) if dtype is not None else value.to(self.device)
+            return torch.as_tensor(np.asarray(value), device=self.device, dtype=dtype)
+        return np.asarray(value, dtype=dtype)
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any = None) -> Array:
+        return self.xp.zeros(shape, dtype=dtype or self.float, device=self.device)
+
+    def full(self, shape: tuple[int, ...], value: float, dtype: Any = None) -> Array:
+        return self.xp.full(shape, value, dtype=dtype or self.float, device=self.device)
+
+    def arange(self, n: int) -> Array:
+        return self.xp.arange(n, dtype=self.int, device=self.device)
+
+    def to_numpy(self, a: Array) -> np.ndarray:
+        if self.name == "torch":
+            return a.detach().cpu().numpy()  # type: ignore[no-any-return]
+        return np.asarray(a)
+
+    def take_rows(self, table: Array, rows: Array) -> Array:
+        """``table[rows]`` for a 2-D table and an integer index array of any shape."""
+        if self.name == "torch":
+            return table.index_select(0, rows.reshape(-1)).reshape(*rows.shape, table.shape[1])
+        return table[rows]
+
+    def gather_last(self, a: Array, index: Array) -> Array:
+        """``a[..., index]`` element-wise along the last axis (``take_along_axis``)."""
+        if self.name == "torch":
+            import torch
+
+            return torch.gather(a, -1, index)
+        return np.take_along_axis(a, index, axis=-1)
+
+    # ---- counter-based random numbers -------------------------------------------------
+    def instance_keys(self, seed: int, instance_ids: Array) -> Array:
+        """Per-instance 32-bit keys from the global seed and each instance's id."""
+        s = int(seed) & _MASK32
+        ids = self.asarray(instance_ids, dtype=self.int)
+        return _hash32(_hash32(ids ^ _hash32(self.asarray(np.int64(s), dtype=self.int))) + 0x9E3779B9)
+
+    def hash_counter(self, keys: Array, counter: Array | int, stream: int) -> Array:
+        """A fresh 32-bit value per instance for (key, counter, stream), as int64.
+
+        ``counter`` is a Python int or an int64 array broadcastable against ``keys``.
+        """
+        c = _hash32(((counter & _MASK32) * 0x2545F491 + stream * 0x68E31DA4) ^ 0x5BD1E995)
+        return _hash32(keys ^ c)
+
+    def uniform(self, keys: Array, counter: Array | int, stream: int, n: int) -> Array:
+        """``n`` independent U[0, 1) float32 draws per instance: shape ``keys.shape + (n,)``."""
+        ctr = counter if isinstance(counter, int) else counter[..., None]
+        h = self.hash_counter(keys[..., None], ctr, stream)
+        h = _hash32(h ^ _hash32(self.arange(n) * 0x27D4EB2F + 0x165667B1))
+        return self._to_unit(h)
+
+    def _to_unit(self, h: Array) -> Array:
+        # 24 high bits -> exactly representable float32 in [0, 1).
+        return self.xp.astype(h >> 8, self.float) * (1.0 / 16777216.0)
+
+
+def make_backend(name: BackendName, device: str = "cpu") -> Backend:
+    """Validate the backend name and device once, at construction."""
+    if name not in ("numpy", "torch"):
+        raise ValueError(f"backend must be 'numpy' or 'torch', got {name!r}")
+    if name == "numpy" and device != "cpu":
+        raise ValueError(f"the numpy backend runs on the CPU only, got device={device!r}")
+    if name == "torch":
+        import torch
+
+        dev = torch.device(device)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device='cuda' requested but torch sees no CUDA device")
+    return Backend(name=name, device=device)
