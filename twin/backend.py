@@ -112,7 +112,7 @@ class Backend:
         """Per-instance 32-bit keys from the global seed and each instance's id."""
         s = int(seed) & _MASK32
         ids = self.asarray(instance_ids, dtype=self.int)
-        return _hash32(_hash32(ids ^ _hash32(self.asarray(np.int64(s), dtype=self.int))) + 0x9E3779B9)
+        return _hash32(_hash32(ids ^ _hash32(s)) + 0x9E3779B9)  # the seed is hashed as a Python int
 
     def hash_counter(self, keys: Array, counter: Array | int, stream: int) -> Array:
         """A fresh 32-bit value per instance for (key, counter, stream), as int64.

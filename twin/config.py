@@ -1,0 +1,227 @@
+"""Twin configuration: every physical constant and knob in one frozen, documented place.
+
+Values are typical for a soil-grown tomato crop under a plastic or glass cover with drip
+irrigation (FAO-56 tables 12, 17 and 19 for crop and soil figures). Derived quantities
+(steps per episode, step length in hours) are properties, computed from the fields so they
+can never disagree with them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SoilType:
+    """Hydraulic properties of one soil class (volumetric water contents in m3/m3)."""
+
+    name: str
+    field_capacity: float
+    wilting_point: float
+    saturation: float
+    hourly_retention: float
+    """Fraction of the water above field capacity still held after one hour (drainage)."""
+
+
+SOIL_TYPES: tuple[SoilType, ...] = (
+    SoilType("sand", field_capacity=0.12, wilting_point=0.05, saturation=0.38, hourly_retention=0.92),
+    SoilType("loam", field_capacity=0.27, wilting_point=0.12, saturation=0.45, hourly_retention=0.95),
+    SoilType("clay", field_capacity=0.36, wilting_point=0.22, saturation=0.50, hourly_retention=0.98),
+)
+SOIL_INDEX = {s.name: i for i, s in enumerate(SOIL_TYPES)}
+
+
+@dataclass(frozen=True)
+class CropConfig:
+    """FAO-56 crop coefficients and stage lengths (tomato, table 12 and 11)."""
+
+    kc_ini: float = 0.6
+    kc_mid: float = 1.15
+    kc_end: float = 0.8
+    stage_days: tuple[float, float, float, float] = (30.0, 40.0, 40.0, 25.0)
+    """Initial, development, mid-season and late-season lengths [days]."""
+    depletion_fraction: float = 0.4
+    """p: share of total available water the crop can take up before stress (FAO-56 table 22)."""
+    root_depth_m: tuple[float, float] = (0.25, 0.40)
+    """Effective root-zone depth range [m], drawn per instance."""
+
+
+@dataclass(frozen=True)
+class HydraulicsConfig:
+    """Pump, valves and pipe network."""
+
+    pump_runout_flow_l_s: float = 0.5
+    """Flow at full speed against an open network [L/s] (pump curve Q_max)."""
+    network_resistance: float = 40.4
+    """k': system curve H = H0 * k' * (Q / n_open)^2 in units of 1/(L/s)^2; one valve at full speed ~0.15 L/s."""
+    pump_rated_power_kw: float = 0.75
+    pump_rated_current_a: float = 4.0
+    relief_pressure_frac: float = 0.9
+    """The safety (relief) valve opens above this fraction of the shut-off head."""
+    overcurrent_frac: float = 1.2
+    """Hard limit: pump current above this multiple of its rating ends the episode."""
+    dead_head_limit_s: float = 120.0
+    """Hard limit: pump running against closed valves longer than this ends the episode."""
+    valve_delay_s: tuple[float, float] = (0.8, 1.2)
+    """Opening delay range [s], drawn per valve."""
+    valve_tau_s: tuple[float, float] = (0.5, 2.0)
+    """First-order flow rise time-constant range [s], drawn per valve."""
+    zone_area_m2: float = 50.0
+
+
+@dataclass(frozen=True)
+class ClimateConfig:
+    """Greenhouse air and lights (first-order responses to outside weather)."""
+
+    cover_transmissivity: tuple[float, float] = (0.55, 0.75)
+    air_tau_s: float = 1200.0
+    humidity_tau_s: float = 1800.0
+    co2_tau_s: float = 1800.0
+    heating_setpoint_c: float = 14.0
+    solar_gain_c_per_w_m2: float = 0.016
+    """Air warming above outside per W/m2 of transmitted sunlight (ventilated house)."""
+    lamp_power_w_m2: float = 100.0
+    """Electrical power of the supplemental lights at 100 % per m2 of floor."""
+    lamp_par_umol_m2_s: float = 250.0
+    lamp_heat_c: float = 3.0
+    """Air warming at 100 % lights [°C]."""
+    inside_wind_m_s: float = 0.3
+    elevation_m: float = 100.0
+    transpiration_humidification_kpa_per_mm_h: float = 0.8
+
+
+@dataclass(frozen=True)
+class WeatherConfig:
+    """Library of synthetic weather years shared by all instances."""
+
+    n_years: int = 8
+    latitude_deg: tuple[float, float] = (30.0, 52.0)
+    forecast_error_c: float = 1.5
+    """Std of a per-episode temperature forecast bias at the 6 h horizon [°C]."""
+    forecast_error_frac: float = 0.15
+    """Std of a per-episode relative solar forecast bias at the 6 h horizon."""
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    """Fault rates [events per hour per instance]; 0 switches a fault off.
+
+    ``instance_fraction`` is the share of instances that carry faults at all, so a batch can
+    mix healthy and faulty greenhouses.
+    """
+
+    sensor_drift: float = 0.0
+    drift_rate_vwc_per_h: float = 0.002
+    comm_loss: float = 0.0
+    sensor_offline: float = 0.0
+    offline_hours: float = 6.0
+    valve_stuck: float = 0.0
+    pump_degradation: float = 0.0
+    wear_per_h: float = 0.01
+    instance_fraction: float = 1.0
+
+    @property
+    def any_enabled(self) -> bool:
+        return any(r > 0 for r in (self.sensor_drift, self.comm_loss, self.sensor_offline,
+                                   self.valve_stuck, self.pump_degradation))
+
+    @classmethod
+    def all_on(cls, rate: float = 0.02) -> FaultConfig:
+        """Every fault switched on at one rate (soak tests, robust training)."""
+        return cls(sensor_drift=rate, comm_loss=rate * 5, sensor_offline=rate, valve_stuck=rate / 4,
+                   pump_degradation=rate / 4)
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Weights of the named reward terms (BRIEF: 0.5 / 0.3 / -0.2 / -0.1)."""
+
+    moisture: float = 0.5
+    growth: float = 0.3
+    water: float = -0.2
+    energy: float = -0.1
+    band_tolerance_vwc: float = 0.05
+    """Distance outside the band at which the moisture term reaches 0 [m3/m3]."""
+    reference_water_mm_day: float = 5.0
+    """Water term is 1 when irrigating at this rate."""
+    band_low_depletion: float = 0.4
+    """Target band lower edge: field capacity minus this share of total available water."""
+
+
+@dataclass(frozen=True)
+class TwinConfig:
+    """Everything that defines a twin instance family."""
+
+    zones: int = 6
+    probes_per_zone: int = 2
+    dt_s: float = 600.0
+    """Control step [s]: 60 for real time, 600 (10 min) for training and evaluation."""
+    episode_days: float = 30.0
+    sensor_noise: float = 0.02
+    """Relative standard deviation of sensor readings (0.1 = 10 % noise)."""
+    crop: CropConfig = field(default_factory=CropConfig)
+    hydraulics: HydraulicsConfig = field(default_factory=HydraulicsConfig)
+    climate: ClimateConfig = field(default_factory=ClimateConfig)
+    weather: WeatherConfig = field(default_factory=WeatherConfig)
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    soil_mix: tuple[float, float, float] = (0.3, 0.4, 0.3)
+    """Probability of sand, loam and clay for each zone."""
+    fixed_soils: tuple[str, ...] | None = None
+    """If set, one soil name per zone instead of random draws (registered greenhouses)."""
+
+    def __post_init__(self) -> None:
+        if self.zones < 1 or self.probes_per_zone < 1:
+            raise ValueError("zones and probes_per_zone must be >= 1")
+        if not (1.0 <= self.dt_s <= 3600.0):
+            raise ValueError(f"dt_s must lie in [1, 3600] s, got {self.dt_s}")
+        if self.episode_days <= 0:
+            raise ValueError("episode_days must be positive")
+        if not (0.0 <= self.sensor_noise <= 0.5):
+            raise ValueError("sensor_noise is a relative std in [0, 0.5]")
+        if self.fixed_soils is not None:
+            if len(self.fixed_soils) != self.zones:
+                raise ValueError("fixed_soils needs one soil name per zone")
+            unknown = [s for s in self.fixed_soils if s not in SOIL_INDEX]
+            if unknown:
+                raise ValueError(f"unknown soil types {unknown}; known: {sorted(SOIL_INDEX)}")
+        if abs(sum(self.soil_mix) - 1.0) > 1e-6:
+            raise ValueError("soil_mix must sum to 1")
+
+    @property
+    def dt_h(self) -> float:
+        return self.dt_s / 3600.0
+
+    @property
+    def horizon_steps(self) -> int:
+        return max(1, round(self.episode_days * 86400.0 / self.dt_s))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def config_hash(self) -> str:
+        """Stable hash recorded with every trained policy (which twin it learned in)."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_overrides(cls, **overrides: Any) -> TwinConfig:
+        """Build from flat keyword overrides; nested sections accept dicts or instances."""
+        sections = {"crop": CropConfig, "hydraulics": HydraulicsConfig, "climate": ClimateConfig,
+                    "weather": WeatherConfig, "faults": FaultConfig, "reward": RewardConfig}
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise TypeError(f"unknown twin config keys: {sorted(unknown)}")
+        kwargs = dict(overrides)
+        for name, section in sections.items():
+            if isinstance(kwargs.get(name), dict):
+                kwargs[name] = section(**kwargs[name])
+        for key in ("soil_mix", "fixed_soils"):
+            if isinstance(kwargs.get(key), list):
+                kwargs[key] = tuple(kwargs[key])
+        return cls(**kwargs)

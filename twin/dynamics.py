@@ -1,0 +1,184 @@
+"""The batched twin's transition: ``reset`` and the pure ``step(params, state, action)``.
+
+:class:`TwinModel` holds only what never changes during a run (config, backend, the weather
+library and the noise table); params and state are passed in and returned, never mutated.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from twin.backend import Array, Backend
+from twin.climate import (
+    LAMP_RADIANT_SHARE,
+    PAR_PER_W_M2,
+    crop_coefficient,
+    reference_et0,
+    saturation_vapour_kpa,
+    step_air,
+)
+from twin.config import TwinConfig
+from twin.hydraulics import step_hydraulics
+from twin.randomize import initial_state, sample_params
+from twin.reward import reward_terms
+from twin.sensors import N_UNIFORM, NoiseTable, advance_faults, fuse_probes, read_sensors
+from twin.soil import step_soil
+from twin.spec import FORECAST_HOURS, ActionSpec, ObservationSpec
+from twin.types import StepOut, TwinParams, TwinState
+from twin.weather import RH, SOLAR, TEMP, WeatherLibrary
+
+TERMINATION_REASONS = ("none", "pump_overcurrent", "dead_heading", "safety_valve")
+"""Codes in ``info['termination_reason']``: index into this tuple."""
+SATURATION_WARNING_S = 1800.0
+"""Soft limit: a zone near saturation longer than this raises a warning (no termination)."""
+NEAR_SATURATION_VWC = 0.02
+
+
+class TwinModel:
+    """Constants of a twin run plus the pure reset/step functions over batched arrays."""
+
+    def __init__(self, cfg: TwinConfig, backend: Backend, seed: int) -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.seed = int(seed)
+        self.obs_spec = ObservationSpec(cfg.zones)
+        self.action_spec = ActionSpec(cfg.zones)
+        self.weather = WeatherLibrary.build(cfg.weather, self.seed, backend)
+        self.noise = NoiseTable.build(cfg, self.seed, backend)
+        self._low = backend.asarray(self.obs_spec.low)
+        self._high = backend.asarray(self.obs_spec.high)
+        self._faults = cfg.faults.any_enabled
+        self._decay_24h = math.exp(-cfg.dt_s / 86400.0)
+        area = cfg.zones * cfg.hydraulics.zone_area_m2
+        self._lamp_kw = cfg.climate.lamp_power_w_m2 * area / 1000.0
+        self._lead = backend.asarray([(h + 1) / FORECAST_HOURS for h in range(FORECAST_HOURS)])
+
+    # ---- reset -------------------------------------------------------------------------
+    def reset(self, instance_ids: Array, episode: Array) -> tuple[TwinParams, TwinState, Array]:
+        """Fresh params, state and first observation for the given instances."""
+        b = self.backend
+        xp = b.xp
+        keys = b.instance_keys(self.seed, instance_ids)
+        params = sample_params(self.cfg, b, keys, instance_ids, episode, self.weather.n_years)
+        w = self.weather.at(b, params.year, params.start_hour)
+        e_out = w[:, RH] * 0.01 * saturation_vapour_kpa(xp, w[:, TEMP])
+        state = initial_state(self.cfg, b, params, episode, w[:, TEMP], e_out)
+        rs_nat = params.transmissivity * w[:, SOLAR]
+        es = saturation_vapour_kpa(xp, state.air_temp)
+        climate = {"air_temp_c": state.air_temp, "air_rh_pct": 100.0 * xp.minimum(state.vapour_kpa / es, 1.0),
+                   "par_umol_m2_s": PAR_PER_W_M2 * rs_nat, "co2_ppm": state.co2, "leaf_temp_c": state.air_temp}
+        row = self.noise.draw(b, params, state)
+        readings = read_sensors(b, self.cfg, params, state.theta, state.drift_bias, state.offline_steps, climate,
+                                state.pump, state.pump_current, row, comm_loss=False)
+        obs = self._observe(params, state, readings, state.irrigation_24h, state.valve_pos, state.step)
+        return params, state.replace(last_obs=obs), obs
+
+    # ---- step --------------------------------------------------------------------------
+    def step(self, params: TwinParams, state: TwinState, action: Array) -> tuple[TwinState, StepOut]:
+        """Advance every instance by one control step. Pure: inputs are not modified."""
+        b, cfg = self.backend, self.cfg
+        xp = b.xp
+        f = b.float
+        z = cfg.zones
+        dt, dt_h = cfg.dt_s, cfg.dt_h
+        hyd_cfg = cfg.hydraulics
+
+        act = xp.where(action == action, action, 0.0)
+        cmd = xp.astype(act[:, :z] >= 0.5, f)
+        pump = xp.clip(act[:, z] * 0.01, 0.0, 1.0)
+        lights = xp.clip(act[:, z + 1] * 0.01, 0.0, 1.0)
+        if self._faults:
+            cmd = xp.where(state.valve_fault == 1, 0.0, xp.where(state.valve_fault == 2, 1.0, cmd))
+
+        hyd = step_hydraulics(xp, hyd_cfg, params, state.valve_cmd, state.valve_pos, cmd, pump, state.wear, dt)
+
+        t_mid = xp.astype(state.step, f) + 0.5
+        w = self.weather.at(b, params.year, params.start_hour + t_mid * dt_h)
+        rs_nat = params.transmissivity * w[:, SOLAR]
+        rs_lamp = lights * (LAMP_RADIANT_SHARE * cfg.climate.lamp_power_w_m2)
+        demand = reference_et0(xp, cfg.climate, state.air_temp, state.vapour_kpa, rs_nat, rs_lamp)
+        kc, _ = crop_coefficient(xp, cfg.crop, params.crop_day0 + t_mid * (dt / 86400.0))
+        etc_mm = (demand.et0_mm_h * kc * dt_h)[:, None]
+        soil = step_soil(xp, params, state.theta, hyd.zone_water_l, hyd_cfg.zone_area_m2, etc_mm)
+
+        transpiration = xp.mean(soil.uptake_mm, axis=1) * (1.0 / dt_h)
+        e_out = w[:, RH] * 0.01 * saturation_vapour_kpa(xp, w[:, TEMP])
+        air = step_air(xp, cfg.climate, dt, state.air_temp, state.vapour_kpa, state.co2, w[:, TEMP], e_out, rs_nat,
+                       lights, transpiration, xp.mean(soil.ks, axis=1))
+        energy_kwh = (hyd.power_kw + lights * self._lamp_kw) * dt_h
+        reward, terms = reward_terms(xp, cfg, params, soil.theta, soil.uptake_mm, demand.et0_natural_mm_h, kc,
+                                     hyd.zone_water_l, energy_kwh)
+
+        dead_s = xp.where(hyd.dead_heading, state.dead_head_s + dt, 0.0)
+        over = hyd.current_frac > hyd_cfg.overcurrent_frac
+        dead = dead_s > hyd_cfg.dead_head_limit_s
+        relief = hyd.pressure_frac > hyd_cfg.relief_pressure_frac
+        terminated = over | dead | relief
+        reason = xp.where(over, 1, xp.where(dead, 2, xp.where(relief, 3, 0)))
+        saturated_s = xp.where(soil.theta >= params.saturation - NEAR_SATURATION_VWC, state.saturated_s + dt, 0.0)
+        irrigation_24h = state.irrigation_24h * self._decay_24h + soil.irrigation_mm
+
+        row = self.noise.draw(b, params, state)
+        faults: dict[str, Array] = {}
+        if self._faults:
+            faults = advance_faults(b, cfg, params, state, row[:, -N_UNIFORM:])
+        new = state.replace(theta=soil.theta, valve_pos=hyd.valve_end, valve_cmd=cmd, irrigation_24h=irrigation_24h,
+                            saturated_s=saturated_s, air_temp=air.air_temp, vapour_kpa=air.vapour_kpa, co2=air.co2,
+                            pump=pump, lights=lights, pump_current=hyd.current_frac, dead_head_s=dead_s,
+                            step=state.step + 1, **faults)
+        climate = {"air_temp_c": air.air_temp, "air_rh_pct": air.rh_pct, "par_umol_m2_s": air.par,
+                   "co2_ppm": air.co2, "leaf_temp_c": air.leaf_temp}
+        readings = read_sensors(b, cfg, params, new.theta, new.drift_bias, new.offline_steps, climate, hyd.flow_l_s,
+                                hyd.current_frac, row, comm_loss=self._faults)
+        obs = self._observe(params, new, readings, irrigation_24h, hyd.valve_end, new.step)
+        new = new.replace(last_obs=obs)
+        truncated = new.step >= cfg.horizon_steps
+
+        info: dict[str, Any] = {
+            "reward_terms": terms,
+            "termination_reason": reason,
+            "warnings": {"saturated_30min": saturated_s > SATURATION_WARNING_S, "dead_heading": hyd.dead_heading,
+                         "missing_readings": xp.any(readings["soil_vwc"] != readings["soil_vwc"], axis=(1, 2))},
+            "water_l": hyd.zone_water_l,
+            "irrigation_mm": soil.irrigation_mm,
+            "drainage_mm": soil.drainage_mm,
+            "uptake_mm": soil.uptake_mm,
+            "energy_kwh": energy_kwh,
+            "ks": soil.ks,
+            "readings": readings,
+            "pressure_frac": hyd.pressure_frac,
+            "et0_mm_h": demand.et0_mm_h,
+        }
+        return new, StepOut(obs=obs, reward=reward, terminated=terminated, truncated=truncated, info=info)
+
+    # ---- observation -------------------------------------------------------------------
+    def _observe(self, params: TwinParams, state: TwinState, readings: dict[str, Array], irrigation_24h: Array,
+                 valve_pos: Array, step: Array) -> Array:
+        """Observation vector from readings; a missing reading holds the last observed value."""
+        b, cfg = self.backend, self.cfg
+        xp = b.xp
+        sl = self.obs_spec.slices
+        last = state.last_obs
+        fused, valid = fuse_probes(xp, readings["soil_vwc"])
+        moisture = xp.where(valid, fused, last[:, sl["moisture"]])
+
+        def held(name: str, key: str) -> Array:
+            r = readings[key]
+            return xp.where(r == r, r, last[:, sl[name].start])[:, None]
+
+        hour = params.start_hour + xp.astype(step, b.float) * cfg.dt_h
+        ahead = self.weather.ahead(b, params.year, hour, FORECAST_HOURS)
+        fc_temp = ahead[:, :, TEMP] + params.forecast_bias_temp[:, None] * self._lead[None, :]
+        fc_solar = ahead[:, :, SOLAR] * (1.0 + params.forecast_bias_solar[:, None] * self._lead[None, :])
+        phase = (hour % 24.0) * (2.0 * math.pi / 24.0)
+        _, stage = crop_coefficient(xp, cfg.crop, params.crop_day0 + xp.astype(step, b.float) * (cfg.dt_s / 86400.0))
+        parts = [
+            moisture, params.band_low, params.band_high, irrigation_24h, valve_pos,
+            held("air_temp", "air_temp_c"), held("air_rh", "air_rh_pct"), held("par", "par_umol_m2_s"),
+            held("co2", "co2_ppm"), held("leaf_temp", "leaf_temp_c"),
+            fc_temp, fc_solar, xp.sin(phase)[:, None], xp.cos(phase)[:, None], stage[:, None],
+            (state.pump * 100.0)[:, None], (state.lights * 100.0)[:, None], readings["pump_current_frac"][:, None],
+        ]
+        obs = xp.concat(parts, axis=1)
+        return xp.clip(obs, self._low, self._high)

@@ -1,0 +1,127 @@
+"""Domain randomisation: per-episode parameters and initial state for a set of instances.
+
+Every draw is a counter-based uniform keyed by (seed, instance id, episode number, stream),
+so an instance's episode is the same whichever other instances are reset with it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from twin.backend import Array, Backend
+from twin.config import SOIL_TYPES, TwinConfig
+from twin.spec import ObservationSpec
+from twin.types import TwinParams, TwinState
+from twin.weather import HOURS_PER_YEAR
+
+# RNG streams used at reset (one per family of draws; never reuse a number).
+_S_SOIL, _S_SOIL_JITTER, _S_VALVE, _S_PUMP, _S_SITE, _S_INIT, _S_FAULT_SEL, _S_FORECAST = range(100, 108)
+
+
+def _normal(backend: Backend, u1: Array, u2: Array) -> Array:
+    """Box-Muller standard normal from two uniforms."""
+    xp = backend.xp
+    return xp.sqrt(-2.0 * xp.log(1.0 - u1)) * xp.cos(2.0 * math.pi * u2)
+
+
+def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: Array, episode: Array,
+                  n_years: int) -> TwinParams:
+    """Draw one episode's parameters for each given instance (arrays of shape [N])."""
+    xp = backend.xp
+    f = backend.float
+    z = cfg.zones
+    table = np.array([[s.field_capacity, s.wilting_point, s.saturation, s.hourly_retention] for s in SOIL_TYPES],
+                     dtype=np.float32)
+
+    # Soil class per zone: categorical with cfg.soil_mix, or the registered soils.
+    if cfg.fixed_soils is not None:
+        from twin.config import SOIL_INDEX
+
+        ids = np.array([SOIL_INDEX[s] for s in cfg.fixed_soils], dtype=np.int64)
+        soil = xp.broadcast_to(backend.asarray(ids)[None, :], (keys.shape[0], z))
+        soil = soil + 0  # own the memory
+    else:
+        u = backend.uniform(keys, episode, _S_SOIL, z)
+        cum = np.cumsum(cfg.soil_mix)[:-1]
+        soil = sum((xp.astype(u >= float(c), backend.int) for c in cum), start=xp.zeros_like(xp.astype(u, backend.int)))
+    props = backend.take_rows(backend.asarray(table), soil)  # [N, Z, 4]
+    jit = backend.uniform(keys, episode, _S_SOIL_JITTER, 3 * z).reshape(-1, 3, z)
+    fc = props[..., 0] * (0.92 + 0.16 * jit[:, 0])   # field capacity: +-8 %
+    wp = props[..., 1] * (0.92 + 0.16 * jit[:, 1])   # wilting point: +-8 %
+    sat = props[..., 2] * (0.95 + 0.10 * jit[:, 2])  # saturation: +-5 %
+    retention = props[..., 3]
+    drain_frac = 1.0 - retention ** cfg.dt_h         # FAO-style exponential drainage over one step
+    p = cfg.crop.depletion_fraction
+    inv_span = 1.0 / ((1.0 - p) * (fc - wp))
+    site = backend.uniform(keys, episode, _S_SITE, 6)
+    r_lo, r_hi = cfg.crop.root_depth_m
+    root_mm = xp.broadcast_to(((r_lo + (r_hi - r_lo) * site[:, 0]) * 1000.0)[:, None], fc.shape) + 0.0  # root depth: U(range) m
+    band_low = fc - cfg.reward.band_low_depletion * (fc - wp)
+    band_high = fc
+
+    uv = backend.uniform(keys, episode, _S_VALVE, 2 * z).reshape(-1, 2, z)
+    d_lo, d_hi = cfg.hydraulics.valve_delay_s
+    t_lo, t_hi = cfg.hydraulics.valve_tau_s
+    valve_delay = d_lo + (d_hi - d_lo) * uv[:, 0]    # opening delay: U(0.8, 1.2) s
+    valve_tau = t_lo + (t_hi - t_lo) * uv[:, 1]      # flow rise tau: U(0.5, 2.0) s
+
+    up = backend.uniform(keys, episode, _S_PUMP, 2)
+    hyd = cfg.hydraulics
+    qmax = hyd.pump_runout_flow_l_s * (0.9 + 0.2 * up[:, 0])   # pump curve run-out: +-10 %
+    net_k = hyd.network_resistance * (0.85 + 0.3 * up[:, 1])  # pipe network: +-15 %
+
+    tr_lo, tr_hi = cfg.climate.cover_transmissivity
+    transmissivity = tr_lo + (tr_hi - tr_lo) * site[:, 1]     # cover: U(0.55, 0.75)
+    year = xp.astype(xp.floor(site[:, 2] * n_years), backend.int)                  # weather year: uniform
+    start_day = xp.floor(site[:, 3] * 365.0)                                        # start day: uniform
+    start_hour = xp.astype(start_day * 24.0 % HOURS_PER_YEAR, f)
+    season = sum(cfg.crop.stage_days)
+    crop_day0 = site[:, 4] * max(season - cfg.episode_days, 0.0)                  # crop age: U(0, season - episode)
+
+    uf = backend.uniform(keys, episode, _S_FORECAST, 4)
+    bias_t = cfg.weather.forecast_error_c * _normal(backend, uf[:, 0], uf[:, 1])     # N(0, 1.5) degC
+    bias_r = cfg.weather.forecast_error_frac * _normal(backend, uf[:, 2], uf[:, 3])  # N(0, 0.15) relative
+
+    fc_cfg = cfg.faults
+    faulty = xp.astype(site[:, 5] < fc_cfg.instance_fraction, f)
+
+    def per_step(rate_per_h: float) -> Array:
+        return faulty * (1.0 - math.exp(-rate_per_h * cfg.dt_h))
+
+    return TwinParams(
+        instance_id=instance_ids, key=keys, soil_type=soil, field_capacity=fc, wilting_point=wp, saturation=sat,
+        drain_frac=xp.astype(drain_frac, f), inv_stress_span=inv_span, root_mm=root_mm, band_low=band_low,
+        band_high=band_high, valve_delay_s=valve_delay, valve_tau_s=valve_tau, pump_qmax=qmax, network_k=net_k,
+        transmissivity=transmissivity, year=year, start_hour=start_hour, crop_day0=crop_day0,
+        forecast_bias_temp=bias_t, forecast_bias_solar=bias_r,
+        p_drift=per_step(fc_cfg.sensor_drift), p_comm_loss=per_step(fc_cfg.comm_loss),
+        p_offline=per_step(fc_cfg.sensor_offline), p_valve_stuck=per_step(fc_cfg.valve_stuck),
+        p_pump_wear=per_step(fc_cfg.pump_degradation),
+    )
+
+
+def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode: Array,
+                  outside_temp: Array, outside_vapour_kpa: Array) -> TwinState:
+    """Start-of-episode state: moisture between the refill point and field capacity, air at outside
+    conditions, all actuators off, no faults active."""
+    xp = backend.xp
+    n = params.key.shape[0]
+    z, pr = cfg.zones, cfg.probes_per_zone
+    u = backend.uniform(params.key, episode, _S_INIT, z)
+    fc, wp = params.field_capacity, params.wilting_point
+    theta = wp + (fc - wp) * (0.3 + 0.7 * u)   # initial moisture: U(30 %, 100 %) of available water
+    zeros_z = backend.zeros((n, z))
+    zeros_b = backend.zeros((n,))
+    zeros_p = backend.zeros((n, z, pr))
+    dim = ObservationSpec(z).dim
+    return TwinState(
+        theta=theta, valve_pos=zeros_z, valve_cmd=zeros_z + 0.0, irrigation_24h=zeros_z + 0.0,
+        saturated_s=zeros_z + 0.0, air_temp=xp.maximum(outside_temp, cfg.climate.heating_setpoint_c),
+        vapour_kpa=outside_vapour_kpa, co2=backend.full((n,), 420.0), pump=zeros_b, lights=zeros_b + 0.0,
+        pump_current=zeros_b + 0.0, dead_head_s=zeros_b + 0.0, wear=zeros_b + 0.0, wear_rate=zeros_b + 0.0,
+        drift_bias=zeros_p, drift_rate=zeros_p + 0.0, offline_steps=zeros_p + 0.0,
+        valve_fault=backend.zeros((n, z), dtype=backend.int), last_obs=backend.zeros((n, dim)),
+        step=backend.zeros((n,), dtype=backend.int), episode=episode + 0,
+    )

@@ -1,0 +1,155 @@
+"""The observation and action layouts, declared once.
+
+Every consumer (policy networks, checkpoints, the runtime's observation builder, the
+explanations) reads indices from here, never from literals. Adding a feature means adding
+a :class:`Feature` and bumping :data:`OBS_VERSION`; a checkpoint records the layout it was
+trained on and loading compares them, so a shifted index can never pass silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+OBS_VERSION = "1"
+FORECAST_HOURS = 6
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One named block of the observation vector."""
+
+    name: str
+    unit: str
+    low: float
+    high: float
+    per: str = ""
+    """'' for a scalar, 'zone' for one value per zone, 'hour' for one per forecast hour."""
+    doc: str = ""
+
+
+FEATURES: tuple[Feature, ...] = (
+    Feature("moisture", "m3/m3", 0.0, 0.6, "zone", "root-zone volumetric water content, fused probes"),
+    Feature("target_low", "m3/m3", 0.0, 0.6, "zone", "lower edge of the zone's target band (refill point)"),
+    Feature("target_high", "m3/m3", 0.0, 0.6, "zone", "upper edge of the zone's target band"),
+    Feature("irrigation_24h", "mm", 0.0, 200.0, "zone", "water applied, exponentially weighted over 24 h"),
+    Feature("valve_open", "1", 0.0, 1.0, "zone", "valve position feedback (0 closed, 1 open)"),
+    Feature("air_temp", "degC", -10.0, 50.0, "", "inside air temperature"),
+    Feature("air_rh", "%", 0.0, 100.0, "", "inside relative humidity"),
+    Feature("par", "umol/m2/s", 0.0, 2500.0, "", "photosynthetically active radiation at canopy"),
+    Feature("co2", "ppm", 150.0, 2000.0, "", "inside CO2 concentration"),
+    Feature("leaf_temp", "degC", -10.0, 55.0, "", "canopy leaf temperature"),
+    Feature("forecast_temp", "degC", -30.0, 50.0, "hour", "outside temperature forecast, hours +1..+6"),
+    Feature("forecast_solar", "W/m2", 0.0, 1200.0, "hour", "outside global radiation forecast, hours +1..+6"),
+    Feature("hour_sin", "1", -1.0, 1.0, "", "sin(2 pi hour/24)"),
+    Feature("hour_cos", "1", -1.0, 1.0, "", "cos(2 pi hour/24)"),
+    Feature("growth_stage", "1", 0.0, 1.0, "", "fraction of the crop season elapsed"),
+    Feature("pump", "%", 0.0, 100.0, "", "pump speed"),
+    Feature("lights", "%", 0.0, 100.0, "", "supplemental lights"),
+    Feature("pump_current", "1", 0.0, 2.0, "", "pump current as a fraction of its rating"),
+)
+
+
+@dataclass(frozen=True)
+class ObservationSpec:
+    """The observation layout for a given zone count."""
+
+    zones: int
+
+    def _count(self, f: Feature) -> int:
+        return {"": 1, "zone": self.zones, "hour": FORECAST_HOURS}[f.per]
+
+    @cached_property
+    def slices(self) -> dict[str, slice]:
+        out: dict[str, slice] = {}
+        i = 0
+        for f in FEATURES:
+            n = self._count(f)
+            out[f.name] = slice(i, i + n)
+            i += n
+        return out
+
+    @property
+    def dim(self) -> int:
+        return sum(self._count(f) for f in FEATURES)
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """One name per observation index, e.g. 'moisture[3]' or 'forecast_temp[+2h]'."""
+        out: list[str] = []
+        for f in FEATURES:
+            if f.per == "zone":
+                out += [f"{f.name}[{z}]" for z in range(self.zones)]
+            elif f.per == "hour":
+                out += [f"{f.name}[+{h + 1}h]" for h in range(FORECAST_HOURS)]
+            else:
+                out.append(f.name)
+        return tuple(out)
+
+    @cached_property
+    def units(self) -> tuple[str, ...]:
+        return tuple(f.unit for f in FEATURES for _ in range(self._count(f)))
+
+    @cached_property
+    def low(self) -> np.ndarray:
+        return np.array([f.low for f in FEATURES for _ in range(self._count(f))], dtype=np.float32)
+
+    @cached_property
+    def high(self) -> np.ndarray:
+        return np.array([f.high for f in FEATURES for _ in range(self._count(f))], dtype=np.float32)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a checkpoint stores to prove which layout it was trained on."""
+        return {"version": OBS_VERSION, "zones": self.zones, "names": list(self.names), "units": list(self.units),
+                "low": self.low.tolist(), "high": self.high.tolist()}
+
+    def check_compatible(self, stored: dict[str, Any]) -> None:
+        """Raise ValueError naming the first difference between a stored layout and this one."""
+        mine = self.to_dict()
+        for key in ("version", "zones", "names", "units"):
+            if stored.get(key) != mine[key]:
+                if key == "names" and isinstance(stored.get(key), list):
+                    for i, (a, b) in enumerate(zip(stored[key], mine[key], strict=False)):
+                        if a != b:
+                            raise ValueError(f"observation layout differs at index {i}: checkpoint has {a!r}, "
+                                             f"twin has {b!r} (twin obs version {OBS_VERSION})")
+                raise ValueError(f"observation layout mismatch in {key!r}: checkpoint has {stored.get(key)!r}, "
+                                 f"twin has {mine[key]!r}")
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """Action layout: one valve command per zone in {0, 1}, then pump % and lights %."""
+
+    zones: int
+
+    @property
+    def dim(self) -> int:
+        return self.zones + 2
+
+    @property
+    def pump_index(self) -> int:
+        return self.zones
+
+    @property
+    def lights_index(self) -> int:
+        return self.zones + 1
+
+    @cached_property
+    def low(self) -> np.ndarray:
+        return np.zeros(self.dim, dtype=np.float32)
+
+    @cached_property
+    def high(self) -> np.ndarray:
+        return np.array([1.0] * self.zones + [100.0, 100.0], dtype=np.float32)
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        return tuple([f"valve[{z}]" for z in range(self.zones)] + ["pump_pct", "light_pct"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"zones": self.zones, "names": list(self.names), "low": self.low.tolist(), "high": self.high.tolist(),
+                "valve_threshold": 0.5}
