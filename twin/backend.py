@@ -50,13 +50,8 @@ class Backend:
 
     @property
     def xp(self) -> Any:
-        if self.name == "numpy":
-            import array_api_compat.numpy as xp_numpy
-
-            return xp_numpy
-        import array_api_compat.torch as xp_torch
-
-        return xp_torch
+        """numpy itself (2.x follows the array API), or a thin direct-call namespace for torch."""
+        return np if self.name == "numpy" else _TORCH_OPS
 
     @property
     def float(self) -> Any:
@@ -132,6 +127,83 @@ class Backend:
     def _to_unit(self, h: Array) -> Array:
         # 24 high bits -> exactly representable float32 in [0, 1).
         return self.xp.astype(h >> 8, self.float) * (1.0 / 16777216.0)
+
+
+class _TorchOps:
+    """The array-API names the twin uses, mapped straight onto torch calls.
+
+    ``array_api_compat.torch`` does the same more generally, but its per-call Python
+    wrapping costs more than the arithmetic at small batch sizes and hides the graph from
+    ``torch.compile``.
+    """
+
+    def __init__(self) -> None:
+        import torch
+
+        self._t = torch
+        self.float32, self.float64, self.int64, self.bool = torch.float32, torch.float64, torch.int64, torch.bool
+        self.nan = float("nan")
+        for name in ("exp", "sqrt", "log", "sin", "cos", "floor", "isfinite", "where", "clip", "zeros_like",
+                     "broadcast_to", "argsort", "atan2", "abs"):
+            setattr(self, name, getattr(torch, name))
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        if isinstance(b, (int, float)):
+            return self._t.clamp(a, min=b)
+        if isinstance(a, (int, float)):
+            return self._t.clamp(b, min=a)
+        return self._t.maximum(a, b)
+
+    def minimum(self, a: Any, b: Any) -> Any:
+        if isinstance(b, (int, float)):
+            return self._t.clamp(a, max=b)
+        if isinstance(a, (int, float)):
+            return self._t.clamp(b, max=a)
+        return self._t.minimum(a, b)
+
+    def astype(self, x: Any, dtype: Any) -> Any:
+        return x.to(dtype)
+
+    def sum(self, x: Any, axis: Any = None) -> Any:
+        return self._t.sum(x) if axis is None else self._t.sum(x, dim=axis)
+
+    def mean(self, x: Any, axis: Any = None) -> Any:
+        return self._t.mean(x) if axis is None else self._t.mean(x, dim=axis)
+
+    def any(self, x: Any, axis: Any = None) -> Any:
+        return self._t.any(x) if axis is None else self._t.any(x, dim=axis)
+
+    def all(self, x: Any, axis: Any = None) -> Any:
+        return self._t.all(x) if axis is None else self._t.all(x, dim=axis)
+
+    def concat(self, arrays: Any, axis: int = 0) -> Any:
+        return self._t.cat(list(arrays), dim=axis)
+
+    def nonzero(self, x: Any) -> Any:
+        return self._t.nonzero(x, as_tuple=True)
+
+    def zeros(self, shape: Any, dtype: Any = None, device: Any = None) -> Any:
+        return self._t.zeros(shape, dtype=dtype, device=device)
+
+    def full(self, shape: Any, value: float, dtype: Any = None, device: Any = None) -> Any:
+        return self._t.full(shape, value, dtype=dtype, device=device)
+
+    def arange(self, n: int, dtype: Any = None, device: Any = None) -> Any:
+        return self._t.arange(n, dtype=dtype, device=device)
+
+
+class _LazyTorchOps:
+    """Defers importing torch until a torch backend is first used."""
+
+    _ops: _TorchOps | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if _LazyTorchOps._ops is None:
+            _LazyTorchOps._ops = _TorchOps()
+        return getattr(_LazyTorchOps._ops, name)
+
+
+_TORCH_OPS: Any = _LazyTorchOps()
 
 
 def make_backend(name: BackendName, device: str = "cpu") -> Backend:

@@ -1,0 +1,93 @@
+"""Twin throughput: instance-steps per second of the batched twin versus a per-instance baseline.
+
+Baseline (same run): gymnasium's SyncVectorEnv over B=64 single-instance ``GreenhouseEnv``s,
+i.e. what an RL user gets by wrapping a one-greenhouse simulator.
+
+    python bench/twin_throughput.py [--sizes 1,64,4096,65536] [--backends numpy,torch] [--seconds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+
+
+def _actions(b: int, dim: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    a = np.zeros((b, dim), np.float32)
+    a[:, : dim - 2] = rng.random((b, dim - 2)) < 0.4
+    a[:, 0] = 1.0  # at least one open valve: no dead-heading terminations in the timing
+    a[:, dim - 2] = 60.0
+    a[:, dim - 1] = 30.0
+    return a
+
+
+def time_batched(backend: str, b: int, seconds: float, device: str = "cpu") -> tuple[float, int]:
+    from twin import GreenhouseTwin
+
+    twin = GreenhouseTwin(num_instances=b, backend=backend, device=device, seed=0)
+    twin.reset()
+    a = _actions(b, twin.action_spec.dim)
+    act = torch.as_tensor(a, device=device) if backend == "torch" else a
+    for _ in range(3):
+        twin.step(act)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        twin.step(act)
+        n += 1
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return b * n / (time.perf_counter() - t0), twin.bytes_per_instance()
+
+
+def time_sync_vector(b: int, seconds: float) -> float:
+    import gymnasium
+
+    from twin.gym_adapters import GreenhouseEnv
+
+    envs = gymnasium.vector.SyncVectorEnv([lambda i=i: GreenhouseEnv(seed=i) for i in range(b)])
+    envs.reset(seed=0)
+    a = _actions(b, envs.single_action_space.shape[0])
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        envs.step(a)
+        n += 1
+    envs.close()
+    return b * n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1,64,4096,65536")
+    parser.add_argument("--backends", default="numpy,torch")
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    targets = [(name, "cpu") for name in args.backends.split(",")]
+    if torch.cuda.is_available():
+        targets.append(("torch", "cuda"))
+
+    baseline = time_sync_vector(64, args.seconds)
+    print(f"baseline: gymnasium SyncVectorEnv of 64 single-instance envs: {baseline:,.0f} instance-steps/s")
+    results: dict[str, dict[str, float]] = {"baseline_sync_vector_64": {"steps_per_s": baseline}}
+    print(f"{'backend':<12} {'B':>8} {'inst-steps/s':>14} {'x baseline':>11} {'bytes/inst':>11}")
+    for name, device in targets:
+        for b in sizes:
+            rate, nbytes = time_batched(name, b, args.seconds, device)
+            label = f"{name}/{device}"
+            results[f"{label}/B={b}"] = {"steps_per_s": rate, "ratio": rate / baseline, "bytes_per_instance": nbytes}
+            print(f"{label:<12} {b:>8} {rate:>14,.0f} {rate / baseline:>11.1f} {nbytes:>11}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()
