@@ -62,11 +62,19 @@ class GreenhouseTwin:
         return self._state
 
     def reset(self, seed: int | None = None) -> Array:
-        """Start a fresh episode on every instance; a new ``seed`` rebuilds the weather library too."""
+        """Start a new episode on every instance.
+
+        With a ``seed`` (or on the first call) every instance restarts at its episode 0, so the
+        same seed replays the same episodes; without one, each instance moves on to its next
+        episode. The returned array is the twin's own: copy it before changing it in place.
+        """
         if seed is not None and int(seed) != self.seed:
             self.seed = int(seed)
             self.model = TwinModel(self.config, self.backend, self.seed)
-        episode = self.backend.zeros((self.num_instances,), dtype=self.backend.int)
+        if seed is None and self._state is not None:
+            episode = self._state.episode + 1
+        else:
+            episode = self.backend.zeros((self.num_instances,), dtype=self.backend.int)
         self._params, self._state, obs = self.model.reset(self._ids, episode)
         return obs
 
