@@ -1,1 +1,77 @@
-"""audit package."""
+"""Encrypted, tamper-evident audit trail (storage-independent core).
+
+:mod:`audit.crypto` owns keys and primitives (AES-256-GCM, Ed25519), :mod:`audit.chain`
+owns records, the hash chain and verification, :mod:`audit.errors` the exceptions.
+"""
+
+from __future__ import annotations
+
+from audit.chain import (
+    GENESIS_HASH,
+    Anchor,
+    AuditChain,
+    AuditEntry,
+    AuditEvent,
+    SealedRecord,
+    SignedCheckpoint,
+    VerifyResult,
+    canonical_json,
+    compute_record_hash,
+    iso_utc,
+    iso_utc_now,
+    iter_verified,
+    parse_iso_utc,
+    seal_entry,
+    sign_anchor,
+    sign_checkpoint,
+    verify_anchor,
+    verify_chain,
+    verify_checkpoint,
+)
+from audit.crypto import (
+    DEFAULT_KEYS_ENV,
+    Keyring,
+    SealedBox,
+    Signer,
+    key_id_for,
+    load_public_key,
+    open_box,
+    seal,
+    verify_signature,
+)
+from audit.errors import AuditError, AuditKeyError, AuditTamperError
+
+__all__ = [
+    "DEFAULT_KEYS_ENV",
+    "GENESIS_HASH",
+    "Anchor",
+    "AuditChain",
+    "AuditEntry",
+    "AuditError",
+    "AuditEvent",
+    "AuditKeyError",
+    "AuditTamperError",
+    "Keyring",
+    "SealedBox",
+    "SealedRecord",
+    "SignedCheckpoint",
+    "Signer",
+    "VerifyResult",
+    "canonical_json",
+    "compute_record_hash",
+    "iso_utc",
+    "iso_utc_now",
+    "iter_verified",
+    "key_id_for",
+    "load_public_key",
+    "open_box",
+    "parse_iso_utc",
+    "seal",
+    "seal_entry",
+    "sign_anchor",
+    "sign_checkpoint",
+    "verify_anchor",
+    "verify_chain",
+    "verify_checkpoint",
+    "verify_signature",
+]
