@@ -57,7 +57,8 @@ class HydraulicsConfig:
     pump_runout_flow_l_s: float = 0.5
     """Flow at full speed against an open network [L/s] (pump curve Q_max)."""
     network_resistance: float = 40.4
-    """k': system curve H = H0 * k' * (Q / n_open)^2 in units of 1/(L/s)^2; one valve at full speed ~0.15 L/s."""
+    """k': system curve H = H0 * k' * (Q / n_open)^2 [1/(L/s)^2]. One valve at full speed passes ~0.15 L/s
+    but leaves 91 % of shut-off head: the relief valve opens, so one zone alone needs <= ~90 % speed."""
     pump_rated_power_kw: float = 0.75
     pump_rated_current_a: float = 4.0
     relief_pressure_frac: float = 0.9
