@@ -1,0 +1,95 @@
+"""Hard safety limits for one greenhouse, loaded once from a reviewed TOML file.
+
+Limits are configuration, not policy output: they are validated strictly at load time
+(unknown keys, NaN/inf, inconsistent values all fail loudly) so that the clipper, which
+must never fail, can trust them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Self
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from safety.action import DEFAULT_ZONES
+
+DEFAULT_LIMITS_PATH = Path(__file__).with_name("default_limits.toml")
+
+NonNegative = Annotated[float, Field(ge=0.0)]
+Vwc = Annotated[float, Field(gt=0.0, le=1.0)]
+
+
+class SafetyLimits(BaseModel):
+    """Every hard limit the clipper enforces; units are in each field's description."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    zones: int = Field(DEFAULT_ZONES, ge=1, le=256, description="irrigation zones [count]")
+    pump_min_pct: float = Field(20.0, ge=0.0, le=100.0, description="lowest running pump speed [%]")
+    pump_max_pct: float = Field(100.0, gt=0.0, le=100.0, description="highest pump speed [%]")
+    max_open_valves: int = Field(4, ge=0, description="valves the pump can feed at once [count]")
+    zone_daily_water_cap_l: NonNegative | tuple[NonNegative, ...] = Field(
+        250.0, description="water per zone per calendar day [L]; a scalar applies to every zone"
+    )
+    saturation_vwc: Vwc | tuple[Vwc, ...] = Field(
+        0.45, description="substrate saturation [m3/m3]; a scalar applies to every zone"
+    )
+    saturation_margin_vwc: float = Field(
+        0.03, ge=0.0, le=1.0, description="no irrigation within this of saturation [m3/m3]"
+    )
+    min_valve_on_s: float = Field(120.0, ge=0.0, description="shortest time a valve stays open [s]")
+    min_valve_off_s: float = Field(120.0, ge=0.0, description="shortest time a valve stays closed [s]")
+    pump_ramp_pct_per_s: float = Field(5.0, gt=0.0, description="largest pump speed change rate [%/s]")
+    lights_daily_hours_cap: float = Field(16.0, ge=0.0, le=24.0, description="lit hours per day [h]")
+    strong_sun_par_umol: float = Field(
+        1000.0, gt=0.0, description="natural PAR above which lights are off [umol/m2/s]"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.pump_min_pct > self.pump_max_pct:
+            raise ValueError(f"pump_min_pct {self.pump_min_pct} exceeds pump_max_pct {self.pump_max_pct}")
+        for name in ("zone_daily_water_cap_l", "saturation_vwc"):
+            value = getattr(self, name)
+            if isinstance(value, tuple) and len(value) != self.zones:
+                raise ValueError(f"{name} has {len(value)} entries for {self.zones} zones")
+        return self
+
+    def water_cap_per_zone(self) -> np.ndarray:
+        """Daily water cap of each zone [L], scalars broadcast; read-only."""
+        return self._per_zone(self.zone_daily_water_cap_l)
+
+    def saturation_per_zone(self) -> np.ndarray:
+        """Saturation of each zone [m3/m3], scalars broadcast; read-only."""
+        return self._per_zone(self.saturation_vwc)
+
+    def _per_zone(self, value: float | tuple[float, ...]) -> np.ndarray:
+        arr = np.broadcast_to(np.asarray(value, dtype=np.float64), (self.zones,)).copy()
+        arr.setflags(write=False)
+        return arr
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str]) -> SafetyLimits:
+        """Load and validate limits; raises on a missing, malformed or inconsistent file.
+
+        Failing at start-up is deliberate: running with a half-understood limit file is
+        worse than not running.
+        """
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+        return cls.model_validate(data)
+
+    @classmethod
+    def default(cls) -> SafetyLimits:
+        """The shipped ``default_limits.toml``, read once and shared (the model is frozen)."""
+        return _load_default()
+
+
+@functools.cache
+def _load_default() -> SafetyLimits:
+    return SafetyLimits.from_toml(DEFAULT_LIMITS_PATH)
