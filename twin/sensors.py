@@ -101,7 +101,10 @@ def read_sensors(backend: Backend, cfg: TwinConfig, params: TwinParams, theta: A
     lost = offline_steps > 0.0
     if comm_loss:
         event = row[:, -N_UNIFORM + U_COMM] < params.p_comm_loss
-        lost = lost | ((noise > 0.0) & event[:, None, None])
+        # Which fields a loss drops is decided by a neighbouring column's draw, never by the
+        # reading's own noise (that would leave only low-biased survivors).
+        coin = xp.concat([row[:, 1:n_probe], row[:, :1]], axis=1).reshape(b, z, pr)
+        lost = lost | ((coin > 0.0) & event[:, None, None])
     out = {"soil_vwc": xp.where(lost, xp.nan, probes)}
     # Temperatures get noise relative to a 10 degC scale, the rest relative to the reading.
     scales = {"air_temp_c": None, "air_rh_pct": 1.0, "par_umol_m2_s": 1.0, "co2_ppm": 1.0, "leaf_temp_c": None}
@@ -114,7 +117,8 @@ def read_sensors(backend: Backend, cfg: TwinConfig, params: TwinParams, theta: A
         elif name in ("par_umol_m2_s", "co2_ppm"):
             reading = xp.maximum(reading, 0.0)
         if comm_loss:
-            reading = xp.where(event & (n > 0.0), xp.nan, reading)
+            coin = row[:, n_probe + (i + 1) % len(CLIMATE_SENSORS)]
+            reading = xp.where(event & (coin > 0.0), xp.nan, reading)
         out[name] = reading
     out["flow_l_min"] = xp.maximum(flow_l_s * 60.0 * (1.0 + sigma * row[:, n_probe + 5]), 0.0)
     out["pump_current_frac"] = xp.maximum(current_frac * (1.0 + sigma * row[:, n_probe + 6]), 0.0)
