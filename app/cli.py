@@ -21,6 +21,32 @@ def _cmd_validate_env(args: argparse.Namespace) -> int:
     return validate_env(args)
 
 
+def _cmd_db(args: argparse.Namespace) -> int:
+    from app import db_cli
+
+    if args.db_command == "upgrade":
+        db_cli.upgrade(args.url, args.revision)
+    elif args.db_command == "downgrade":
+        db_cli.downgrade(args.url, args.revision)
+    else:
+        print(db_cli.current(args.url) or "none (not migrated)")
+    return 0
+
+
+def _cmd_greenhouse_add(args: argparse.Namespace) -> int:
+    from app import db_cli
+    from app.core.db import SchemaOutOfDate
+
+    try:
+        gh = db_cli.add_greenhouse(args.url, args.gh_id, zones=args.zones, soil=args.soil, name=args.name,
+                                   daily_water_cap_l=args.daily_water_cap_l)
+    except (ValueError, SchemaOutOfDate) as exc:  # GreenhouseExists is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"added greenhouse {gh.id} ({gh.zones} zones, {args.soil})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="greentwin", description="Digital-twin greenhouse control.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -38,6 +64,27 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--backend", choices=["numpy", "torch"], default="numpy")
     val.add_argument("--seed", type=int, default=0)
     val.set_defaults(handler=_cmd_validate_env)
+
+    db = sub.add_parser("db", help="database migrations (Alembic)")
+    dbs = db.add_subparsers(dest="db_command", required=True)
+    for name, default in (("upgrade", "head"), ("downgrade", "-1")):
+        p = dbs.add_parser(name)
+        p.add_argument("revision", nargs="?", default=default)
+        p.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    cur = dbs.add_parser("current")
+    cur.add_argument("--url", default=None)
+    db.set_defaults(handler=_cmd_db)
+
+    gh = sub.add_parser("greenhouse", help="manage registered greenhouses")
+    ghs = gh.add_subparsers(dest="gh_command", required=True)
+    add = ghs.add_parser("add", help="register a greenhouse with its zones")
+    add.add_argument("gh_id", metavar="GH")
+    add.add_argument("--zones", type=int, default=6)
+    add.add_argument("--soil", choices=["sand", "loam", "clay"], default="loam")
+    add.add_argument("--name", default=None)
+    add.add_argument("--daily-water-cap-l", type=float, default=250.0)
+    add.add_argument("--url", default=None)
+    add.set_defaults(handler=_cmd_greenhouse_add)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Runtime service core: settings and database plumbing."""

@@ -1,0 +1,75 @@
+"""Service settings, read once from ``GREENTWIN_*`` environment variables (and optional secret files)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# ``policy/shipped`` sits next to the ``app`` package both in a checkout and in site-packages.
+DEFAULT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policy" / "shipped"
+
+# Values that people paste from examples; a production audit trail must never be sealed with them.
+PLACEHOLDER_KEYS = frozenset({"", "changeme", "change-me", "change_me", "changethis", "secret", "placeholder", "xxx", "todo"})
+MIN_PROD_KEY_LEN = 32
+
+Environment = Literal["dev", "demo", "prod"]
+
+
+class Settings(BaseSettings):
+    """Everything the runtime service reads from its environment.
+
+    Built directly in tests (``Settings(environment="prod", ...)``); in the service, from the environment.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="GREENTWIN_",
+        env_nested_delimiter="__",
+        env_file=None,
+        extra="ignore",
+        validate_default=True,
+    )
+
+    database_url: str = "sqlite:///./greentwin.sqlite3"
+    mqtt_url: str = "mqtt://127.0.0.1:1883"
+    policy_dir: Path = DEFAULT_POLICY_DIR
+    environment: Environment = "dev"
+    audit_key: SecretStr | None = None
+
+    # Telemetry older than this is stale: the loop holds actuators rather than act on it.
+    max_age_s: float = Field(default=120.0, gt=0)
+    # A command not applied within its TTL must be dropped by the edge box.
+    command_ttl_s: float = Field(default=30.0, gt=0)
+    # Without an ack in this time the command counts as lost.
+    ack_timeout_s: float = Field(default=10.0, gt=0)
+    # Below this ensemble confidence the loop falls back to the expert controller.
+    low_confidence_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _prod_needs_real_audit_key(self) -> Self:
+        """Refuse to start production with an audit trail nobody can trust (no key, or an example one)."""
+        if self.environment != "prod":
+            return self
+        if self.audit_key is None:
+            raise ValueError("GREENTWIN_AUDIT_KEY is required when environment is 'prod'")
+        key = self.audit_key.get_secret_value().strip()
+        if key.lower() in PLACEHOLDER_KEYS or len(set(key)) <= 1:
+            raise ValueError("GREENTWIN_AUDIT_KEY is a placeholder; set a real key for 'prod'")
+        if len(key) < MIN_PROD_KEY_LEN:
+            raise ValueError(f"GREENTWIN_AUDIT_KEY must be at least {MIN_PROD_KEY_LEN} characters in 'prod'")
+        return self
+
+
+def get_settings(secrets_dir: Path | None = None) -> Settings:
+    """Build settings, also reading Docker/Kubernetes-style secret files (one file per field).
+
+    The directory is ``secrets_dir`` or ``GREENTWIN_SECRETS_DIR``; files are named like the
+    variables (``greentwin_audit_key``), so a key never has to sit in the environment.
+    """
+    secrets_dir = secrets_dir or (Path(d) if (d := os.environ.get("GREENTWIN_SECRETS_DIR")) else None)
+    if secrets_dir is None:
+        return Settings()
+    return Settings(_secrets_dir=secrets_dir)  # type: ignore[call-arg]

@@ -1,0 +1,96 @@
+"""Database plumbing: one metadata with stable constraint names, engines, sessions, schema check."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+
+# Explicit names make constraints droppable by name in later migrations, on SQLite batch mode too.
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MIGRATIONS_DIR = REPO_ROOT / "migrations"
+ALEMBIC_INI = REPO_ROOT / "alembic.ini"
+
+
+class Base(DeclarativeBase):
+    """Declarative base for every service table; ``Base.metadata`` is alembic's target."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class SchemaOutOfDate(RuntimeError):
+    """The database is not at the migration head; run ``greentwin db upgrade`` first."""
+
+
+@event.listens_for(Engine, "connect")
+def _sqlite_foreign_keys(dbapi_connection: Any, _record: Any) -> None:
+    """SQLite ignores foreign keys unless every connection asks for them; other drivers are untouched."""
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA foreign_keys=ON")
+        finally:
+            cursor.close()
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """Engine with pre-ping, so a restarted PostgreSQL does not surface as a failed control step."""
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(url, **kwargs)
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions keep loaded objects usable after commit (the loop logs them after writing)."""
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """Alembic config pointing at the repository's migrations, whatever the working directory.
+
+    The URL travels in ``config.attributes`` rather than ``sqlalchemy.url``, so ``%`` in a
+    password never meets configparser interpolation.
+    """
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url is not None:
+        cfg.attributes["url"] = url
+    return cfg
+
+
+def head_revisions() -> set[str]:
+    """Revision ids at the head of the migration scripts shipped with this code."""
+    return set(ScriptDirectory.from_config(alembic_config()).get_heads())
+
+
+def current_revisions(engine: Engine) -> set[str]:
+    """Revision ids recorded in the database (empty when it was never migrated)."""
+    with engine.connect() as conn:
+        return set(MigrationContext.configure(conn).get_current_heads())
+
+
+def schema_is_current(engine: Engine) -> bool:
+    """True when the database is exactly at the scripts' head; the service refuses to start otherwise."""
+    return current_revisions(engine) == head_revisions()
+
+
+def require_current_schema(engine: Engine) -> None:
+    """Raise :class:`SchemaOutOfDate` with both revisions, for a start-up error that says what to do."""
+    current, head = current_revisions(engine), head_revisions()
+    if current != head:
+        raise SchemaOutOfDate(
+            f"database at {sorted(current) or 'no revision'}, code expects {sorted(head)}: run `greentwin db upgrade`"
+        )

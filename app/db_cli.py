@@ -1,0 +1,113 @@
+"""Database commands behind ``greentwin db ...`` and ``greentwin greenhouse add``.
+
+Plain functions returning values (never printing), so the CLI formats output and tests call them directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from alembic import command
+from sqlalchemy.exc import IntegrityError
+
+from app.core.config import Settings
+from app.core.db import (
+    alembic_config,
+    current_revisions,
+    make_engine,
+    make_session_factory,
+    require_current_schema,
+)
+from app.models import SOIL_TYPES, Greenhouse, Zone
+from app.mqtt.topics import validate_gh_id
+
+
+@dataclass(frozen=True)
+class SoilDefaults:
+    """Per-soil zone defaults: irrigate between ``target_low`` and field capacity, never toward saturation."""
+
+    target_low_vwc: float
+    target_high_vwc: float
+    saturation_vwc: float
+
+
+# Mirrors twin.config.SOIL_TYPES (field capacity as the upper target, low target halfway down to
+# the wilting point, FAO-56's 50 % depletion), without importing the numerical twin.
+SOIL_DEFAULTS: dict[str, SoilDefaults] = {
+    "sand": SoilDefaults(target_low_vwc=0.085, target_high_vwc=0.12, saturation_vwc=0.38),
+    "loam": SoilDefaults(target_low_vwc=0.195, target_high_vwc=0.27, saturation_vwc=0.45),
+    "clay": SoilDefaults(target_low_vwc=0.29, target_high_vwc=0.36, saturation_vwc=0.50),
+}
+DEFAULT_DAILY_WATER_CAP_L = 250.0  # safety/default_limits.toml zone_daily_water_cap_l
+
+
+class GreenhouseExists(ValueError):
+    """``greenhouse add`` for an id that is already registered."""
+
+
+def _url(url: str | None) -> str:
+    """Explicit URL, else ``GREENTWIN_DATABASE_URL`` / the settings default."""
+    return url if url is not None else Settings().database_url
+
+
+def upgrade(url: str | None = None, revision: str = "head") -> None:
+    """Migrate the database forward to ``revision``."""
+    command.upgrade(alembic_config(_url(url)), revision)
+
+
+def downgrade(url: str | None = None, revision: str = "-1") -> None:
+    """Migrate the database back to ``revision`` (one step by default; ``"base"`` drops everything)."""
+    command.downgrade(alembic_config(_url(url)), revision)
+
+
+def current(url: str | None = None) -> str | None:
+    """The database's revision id, or None when it was never migrated."""
+    engine = make_engine(_url(url))
+    try:
+        revisions = current_revisions(engine)
+    finally:
+        engine.dispose()
+    return ",".join(sorted(revisions)) or None
+
+
+def add_greenhouse(
+    url: str | None,
+    gh_id: str,
+    zones: int = 6,
+    soil: str = "loam",
+    name: str | None = None,
+    daily_water_cap_l: float = DEFAULT_DAILY_WATER_CAP_L,
+) -> Greenhouse:
+    """Register a greenhouse with ``zones`` identical zones; refuses an out-of-date schema or a taken id."""
+    validate_gh_id(gh_id)
+    if soil not in SOIL_TYPES:
+        raise ValueError(f"soil must be one of {', '.join(SOIL_TYPES)}, got {soil!r}")
+    if not 1 <= zones <= 64:
+        raise ValueError(f"zones must be in 1..64, got {zones}")
+    if not daily_water_cap_l > 0:
+        raise ValueError(f"daily_water_cap_l must be > 0, got {daily_water_cap_l}")
+    d = SOIL_DEFAULTS[soil]
+    engine = make_engine(_url(url))
+    try:
+        require_current_schema(engine)
+        with make_session_factory(engine)() as session:
+            gh = Greenhouse(id=gh_id, name=name or gh_id, zones=zones)
+            gh.zone_rows = [
+                Zone(
+                    index=i,
+                    soil_type=soil,
+                    target_low_vwc=d.target_low_vwc,
+                    target_high_vwc=d.target_high_vwc,
+                    saturation_vwc=d.saturation_vwc,
+                    daily_water_cap_l=daily_water_cap_l,
+                )
+                for i in range(zones)
+            ]
+            session.add(gh)
+            try:
+                session.commit()
+            except IntegrityError as exc:
+                raise GreenhouseExists(f"greenhouse {gh_id!r} already exists") from exc
+            return gh
+    finally:
+        engine.dispose()

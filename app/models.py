@@ -1,0 +1,145 @@
+"""Service tables: greenhouses and zones (configuration), control decisions and mode changes (history).
+
+``Decision`` and ``ModeChange`` are append-only records until the sealed audit store takes them
+over; the only later write is a decision's ``ack_status`` when the edge box answers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.core.db import Base
+
+SOIL_TYPES = ("sand", "loam", "clay")
+MODES = ("auto", "manual", "estop")
+ACK_STATUSES = ("pending", "applied", "rejected", "expired", "timeout")
+GH_ID_MAX_LEN = 63
+
+# JSON on SQLite, JSONB (indexable, compact) on PostgreSQL.
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+# SQLite only auto-increments an ``INTEGER PRIMARY KEY``; PostgreSQL gets 64-bit ids.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    """SQL ``IN`` check text for a closed set of short string values."""
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Greenhouse(Base):
+    """One greenhouse; its id is the slug used in MQTT topics (``greentwin/<id>/...``)."""
+
+    __tablename__ = "greenhouse"
+    __table_args__ = (
+        CheckConstraint("zones >= 1 AND zones <= 64", name="zones_range"),
+    )
+
+    id: Mapped[str] = mapped_column(String(GH_ID_MAX_LEN), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    zones: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    zone_rows: Mapped[list[Zone]] = relationship(
+        back_populates="greenhouse", cascade="all, delete-orphan", order_by="Zone.index"
+    )
+
+
+class Zone(Base):
+    """Irrigation zone settings the safety layer and the policies read (VWC in m3/m3)."""
+
+    __tablename__ = "zone"
+    __table_args__ = (
+        CheckConstraint(_in("soil_type", SOIL_TYPES), name="soil_type"),
+        CheckConstraint("zone_index >= 0", name="zone_index_nonneg"),
+        CheckConstraint(
+            "target_low_vwc >= 0 AND target_low_vwc < target_high_vwc AND target_high_vwc <= saturation_vwc"
+            " AND saturation_vwc <= 1",
+            name="vwc_order",
+        ),
+        CheckConstraint("daily_water_cap_l > 0", name="water_cap_pos"),
+    )
+
+    greenhouse_id: Mapped[str] = mapped_column(
+        ForeignKey("greenhouse.id", ondelete="CASCADE"), primary_key=True
+    )
+    index: Mapped[int] = mapped_column("zone_index", Integer, primary_key=True)
+    soil_type: Mapped[str] = mapped_column(String(8))
+    target_low_vwc: Mapped[float] = mapped_column(Float)
+    target_high_vwc: Mapped[float] = mapped_column(Float)
+    saturation_vwc: Mapped[float] = mapped_column(Float)
+    daily_water_cap_l: Mapped[float] = mapped_column(Float)
+
+    greenhouse: Mapped[Greenhouse] = relationship(back_populates="zone_rows")
+
+
+class Decision(Base):
+    """One control step: what was seen, what each ensemble member wanted, what was sent, and why."""
+
+    __tablename__ = "decision"
+    __table_args__ = (
+        UniqueConstraint("greenhouse_id", "seq"),
+        CheckConstraint("seq >= 0", name="seq_nonneg"),
+        CheckConstraint(_in("mode", MODES), name="mode"),
+        CheckConstraint(f"ack_status IS NULL OR {_in('ack_status', ACK_STATUSES)}", name="ack_status"),
+        CheckConstraint("confidence >= 0 AND confidence <= 1", name="confidence_range"),
+        Index(None, "greenhouse_id", "ts"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    # RESTRICT: history must outlive nothing; a greenhouse with decisions cannot be deleted.
+    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="RESTRICT"))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    actor: Mapped[str] = mapped_column(String(64))
+    mode: Mapped[str] = mapped_column(String(8))
+    telemetry: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    estimate: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    member_actions: Mapped[list[Any]] = mapped_column(JsonType)
+    voted: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    clipped: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    rules_fired: Mapped[list[Any]] = mapped_column(JsonType)
+    reward_terms: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    confidence: Mapped[float] = mapped_column(Float)
+    explanation: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    # Null when the step sent nothing (e.g. stale telemetry held the actuators).
+    cmd_id: Mapped[str | None] = mapped_column(String(36), unique=True)
+    ack_status: Mapped[str | None] = mapped_column(String(16))
+
+
+class ModeChange(Base):
+    """Who switched a greenhouse between auto, manual and e-stop, when and why."""
+
+    __tablename__ = "mode_change"
+    __table_args__ = (
+        UniqueConstraint("greenhouse_id", "seq"),
+        CheckConstraint("seq >= 0", name="seq_nonneg"),
+        CheckConstraint(f"from_mode IS NULL OR {_in('from_mode', MODES)}", name="from_mode"),
+        CheckConstraint(_in("to_mode", MODES), name="to_mode"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="RESTRICT"))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    actor: Mapped[str] = mapped_column(String(64))
+    # Null for the first mode a greenhouse is put in.
+    from_mode: Mapped[str | None] = mapped_column(String(8))
+    to_mode: Mapped[str] = mapped_column(String(8))
+    reason: Mapped[str] = mapped_column(String(500), default="")

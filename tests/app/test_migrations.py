@@ -1,0 +1,158 @@
+"""Migrations against SQLite and PostgreSQL: head matches the models, round trip, constraints hold."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, create_engine, inspect, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app import db_cli
+from app.core.db import SchemaOutOfDate, head_revisions, make_engine, schema_is_current
+from app.models import Base, Decision, Greenhouse, ModeChange, Zone
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database: a temp SQLite file, or a throw-away PostgreSQL database dropped afterwards."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'gt.sqlite3'}"
+        return
+    base_url = make_url(request.getfixturevalue("pg_url"))
+    name = f"greentwin_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        yield base_url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    eng = make_engine(db_url)
+    yield eng
+    eng.dispose()
+
+
+def _diffs(engine: Engine) -> list[object]:
+    """What autogenerate would still emit: empty when migrations and models agree."""
+    with engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": False})
+        return list(compare_metadata(ctx, Base.metadata))
+
+
+def _tables(engine: Engine) -> set[str]:
+    return set(inspect(engine).get_table_names()) - {"alembic_version"}
+
+
+def test_upgrade_head_matches_models(db_url: str, engine: Engine) -> None:
+    assert not schema_is_current(engine)
+    assert db_cli.current(db_url) is None
+    db_cli.upgrade(db_url)
+    assert schema_is_current(engine)
+    assert db_cli.current(db_url) == ",".join(sorted(head_revisions()))
+    assert _tables(engine) == set(Base.metadata.tables)
+    assert _diffs(engine) == []
+
+
+def test_downgrade_base_and_upgrade_again(db_url: str, engine: Engine) -> None:
+    db_cli.upgrade(db_url)
+    db_cli.downgrade(db_url, "base")
+    assert _tables(engine) == set()
+    assert db_cli.current(db_url) is None
+    assert not schema_is_current(engine)
+    db_cli.upgrade(db_url, "head")
+    assert schema_is_current(engine)
+    assert _diffs(engine) == []
+
+
+def test_add_greenhouse_refuses_unmigrated_db(db_url: str) -> None:
+    with pytest.raises(SchemaOutOfDate, match="greentwin db upgrade"):
+        db_cli.add_greenhouse(db_url, "gh-1")
+
+
+def _decision(gh: str, seq: int, cmd_id: str | None = None) -> Decision:
+    return Decision(
+        greenhouse_id=gh,
+        seq=seq,
+        ts=datetime(2026, 5, 1, 12, 0, tzinfo=UTC),
+        actor="loop",
+        mode="auto",
+        telemetry={"soil_vwc": [[0.21, None]]},
+        estimate={"theta": [0.2]},
+        member_actions=[[1, 0, 50.0]],
+        voted={"valves": [1], "pump_pct": 50.0},
+        clipped={"valves": [1], "pump_pct": 40.0},
+        rules_fired=["pump_rate_limit"],
+        reward_terms=None,
+        confidence=0.9,
+        explanation={"top": "soil_vwc[0]"},
+        cmd_id=cmd_id or str(uuid.uuid4()),
+        ack_status="pending",
+    )
+
+
+def test_greenhouse_decisions_and_constraints(db_url: str, engine: Engine) -> None:
+    db_cli.upgrade(db_url)
+    gh = db_cli.add_greenhouse(db_url, "gh-1", zones=3, soil="clay", name="North house")
+    assert (gh.id, gh.name, gh.zones) == ("gh-1", "North house", 3)
+    db_cli.add_greenhouse(db_url, "gh-2")
+    with pytest.raises(db_cli.GreenhouseExists):
+        db_cli.add_greenhouse(db_url, "gh-1")
+
+    with Session(engine) as s:
+        zones = s.scalars(select(Zone).where(Zone.greenhouse_id == "gh-1").order_by(Zone.index)).all()
+        assert [z.index for z in zones] == [0, 1, 2]
+        assert all(z.soil_type == "clay" and z.target_low_vwc < z.target_high_vwc <= z.saturation_vwc for z in zones)
+        assert s.get(Greenhouse, "gh-1").created_at is not None  # type: ignore[union-attr]
+
+        s.add_all([_decision("gh-1", 1), _decision("gh-1", 2), _decision("gh-2", 1)])
+        s.add(ModeChange(greenhouse_id="gh-1", seq=1, ts=datetime.now(UTC), actor="op", from_mode=None, to_mode="auto"))
+        s.commit()
+        stored = s.scalars(select(Decision).where(Decision.greenhouse_id == "gh-1", Decision.seq == 1)).one()
+        assert stored.telemetry == {"soil_vwc": [[0.21, None]]} and stored.rules_fired == ["pump_rate_limit"]
+
+        s.add(_decision("gh-1", 2))  # same (greenhouse, seq)
+        with pytest.raises(IntegrityError):
+            s.commit()
+        s.rollback()
+
+        dup_cmd = str(uuid.uuid4())
+        s.add_all([_decision("gh-1", 10, dup_cmd), _decision("gh-1", 11, dup_cmd)])
+        with pytest.raises(IntegrityError):
+            s.commit()
+        s.rollback()
+
+        s.add(_decision("no-such-greenhouse", 1))  # foreign keys are on, SQLite included
+        with pytest.raises(IntegrityError):
+            s.commit()
+        s.rollback()
+
+        bad = _decision("gh-1", 3)
+        bad.mode = "turbo"
+        s.add(bad)
+        with pytest.raises(IntegrityError):
+            s.commit()
+        s.rollback()
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"gh_id": "GH 1"}, "invalid greenhouse id"), ({"soil": "peat"}, "soil"), ({"zones": 0}, "zones")],
+)
+def test_add_greenhouse_validates_input(kwargs: dict[str, object], match: str, tmp_path: Path) -> None:
+    args: dict[str, object] = {"gh_id": "gh-1", **kwargs}
+    with pytest.raises(ValueError, match=match):
+        db_cli.add_greenhouse(f"sqlite:///{tmp_path / 'x.sqlite3'}", **args)  # type: ignore[arg-type]

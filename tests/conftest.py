@@ -1,0 +1,67 @@
+"""Shared fixtures for tests that need the PostgreSQL or MQTT services.
+
+Outside CI a missing service skips its tests with the reason; under ``CI=true`` it fails them,
+so a broken CI service container can never turn into a green run that tested nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import NoReturn
+
+import pytest
+
+PG_URLS = (
+    "postgresql+psycopg2://postgres@127.0.0.1:5432/test",
+    "postgresql+psycopg2://root@127.0.0.1:5432/test",
+)
+MQTT_HOST = os.environ.get("GREENTWIN_TEST_MQTT_HOST", "127.0.0.1")
+MQTT_PORT = int(os.environ.get("GREENTWIN_TEST_MQTT_PORT", "1883"))
+# MQTT 3.1.1 CONNECT, clean session, keepalive 10 s, client id "gt-probe".
+_MQTT_CONNECT = b"\x10\x14\x00\x04MQTT\x04\x02\x00\x0a\x00\x08gt-probe"
+
+
+def _unavailable(reason: str) -> NoReturn:
+    """Skip locally, fail in CI."""
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(f"{reason} (CI=true: required services must be present)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """URL of a reachable PostgreSQL ``test`` database (``GREENTWIN_TEST_PG_URL`` overrides)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import OperationalError
+
+    override = os.environ.get("GREENTWIN_TEST_PG_URL")
+    errors: list[str] = []
+    for url in (override,) if override else PG_URLS:
+        engine = create_engine(url, connect_args={"connect_timeout": 3})
+        try:
+            with engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return url
+        except OperationalError as exc:
+            where = engine.url.render_as_string(hide_password=True)
+            errors.append(f"{where}: {str(exc.orig).strip().splitlines()[0]}")
+        finally:
+            engine.dispose()
+    _unavailable(f"PostgreSQL not reachable ({'; '.join(errors)})")
+
+
+@pytest.fixture(scope="session")
+def mqtt_available() -> tuple[str, int]:
+    """(host, port) of an MQTT broker that answered a CONNECT with a CONNACK."""
+    try:
+        with socket.create_connection((MQTT_HOST, MQTT_PORT), timeout=3) as sock:
+            sock.settimeout(3)
+            sock.sendall(_MQTT_CONNECT)
+            reply = sock.recv(4)
+            sock.sendall(b"\xe0\x00")  # DISCONNECT
+    except OSError as exc:
+        _unavailable(f"MQTT broker not reachable on {MQTT_HOST}:{MQTT_PORT}: {exc}")
+    if len(reply) < 4 or reply[0] != 0x20 or reply[3] != 0:
+        _unavailable(f"MQTT broker on {MQTT_HOST}:{MQTT_PORT} refused the connection: {reply!r}")
+    return MQTT_HOST, MQTT_PORT
