@@ -48,10 +48,14 @@ class Demand:
     """[B] saturation vapour pressure at the air temperature."""
 
 
-def reference_et0(xp: Any, cfg: ClimateConfig, air_temp: Array, vapour_kpa: Array, rs_natural_w_m2: Array,
-                  rs_lamp_w_m2: Array) -> Demand:
+def psychrometric_constant(cfg: ClimateConfig) -> float:
+    """gamma at the site's elevation (FAO-56 eq. 7 and 8), a constant of the run."""
+    return float(psychrometric_constant_kpa_per_c(float(atmospheric_pressure_kpa(cfg.elevation_m))))
+
+
+def reference_et0(xp: Any, cfg: ClimateConfig, gamma: float, air_temp: Array, vapour_kpa: Array,
+                  rs_natural_w_m2: Array, rs_lamp_w_m2: Array) -> Demand:
     """Inside hourly ET0 (FAO-56 eq. 53) for natural light and natural + lamp light."""
-    gamma = float(psychrometric_constant_kpa_per_c(float(atmospheric_pressure_kpa(cfg.elevation_m))))
     u2 = cfg.inside_wind_m_s
     es = saturation_vapour_kpa(xp, air_temp)
     delta = 4098.0 * es / ((air_temp + 237.3) * (air_temp + 237.3))

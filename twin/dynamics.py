@@ -14,6 +14,7 @@ from twin.climate import (
     LAMP_RADIANT_SHARE,
     PAR_PER_W_M2,
     crop_coefficient,
+    psychrometric_constant,
     reference_et0,
     saturation_vapour_kpa,
     step_air,
@@ -49,6 +50,7 @@ class TwinModel:
         self._low = backend.asarray(self.obs_spec.low)
         self._high = backend.asarray(self.obs_spec.high)
         self._faults = cfg.faults.any_enabled
+        self._gamma = psychrometric_constant(cfg.climate)
         self._decay_24h = math.exp(-cfg.dt_s / 86400.0)
         area = cfg.zones * cfg.hydraulics.zone_area_m2
         self._lamp_kw = cfg.climate.lamp_power_w_m2 * area / 1000.0
@@ -97,7 +99,7 @@ class TwinModel:
         w = self.weather.at(b, params.year, params.start_hour + t_mid * dt_h)
         rs_nat = params.transmissivity * w[:, SOLAR]
         rs_lamp = lights * (LAMP_RADIANT_SHARE * cfg.climate.lamp_power_w_m2)
-        demand = reference_et0(xp, cfg.climate, state.air_temp, state.vapour_kpa, rs_nat, rs_lamp)
+        demand = reference_et0(xp, cfg.climate, self._gamma, state.air_temp, state.vapour_kpa, rs_nat, rs_lamp)
         kc, _ = crop_coefficient(xp, cfg.crop, params.crop_day0 + t_mid * (dt / 86400.0))
         etc_mm = (demand.et0_mm_h * kc * dt_h)[:, None]
         soil = step_soil(xp, params, state.theta, hyd.zone_water_l, hyd_cfg.zone_area_m2, etc_mm)

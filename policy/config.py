@@ -1,0 +1,115 @@
+"""PPO hyper-parameters in one frozen, documented place.
+
+Derived sizes (batch, minibatch, iterations) are properties so they can never disagree with
+the fields they come from; presets give known-good sizes for tests, laptops and full runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+PresetName = Literal["tiny", "small", "full"]
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """Everything that defines one PPO + behaviour-cloning training run."""
+
+    num_envs: int = 256
+    """Twin instances stepped together (B)."""
+    num_steps: int = 64
+    """Control steps per instance per rollout (T)."""
+    total_steps: int = 5_000_000
+    """Total env steps (instances x control steps) to train for."""
+    lr: float = 3e-4
+    """Initial Adam learning rate."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over the run."""
+    gamma: float = 0.99
+    """Discount per control step."""
+    gae_lambda: float = 0.95
+    """GAE bias/variance trade-off."""
+    clip_coef: float = 0.2
+    """PPO surrogate clipping range."""
+    ent_coef: float = 0.003
+    """Entropy bonus weight (keeps valve exploration alive)."""
+    vf_coef: float = 0.5
+    """Value-loss weight."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    num_minibatches: int = 4
+    """Minibatches per pass."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    scale_rewards: bool = True
+    """Per-instance reward scaling by the running std of the discounted return."""
+    hidden: int = 64
+    """Width of the MLP torso layers."""
+    shared_torso: bool = False
+    """One torso for actor and critic instead of two."""
+    bc_coef: float = 1.0
+    """Initial weight of the behaviour-cloning loss on expert demonstrations."""
+    bc_decay_steps: int = 1_000_000
+    """Env steps over which the BC weight decays linearly to 0."""
+    bc_demo_steps: int = 96
+    """Control steps of the expert on every instance collected as demonstrations (0: no BC)."""
+    bc_valve_balance: float = 0.5
+    """Valve class weighting in the BC loss: 0 none, 1 open and closed get equal total weight."""
+    bc_pretrain_updates: int = 500
+    """Pure BC gradient steps (minibatch-sized) before the first rollout: PPO starts from the teacher."""
+    seed: int = 0
+    """Seeds torch and the twin."""
+    device: str = "cpu"
+    """Torch device for the twin, rollout buffers and network."""
+    dt_s: float = 600.0
+    """Twin control step [s]."""
+    episode_days: float = 30.0
+    """Twin episode length [days]."""
+    twin_overrides: tuple[tuple[str, Any], ...] = ()
+    """Further TwinConfig keyword overrides as (key, value) pairs (kept hashable)."""
+
+    def __post_init__(self) -> None:
+        if self.batch_size % self.num_minibatches:
+            raise ValueError(f"num_envs * num_steps ({self.batch_size}) must be divisible by "
+                             f"num_minibatches ({self.num_minibatches})")
+        if self.num_iterations < 1:
+            raise ValueError("total_steps must cover at least one rollout (num_envs * num_steps)")
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_steps // self.batch_size
+
+    def twin_kwargs(self) -> dict[str, Any]:
+        """Keyword overrides for ``GreenhouseTwin``."""
+        return {"dt_s": self.dt_s, "episode_days": self.episode_days, **dict(self.twin_overrides)}
+
+    def replace(self, **changes: Any) -> PPOConfig:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def preset(cls, name: PresetName, **changes: Any) -> PPOConfig:
+        """Known-good sizes: 'tiny' (unit tests, seconds), 'small' (a laptop, minutes), 'full'."""
+        presets: dict[str, dict[str, Any]] = {
+            "tiny": dict(num_envs=64, num_steps=48, total_steps=64 * 48 * 8, dt_s=3600.0, episode_days=4.0,
+                         bc_demo_steps=96, bc_decay_steps=64 * 48 * 6, bc_pretrain_updates=300, update_epochs=4, num_minibatches=4,
+                         lr=1e-3),
+            "small": dict(num_envs=256, num_steps=64, total_steps=2_000_000, dt_s=1800.0, episode_days=14.0,
+                          bc_decay_steps=500_000),
+            "full": dict(num_envs=1024, num_steps=128, total_steps=50_000_000, num_minibatches=8,
+                         bc_decay_steps=10_000_000, hidden=128),
+        }
+        if name not in presets:
+            raise ValueError(f"unknown preset {name!r}; known: {sorted(presets)}")
+        return cls(**{**presets[name], **changes})

@@ -1,0 +1,176 @@
+"""PPO with a decaying behaviour-cloning term, on the batched torch twin (CleanRL style).
+
+One iteration: collect ``num_steps`` control steps on ``num_envs`` twin instances into
+preallocated [T, B, ...] tensors, compute GAE (termination cuts the bootstrap, truncation
+bootstraps from the pre-reset observation), then run clipped-surrogate minibatch epochs.
+The BC term pulls the policy towards the threshold expert early on, so exploration starts
+from a controller that irrigates instead of from random valve flapping; its weight decays
+linearly to zero so PPO can improve on the teacher.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from policy.baselines import ThresholdExpert
+from policy.bc import bc_loss, collect_expert_demos
+from policy.config import PPOConfig
+from policy.gae import compute_gae
+from policy.networks import ActorCritic
+from policy.normalize import InstanceRewardScaler
+from twin import GreenhouseTwin
+
+
+class IterationMetrics(NamedTuple):
+    """What one PPO iteration did (losses are means over its minibatches)."""
+
+    iteration: int
+    env_steps: int
+    """Cumulative env steps (instances x control steps) after this iteration."""
+    steps_per_s: float
+    """Rollout throughput: env steps per second of collection."""
+    mean_reward: float
+    """Mean raw (unscaled) reward per env step in the rollout."""
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    approx_kl: float
+    clipfrac: float
+    bc_loss: float
+    bc_coef: float
+    valve_open_rate: float
+    """Share of valve commands in the rollout that were 'open' (watch for the never-irrigate collapse)."""
+    lr: float
+
+
+class TrainResult(NamedTuple):
+    agent: ActorCritic
+    metrics: list[IterationMetrics]
+    config: PPOConfig
+
+
+def make_twin(cfg: PPOConfig, num_instances: int | None = None, seed: int | None = None) -> GreenhouseTwin:
+    """The torch twin a config trains on (or a differently seeded/sized one for evaluation)."""
+    return GreenhouseTwin(num_instances=num_instances or cfg.num_envs, backend="torch", device=cfg.device,
+                          seed=cfg.seed if seed is None else seed, **cfg.twin_kwargs())
+
+
+def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None = None) -> TrainResult:
+    """Train an :class:`ActorCritic` on the twin; deterministic for a given ``cfg.seed``."""
+    torch.manual_seed(cfg.seed)
+    device = torch.device(cfg.device)
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)  # minibatch shuffles and demo draws
+    twin = make_twin(cfg)
+    zones, obs_dim, act_dim = twin.config.zones, twin.observation_spec.dim, twin.action_spec.dim
+    agent = ActorCritic(obs_dim, zones, cfg.hidden, cfg.shared_torso).to(device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5)
+
+    # ---- expert demonstrations for the BC term --------------------------------------------
+    use_bc = cfg.bc_coef > 0 and cfg.bc_demo_steps > 0
+    if use_bc:
+        demos = collect_expert_demos(twin, ThresholdExpert(zones=zones), cfg.bc_demo_steps)
+        demo_obs, demo_act = demos.obs.to(device), demos.action.to(device)
+        demo_open_rate = float((demo_act[:, :zones] >= 0.5).float().mean())
+        agent.update_obs_stats(demo_obs)
+        for _ in range(cfg.bc_pretrain_updates):
+            pick = torch.randint(demo_obs.shape[0], (cfg.minibatch_size,), generator=gen, device=device)
+            optimizer.zero_grad()
+            bc_loss(agent, demo_obs[pick], demo_act[pick], demo_open_rate, cfg.bc_valve_balance).loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+
+    # ---- rollout storage --------------------------------------------------------------------
+    T, B = cfg.num_steps, cfg.num_envs
+    obs_buf = torch.zeros((T, B, obs_dim), device=device)
+    act_buf = torch.zeros((T, B, act_dim), device=device)
+    logp_buf = torch.zeros((T, B), device=device)
+    rew_buf = torch.zeros((T, B), device=device)
+    val_buf = torch.zeros((T, B), device=device)
+    final_val_buf = torch.zeros((T, B), device=device)
+    term_buf = torch.zeros((T, B), dtype=torch.bool, device=device)
+    trunc_buf = torch.zeros((T, B), dtype=torch.bool, device=device)
+    scaler = InstanceRewardScaler(B, cfg.gamma, device) if cfg.scale_rewards else None
+
+    next_obs = twin.reset()
+    agent.update_obs_stats(next_obs)
+    metrics: list[IterationMetrics] = []
+    env_steps = 0
+    for iteration in range(1, cfg.num_iterations + 1):
+        lr = cfg.lr * (1.0 - (iteration - 1) / cfg.num_iterations) if cfg.anneal_lr else cfg.lr
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+
+        # ---- collect ------------------------------------------------------------------------
+        start = time.perf_counter()
+        with torch.no_grad():
+            for t in range(T):
+                obs_buf[t] = next_obs
+                action, logp, _, value = agent.get_action_and_value(next_obs)
+                next_obs, reward, terminated, truncated, info = twin.step(action)
+                act_buf[t], logp_buf[t], val_buf[t] = action, logp, value
+                rew_buf[t], term_buf[t], trunc_buf[t] = reward, terminated, truncated
+                final_val_buf[t] = 0.0
+                if bool(truncated.any()):
+                    final_val_buf[t] = torch.where(truncated, agent.get_value(info["final_obs"]), 0.0)
+            last_value = agent.get_value(next_obs)
+        steps_per_s = T * B / (time.perf_counter() - start)
+        env_steps += T * B
+
+        # ---- advantages ---------------------------------------------------------------------
+        rewards = scaler(rew_buf, term_buf | trunc_buf) if scaler is not None else rew_buf
+        advantages, returns = compute_gae(rewards, val_buf, term_buf, trunc_buf, final_val_buf, last_value,
+                                          cfg.gamma, cfg.gae_lambda)
+
+        # ---- optimise -----------------------------------------------------------------------
+        b_obs, b_act = obs_buf.reshape(-1, obs_dim), act_buf.reshape(-1, act_dim)
+        b_logp, b_adv, b_ret = logp_buf.reshape(-1), advantages.reshape(-1), returns.reshape(-1)
+        bc_coef = cfg.bc_coef * max(0.0, 1.0 - (env_steps - T * B) / cfg.bc_decay_steps) if use_bc else 0.0
+        sums = torch.zeros(7, device=device)  # pg, v, entropy, kl, clipfrac, bc, count
+        for _ in range(cfg.update_epochs):
+            perm = torch.randperm(cfg.batch_size, generator=gen, device=device)
+            for mb in perm.split(cfg.minibatch_size):
+                _, new_logp, entropy, new_value = agent.get_action_and_value(b_obs[mb], b_act[mb])
+                log_ratio = new_logp - b_logp[mb]
+                ratio = log_ratio.exp()
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1.0) - log_ratio).mean()
+                    clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
+
+                adv = b_adv[mb]
+                if cfg.norm_adv:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+                v_loss = 0.5 * (new_value - b_ret[mb]).square().mean()
+                entropy_mean = entropy.mean()
+                loss = pg_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * v_loss
+
+                bc_value = torch.zeros((), device=device)
+                if bc_coef > 0:
+                    pick = torch.randint(demo_obs.shape[0], (mb.numel(),), generator=gen, device=device)
+                    bc_value = bc_loss(agent, demo_obs[pick], demo_act[pick], demo_open_rate, cfg.bc_valve_balance).loss
+                    loss = loss + bc_coef * bc_value
+
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                sums += torch.stack([pg_loss.detach(), v_loss.detach(), entropy_mean.detach(), approx_kl,
+                                     clipfrac, bc_value.detach(), torch.ones((), device=device)])
+
+        # Normaliser moves only between iterations, so stored log-probs match the update's.
+        agent.update_obs_stats(b_obs)
+        pg, vl, ent, kl, cf, bc, _ = (sums / sums[-1]).tolist()
+        m = IterationMetrics(
+            iteration=iteration, env_steps=env_steps, steps_per_s=steps_per_s,
+            mean_reward=float(rew_buf.mean()), policy_loss=pg, value_loss=vl, entropy=ent, approx_kl=kl,
+            clipfrac=cf, bc_loss=bc, bc_coef=bc_coef,
+            valve_open_rate=float((act_buf[..., :zones] >= 0.5).float().mean()), lr=lr)
+        metrics.append(m)
+        if progress is not None:
+            progress(m)
+    return TrainResult(agent, metrics, cfg)
