@@ -26,10 +26,11 @@ def _actions(b: int, dim: int, seed: int = 0) -> np.ndarray:
     return a
 
 
-def time_batched(backend: str, b: int, seconds: float, device: str = "cpu") -> tuple[float, int]:
+def time_batched(backend: str, b: int, seconds: float, device: str = "cpu", compile: bool = False
+                 ) -> tuple[float, int]:
     from twin import GreenhouseTwin
 
-    twin = GreenhouseTwin(num_instances=b, backend=backend, device=device, seed=0)
+    twin = GreenhouseTwin(num_instances=b, backend=backend, device=device, seed=0, compile=compile)
     twin.reset()
     a = _actions(b, twin.action_spec.dim)
     act = torch.as_tensor(a, device=device) if backend == "torch" else a
@@ -68,22 +69,29 @@ def main() -> None:
     parser.add_argument("--backends", default="numpy,torch")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--compile-sizes", default="4096,65536",
+                        help="sizes also timed with torch.compile (each costs ~40 s of compilation); '' for none")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    targets = [(name, "cpu") for name in args.backends.split(",")]
+    targets = [(name, "cpu", False) for name in args.backends.split(",")]
+    compile_sizes = {int(s) for s in args.compile_sizes.split(",") if s}
+    if "torch" in args.backends and compile_sizes:
+        targets.append(("torch", "cpu", True))
     if torch.cuda.is_available():
-        targets.append(("torch", "cuda"))
+        targets += [("torch", "cuda", False), ("torch", "cuda", True)]
 
     baseline = time_sync_vector(64, args.seconds)
     print(f"baseline: gymnasium SyncVectorEnv of 64 single-instance envs: {baseline:,.0f} instance-steps/s")
     results: dict[str, dict[str, float]] = {"baseline_sync_vector_64": {"steps_per_s": baseline}}
-    print(f"{'backend':<12} {'B':>8} {'inst-steps/s':>14} {'x baseline':>11} {'bytes/inst':>11}")
-    for name, device in targets:
+    print(f"{'backend':<20} {'B':>8} {'inst-steps/s':>14} {'x baseline':>11} {'bytes/inst':>11}")
+    for name, device, compiled in targets:
         for b in sizes:
-            rate, nbytes = time_batched(name, b, args.seconds, device)
-            label = f"{name}/{device}"
+            if compiled and device == "cpu" and b not in compile_sizes:
+                continue
+            rate, nbytes = time_batched(name, b, args.seconds, device, compiled)
+            label = f"{name}/{device}" + ("+compile" if compiled else "")
             results[f"{label}/B={b}"] = {"steps_per_s": rate, "ratio": rate / baseline, "bytes_per_instance": nbytes}
-            print(f"{label:<12} {b:>8} {rate:>14,.0f} {rate / baseline:>11.1f} {nbytes:>11}")
+            print(f"{label:<20} {b:>8} {rate:>14,.0f} {rate / baseline:>11.1f} {nbytes:>11}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=2)

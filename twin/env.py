@@ -32,7 +32,8 @@ class GreenhouseTwin:
     metadata = {"autoreset_mode": "same_step", "termination_reasons": TERMINATION_REASONS}
 
     def __init__(self, num_instances: int = 1, backend: BackendName = "numpy", device: str = "cpu", seed: int = 0,
-                 validate: bool = False, config: TwinConfig | None = None, **overrides: Any) -> None:
+                 validate: bool = False, config: TwinConfig | None = None, compile: bool = False,
+                 **overrides: Any) -> None:
         if num_instances < 1:
             raise ValueError(f"num_instances must be >= 1, got {num_instances}")
         if config is not None and overrides:
@@ -42,12 +43,24 @@ class GreenhouseTwin:
         self.num_instances = int(num_instances)
         self.seed = int(seed)
         self.validate = validate
-        self.model = TwinModel(self.config, self.backend, self.seed)
+        self.compile = compile
+        if compile and backend != "torch":
+            raise ValueError("compile=True needs backend='torch' (it fuses the step with torch.compile)")
+        self._build_model()
         self.observation_spec: ObservationSpec = self.model.obs_spec
         self.action_spec: ActionSpec = self.model.action_spec
         self._ids = self.backend.arange(self.num_instances)
         self._params: TwinParams | None = None
         self._state: TwinState | None = None
+
+    def _build_model(self) -> None:
+        self.model = TwinModel(self.config, self.backend, self.seed)
+        self._step_fn = self.model.step
+        if self.compile:
+            import torch
+
+            # One fused kernel set per batch shape; the first step pays the compile time (~40 s on CPU).
+            self._step_fn = torch.compile(self.model.step, dynamic=False)
 
     @property
     def params(self) -> TwinParams:
@@ -70,7 +83,7 @@ class GreenhouseTwin:
         """
         if seed is not None and int(seed) != self.seed:
             self.seed = int(seed)
-            self.model = TwinModel(self.config, self.backend, self.seed)
+            self._build_model()
         if seed is None and self._state is not None:
             episode = self._state.episode + 1
         else:
@@ -89,7 +102,7 @@ class GreenhouseTwin:
     def step(self, actions: Array) -> tuple[Array, Array, Array, Array, dict[str, Any]]:
         """Apply actions of shape (B, zones + 2) and advance one control step."""
         action = self._as_action(actions)
-        state, out = self.model.step(self.params, self.state, action)
+        state, out = self._step_fn(self.params, self.state, action)
         obs = out.obs
         done = out.terminated | out.truncated
         info = out.info
