@@ -1,0 +1,85 @@
+"""Turn one greenhouse's telemetry and estimate into the policy's observation vector.
+
+The layout is the twin's (:class:`twin.spec.ObservationSpec`), filled from what the edge box
+reports instead of from simulated state: moisture from the Kalman estimate, climate from the
+readings (a missing reading holds its last value and is reported as held), irrigation from the
+flow meter, the forecast from the weather provider.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from twin.climate import crop_coefficient
+from twin.config import CropConfig
+from twin.spec import FORECAST_HOURS, ObservationSpec
+
+CLIMATE_FIELDS = (("air_temp", "air_temp_c"), ("air_rh", "air_rh_pct"), ("par", "par_umol_m2_s"),
+                  ("co2", "co2_ppm"), ("leaf_temp", "leaf_temp_c"))
+_DEFAULTS = {"air_temp": 20.0, "air_rh": 70.0, "par": 0.0, "co2": 420.0, "leaf_temp": 20.0}
+
+
+@dataclass
+class ObservationBuilder:
+    """Per-greenhouse observation state: held readings and the 24 h irrigation memory."""
+
+    zones: int
+    target_low: np.ndarray
+    target_high: np.ndarray
+    crop_day0: float = 60.0
+    """Crop age [days] when the service first saw this greenhouse (growth stage feature)."""
+    crop: CropConfig = field(default_factory=CropConfig)
+    zone_area_m2: float = 50.0
+    rated_current_a: float = 4.0
+    held: dict[str, float] = field(default_factory=lambda: dict(_DEFAULTS))
+    irrigation_24h_mm: np.ndarray = field(init=False)
+    first_ts: datetime | None = None
+
+    def __post_init__(self) -> None:
+        self.spec = ObservationSpec(self.zones)
+        self.irrigation_24h_mm = np.zeros(self.zones)
+
+    def add_irrigation(self, zone_water_l: np.ndarray, dt_s: float) -> None:
+        """Exponentially weighted 24 h memory of applied water (same definition as the twin)."""
+        self.irrigation_24h_mm = self.irrigation_24h_mm * math.exp(-dt_s / 86400.0) + zone_water_l / self.zone_area_m2
+
+    def build(self, *, ts: datetime, moisture: np.ndarray, readings: dict[str, float | None],
+              valve_open: np.ndarray, pump_pct: float, light_pct: float, pump_current_a: float,
+              forecast_temp_c: np.ndarray, forecast_solar_w_m2: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """Observation (D,) float32 and the names of readings that were held from earlier."""
+        held_names: list[str] = []
+        for name, key in CLIMATE_FIELDS:
+            value = readings.get(key)
+            if value is None or not math.isfinite(value):
+                held_names.append(key)
+            else:
+                self.held[name] = float(value)
+        if self.first_ts is None:
+            self.first_ts = ts
+        day = self.crop_day0 + (ts - self.first_ts).total_seconds() / 86400.0
+        _, stage = crop_coefficient(np, self.crop, np.asarray([day]))
+        hour = ts.hour + ts.minute / 60.0 + ts.second / 3600.0
+        phase = 2.0 * math.pi * hour / 24.0
+        sl = self.spec.slices
+        obs = np.zeros(self.spec.dim, dtype=np.float64)
+        obs[sl["moisture"]] = moisture
+        obs[sl["target_low"]] = self.target_low
+        obs[sl["target_high"]] = self.target_high
+        obs[sl["irrigation_24h"]] = self.irrigation_24h_mm
+        obs[sl["valve_open"]] = valve_open
+        for name, _ in CLIMATE_FIELDS:
+            obs[sl[name]] = self.held[name]
+        obs[sl["forecast_temp"]] = np.resize(forecast_temp_c, FORECAST_HOURS)
+        obs[sl["forecast_solar"]] = np.resize(forecast_solar_w_m2, FORECAST_HOURS)
+        obs[sl["hour_sin"]] = math.sin(phase)
+        obs[sl["hour_cos"]] = math.cos(phase)
+        obs[sl["growth_stage"]] = float(stage[0])
+        obs[sl["pump"]] = pump_pct
+        obs[sl["lights"]] = light_pct
+        obs[sl["pump_current"]] = pump_current_a / self.rated_current_a
+        obs = np.nan_to_num(obs, nan=0.0)
+        return np.clip(obs, self.spec.low, self.spec.high).astype(np.float32), held_names

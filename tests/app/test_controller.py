@@ -1,0 +1,166 @@
+"""The per-greenhouse control loop, driven by telemetry built from the twin's own readings."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from app.controller import ExpertProposer, GreenhouseController, ZoneSetup
+from app.mqtt.topics import Telemetry
+from policy.baselines import ThresholdExpert
+from safety import SafetyLimits
+from twin import GreenhouseTwin
+
+T0 = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
+ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]
+
+
+def _ids():
+    n = 0
+
+    def make() -> uuid.UUID:
+        nonlocal n
+        n += 1
+        return uuid.UUID(int=n)
+
+    return make
+
+
+def _controller(proposer=None, **kw) -> GreenhouseController:
+    return GreenhouseController("gh1", ZONES, proposer or ExpertProposer(ThresholdExpert()), SafetyLimits.default(),
+                                step_s=60.0, cmd_id_factory=_ids(), **kw)
+
+
+def _telemetry(twin: GreenhouseTwin, info: dict | None, k: int, action: np.ndarray, estop: bool = False) -> Telemetry:
+    r = info["readings"] if info else None
+    soil = r["soil_vwc"][0] if r else twin.state.theta[0][:, None].repeat(2, axis=1)
+    def num(key, default):
+        return None if r is None or np.isnan(r[key][0]) else float(r[key][0])
+    return Telemetry(
+        ts=T0 + timedelta(seconds=60 * k), boot_id="b1", seq=k,
+        soil_vwc=[[None if np.isnan(v) else float(v) for v in zone] for zone in soil],
+        air_temp_c=num("air_temp_c", 20.0), air_rh_pct=num("air_rh_pct", 70.0), par_umol_m2_s=num("par_umol_m2_s", 0.0),
+        co2_ppm=num("co2_ppm", 420.0), leaf_temp_c=num("leaf_temp_c", 20.0),
+        flow_l_min=float(r["flow_l_min"][0]) if r else 0.0,
+        pump_current_a=float(r["pump_current_frac"][0]) * 4.0 if r else 0.0,
+        valve_open=[int(v >= 0.5) for v in action[:6]], pump_pct=float(action[6]), light_pct=float(action[7]),
+        estop=estop)
+
+
+def _run(ctl: GreenhouseController, steps: int, seed: int = 0):
+    twin = GreenhouseTwin(1, seed=seed, dt_s=60.0, sensor_noise=0.02)
+    twin.reset()
+    action = np.zeros(8, np.float32)
+    info = None
+    decisions = []
+    for k in range(steps):
+        d = ctl.on_telemetry(_telemetry(twin, info, k, action))
+        decisions.append(d)
+        action = np.array(d.command.valves + [d.command.pump_pct, d.command.light_pct], np.float32)
+        _, _, term, _, info = twin.step(action[None, :])
+        assert not term[0], "the controller drove the twin into a hard termination"
+    return decisions, twin
+
+
+def test_decisions_are_safe_and_recorded():
+    ctl = _controller()
+    decisions, _ = _run(ctl, 120)
+    assert [d.seq for d in decisions] == list(range(1, 121))
+    for d in decisions:
+        valves, pump = np.array(d.command.valves), d.command.pump_pct
+        assert pump == 0 or valves.any()
+        assert valves.sum() <= SafetyLimits.default().max_open_valves
+        rec = d.record()
+        assert rec["cmd_id"] == str(d.command.cmd_id) and rec["actor"].startswith(("policy:", "expert"))
+    assert len({str(d.command.cmd_id) for d in decisions}) == 120
+
+
+def test_water_is_accounted_from_measured_flow():
+    ctl = _controller()
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    tel = _telemetry(twin, None, 0, np.zeros(8))
+    ctl.on_telemetry(tel)
+    flowing = tel.model_copy(update={"ts": tel.ts + timedelta(seconds=60), "seq": 1, "flow_l_min": 12.0,
+                                     "valve_open": [1, 1, 0, 0, 0, 0], "pump_pct": 60.0})
+    ctl.on_telemetry(flowing)
+    np.testing.assert_allclose(ctl.water_today_l, [6.0, 6.0, 0, 0, 0, 0])
+
+
+def test_flow_with_closed_valves_raises_alarm():
+    ctl = _controller()
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    tel = _telemetry(twin, None, 0, np.zeros(8))
+    ctl.on_telemetry(tel)
+    leak = tel.model_copy(update={"ts": tel.ts + timedelta(seconds=60), "seq": 1, "flow_l_min": 5.0})
+    assert "flow_without_open_valve" in ctl.on_telemetry(leak).alarms
+
+
+def test_estop_latches_survives_restart_and_needs_a_reasoned_reset():
+    ctl = _controller()
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    d = ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8), estop=True))
+    assert d.mode == "estop" and d.command.pump_pct == 0 and not any(d.command.valves)
+    restored = _controller()
+    restored.restore(copy.deepcopy(ctl.snapshot()))
+    d2 = restored.on_telemetry(_telemetry(twin, None, 1, np.zeros(8)))
+    assert d2.mode == "estop" and d2.actor == "estop"
+    with pytest.raises(ValueError, match="reason"):
+        restored.reset_estop("op1", "  ", T0)
+    event = restored.reset_estop("op1", "valve inspected", T0)
+    assert (event.from_mode, event.to_mode, event.actor) == ("estop", "auto", "op1")
+
+
+def test_manual_mode_still_goes_through_interlocks():
+    ctl = _controller()
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    ctl.set_mode("manual", "op7", "testing pump", T0, manual_action=np.array([0, 0, 0, 0, 0, 0, 90.0, 0.0]))
+    d = ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8)))
+    assert d.actor == "operator:manual" and d.command.pump_pct == 0.0  # no open valve: pump interlocked off
+    assert any(f["rule"] == "pump.needs_open_valve" for f in d.rules_fired)
+
+
+@dataclass
+class SplitProposer:
+    policy_version: str = "split"
+
+    def propose(self, obs: np.ndarray) -> np.ndarray:
+        a = np.zeros((4, 8))
+        a[:2, :6] = 1.0
+        a[:2, 6] = 80.0
+        return a
+
+
+def test_low_confidence_falls_back_to_expert():
+    ctl = _controller(SplitProposer())
+    d = _run(ctl, 1)[0][0]
+    assert d.low_confidence and d.actor == "expert:low_confidence" and d.confidence < 0.65
+
+
+def test_watchdog_sends_safe_state_on_stale_telemetry():
+    ctl = _controller(max_age_s=120.0)
+    _run(ctl, 3)
+    assert ctl.watchdog(T0 + timedelta(seconds=150)) is None
+    d = ctl.watchdog(T0 + timedelta(seconds=400))
+    assert d is not None and d.actor == "watchdog" and "telemetry_stale" in d.alarms
+    assert d.command.pump_pct == 0 and not any(d.command.valves)
+
+
+def test_snapshot_restore_gives_identical_next_decision():
+    ctl = _controller()
+    _, twin = _run(ctl, 30)
+    twin_copy_state = twin.state
+    restored = _controller()
+    restored.restore(copy.deepcopy(ctl.snapshot()))
+    restored.new_cmd_id = ctl.new_cmd_id = (lambda: uuid.UUID(int=999))
+    tel = _telemetry(twin, None, 30, np.zeros(8))
+    a, b = ctl.on_telemetry(tel), restored.on_telemetry(tel)
+    assert a.command == b.command and a.estimate == b.estimate and twin_copy_state is twin.state
