@@ -1,0 +1,39 @@
+"""Prometheus metrics of the runtime, in three layers: lifecycle, per greenhouse, infrastructure.
+
+Each metric lives in its own registry per service instance, so tests and several apps in one
+process never collide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.decision_latency = Histogram(
+            "greentwin_decision_latency_seconds", "Telemetry received to command published (incl. persistence)",
+            ["greenhouse"], registry=r,
+            buckets=(0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0))
+        self.decisions = Counter("greentwin_decisions_total", "Control decisions by actor", ["greenhouse", "actor"],
+                                 registry=r)
+        self.telemetry = Counter("greentwin_telemetry_total", "Telemetry messages by outcome and reason",
+                                 ["outcome", "reason"], registry=r)
+        self.safety_clips = Counter("greentwin_safety_clips_total", "Safety rule firings", ["greenhouse", "rule"],
+                                    registry=r)
+        self.estops = Counter("greentwin_estops_total", "E-stops latched by source", ["greenhouse", "source"],
+                              registry=r)
+        self.mqtt_reconnects = Counter("greentwin_mqtt_reconnects_total", "Broker reconnections", registry=r)
+        self.ack_timeouts = Counter("greentwin_ack_timeouts_total", "Commands not acknowledged in time",
+                                    ["greenhouse"], registry=r)
+        self.alarms = Counter("greentwin_alarms_total", "Alarms raised by kind", ["greenhouse", "kind"], registry=r)
+        self.spooled = Gauge("greentwin_decisions_spooled", "Decisions waiting in the local spool (DB down)",
+                             registry=r)
+        self.low_confidence = Counter("greentwin_low_confidence_total", "Decisions handed to the expert fallback",
+                                      ["greenhouse"], registry=r)
