@@ -47,6 +47,20 @@ def _cmd_greenhouse_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from policy.train_cli import run_train
+
+    return run_train(args)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from audit import cli as audit_cli
+
+    if args.audit_command == "verify":
+        return audit_cli.run_verify(args)
+    return audit_cli.run_purge(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="greentwin", description="Digital-twin greenhouse control.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -85,6 +99,22 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--daily-water-cap-l", type=float, default=250.0)
     add.add_argument("--url", default=None)
     add.set_defaults(handler=_cmd_greenhouse_add)
+
+    from policy.train_cli import add_train_arguments  # argparse only; torch loads when the command runs
+
+    tr = sub.add_parser("train", help="train the PPO policy ensemble on the twin (resumable)")
+    add_train_arguments(tr)
+    tr.set_defaults(handler=_cmd_train)
+
+    aud = sub.add_parser("audit", help="verify or purge the sealed audit trail")
+    auds = aud.add_subparsers(dest="audit_command", required=True)
+    ver = auds.add_parser("verify", help="check every chain; non-zero exit names the first bad record")
+    ver.add_argument("--greenhouse", metavar="GH", default=None)
+    ver.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    pur = auds.add_parser("purge", help="delete records older than N days (>= 180) behind a signed anchor")
+    pur.add_argument("--older-than-days", type=int, default=180)
+    pur.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    aud.set_defaults(handler=_cmd_audit)
     return parser
 
 

@@ -6,13 +6,18 @@ bootstraps from the pre-reset observation), then run clipped-surrogate minibatch
 The BC term pulls the policy towards the threshold expert early on, so exploration starts
 from a controller that irrigates instead of from random valve flapping; its weight decays
 linearly to zero so PPO can improve on the teacher.
+
+Long runs can be snapshotted every few iterations and resumed from a snapshot: it holds the
+weights, optimiser moments, iteration counters, RNG states, reward-scaler statistics and the
+twin's in-flight episodes, so a resumed run continues the same trajectory as an
+uninterrupted one (bit-identical on CPU for the same device and thread count).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -24,6 +29,11 @@ from policy.gae import compute_gae
 from policy.networks import ActorCritic
 from policy.normalize import InstanceRewardScaler
 from twin import GreenhouseTwin
+from twin.types import TwinParams, TwinState
+
+TrainSnapshot = dict[str, Any]
+"""Plain tensors, numbers and dicts only, so ``torch.load(weights_only=True)`` can read it back."""
+SNAPSHOT_FORMAT = 1
 
 
 class IterationMetrics(NamedTuple):
@@ -60,8 +70,32 @@ def make_twin(cfg: PPOConfig, num_instances: int | None = None, seed: int | None
                           seed=cfg.seed if seed is None else seed, **cfg.twin_kwargs())
 
 
-def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None = None) -> TrainResult:
-    """Train an :class:`ActorCritic` on the twin; deterministic for a given ``cfg.seed``."""
+def _rng_states(device: torch.device, gen: torch.Generator) -> dict[str, Any]:
+    states = {"device_type": device.type, "torch": torch.get_rng_state(), "generator": gen.get_state()}
+    if device.type == "cuda":
+        states["cuda"] = torch.cuda.get_rng_state(device)
+    return states
+
+
+def _restore_rng(states: dict[str, Any], device: torch.device, gen: torch.Generator) -> None:
+    """Restore RNG streams; a snapshot from another device type keeps the fresh streams (states differ in kind)."""
+    torch.set_rng_state(states["torch"].cpu())
+    if states["device_type"] != device.type:
+        return
+    gen.set_state(states["generator"].cpu())
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(states["cuda"].cpu(), device)
+
+
+def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None = None,
+          resume: TrainSnapshot | None = None, snapshot: Callable[[TrainSnapshot], None] | None = None,
+          snapshot_every: int = 0) -> TrainResult:
+    """Train an :class:`ActorCritic` on the twin; deterministic for a given ``cfg.seed``.
+
+    With ``snapshot`` and ``snapshot_every > 0`` the callback receives a :data:`TrainSnapshot`
+    after every ``snapshot_every``-th iteration (not after the last: the result is the final
+    state). Passing one back as ``resume`` continues from it instead of starting over.
+    """
     torch.manual_seed(cfg.seed)
     device = torch.device(cfg.device)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)  # minibatch shuffles and demo draws
@@ -73,9 +107,11 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
     # ---- expert demonstrations for the BC term --------------------------------------------
     use_bc = cfg.bc_coef > 0 and cfg.bc_demo_steps > 0
     if use_bc:
+        # Demos are a deterministic function of the seed, so a resumed run regenerates them.
         demos = collect_expert_demos(twin, ThresholdExpert(zones=zones), cfg.bc_demo_steps)
         demo_obs, demo_act = demos.obs.to(device), demos.action.to(device)
         demo_open_rate = float((demo_act[:, :zones] >= 0.5).float().mean())
+    if use_bc and resume is None:
         agent.update_obs_stats(demo_obs)
         for _ in range(cfg.bc_pretrain_updates):
             pick = torch.randint(demo_obs.shape[0], (cfg.minibatch_size,), generator=gen, device=device)
@@ -97,10 +133,26 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
     scaler = InstanceRewardScaler(B, cfg.gamma, device) if cfg.scale_rewards else None
 
     next_obs = twin.reset()
-    agent.update_obs_stats(next_obs)
     metrics: list[IterationMetrics] = []
-    env_steps = 0
-    for iteration in range(1, cfg.num_iterations + 1):
+    env_steps, first_iteration = 0, 1
+    if resume is None:
+        agent.update_obs_stats(next_obs)
+    else:
+        if resume.get("format") != SNAPSHOT_FORMAT or resume["num_envs"] != B:
+            raise ValueError("training snapshot does not match this config (format or num_envs)")
+        agent.load_state_dict(resume["agent"])
+        optimizer.load_state_dict(resume["optimizer"])
+        _restore_rng(resume["rng"], device, gen)
+        if scaler is not None and resume["scaler"] is not None:
+            scaler.stats.load_state_dict(resume["scaler"]["stats"])
+            scaler.returns = resume["scaler"]["returns"].to(device)
+        all_ids = torch.arange(B, device=device)
+        twin.params.scatter_(all_ids, TwinParams(**{k: v.to(device) for k, v in resume["twin_params"].items()}))
+        twin.state.scatter_(all_ids, TwinState(**{k: v.to(device) for k, v in resume["twin_state"].items()}))
+        next_obs = resume["next_obs"].to(device)
+        metrics = [IterationMetrics(**m) for m in resume["metrics"]]
+        env_steps, first_iteration = int(resume["env_steps"]), int(resume["iteration"]) + 1
+    for iteration in range(first_iteration, cfg.num_iterations + 1):
         lr = cfg.lr * (1.0 - (iteration - 1) / cfg.num_iterations) if cfg.anneal_lr else cfg.lr
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -173,4 +225,17 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
         metrics.append(m)
         if progress is not None:
             progress(m)
+        if snapshot is not None and snapshot_every > 0 and iteration % snapshot_every == 0 \
+                and iteration < cfg.num_iterations:
+            snapshot({
+                "format": SNAPSHOT_FORMAT, "iteration": iteration, "env_steps": env_steps, "num_envs": B,
+                "agent": agent.state_dict(), "optimizer": optimizer.state_dict(),
+                "rng": _rng_states(device, gen),
+                "scaler": None if scaler is None else {"stats": scaler.stats.state_dict(),
+                                                       "returns": scaler.returns.clone()},
+                "twin_params": {k: v.clone() for k, v in twin.params.arrays().items()},
+                "twin_state": {k: v.clone() for k, v in twin.state.arrays().items()},
+                "next_obs": next_obs.clone(),
+                "metrics": [m._asdict() for m in metrics],
+            })
     return TrainResult(agent, metrics, cfg)

@@ -1,0 +1,154 @@
+"""Handlers behind ``greentwin audit verify`` and ``greentwin audit purge``.
+
+Key material, in order: the keyring JSON in ``GREENTWIN_AUDIT_KEYS``, else
+``Settings().audit_key`` (keyring JSON text, or the path of a keyring JSON file); the Ed25519
+signing key from the PEM file named by ``GREENTWIN_AUDIT_SIGNING_KEY``. In ``dev``/``demo`` a
+missing key is generated for this run with a warning (such keys open nothing stored earlier);
+in ``prod`` it is an error, because a made-up key would make every record look tampered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.core.config import Settings, get_settings
+from audit.crypto import DEFAULT_KEYS_ENV, Keyring, Signer
+from audit.errors import AuditError, AuditKeyError
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from audit.store import AuditStore
+
+SIGNING_KEY_ENV = "GREENTWIN_AUDIT_SIGNING_KEY"
+EXIT_OK, EXIT_TAMPER, EXIT_USAGE = 0, 1, 2
+
+
+def load_keyring(settings: Settings) -> Keyring | None:
+    """The configured keyring, or None when none is configured."""
+    if os.environ.get(DEFAULT_KEYS_ENV):
+        return Keyring.from_env()
+    if settings.audit_key is None:
+        return None
+    value = settings.audit_key.get_secret_value().strip()
+    if value.startswith("{"):
+        return Keyring.from_json(value)
+    if Path(value).is_file():
+        return Keyring.from_file(value)
+    raise AuditKeyError("GREENTWIN_AUDIT_KEY must be keyring JSON or the path of a keyring JSON file")
+
+
+def load_signer() -> Signer | None:
+    """The signing key from the PEM file in ``GREENTWIN_AUDIT_SIGNING_KEY``, or None when unset."""
+    path = os.environ.get(SIGNING_KEY_ENV)
+    if not path:
+        return None
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise AuditKeyError(f"cannot read {SIGNING_KEY_ENV} file {path!r}: {exc.strerror}") from None
+    return Signer.from_pem(data)
+
+
+def load_keys(settings: Settings) -> tuple[Keyring, Signer]:
+    """Configured keys; in dev/demo, generated stand-ins with a warning on stderr."""
+    keyring, signer = load_keyring(settings), load_signer()
+    missing = [name for name, v in ((DEFAULT_KEYS_ENV, keyring), (SIGNING_KEY_ENV, signer)) if v is None]
+    if missing and settings.environment == "prod":
+        raise AuditKeyError(f"audit keys not configured: {', '.join(missing)}")
+    if keyring is None:
+        print(
+            f"warning: no audit keyring ({DEFAULT_KEYS_ENV} / GREENTWIN_AUDIT_KEY); "
+            f"generated a throw-away one ({settings.environment} only)",
+            file=sys.stderr,
+        )
+        keyring = Keyring.generate()
+    if signer is None:
+        print(
+            f"warning: no signing key ({SIGNING_KEY_ENV}); generated a throw-away one "
+            f"({settings.environment} only)",
+            file=sys.stderr,
+        )
+        signer = Signer.generate()
+    return keyring, signer
+
+
+def _open_store(args: argparse.Namespace) -> tuple[AuditStore, Engine]:
+    """Store over the migrated database; imports lazily so ``greentwin --help`` stays fast."""
+    from app.core.db import make_engine, require_current_schema
+    from audit.store import AuditStore
+
+    settings = get_settings()
+    keyring, signer = load_keys(settings)
+    engine = make_engine(getattr(args, "url", None) or settings.database_url)
+    try:
+        require_current_schema(engine)
+    except Exception:
+        engine.dispose()
+        raise
+    return AuditStore(engine, keyring, signer), engine
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """``greentwin audit verify [--greenhouse GH] [--url URL]``: 0 when every chain verifies, 1 naming the first bad record."""
+    from app.core.db import SchemaOutOfDate
+
+    try:
+        store, engine = _open_store(args)
+    except (AuditError, SchemaOutOfDate) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        results = store.verify(getattr(args, "greenhouse", None))
+    finally:
+        engine.dispose()
+    if not results:
+        print("no audit records")
+        return EXIT_OK
+    status = EXIT_OK
+    for r in results:
+        if r.ok:
+            print(f"ok   {r.greenhouse_id}: {r.records_checked} records verified (head seq {r.head_seq})")
+        else:
+            print(f"FAIL {r.greenhouse_id}: first bad record seq={r.first_bad_seq}: {r.reason}")
+            status = EXIT_TAMPER
+    return status
+
+
+def run_purge(args: argparse.Namespace) -> int:
+    """``greentwin audit purge [--older-than-days N] [--url URL]``: refuses N below the 180-day retention."""
+    from app.core.db import SchemaOutOfDate
+    from audit.store import MIN_RETENTION_DAYS
+
+    days = getattr(args, "older_than_days", None)
+    days = MIN_RETENTION_DAYS if days is None else days
+    if days < MIN_RETENTION_DAYS:
+        print(
+            f"error: refusing to purge records younger than {MIN_RETENTION_DAYS} days (got {days})",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        store, engine = _open_store(args)
+    except (AuditError, SchemaOutOfDate) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        results = store.purge(days)
+    except AuditError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_TAMPER
+    finally:
+        engine.dispose()
+    if not results:
+        print(f"nothing older than {days} days")
+    for r in results:
+        print(
+            f"purged {r.greenhouse_id}: {r.records_deleted} records through seq {r.anchor.seq} "
+            f"(anchor signed; purge entry seq {r.record.seq})"
+        )
+    return EXIT_OK

@@ -1,0 +1,444 @@
+"""SQL storage for the audit chain (SQLite and PostgreSQL): append, stream, verify, purge.
+
+:mod:`audit.chain` seals and verifies; this module only decides *where* things live and keeps
+the in-process writer state (one :class:`~audit.chain.AuditChain` per greenhouse) in step with
+the database:
+
+* appends seal and insert inside one transaction under a per-greenhouse lock; if the insert
+  fails the cached chain is dropped and the next append resumes from the newest *stored*
+  record, so a failed write can never fork the chain;
+* every ``checkpoint_every``-th seq gets a signed checkpoint in the same transaction, so a
+  rewritten history or a truncated tail is caught even by someone holding the AES keys;
+* records are read back in seq order through a server-side cursor (``yield_per``), so verifying
+  millions of records needs constant memory;
+* nothing updates or deletes, except :meth:`AuditStore.purge`, which signs an anchor, deletes
+  the records it covers under the trigger's licence (see migration 0002) and records itself.
+
+Writers in several processes are safe but not coordinated: the loser of a race for a seq gets
+an ``IntegrityError`` (primary key), and its next append resumes after the winner's record.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, delete, func, insert, select, text, union
+
+from app.models import AuditCheckpoint, AuditPurgeToken, AuditRecord
+from audit.chain import (
+    Anchor,
+    AuditChain,
+    AuditEvent,
+    SealedRecord,
+    SignedCheckpoint,
+    VerifyResult,
+    iso_utc,
+    parse_iso_utc,
+    sign_anchor,
+    sign_checkpoint,
+    verify_chain,
+)
+from audit.crypto import Keyring, Signer
+from audit.errors import AuditTamperError
+
+MIN_RETENTION_DAYS = 180
+"""Records younger than this are never purged, whatever the caller asks for."""
+PURGE_KIND = "purge"
+"""``kind`` of the audit entry each purge appends, so purges are themselves on the record."""
+PURGE_SETTING = "greentwin.audit_purge"
+"""PostgreSQL setting the delete trigger reads; set transaction-locally by the purge only."""
+_STREAM_BATCH = 1000
+
+_RECORD_COLUMNS = (
+    AuditRecord.greenhouse_id,
+    AuditRecord.seq,
+    AuditRecord.ts,
+    AuditRecord.kind,
+    AuditRecord.actor,
+    AuditRecord.key_id,
+    AuditRecord.nonce,
+    AuditRecord.ciphertext,
+    AuditRecord.prev_hash,
+    AuditRecord.record_hash,
+)
+_STATEMENT_COLUMNS = (
+    AuditCheckpoint.greenhouse_id,
+    AuditCheckpoint.seq,
+    AuditCheckpoint.head_hash,
+    AuditCheckpoint.ts,
+    AuditCheckpoint.signature,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GreenhouseVerifyResult(VerifyResult):
+    """A :class:`~audit.chain.VerifyResult` that says which greenhouse it is about."""
+
+    greenhouse_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    """What one greenhouse's purge did: the anchor it signed, rows removed, the entry it appended."""
+
+    greenhouse_id: str
+    anchor: Anchor
+    records_deleted: int
+    record: SealedRecord
+
+
+def _record_row(record: SealedRecord) -> dict[str, Any]:
+    return {
+        "greenhouse_id": record.greenhouse_id,
+        "seq": record.seq,
+        "ts": record.ts,
+        "ts_at": parse_iso_utc(record.ts),
+        "kind": record.kind,
+        "actor": record.actor,
+        "key_id": record.key_id,
+        "nonce": record.nonce,
+        "ciphertext": record.ciphertext,
+        "prev_hash": record.prev_hash,
+        "record_hash": record.record_hash,
+    }
+
+
+def _statement_row(kind: str, st: SignedCheckpoint | Anchor) -> dict[str, Any]:
+    return {
+        "greenhouse_id": st.greenhouse_id,
+        "kind": kind,
+        "seq": st.seq,
+        "head_hash": st.head_hash,
+        "ts": st.ts,
+        "signature": st.signature,
+    }
+
+
+class AuditStore:
+    """The audit trail of every greenhouse in one database; share one instance per process.
+
+    ``keyring`` seals and opens records, ``signer`` signs checkpoints and anchors (its public
+    key verifies them). Thread-safe: writes to one greenhouse are serialised.
+    """
+
+    def __init__(
+        self, engine: Engine, keyring: Keyring, signer: Signer, *, checkpoint_every: int = 1000
+    ) -> None:
+        if type(checkpoint_every) is not int or checkpoint_every < 1:
+            raise ValueError("checkpoint_every must be an int >= 1")
+        self._engine = engine
+        self._keyring = keyring
+        self._signer = signer
+        self._checkpoint_every = checkpoint_every
+        self._chains: dict[str, AuditChain] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    @property
+    def keyring(self) -> Keyring:
+        return self._keyring
+
+    @keyring.setter
+    def keyring(self, keyring: Keyring) -> None:
+        """Switch keys (after :meth:`Keyring.rotate`); old keys must stay in it to verify old records."""
+        with self._locks_guard:
+            self._keyring = keyring
+            for chain in self._chains.values():
+                chain.keyring = keyring
+
+    # -- writing ----------------------------------------------------------------------
+
+    def append(
+        self,
+        greenhouse_id: str,
+        kind: str,
+        actor: str,
+        payload: Mapping[str, Any],
+        ts: str | datetime | None = None,
+    ) -> SealedRecord:
+        """Seal and store one entry (its own transaction); ``ts`` defaults to now."""
+        [record] = self.append_many(greenhouse_id, [AuditEvent(kind, actor, payload, ts)])
+        return record
+
+    def append_many(self, greenhouse_id: str, events: Iterable[AuditEvent]) -> list[SealedRecord]:
+        """Seal and store a batch in one transaction: all stored, or none and the chain unmoved."""
+        events = list(events)
+        if not events:
+            return []
+        with self._lock(greenhouse_id):
+            try:
+                with self._engine.begin() as conn:
+                    records = self._chain(conn, greenhouse_id).append_many(events)
+                    self._insert(conn, records)
+            except BaseException:
+                # The chain's head already moved past records that may not be stored.
+                self._chains.pop(greenhouse_id, None)
+                raise
+        return records
+
+    def checkpoint(self, greenhouse_id: str) -> SignedCheckpoint | None:
+        """Sign the current stored head now (e.g. at shutdown), so a truncated tail is detectable."""
+        with self._lock(greenhouse_id), self._engine.begin() as conn:
+            last = self._last_record(conn, greenhouse_id)
+            if last is None:
+                return None
+            exists = conn.scalar(
+                select(func.count()).where(
+                    AuditCheckpoint.greenhouse_id == greenhouse_id,
+                    AuditCheckpoint.kind == "checkpoint",
+                    AuditCheckpoint.seq == last.seq,
+                )
+            )
+            cp = sign_checkpoint(self._signer, greenhouse_id, last.seq, last.record_hash)
+            if not exists:
+                conn.execute(insert(AuditCheckpoint), [_statement_row("checkpoint", cp)])
+            return cp
+
+    def _lock(self, greenhouse_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(greenhouse_id, threading.Lock())
+
+    def _chain(self, conn: Connection, greenhouse_id: str) -> AuditChain:
+        """The cached writer, or one resumed from the newest stored record (or anchor)."""
+        chain = self._chains.get(greenhouse_id)
+        if chain is None:
+            last: SealedRecord | Anchor | None = self._last_record(conn, greenhouse_id)
+            if last is None:
+                last = self._latest_anchor(conn, greenhouse_id)
+            chain = AuditChain.resume(greenhouse_id, self._keyring, last)
+            self._chains[greenhouse_id] = chain
+        return chain
+
+    def _insert(self, conn: Connection, records: list[SealedRecord]) -> None:
+        conn.execute(insert(AuditRecord), [_record_row(r) for r in records])
+        every = self._checkpoint_every
+        cps = [
+            sign_checkpoint(self._signer, r.greenhouse_id, r.seq, r.record_hash)
+            for r in records
+            if r.seq % every == 0
+        ]
+        if cps:
+            conn.execute(insert(AuditCheckpoint), [_statement_row("checkpoint", cp) for cp in cps])
+
+    # -- reading ----------------------------------------------------------------------
+
+    def greenhouse_ids(self) -> list[str]:
+        """Every greenhouse with records or signed statements (a fully deleted trail still shows up)."""
+        stmt = union(select(AuditRecord.greenhouse_id), select(AuditCheckpoint.greenhouse_id))
+        with self._engine.connect() as conn:
+            return sorted(conn.scalars(stmt))
+
+    def iter_records(self, greenhouse_id: str, *, from_seq: int | None = None) -> Iterator[SealedRecord]:
+        """Stream stored records in seq order, from ``from_seq`` and never below the latest anchor."""
+        with self._engine.connect() as conn:
+            anchor = self._latest_anchor(conn, greenhouse_id)
+            after = anchor.seq if anchor is not None else 0
+            if from_seq is not None:
+                after = max(after, from_seq - 1)
+            yield from self._stream(conn, greenhouse_id, after=after)
+
+    def latest_anchor(self, greenhouse_id: str) -> Anchor | None:
+        """The newest purge anchor: verification of what remains starts from it."""
+        with self._engine.connect() as conn:
+            return self._latest_anchor(conn, greenhouse_id)
+
+    def checkpoints(self, greenhouse_id: str) -> list[SignedCheckpoint]:
+        """Every stored signed checkpoint, in seq order."""
+        with self._engine.connect() as conn:
+            return self._checkpoints(conn, greenhouse_id)
+
+    @staticmethod
+    def _stream(
+        conn: Connection, greenhouse_id: str, *, after: int = 0, upto: int | None = None
+    ) -> Iterator[SealedRecord]:
+        stmt = select(*_RECORD_COLUMNS).where(
+            AuditRecord.greenhouse_id == greenhouse_id, AuditRecord.seq > after
+        )
+        if upto is not None:
+            stmt = stmt.where(AuditRecord.seq <= upto)
+        # Per statement: ``Connection.execution_options`` would switch the connection itself to streaming.
+        result = conn.execute(stmt.order_by(AuditRecord.seq), execution_options={"yield_per": _STREAM_BATCH})
+        try:
+            for row in result:
+                yield SealedRecord(*row)
+        finally:
+            result.close()
+
+    @staticmethod
+    def _last_record(conn: Connection, greenhouse_id: str) -> SealedRecord | None:
+        row = conn.execute(
+            select(*_RECORD_COLUMNS)
+            .where(AuditRecord.greenhouse_id == greenhouse_id)
+            .order_by(AuditRecord.seq.desc())
+            .limit(1)
+        ).first()
+        return None if row is None else SealedRecord(*row)
+
+    @staticmethod
+    def _latest_anchor(conn: Connection, greenhouse_id: str) -> Anchor | None:
+        row = conn.execute(
+            select(*_STATEMENT_COLUMNS)
+            .where(AuditCheckpoint.greenhouse_id == greenhouse_id, AuditCheckpoint.kind == "anchor")
+            .order_by(AuditCheckpoint.seq.desc())
+            .limit(1)
+        ).first()
+        return None if row is None else Anchor(*row)
+
+    @staticmethod
+    def _checkpoints(conn: Connection, greenhouse_id: str) -> list[SignedCheckpoint]:
+        rows = conn.execute(
+            select(*_STATEMENT_COLUMNS)
+            .where(AuditCheckpoint.greenhouse_id == greenhouse_id, AuditCheckpoint.kind == "checkpoint")
+            .order_by(AuditCheckpoint.seq)
+        )
+        return [SignedCheckpoint(*row) for row in rows]
+
+    # -- verification -----------------------------------------------------------------
+
+    def verify(self, greenhouse_id: str | None = None) -> list[GreenhouseVerifyResult]:
+        """Verify one greenhouse's chain, or every greenhouse's (sorted by id), in one streaming pass each.
+
+        Starts at the latest anchor, checks every stored checkpoint, decrypts every record.
+        """
+        ids = [greenhouse_id] if greenhouse_id is not None else self.greenhouse_ids()
+        return [self._verify_one(gid) for gid in ids]
+
+    def _verify_one(self, greenhouse_id: str) -> GreenhouseVerifyResult:
+        with self._engine.connect() as conn:
+            result = self._verify_range(conn, greenhouse_id)
+        return GreenhouseVerifyResult(
+            result.ok,
+            result.records_checked,
+            result.first_bad_seq,
+            result.reason,
+            result.head_seq,
+            result.head_hash,
+            greenhouse_id,
+        )
+
+    def _verify_range(self, conn: Connection, greenhouse_id: str, upto: int | None = None) -> VerifyResult:
+        anchor = self._latest_anchor(conn, greenhouse_id)
+        checkpoints = self._checkpoints(conn, greenhouse_id)
+        if upto is not None:
+            # Checkpoints past ``upto`` would read as a truncated tail when verifying a prefix.
+            checkpoints = [cp for cp in checkpoints if cp.seq <= upto]
+        after = anchor.seq if anchor is not None else 0
+        return verify_chain(
+            self._stream(conn, greenhouse_id, after=after, upto=upto),
+            self._keyring,
+            checkpoints=checkpoints,
+            anchor=anchor,
+            public_key=self._signer.public_key,
+        )
+
+    # -- retention --------------------------------------------------------------------
+
+    def purge(
+        self,
+        older_than_days: float,
+        *,
+        now: datetime | None = None,
+        retention_days: float = MIN_RETENTION_DAYS,
+        actor: str = "system:retention",
+    ) -> list[PurgeResult]:
+        """Delete each greenhouse's oldest records (the longest prefix older than the cutoff).
+
+        Per greenhouse, in one transaction: verify the prefix (a broken chain is never
+        anchored, which would launder tampering), sign and store an anchor over its last
+        record, delete the prefix, append a ``purge`` entry. Greenhouses with nothing old
+        enough are skipped. Raises ``ValueError`` below the retention floor of 180 days and
+        :class:`AuditTamperError` (before deleting anything there) for a chain that fails.
+        """
+        if retention_days < MIN_RETENTION_DAYS:
+            raise ValueError(f"retention_days must be at least {MIN_RETENTION_DAYS}, got {retention_days}")
+        if older_than_days < retention_days:
+            raise ValueError(
+                f"refusing to purge records younger than the {retention_days}-day retention "
+                f"(older_than_days={older_than_days})"
+            )
+        now = datetime.now(UTC) if now is None else now
+        iso_utc(now)  # refuses naive datetimes
+        cutoff = now.astimezone(UTC) - timedelta(days=older_than_days)
+        results = []
+        for gid in self.greenhouse_ids():
+            result = self._purge_one(gid, cutoff, now, older_than_days, actor)
+            if result is not None:
+                results.append(result)
+        return results
+
+    def _purge_one(
+        self, greenhouse_id: str, cutoff: datetime, now: datetime, older_than_days: float, actor: str
+    ) -> PurgeResult | None:
+        with self._lock(greenhouse_id):
+            try:
+                with self._engine.begin() as conn:
+                    return self._purge_in(conn, greenhouse_id, cutoff, now, older_than_days, actor)
+            except BaseException:
+                self._chains.pop(greenhouse_id, None)
+                raise
+
+    def _purge_in(
+        self,
+        conn: Connection,
+        greenhouse_id: str,
+        cutoff: datetime,
+        now: datetime,
+        older_than_days: float,
+        actor: str,
+    ) -> PurgeResult | None:
+        old_anchor = self._latest_anchor(conn, greenhouse_id)
+        floor = old_anchor.seq if old_anchor is not None else 0
+        in_chain = (AuditRecord.greenhouse_id == greenhouse_id, AuditRecord.seq > floor)
+        first_kept = conn.scalar(
+            select(func.min(AuditRecord.seq)).where(*in_chain, AuditRecord.ts_at >= cutoff)
+        )
+        upto = (
+            first_kept - 1
+            if first_kept is not None
+            else conn.scalar(select(func.max(AuditRecord.seq)).where(*in_chain))
+        )
+        if upto is None or upto <= floor:
+            return None
+        checked = self._verify_range(conn, greenhouse_id, upto)
+        if not checked.ok or checked.head_seq != upto:
+            raise AuditTamperError(
+                f"refusing to purge: {checked.reason or 'chain ends early'}",
+                greenhouse_id=greenhouse_id,
+                seq=checked.first_bad_seq if checked.first_bad_seq is not None else checked.head_seq + 1,
+            )
+        anchor = sign_anchor(self._signer, greenhouse_id, upto, checked.head_hash, ts=now)
+        conn.execute(insert(AuditCheckpoint), [_statement_row("anchor", anchor)])
+        self._grant_delete(conn, greenhouse_id, True)
+        deleted = conn.execute(
+            delete(AuditRecord).where(AuditRecord.greenhouse_id == greenhouse_id, AuditRecord.seq <= upto)
+        ).rowcount
+        self._grant_delete(conn, greenhouse_id, False)
+        payload = {
+            "purged_through_seq": upto,
+            "records_deleted": deleted,
+            "older_than_days": older_than_days,
+            "cutoff": iso_utc(cutoff),
+            "anchor_head_hash": anchor.head_hash,
+        }
+        records = self._chain(conn, greenhouse_id).append_many([AuditEvent(PURGE_KIND, actor, payload, now)])
+        self._insert(conn, records)
+        return PurgeResult(greenhouse_id, anchor, deleted, records[0])
+
+    @staticmethod
+    def _grant_delete(conn: Connection, greenhouse_id: str, on: bool) -> None:
+        """Open or close the delete trigger's licence for this transaction only (see migration 0002)."""
+        dialect = conn.dialect.name
+        if dialect == "postgresql":
+            conn.execute(
+                text("SELECT set_config(:name, :value, true)"),
+                {"name": PURGE_SETTING, "value": "on" if on else "off"},
+            )
+        elif dialect == "sqlite":
+            if on:
+                conn.execute(insert(AuditPurgeToken), [{"greenhouse_id": greenhouse_id}])
+            else:
+                conn.execute(delete(AuditPurgeToken).where(AuditPurgeToken.greenhouse_id == greenhouse_id))

@@ -1,0 +1,235 @@
+"""K independently seeded PPO policies: training them resumably, loading them, asking them.
+
+Several members trained from different seeds disagree where the twin taught them little;
+the safety layer's vote turns that disagreement into a confidence, so serving asks every
+member and votes instead of trusting one network.
+
+Training is resumable at two levels, because full runs take hours and get killed:
+
+* finished members (``member_<k>/meta.json`` with the same run hash) are skipped;
+* the member in progress writes ``member_<k>/train_state.pt`` every ``snapshot_every``
+  iterations: weights with normaliser, Adam moments, iteration and env-step counters, RNG
+  states, reward-scaler statistics and the twin's in-flight episodes, so a rerun continues
+  the same trajectory (bit-identical on CPU for the same device and thread count; after a
+  device change the RNG streams start fresh).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from numpy.typing import ArrayLike
+from tqdm import tqdm  # type: ignore[import-untyped]
+
+from policy.checkpoint import (
+    CheckpointError,
+    atomic_torch_save,
+    build_meta,
+    load_member,
+    member_dir,
+    read_ensemble_manifest,
+    read_meta,
+    run_hash,
+    save_member,
+    write_ensemble_manifest,
+)
+from policy.config import PPOConfig
+from policy.networks import ActorCritic
+from policy.ppo import IterationMetrics, TrainSnapshot, make_twin, train
+from safety.report import Decision
+from safety.voting import vote
+from twin.spec import ActionSpec
+
+TRAIN_STATE_FILE = "train_state.pt"
+
+
+class Ensemble:
+    """K actor-critics for one observation layout, queried deterministically (numpy in, numpy out)."""
+
+    def __init__(self, members: Sequence[ActorCritic], policy_version: str,
+                 metas: Sequence[dict[str, Any]] | None = None) -> None:
+        if not members:
+            raise ValueError("an ensemble needs at least one member")
+        shapes = {(m.obs_dim, m.zones) for m in members}
+        if len(shapes) != 1:
+            raise ValueError(f"ensemble members disagree on (obs_dim, zones): {sorted(shapes)}")
+        self.members = [m.eval() for m in members]
+        self.policy_version = policy_version
+        self.metas = list(metas) if metas is not None else []
+        self.obs_dim, self.zones = shapes.pop()
+        spec = ActionSpec(self.zones)
+        self._low, self._high = spec.low, spec.high
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def propose(self, obs: ArrayLike | torch.Tensor) -> np.ndarray:
+        """Every member's deterministic action, clipped to the actuator ranges.
+
+        ``obs`` (N, D) gives (K, N, Z+2); a single observation (D,) gives (K, Z+2), the shape
+        :func:`safety.voting.vote` takes. float32.
+        """
+        if isinstance(obs, torch.Tensor):  # the torch twin's observations, possibly on a GPU
+            obs = obs.detach().cpu().numpy()
+        x = np.asarray(obs, dtype=np.float32)
+        single = x.ndim == 1
+        if single:
+            x = x[None]
+        if x.ndim != 2 or x.shape[1] != self.obs_dim:
+            raise ValueError(f"observations must have shape (N, {self.obs_dim}) or ({self.obs_dim},), "
+                             f"got {np.shape(obs)}")
+        outs = []
+        with torch.no_grad():
+            for m in self.members:
+                device = next(m.parameters()).device
+                outs.append(m.act(torch.from_numpy(x).to(device)).cpu().numpy())
+        proposals = np.clip(np.stack(outs), self._low, self._high)
+        return proposals[:, 0] if single else proposals
+
+    def aggregate(self, proposals: ArrayLike, **vote_kwargs: Any) -> Decision:
+        """Vote one action from (K, Z+2) proposals (see :func:`safety.voting.vote` for the options)."""
+        return vote(proposals, zones=self.zones, **vote_kwargs)
+
+    def decide(self, obs: ArrayLike | torch.Tensor, **vote_kwargs: Any) -> Decision:
+        """The voted action for one greenhouse observation (D,); not yet clipped for safety."""
+        x = np.asarray(obs)
+        if x.ndim != 1:
+            raise ValueError(f"decide takes one observation of shape ({self.obs_dim},), got {x.shape}")
+        return self.aggregate(self.propose(x), **vote_kwargs)
+
+
+def load_ensemble(directory: str | Path, *, expected_zones: int | None = None,
+                  map_location: str | torch.device = "cpu") -> Ensemble:
+    """Load every member listed in ``ensemble.json``, each checked against the running twin."""
+    d = Path(directory)
+    manifest = read_ensemble_manifest(d)
+    members, metas = [], []
+    for entry in manifest["members"]:
+        agent, meta = load_member(d / entry["dir"], expected_zones=expected_zones, map_location=map_location)
+        if entry.get("weights_sha256") not in (None, meta["weights_sha256"]):
+            raise CheckpointError(f"{entry['dir']} was replaced after {d / 'ensemble.json'} was written")
+        members.append(agent)
+        metas.append(meta)
+    zones = {m.zones for m in members}
+    if len(zones) != 1:
+        raise CheckpointError(f"ensemble members were trained for different zone counts: {sorted(zones)}")
+    return Ensemble(members, manifest["policy_version"], metas)
+
+
+# ---- training ------------------------------------------------------------------------------------
+
+
+class MemberSummary(NamedTuple):
+    """What happened to one member in a :func:`train_ensemble` call."""
+
+    member: int
+    seed: int
+    directory: Path
+    status: str
+    """'trained' (from scratch), 'resumed' (from a mid-training snapshot) or 'skipped' (already done)."""
+    metrics: dict[str, Any] | None
+    seconds: float
+
+
+class EnsembleResult(NamedTuple):
+    directory: Path
+    policy_version: str
+    members: list[MemberSummary]
+
+
+@torch.no_grad()
+def evaluate(agent: ActorCritic, cfg: PPOConfig, steps: int, num_envs: int = 32, seed: int = 10_007
+             ) -> dict[str, float]:
+    """Deterministic-policy mean reward and terminations on a twin seeded apart from training."""
+    twin = make_twin(cfg, num_instances=num_envs, seed=seed)
+    obs = twin.reset()
+    total, terminations = 0.0, 0
+    for _ in range(steps):
+        obs, reward, terminated, _, _ = twin.step(agent.act(obs))
+        total += float(reward.mean())
+        terminations += int(terminated.sum())
+    return {"mean_reward": total / steps, "terminations": float(terminations), "steps": float(steps),
+            "num_envs": float(num_envs)}
+
+
+def _check_same_run(path: Path, stored_hash: str | None, expected: str) -> None:
+    if stored_hash != expected:
+        raise CheckpointError(f"{path} belongs to a run with another config (run hash {stored_hash!r}, "
+                              f"this run {expected!r}); use another output directory or remove it")
+
+
+def _load_snapshot(path: Path, expected_hash: str, device: str) -> TrainSnapshot | None:
+    if not path.exists():
+        return None
+    try:
+        blob = torch.load(path, map_location=device, weights_only=True)
+    except (RuntimeError, OSError, EOFError) as exc:
+        raise CheckpointError(f"cannot read training snapshot {path}: {exc}; delete it to restart the member") from exc
+    _check_same_run(path, blob.get("run_hash"), expected_hash)
+    snapshot: TrainSnapshot = blob["snapshot"]
+    return snapshot
+
+
+def train_ensemble(cfg: PPOConfig, members: int, out_dir: str | Path, *, progress: bool = True,
+                   snapshot_every: int = 10, eval_steps: int = 0, eval_envs: int = 32) -> EnsembleResult:
+    """Train members 0..members-1 one after another with seeds ``cfg.seed + k`` into ``out_dir``.
+
+    Each member is saved the moment it finishes and ``ensemble.json`` is rewritten, so killing
+    the run loses at most ``snapshot_every`` iterations of one member. A directory holding a
+    run with another config is refused rather than mixed. ``eval_steps > 0`` adds a held-out
+    evaluation of the deterministic policy to each member's metrics.
+    """
+    if members < 1:
+        raise ValueError("members must be >= 1")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    expected = run_hash(cfg)
+    summaries: list[MemberSummary] = []
+    for k in range(members):
+        d = member_dir(out, k)
+        seed = cfg.seed + k
+        start = time.perf_counter()
+        if (d / "meta.json").exists():
+            meta = read_meta(d)
+            _check_same_run(d, meta.get("run_hash"), expected)
+            summaries.append(MemberSummary(k, seed, d, "skipped", meta.get("metrics"), 0.0))
+            continue
+        d.mkdir(parents=True, exist_ok=True)
+        snap_path = d / TRAIN_STATE_FILE
+        resume = _load_snapshot(snap_path, expected, cfg.device)
+        member_cfg = cfg.replace(seed=seed)
+
+        def save_snapshot(snapshot: TrainSnapshot, path: Path = snap_path) -> None:
+            atomic_torch_save({"run_hash": expected, "snapshot": snapshot}, path)
+
+        total = cfg.num_iterations * cfg.batch_size
+        done = int(resume["env_steps"]) if resume is not None else 0
+        with tqdm(total=total, initial=done, unit="step", unit_scale=True, desc=f"member {k + 1}/{members}",
+                  disable=not progress, dynamic_ncols=True) as bar:
+
+            def report(m: IterationMetrics, bar: Any = bar) -> None:
+                bar.update(m.env_steps - bar.n)
+                bar.set_postfix(sps=f"{m.steps_per_s:.0f}", reward=f"{m.mean_reward:.3f}", pg=f"{m.policy_loss:.3f}",
+                                vf=f"{m.value_loss:.3f}", bc=f"{m.bc_loss:.3f}", kl=f"{m.approx_kl:.4f}",
+                                refresh=False)
+
+            result = train(member_cfg, progress=report, resume=resume, snapshot=save_snapshot,
+                           snapshot_every=snapshot_every)
+        metrics: dict[str, Any] = {"train": result.metrics[-1]._asdict(), "train_seconds": time.perf_counter() - start}
+        if eval_steps > 0:
+            metrics["eval"] = evaluate(result.agent, member_cfg, eval_steps, eval_envs)
+        # The base cfg's seed is the run's; the member's own seed is recorded separately.
+        save_member(d, result.agent, build_meta(cfg, seed=seed, member=k, metrics=metrics))
+        snap_path.unlink(missing_ok=True)
+        write_ensemble_manifest(out, [member_dir(out, i) for i in range(k + 1)],
+                                extra={"run_hash": expected, "members_requested": members})
+        summaries.append(MemberSummary(k, seed, d, "resumed" if resume is not None else "trained", metrics,
+                                       time.perf_counter() - start))
+    manifest = write_ensemble_manifest(out, [member_dir(out, i) for i in range(members)],
+                                       extra={"run_hash": expected, "members_requested": members})
+    return EnsembleResult(out, manifest["policy_version"], summaries)

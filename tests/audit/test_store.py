@@ -1,0 +1,319 @@
+"""AuditStore on SQLite and PostgreSQL: round trip, tampering names the first bad seq, triggers, purge, resume."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+
+from app import db_cli
+from app.core.db import make_engine
+from audit import AuditEvent, Keyring, Signer, compute_record_hash, iso_utc
+from audit.cli import run_purge, run_verify
+from audit.store import AuditStore
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+GHS = ("gh-a", "gh-b")
+CHECKPOINT_EVERY = 40
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated database: temp SQLite file, or a throw-away PostgreSQL database dropped afterwards."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'audit.sqlite3'}"
+        db_cli.upgrade(url)
+        yield url
+        return
+    base_url = make_url(request.getfixturevalue("pg_url"))
+    name = f"greentwin_audit_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        url = base_url.set(database=name).render_as_string(hide_password=False)
+        db_cli.upgrade(url)
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    eng = make_engine(db_url)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture(scope="module")
+def keys() -> tuple[Keyring, Signer]:
+    return Keyring.generate(), Signer.generate()
+
+
+@pytest.fixture
+def store(engine: Engine, keys: tuple[Keyring, Signer]) -> AuditStore:
+    return AuditStore(engine, *keys, checkpoint_every=CHECKPOINT_EVERY)
+
+
+def _events(n: int, start: int = 0) -> list[AuditEvent]:
+    return [
+        AuditEvent(
+            "decision", "loop", {"i": i, "pump_pct": i % 100, "note": "Düse ✓"}, T0 + timedelta(minutes=i)
+        )
+        for i in range(start, start + n)
+    ]
+
+
+def _fill(store: AuditStore) -> None:
+    """200 records: 100 per greenhouse, in batches and one by one."""
+    for gh in GHS:
+        store.append_many(gh, _events(45))
+        store.append_many(gh, _events(50, start=45))
+        for ev in _events(5, start=95):
+            store.append(gh, ev.kind, ev.actor, dict(ev.payload), ts=ev.ts)
+
+
+@contextmanager
+def _attacker(engine: Engine) -> Iterator[Connection]:
+    """A connection past the triggers: what someone with owner/superuser rights can do."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("ALTER TABLE audit_record DISABLE TRIGGER USER"))
+            yield conn
+            conn.execute(text("ALTER TABLE audit_record ENABLE TRIGGER USER"))
+        else:
+            conn.execute(text("DROP TRIGGER audit_record_no_update"))
+            conn.execute(text("DROP TRIGGER audit_record_purge_only"))
+            yield conn
+
+
+def _bad(store: AuditStore, gh: str, seq: int, reason: str) -> None:
+    [result] = store.verify(gh)
+    assert not result.ok and result.greenhouse_id == gh
+    assert result.first_bad_seq == seq, result
+    assert result.reason is not None and reason in result.reason, result
+
+
+def test_append_and_verify(store: AuditStore, keys: tuple[Keyring, Signer]) -> None:
+    _fill(store)
+    results = store.verify()
+    assert [(r.greenhouse_id, r.ok, r.records_checked, r.head_seq) for r in results] == [
+        ("gh-a", True, 100, 100),
+        ("gh-b", True, 100, 100),
+    ]
+    records = list(store.iter_records("gh-a"))
+    assert [r.seq for r in records] == list(range(1, 101))
+    assert all(compute_record_hash(r) == r.record_hash for r in records)
+    assert records[0].ts == iso_utc(T0) and isinstance(records[0].ciphertext, bytes)
+    assert [r.seq for r in store.iter_records("gh-b", from_seq=95)] == [95, 96, 97, 98, 99, 100]
+    assert [cp.seq for cp in store.checkpoints("gh-a")] == [40, 80]
+    # A second store (another process) resumes the same chain from the database.
+    other = AuditStore(store._engine, *keys)
+    assert other.append("gh-a", "login", "op", {}).seq == 101
+    assert store.verify("gh-a")[0].ok
+
+
+def _flip_ciphertext(conn: Connection) -> None:
+    ct = conn.execute(
+        text("SELECT ciphertext FROM audit_record WHERE greenhouse_id='gh-a' AND seq=37")
+    ).scalar_one()
+    ct = bytearray(ct)
+    ct[3] ^= 0x01
+    conn.execute(
+        text("UPDATE audit_record SET ciphertext=:ct WHERE greenhouse_id='gh-a' AND seq=37"),
+        {"ct": bytes(ct)},
+    )
+
+
+def _delete_record(conn: Connection) -> None:
+    conn.execute(text("DELETE FROM audit_record WHERE greenhouse_id='gh-a' AND seq=50"))
+
+
+def _swap_seq(conn: Connection) -> None:
+    sql = "UPDATE audit_record SET seq=:new WHERE greenhouse_id='gh-a' AND seq=:old"
+    for old, new in ((60, 10**9), (61, 60), (10**9, 61)):
+        conn.execute(text(sql), {"old": old, "new": new})
+
+
+def _forge_record(conn: Connection) -> None:
+    """A well-linked, correctly hashed record at the head, but not sealed with the keyring."""
+    row = (
+        conn.execute(text("SELECT * FROM audit_record WHERE greenhouse_id='gh-a' AND seq=100"))
+        .mappings()
+        .one()
+    )
+    forged: dict[str, Any] = dict(row)
+    forged.update(seq=101, prev_hash=row["record_hash"], nonce=os.urandom(12), ciphertext=os.urandom(200))
+    from audit import SealedRecord
+
+    fields = {k: forged[k] for k in SealedRecord.__slots__ if k != "record_hash"}
+    forged["record_hash"] = compute_record_hash(SealedRecord(**fields, record_hash=""))
+    cols = ", ".join(forged)
+    conn.execute(
+        text(f"INSERT INTO audit_record ({cols}) VALUES ({', '.join(':' + c for c in forged)})"), forged
+    )
+
+
+@pytest.mark.parametrize(
+    "tamper, seq, reason",
+    [
+        (_flip_ciphertext, 37, "record_hash does not match"),
+        (_delete_record, 50, "record 50 missing"),
+        (_swap_seq, 60, "prev_hash does not link"),
+        (_forge_record, 101, "decryption failed"),
+    ],
+    ids=["ciphertext-byte", "deleted", "reordered", "forged"],
+)
+def test_tampering_names_first_bad_seq(
+    store: AuditStore, engine: Engine, tamper: Any, seq: int, reason: str
+) -> None:
+    _fill(store)
+    with _attacker(engine) as conn:
+        tamper(conn)
+    _bad(store, "gh-a", seq, reason)
+    assert store.verify("gh-b")[0].ok
+
+
+def test_wrong_key_and_rewritten_tail(
+    store: AuditStore, engine: Engine, keys: tuple[Keyring, Signer]
+) -> None:
+    _fill(store)
+    stranger = AuditStore(engine, Keyring.generate(), keys[1])
+    _bad(stranger, "gh-a", 1, "unknown key id")
+    # Someone holding the AES key but not the signing key rewrites history from seq 70 on:
+    # the chain links up again, but the signed checkpoint at seq 80 does not agree.
+    with _attacker(engine) as conn:
+        conn.execute(text("DELETE FROM audit_record WHERE greenhouse_id='gh-a' AND seq >= 70"))
+    thief = AuditStore(engine, keys[0], Signer.generate(), checkpoint_every=10_000)
+    thief.append_many("gh-a", _events(31, start=500))
+    _bad(store, "gh-a", 80, "signed checkpoint")
+
+
+def test_cli_verify_reports_first_bad_record(
+    store: AuditStore,
+    engine: Engine,
+    db_url: str,
+    keys: tuple[Keyring, Signer],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _fill(store)
+    pem = tmp_path / "signing.pem"
+    pem.write_bytes(keys[1].to_pem())
+    monkeypatch.setenv("GREENTWIN_AUDIT_KEYS", keys[0].to_json())
+    monkeypatch.setenv("GREENTWIN_AUDIT_SIGNING_KEY", str(pem))
+    assert run_verify(argparse.Namespace(url=db_url, greenhouse=None)) == 0
+    assert "ok   gh-a: 100 records" in capsys.readouterr().out
+    with _attacker(engine) as conn:
+        _flip_ciphertext(conn)
+    assert run_verify(argparse.Namespace(url=db_url, greenhouse="gh-a")) == 1
+    assert "FAIL gh-a: first bad record seq=37" in capsys.readouterr().out
+    assert run_purge(argparse.Namespace(url=db_url, older_than_days=179)) == 2
+    assert "refusing" in capsys.readouterr().err
+
+
+def test_triggers_refuse_update_and_delete(store: AuditStore, engine: Engine) -> None:
+    _fill(store)
+    for sql in (
+        "UPDATE audit_record SET kind='edited' WHERE greenhouse_id='gh-a' AND seq=5",
+        "DELETE FROM audit_record WHERE greenhouse_id='gh-a' AND seq=5",
+        "UPDATE audit_checkpoint SET ts=ts",
+        "DELETE FROM audit_checkpoint",
+    ):
+        with pytest.raises(DBAPIError, match="append-only"), engine.begin() as conn:
+            conn.execute(text(sql))
+    if engine.dialect.name == "postgresql":
+        # The licence alone is not enough: no anchor covers these rows.
+        with pytest.raises(DBAPIError, match="append-only"), engine.begin() as conn:
+            conn.execute(text("SET LOCAL greentwin.audit_purge = 'on'"))
+            conn.execute(text("DELETE FROM audit_record WHERE greenhouse_id='gh-a' AND seq=5"))
+        with pytest.raises(DBAPIError, match="append-only"), engine.begin() as conn:
+            conn.execute(text("TRUNCATE audit_record"))
+    else:
+        with pytest.raises(DBAPIError, match="append-only"), engine.begin() as conn:
+            conn.execute(text("INSERT INTO audit_purge_token (greenhouse_id) VALUES ('gh-a')"))
+            conn.execute(text("DELETE FROM audit_record WHERE greenhouse_id='gh-a' AND seq=5"))
+    assert all(r.ok and r.records_checked == 100 for r in store.verify())
+
+
+def test_purge_refuses_short_retention(store: AuditStore) -> None:
+    with pytest.raises(ValueError, match="retention"):
+        store.purge(179)
+    with pytest.raises(ValueError, match="retention_days"):
+        store.purge(200, retention_days=179)
+
+
+def test_purge_anchors_and_records_itself(store: AuditStore, engine: Engine) -> None:
+    _fill(store)
+    now = T0 + timedelta(days=180, minutes=30)  # records 1..30 (minutes 0..29) are older than 180 days
+    [result] = [r for r in store.purge(180, now=now) if r.greenhouse_id == "gh-a"]
+    assert (result.anchor.seq, result.records_deleted, result.record.seq) == (30, 30, 101)
+    assert result.record.kind == "purge" and result.record.ts == iso_utc(now)
+    verified = store.verify()
+    assert all(r.ok for r in verified), verified
+    assert [(r.records_checked, r.head_seq) for r in verified] == [(71, 101), (71, 101)]
+    assert [r.seq for r in store.iter_records("gh-a")] == list(range(31, 102))
+    assert store.latest_anchor("gh-a") == result.anchor
+    # The chain goes on from the purge entry; the licence did not outlive the purge transaction.
+    assert store.append("gh-a", "login", "op", {}).seq == 102
+    with pytest.raises(DBAPIError, match="append-only"), engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_record WHERE greenhouse_id='gh-a' AND seq=31"))
+    assert store.purge(180, now=now) == []  # nothing left that is old enough
+    # Purging everything still leaves a verifiable chain: anchor + purge entry.
+    later = store.purge(365, now=T0 + timedelta(days=3650))
+    assert [r.anchor.seq for r in later] == [102, 101]
+    assert all(r.ok and r.records_checked == 1 for r in store.verify())
+    _bad_after_purge = [r.seq for r in store.iter_records("gh-b")]
+    assert _bad_after_purge == [102]
+
+
+def test_purge_refuses_to_anchor_a_tampered_chain(store: AuditStore, engine: Engine) -> None:
+    _fill(store)
+    with _attacker(engine) as conn:
+        _flip_ciphertext(conn)
+    from audit import AuditTamperError
+
+    with pytest.raises(AuditTamperError, match="seq=37"):
+        store.purge(180, now=T0 + timedelta(days=400))
+    assert store.latest_anchor("gh-a") is None
+    assert len(list(store.iter_records("gh-a"))) == 100
+
+
+def test_failed_insert_does_not_fork_the_chain(
+    store: AuditStore, engine: Engine, keys: tuple[Keyring, Signer]
+) -> None:
+    store.append_many("gh-a", _events(5))
+    fail = {"armed": True}
+
+    def boom(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if fail["armed"] and statement.lstrip().upper().startswith("INSERT INTO AUDIT_RECORD"):
+            fail["armed"] = False
+            raise RuntimeError("disk full")
+
+    event.listen(engine, "before_cursor_execute", boom)
+    try:
+        with pytest.raises(RuntimeError, match="disk full"):
+            store.append_many("gh-a", _events(3, start=5))
+    finally:
+        event.remove(engine, "before_cursor_execute", boom)
+    assert store.append("gh-a", "decision", "loop", {"after": "failure"}).seq == 6
+    # A racing writer in another process takes seq 7: our stale chain hits the key, then resumes.
+    AuditStore(engine, *keys).append("gh-a", "login", "op", {})
+    with pytest.raises(DBAPIError):
+        store.append("gh-a", "decision", "loop", {})
+    assert store.append("gh-a", "decision", "loop", {}).seq == 8
+    [result] = store.verify("gh-a")
+    assert result.ok and result.records_checked == 8
