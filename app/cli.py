@@ -61,6 +61,24 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return audit_cli.run_purge(args)
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from app.service_cli import run_serve
+
+    return run_serve(args)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from app.service_cli import run_demo
+
+    return run_demo(args)
+
+
+def _cmd_plant_sim(args: argparse.Namespace) -> int:
+    from app.plant_sim import run_plant_sim
+
+    return run_plant_sim(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="greentwin", description="Digital-twin greenhouse control.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,6 +133,27 @@ def build_parser() -> argparse.ArgumentParser:
     pur.add_argument("--older-than-days", type=int, default=180)
     pur.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
     aud.set_defaults(handler=_cmd_audit)
+
+    srv = sub.add_parser("serve", help="run the control service (API, MQTT bridge, control loops)")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--state-dir", default="state", help="controller snapshots and the decision spool")
+    srv.set_defaults(handler=_cmd_serve)
+
+    demo = sub.add_parser("demo", help="service + simulated greenhouses + embedded broker, one command")
+    demo.add_argument("--port", type=int, default=8000)
+    demo.add_argument("--speed", type=float, default=60.0, help="simulated seconds per wall second")
+    demo.add_argument("--data-dir", default="demo-data")
+    demo.set_defaults(handler=_cmd_demo)
+
+    sim = sub.add_parser("plant-sim", help="edge-box emulator: twins speaking the MQTT contract")
+    sim.add_argument("--greenhouses", default="gh1,gh2")
+    sim.add_argument("--speed", type=float, default=1.0)
+    sim.add_argument("--dt-s", type=float, default=60.0)
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--zones", type=int, default=6)
+    sim.add_argument("--mqtt-url", default=None, help="default: GREENTWIN_MQTT_URL")
+    sim.set_defaults(handler=_cmd_plant_sim)
     return parser
 
 

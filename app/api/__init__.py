@@ -1,0 +1,1 @@
+"""REST API: one router per resource."""

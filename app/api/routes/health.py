@@ -1,0 +1,39 @@
+"""Liveness, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from app.api.deps import RuntimeDep
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process answers."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
+    """Ready when the database answers and the broker connection is up."""
+    checks: dict[str, object] = {}
+    try:
+        with runtime.sessions() as session:
+            session.execute(text("SELECT 1"))
+        checks["database"] = "ok"
+    except Exception as exc:  # any driver error means not ready
+        checks["database"] = f"down: {exc.__class__.__name__}"
+    checks["mqtt"] = "ok" if runtime.bridge is not None and runtime.bridge.connected else "down"
+    checks["spooled_decisions"] = runtime.recorder.spooled
+    ready = checks["database"] == "ok" and checks["mqtt"] == "ok"
+    response.status_code = 200 if ready else 503
+    return {"ready": ready, "checks": checks}
+
+
+@router.get("/metrics")
+def metrics(runtime: RuntimeDep) -> Response:
+    return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)

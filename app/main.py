@@ -1,0 +1,39 @@
+"""create_app(settings): the FastAPI service; the lifespan starts and stops the runtime."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from app.api.routes import greenhouses, health
+from app.core.config import Settings
+from app.core.db import make_engine, make_session_factory, require_current_schema
+from app.runtime import Runtime
+
+
+def create_app(settings: Settings | None = None, *, state_dir: Path | None = None,
+               runtime: Runtime | None = None) -> FastAPI:
+    """Build the app; nothing connects until the lifespan starts (not at import time)."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        rt = runtime
+        if rt is None:
+            engine = make_engine(settings.database_url)
+            require_current_schema(engine)  # refuse to run on a schema that is behind
+            rt = Runtime(settings, make_session_factory(engine), state_dir=state_dir or Path("state"))
+        await rt.start()
+        app.state.runtime = rt
+        try:
+            yield
+        finally:
+            await rt.stop()
+
+    app = FastAPI(title="greentwin", version="0.1.0", lifespan=lifespan)
+    app.include_router(health.router)
+    app.include_router(greenhouses.router)
+    return app

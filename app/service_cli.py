@@ -1,0 +1,138 @@
+"""``greentwin serve`` and ``greentwin demo``.
+
+The demo needs nothing but this package: an SQLite file, the configured MQTT broker or an
+embedded one (amqtt) when nothing listens on the port, a plant simulator with two greenhouses
+at accelerated time, the shipped ensemble, and the API on http://127.0.0.1:8000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def _listening(host: str, port: int) -> bool:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+class EmbeddedBroker:
+    """An amqtt broker on its own event-loop thread, for machines without Mosquitto."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="embedded-mqtt", daemon=True)
+        self._broker: object | None = None
+
+    def _run(self) -> None:
+        import warnings
+
+        from amqtt.broker import Broker
+
+        asyncio.set_event_loop(self._loop)
+        cfg = {"listeners": {"default": {"type": "tcp", "bind": f"{self.host}:{self.port}"}}, "sys_interval": 0,
+               "auth": {"allow-anonymous": True, "plugins": ["auth_anonymous"]}, "topic-check": {"enabled": False}}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            broker = Broker(cfg, loop=self._loop)
+            self._loop.run_until_complete(broker.start())
+        self._broker = broker
+        self._loop.run_forever()
+
+    def start(self, timeout: float = 10.0) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not _listening(self.host, self.port):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"embedded MQTT broker did not start on {self.host}:{self.port}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self._broker is not None:
+            fut = asyncio.run_coroutine_threadsafe(self._broker.shutdown(), self._loop)  # type: ignore[attr-defined]
+            with contextlib.suppress(Exception):
+                fut.result(timeout=5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.core.config import Settings
+    from app.main import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    app = create_app(Settings(), state_dir=Path(args.state_dir))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app import db_cli
+    from app.core.config import Settings
+    from app.main import create_app
+    from app.mqtt.bridge import parse_mqtt_url
+    from app.plant_sim import PlantSim
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    data = Path(args.data_dir)
+    data.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite:///{(data / 'greentwin.sqlite3').resolve()}"
+    os.environ.setdefault("GREENTWIN_ENVIRONMENT", "demo")
+    os.environ["GREENTWIN_DATABASE_URL"] = url
+    settings = Settings()
+    db_cli.upgrade(url)
+    for gh, soil in (("gh1", "loam"), ("gh2", "sand")):
+        with contextlib.suppress(ValueError):  # already registered on an earlier run
+            db_cli.add_greenhouse(url, gh, zones=6, soil=soil)
+
+    target = parse_mqtt_url(settings.mqtt_url)
+    broker = None
+    if not _listening(target.host, target.port):
+        print(f"no MQTT broker on {target.host}:{target.port}: starting an embedded one (amqtt)")
+        broker = EmbeddedBroker(target.host, target.port)
+        broker.start()
+    else:
+        print(f"using the MQTT broker on {target.host}:{target.port}")
+
+    app = create_app(settings, state_dir=data / "state")
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning"))
+    sim = PlantSim(settings.mqtt_url, ["gh1", "gh2"], speed=args.speed, dt_s=60.0, seed=0)
+    stop = threading.Event()
+    sim_thread = threading.Thread(target=lambda: (sim.start(), sim.run(stop)), name="plant-sim", daemon=True)
+
+    async def main() -> None:
+        serve = asyncio.create_task(server.serve())
+        while not server.started and not serve.done():
+            await asyncio.sleep(0.1)
+        sim_thread.start()
+        print(f"\ngreentwin demo: API on http://127.0.0.1:{args.port}  (try /api/greenhouses, /metrics, /docs)")
+        print("two simulated greenhouses (gh1 loam, gh2 sand) at "
+              f"{args.speed:g}x speed; the dashboard and its login arrive with the dashboard issue.")
+        print("Ctrl-C stops everything.\n")
+        await serve
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        sim.close()
+        if broker is not None:
+            broker.stop()
+    return 0

@@ -1,0 +1,318 @@
+"""MqttBridge against the real broker: edge validation, dedup, reconnect, status will, ack tracking."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from app.mqtt.bridge import CommandTracker, MqttBridge, parse_mqtt_url
+from app.mqtt.topics import Ack, Command, Telemetry, ack_topic, command_topic, encode, telemetry_topic
+
+mqtt_mark = pytest.mark.mqtt
+
+
+def _gh() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def _wait(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
+def _telemetry(seq: int, *, boot: str = "b1", ts: datetime | None = None, zones: int = 2) -> dict[str, Any]:
+    return {
+        "ts": (ts or datetime.now(UTC)).isoformat(), "boot_id": boot, "seq": seq,
+        "soil_vwc": [[0.2, None]] * zones, "air_temp_c": 20.0, "air_rh_pct": 50.0, "par_umol_m2_s": 0.0,
+        "co2_ppm": 400.0, "leaf_temp_c": 19.5, "flow_l_min": 0.0, "pump_current_a": 0.0,
+        "valve_open": [0] * zones, "pump_pct": 0.0, "light_pct": 0.0, "estop": False,
+    }
+
+
+def _command(zones: int = 2, **overrides: Any) -> Command:
+    fields: dict[str, Any] = {"cmd_id": uuid.uuid4(), "ts": datetime.now(UTC), "seq": 1, "ttl_s": 30.0,
+                              "mode": "auto", "valves": [1] + [0] * (zones - 1), "pump_pct": 50.0,
+                              "light_pct": 0.0, "policy_version": "test"}
+    fields.update(overrides)
+    return Command(**fields)
+
+
+class Raw:
+    """A plain paho client for the test's side of the bus."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"gt-raw-{uuid.uuid4().hex[:8]}")
+        self.messages: queue.Queue[mqtt.MQTTMessage] = queue.Queue()
+        self._subacks: queue.Queue[int] = queue.Queue()
+        self.client.on_message = lambda _c, _u, msg: self.messages.put(msg)
+        self.client.on_subscribe = lambda _c, _u, mid, _rc, _p: self._subacks.put(mid)
+        self.client.connect(host, port, keepalive=10)
+        self.client.loop_start()
+
+    def publish(self, topic: str, payload: bytes | str, retain: bool = False) -> None:
+        self.client.publish(topic, payload, qos=1, retain=retain).wait_for_publish(5)
+
+    def subscribe(self, topic: str) -> None:
+        _, mid = self.client.subscribe(topic, qos=1)
+        assert self._subacks.get(timeout=5) == mid
+
+    def next(self, topic: str, timeout: float = 5.0) -> mqtt.MQTTMessage:
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.messages.get(timeout=max(0.01, deadline - time.monotonic()))
+            if msg.topic == topic:
+                return msg
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+@pytest.fixture
+def url(mqtt_available: tuple[str, int]) -> str:
+    host, port = mqtt_available
+    return f"mqtt://{host}:{port}"
+
+
+@pytest.fixture
+def raw(mqtt_available: tuple[str, int]) -> Iterator[Raw]:
+    r = Raw(*mqtt_available)
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def make_bridge(url: str, raw: Raw) -> Iterator[Callable[..., MqttBridge]]:
+    """Started, subscribed bridges with a per-test status topic, closed and cleaned afterwards."""
+    made: list[MqttBridge] = []
+
+    def make(**kwargs: Any) -> MqttBridge:
+        kwargs.setdefault("will_topic", f"greentwin/svc-{uuid.uuid4().hex[:10]}/status")
+        bridge = MqttBridge(url, **kwargs)
+        made.append(bridge)
+        bridge.start()
+        assert bridge.wait_ready(10), "bridge did not connect and subscribe"
+        return bridge
+
+    yield make
+    for bridge in made:
+        bridge.close()
+        raw.publish(bridge.will_topic, b"", retain=True)  # clear the retained status
+
+
+@mqtt_mark
+def test_accepts_good_telemetry(make_bridge: Callable[..., MqttBridge], raw: Raw) -> None:
+    gh = _gh()
+    got: queue.Queue[tuple[str, Telemetry]] = queue.Queue()
+    bridge = make_bridge(zones=2, on_telemetry=lambda g, t: got.put((g, t)), known_greenhouses=lambda g: g == gh)
+    raw.publish(telemetry_topic(gh), json.dumps(_telemetry(0)))
+    name, tel = got.get(timeout=5)
+    assert name == gh and tel.seq == 0 and tel.soil_vwc == [[0.2, None]] * 2
+    assert bridge.stats["accepted"] >= 1
+
+
+@mqtt_mark
+def test_bad_payloads_are_counted_by_reason_and_never_reach_the_handler(
+        make_bridge: Callable[..., MqttBridge], raw: Raw) -> None:
+    gh = _gh()
+    handled: list[int] = []
+    rejected: list[str] = []
+    bridge = make_bridge(zones=2, on_telemetry=lambda g, t: handled.append(t.seq) if g == gh else None,
+                         on_reject=lambda g, reason, _d: rejected.append(reason) if g == gh else None, max_age_s=60)
+    old = datetime.now(UTC) - timedelta(minutes=5)
+    sends: list[bytes | str] = [
+        b"{not json", b"\xff\xfe", json.dumps({**_telemetry(1), "seq": "1"}),   # not_json, not_utf8, schema
+        json.dumps(_telemetry(1, zones=3)),                                      # zone_count
+        json.dumps(_telemetry(5)),                                               # accepted
+        json.dumps(_telemetry(5)),                                               # duplicate
+        json.dumps(_telemetry(3)),                                               # out_of_order
+        json.dumps(_telemetry(6, ts=old)),                                       # stale
+        json.dumps(_telemetry(0, boot="b2")),                                    # new boot: accepted
+        json.dumps({**_telemetry(1, boot="b2"), "air_temp_c": 1e999}),           # non_finite
+    ]
+    for payload in sends:
+        raw.publish(telemetry_topic(gh), payload)
+    expected = ["not_json", "not_utf8", "schema", "zone_count", "duplicate", "out_of_order", "stale", "non_finite"]
+    assert _wait(lambda: len(rejected) >= len(expected) and len(handled) >= 2)
+    assert rejected == expected
+    assert handled == [5, 0]
+    counts = bridge.stats["rejected"]
+    assert all(counts[reason] >= 1 for reason in expected)
+
+
+@mqtt_mark
+def test_unknown_greenhouse_is_rejected(make_bridge: Callable[..., MqttBridge], raw: Raw) -> None:
+    known, stranger = _gh(), _gh()
+    handled: list[str] = []
+    rejected: list[tuple[str | None, str]] = []
+    make_bridge(zones=2, known_greenhouses=lambda g: g == known,
+                on_telemetry=lambda g, _t: handled.append(g) if g in (known, stranger) else None,
+                on_reject=lambda g, reason, _d: rejected.append((g, reason)) if g in (known, stranger) else None)
+    raw.publish(telemetry_topic(stranger), json.dumps(_telemetry(0)))
+    raw.publish(telemetry_topic(known), json.dumps(_telemetry(0)))
+    assert _wait(lambda: handled == [known])
+    assert rejected == [(stranger, "unknown_greenhouse")]
+
+
+@mqtt_mark
+def test_handlers_run_on_the_asyncio_loop(url: str, raw: Raw) -> None:
+    gh = _gh()
+
+    async def main() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[int] = loop.create_future()
+
+        def on_telemetry(g: str, _t: Telemetry) -> None:
+            if g == gh and not done.done():
+                done.set_result(threading.get_ident())
+
+        bridge = MqttBridge(url, zones=2, loop=loop, on_telemetry=on_telemetry,
+                            will_topic=f"greentwin/svc-{uuid.uuid4().hex[:10]}/status")
+        bridge.start()
+        try:
+            assert await asyncio.to_thread(bridge.wait_ready, 10)
+            await asyncio.to_thread(raw.publish, telemetry_topic(gh), json.dumps(_telemetry(0)))
+            return await asyncio.wait_for(done, 5), threading.get_ident()
+        finally:
+            await asyncio.to_thread(bridge.close)
+            raw.publish(bridge.will_topic, b"", retain=True)
+
+    handler_thread, loop_thread = asyncio.run(main())
+    assert handler_thread == loop_thread
+
+
+@mqtt_mark
+def test_subscriptions_survive_a_forced_reconnect(make_bridge: Callable[..., MqttBridge], raw: Raw,
+                                                  mqtt_available: tuple[str, int]) -> None:
+    gh = _gh()
+    got: queue.Queue[int] = queue.Queue()
+    bridge = make_bridge(zones=2, on_telemetry=lambda g, t: got.put(t.seq) if g == gh else None)
+    # Another client with the same id takes the session over: the broker drops the bridge, as on a network blip.
+    thief = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=bridge.client_id)
+    thief.connect(*mqtt_available, keepalive=10)
+    thief.loop_start()
+    assert _wait(lambda: not bridge.connected)
+    thief.disconnect()
+    thief.loop_stop()
+    assert _wait(lambda: bridge.stats["reconnects"] >= 1 and bridge.wait_ready(0), timeout=10)
+    raw.publish(telemetry_topic(gh), json.dumps(_telemetry(0)))
+    assert got.get(timeout=5) == 0
+
+
+@mqtt_mark
+def test_status_is_online_retained_and_the_will_says_offline(make_bridge: Callable[..., MqttBridge], raw: Raw,
+                                                             mqtt_available: tuple[str, int]) -> None:
+    bridge = make_bridge()
+    watcher = Raw(*mqtt_available)
+    try:
+        watcher.subscribe(bridge.will_topic)
+        first = watcher.next(bridge.will_topic)
+        assert (first.payload, first.retain) == (b"online", True)
+        # Crash: drop the socket without DISCONNECT and hold off the reconnect; the broker sends the will.
+        bridge.client.reconnect_delay_set(min_delay=30, max_delay=30)
+        sock = bridge.client.socket()
+        assert isinstance(sock, socket.socket)
+        sock.shutdown(socket.SHUT_RDWR)
+        assert watcher.next(bridge.will_topic).payload == b"offline"
+    finally:
+        watcher.close()
+    late = Raw(*mqtt_available)
+    try:
+        late.subscribe(bridge.will_topic)
+        msg = late.next(bridge.will_topic)
+        assert (msg.payload, msg.retain) == (b"offline", True)
+    finally:
+        late.close()
+
+
+@mqtt_mark
+def test_close_publishes_offline(make_bridge: Callable[..., MqttBridge], mqtt_available: tuple[str, int]) -> None:
+    bridge = make_bridge()
+    bridge.close()
+    late = Raw(*mqtt_available)
+    try:
+        late.subscribe(bridge.will_topic)
+        msg = late.next(bridge.will_topic)
+        assert (msg.payload, msg.retain) == (b"offline", True)
+    finally:
+        late.close()
+
+
+@mqtt_mark
+def test_command_goes_out_qos1_unretained_and_an_ack_resolves_it(make_bridge: Callable[..., MqttBridge],
+                                                                 raw: Raw) -> None:
+    gh = _gh()
+    acks: queue.Queue[Ack] = queue.Queue()
+    bridge = make_bridge(zones=2, on_ack=lambda g, a: acks.put(a) if g == gh else None)
+    raw.subscribe(command_topic(gh))
+    cmd = _command()
+    bridge.publish_command(gh, cmd).wait_for_publish(5)
+    msg = raw.next(command_topic(gh))
+    assert (msg.qos, msg.retain) == (1, False)
+    assert Command.model_validate_json(msg.payload) == cmd
+    assert len(bridge.tracker) == 1
+    raw.publish(ack_topic(gh), encode(Ack(cmd_id=cmd.cmd_id, ts=datetime.now(UTC), status="applied")))
+    assert acks.get(timeout=5).cmd_id == cmd.cmd_id
+    assert len(bridge.tracker) == 0
+
+
+@mqtt_mark
+def test_unacked_command_expires_and_is_retried_with_the_same_id(make_bridge: Callable[..., MqttBridge],
+                                                                 raw: Raw) -> None:
+    gh = _gh()
+    bridge = make_bridge(zones=2, ack_timeout_s=0.2, max_attempts=2)
+    raw.subscribe(command_topic(gh))
+    cmd = _command()
+    bridge.publish_command(gh, cmd)
+    assert bridge.tracker.expired() == []
+    time.sleep(0.25)
+    (overdue,) = bridge.tracker.expired()
+    assert overdue.cmd_id == cmd.cmd_id and overdue.attempts == 1
+    assert bridge.tracker.expired() == []  # reported once, not on every poll
+    assert bridge.retry(overdue) is not None
+    first, second = raw.next(command_topic(gh)), raw.next(command_topic(gh))
+    assert first.payload == second.payload  # same cmd_id: the edge box applies it at most once
+    time.sleep(0.25)
+    (again,) = bridge.tracker.expired()
+    assert again.attempts == 2 and bridge.retry(again) is None  # attempts used up
+
+
+def test_command_tracker_times_out_and_limits_retries() -> None:
+    now = [100.0]
+    tracker = CommandTracker(ack_timeout_s=10, max_attempts=2, clock=lambda: now[0])
+    a, b = _command(), _command()
+    tracker.record("gh1", a)
+    tracker.record("gh1", b)
+    assert tracker.expired(now=109.9) == []
+    assert tracker.resolve(a.cmd_id) is not None
+    (lost,) = tracker.expired(now=110.0)
+    assert lost.cmd_id == b.cmd_id and tracker.can_retry(lost)
+    again = tracker.record("gh1", b, now=111.0)
+    assert again.attempts == 2 and not tracker.can_retry(again)
+    assert tracker.resolve(uuid.uuid4()) is None
+    assert [p.cmd_id for p in tracker.expired(now=121.0)] == [b.cmd_id]
+    assert len(tracker) == 0
+
+
+def test_parse_mqtt_url() -> None:
+    t = parse_mqtt_url("mqtts://user:p%40ss@broker.example:9000")
+    assert (t.host, t.port, t.tls, t.username, t.password) == ("broker.example", 9000, True, "user", "p@ss")
+    assert parse_mqtt_url("mqtt://127.0.0.1").port == 1883
+    with pytest.raises(ValueError):
+        parse_mqtt_url("http://127.0.0.1")

@@ -1,0 +1,188 @@
+"""PlantSim against the real broker, observed through the service's own MqttBridge."""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from app.mqtt.bridge import MqttBridge
+from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry, command_topic, status_topic
+from app.plant_sim import PlantSim
+
+pytestmark = pytest.mark.mqtt
+ZONES = 3
+
+
+def _wait(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
+def _command(**overrides: Any) -> Command:
+    fields: dict[str, Any] = {"cmd_id": uuid.uuid4(), "ts": datetime.now(UTC), "seq": 1, "ttl_s": 30.0,
+                              "mode": "auto", "valves": [1, 0, 1], "pump_pct": 60.0, "light_pct": 20.0,
+                              "policy_version": "test"}
+    fields.update(overrides)
+    return Command(**fields)
+
+
+class Rig:
+    """One simulated greenhouse plus the service bridge watching it."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.gh = f"t-{uuid.uuid4().hex[:12]}"
+        self.url = f"mqtt://{host}:{port}"
+        self.telemetry: queue.Queue[Telemetry] = queue.Queue()
+        self.acks: queue.Queue[Ack] = queue.Queue()
+        self.estops: queue.Queue[EstopEvent] = queue.Queue()
+        self.rejected: list[str] = []
+        self.bridge = MqttBridge(
+            self.url, zones=ZONES, known_greenhouses=lambda g: g == self.gh,
+            will_topic=f"greentwin/svc-{uuid.uuid4().hex[:10]}/status",
+            on_telemetry=lambda _g, t: self.telemetry.put(t), on_ack=lambda _g, a: self.acks.put(a),
+            on_estop=lambda _g, e: self.estops.put(e),
+            on_reject=lambda g, reason, _d: self.rejected.append(reason) if g == self.gh else None)
+        self.sim = PlantSim(self.url, [self.gh], zones=ZONES, dt_s=60, seed=1)
+        self.bridge.start()
+        assert self.bridge.wait_ready(10)
+        assert self.sim.start(10)
+
+    @property
+    def st(self) -> Any:
+        return self.sim.state[self.gh]
+
+    def step(self) -> Telemetry:
+        sent = self.sim.step_once()[self.gh]
+        got = self.telemetry.get(timeout=5)
+        assert got == sent
+        return got
+
+    def send(self, cmd: Command) -> Ack:
+        self.bridge.publish_command(self.gh, cmd)
+        return self.acks.get(timeout=5)
+
+    def close(self) -> None:
+        self.sim.close()
+        self.bridge.close()
+        cleaner = mqtt.Client(CallbackAPIVersion.VERSION2)
+        cleaner.connect(self.bridge.target.host, self.bridge.target.port)
+        cleaner.loop_start()
+        for name in (status_topic(self.gh), self.bridge.will_topic):
+            cleaner.publish(name, b"", qos=1, retain=True).wait_for_publish(5)
+        cleaner.disconnect()
+        cleaner.loop_stop()
+
+
+@pytest.fixture
+def rig(mqtt_available: tuple[str, int]) -> Iterator[Rig]:
+    r = Rig(*mqtt_available)
+    yield r
+    r.close()
+
+
+def test_telemetry_is_valid_and_accepted_by_the_bridge(rig: Rig) -> None:
+    first, second = rig.step(), rig.step()
+    assert (first.seq, second.seq) == (0, 1) and first.boot_id == second.boot_id
+    assert second.ts - first.ts == timedelta(seconds=60) and first.ts.utcoffset() is not None
+    assert len(first.soil_vwc) == ZONES and first.valve_open == [0] * ZONES and not first.estop
+    rig.sim.inject(rig.gh, "sensor_nan", zone=1)
+    assert rig.step().soil_vwc[1] == [None, None]  # a failed probe travels as null and still validates
+    assert rig.rejected == []
+
+
+def test_command_applied_once_even_when_published_twice(rig: Rig) -> None:
+    cmd = _command()
+    first, second = rig.send(cmd), rig.send(cmd)
+    assert (first.status, second.status) == ("applied", "applied")
+    assert first.cmd_id == second.cmd_id == cmd.cmd_id
+    assert rig.st.applied_count == 1
+    tel = rig.step()
+    assert (tel.valve_open, tel.pump_pct, tel.light_pct) == ([1, 0, 1], 60.0, 20.0)
+    assert tel.pump_current_a > 0 and tel.flow_l_min > 0
+
+
+def test_expired_command_is_not_applied(rig: Rig) -> None:
+    ack = rig.send(_command(ts=datetime.now(UTC) - timedelta(seconds=10), ttl_s=5.0))
+    assert ack.status == "expired"
+    assert rig.st.applied_count == 0 and rig.step().valve_open == [0] * ZONES
+
+
+def test_silence_beyond_ttl_falls_back_to_safe_state(rig: Rig) -> None:
+    assert rig.send(_command(ttl_s=0.4)).status == "applied"
+    assert rig.step().valve_open == [1, 0, 1]
+    time.sleep(0.5)
+    tel = rig.step()
+    assert (tel.valve_open, tel.pump_pct, tel.light_pct) == ([0] * ZONES, 0.0, 0.0)
+    assert rig.st.failsafe
+
+
+def test_estop_latches_until_released(rig: Rig) -> None:
+    assert rig.send(_command()).status == "applied"
+    rig.sim.press_estop(rig.gh)
+    assert rig.estops.get(timeout=5).pressed is True
+    tel = rig.step()
+    assert tel.estop and tel.valve_open == [0] * ZONES and tel.pump_pct == 0.0
+    refused = rig.send(_command())
+    assert (refused.status, refused.reason) == ("rejected", "estop latched")
+    rig.sim.release_estop(rig.gh)
+    assert rig.estops.get(timeout=5).pressed is False
+    tel = rig.step()
+    assert not tel.estop and tel.valve_open == [0] * ZONES  # never resumes the pre-e-stop command
+    assert rig.send(_command()).status == "applied"
+    assert rig.step().valve_open == [1, 0, 1]
+
+
+def test_bad_commands_are_rejected_with_a_reason(rig: Rig, mqtt_available: tuple[str, int]) -> None:
+    wrong_zones = rig.send(_command(valves=[1, 1]))
+    assert wrong_zones.status == "rejected" and (wrong_zones.reason or "").startswith("zone_count")
+    body = json.loads(_command().model_dump_json())
+    body["pump_pct"] = 150
+    rig.bridge.client.publish(command_topic(rig.gh), json.dumps(body), qos=1)
+    out_of_range = rig.acks.get(timeout=5)
+    assert str(out_of_range.cmd_id) == body["cmd_id"]
+    assert out_of_range.status == "rejected" and (out_of_range.reason or "").startswith("schema")
+    assert rig.st.applied_count == 0
+
+
+def test_stuck_valve_and_drift_faults(rig: Rig) -> None:
+    assert rig.send(_command(valves=[1, 1, 1])).status == "applied"
+    rig.sim.inject(rig.gh, "stuck_valve", zone=0)
+    rig.sim.inject(rig.gh, "drift")
+    assert rig.send(_command(valves=[0, 1, 1])).status == "applied"
+    assert rig.sim._effective_action(rig.st)[0] == 1.0  # the plant ignores the close
+    assert rig.step().valve_open == [0, 1, 1]  # telemetry reports the command, like a box without feedback
+    assert rig.st.drift_vwc > 0
+    rig.sim.clear_faults(rig.gh)
+    assert rig.sim._effective_action(rig.st)[0] == 0.0
+
+
+def test_broker_disconnect_fires_the_will_and_recovers(rig: Rig, mqtt_available: tuple[str, int]) -> None:
+    seen: queue.Queue[bytes] = queue.Queue()
+    watcher = mqtt.Client(CallbackAPIVersion.VERSION2)
+    watcher.on_message = lambda _c, _u, msg: seen.put(msg.payload)
+    watcher.connect(*mqtt_available)
+    watcher.loop_start()
+    try:
+        watcher.subscribe(status_topic(rig.gh), qos=1)
+        assert seen.get(timeout=5) == b"online"
+        rig.sim.inject(rig.gh, "broker_disconnect", seconds=1)
+        assert seen.get(timeout=5) == b"offline"
+        assert seen.get(timeout=10) == b"online"
+        assert rig.st.subscribed.wait(5)
+        assert rig.send(_command()).status == "applied"
+    finally:
+        watcher.disconnect()
+        watcher.loop_stop()

@@ -1,0 +1,87 @@
+"""The whole service against the real broker: plant-sim -> bridge -> controller -> command -> ack -> DB."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app import db_cli
+from app.core.config import Settings
+from app.main import create_app
+from app.plant_sim import PlantSim
+
+
+def _wait(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def service_env(tmp_path, mqtt_available):
+    gh = "t" + uuid.uuid4().hex[:10]
+    url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, gh, zones=6, soil="loam")
+    settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1883", policy_dir=tmp_path / "no-policy",
+                        max_age_s=3600.0)
+    return gh, settings, tmp_path / "state"
+
+
+def test_decisions_flow_end_to_end_and_estop_survives_restart(service_env):
+    gh, settings, state_dir = service_env
+    sim = PlantSim(settings.mqtt_url, [gh], dt_s=60.0, seed=0)
+    try:
+        with TestClient(create_app(settings, state_dir=state_dir)) as client:
+            runtime = client.app.state.runtime
+            assert runtime.bridge.wait_ready(10)
+            assert sim.start()
+            for k in range(1, 6):
+                sim.step_once()
+                assert _wait(lambda k=k: runtime.last_decision.get(gh, {}).get("seq") == k), f"decision {k}"
+            assert _wait(lambda: len(runtime.bridge.tracker) == 0), "every command acknowledged"
+            listed = {g["id"]: g for g in client.get("/api/greenhouses").json()}
+            assert listed[gh]["mode"] == "auto" and listed[gh]["last_decision"]["seq"] == 5
+            rows = client.get(f"/api/greenhouses/{gh}/decisions").json()
+            assert [r["seq"] for r in rows] == [5, 4, 3, 2, 1]
+
+            assert client.post(f"/api/greenhouses/{gh}/estop", json={"actor": "op1", "reason": ""}).status_code == 422
+            assert client.post(f"/api/greenhouses/{gh}/estop",
+                               json={"actor": "op1", "reason": "leak at zone 3", "extra": 1}).status_code == 422
+            r = client.post(f"/api/greenhouses/{gh}/estop", json={"actor": "op1", "reason": "leak at zone 3"})
+            assert r.status_code == 200 and r.json()["to_mode"] == "estop"
+            sim.step_once()
+            assert _wait(lambda: runtime.last_decision[gh]["mode"] == "estop")
+            assert runtime.last_decision[gh]["clipped"]["pump_pct"] == 0.0
+            assert client.post("/api/greenhouses/nope/estop", json={"actor": "a", "reason": "abc"}).status_code == 404
+            metrics = client.get("/metrics").text
+            assert f'greentwin_decisions_total{{actor="policy",greenhouse="{gh}"}} 5.0' in metrics
+            assert f'greentwin_estops_total{{greenhouse="{gh}",source="api"}} 1.0' in metrics
+            assert client.get("/readyz").json()["ready"] is True
+
+        # A restart (new app, same state directory) keeps the e-stop latched.
+        with TestClient(create_app(settings, state_dir=state_dir)) as client:
+            listed = {g["id"]: g for g in client.get("/api/greenhouses").json()}
+            assert listed[gh]["estop_latched"] is True and listed[gh]["mode"] == "estop"
+            r = client.post(f"/api/greenhouses/{gh}/estop/reset", json={"actor": "op1", "reason": "leak fixed"})
+            assert r.status_code == 200 and r.json()["to_mode"] == "auto"
+            changes = client.get(f"/api/greenhouses/{gh}/mode-changes").json()
+            assert [(c["from_mode"], c["to_mode"], c["actor"]) for c in changes] == [
+                ("auto", "estop", "op1"), ("estop", "auto", "op1")]
+    finally:
+        sim.close()
+
+
+def test_service_refuses_a_schema_that_is_behind(tmp_path):
+    url = f"sqlite:///{tmp_path / 'empty.sqlite3'}"
+    settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1883")
+    from app.core.db import SchemaOutOfDate
+
+    with pytest.raises(SchemaOutOfDate, match="greentwin db upgrade"), TestClient(create_app(settings)):
+        pass
