@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/greentwin simulate --instances 256 --days 7
+	$(BIN)/greentwin demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
