@@ -79,6 +79,12 @@ def _cmd_plant_sim(args: argparse.Namespace) -> int:
     return run_plant_sim(args)
 
 
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from policy.eval_cli import run_eval
+
+    return run_eval(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="greentwin", description="Digital-twin greenhouse control.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -133,6 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
     pur.add_argument("--older-than-days", type=int, default=180)
     pur.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
     aud.set_defaults(handler=_cmd_audit)
+
+    ev = sub.add_parser("eval", help="compare the policy with the tuned threshold, timer and random controllers "
+                                     "on held-out scenarios")
+    ev.add_argument("--policy", metavar="DIR", default=None,
+                    help="ensemble directory (policy.ensemble.load_ensemble); omitted: baselines only")
+    ev.add_argument("--seeds", metavar="A-B", default=None,
+                    help="evaluate seeds A..B inclusive instead of the held-out suite (10000-10019)")
+    ev.add_argument("--days", type=float, default=30.0)
+    ev.add_argument("--json", metavar="FILE", default=None, help="write {controller: metrics} here")
+    ev.add_argument("--retune", action="store_true",
+                    help="re-tune the threshold expert on training seeds and rewrite policy/tuned_threshold.json")
+    ev.set_defaults(handler=_cmd_eval)
 
     srv = sub.add_parser("serve", help="run the control service (API, MQTT bridge, control loops)")
     srv.add_argument("--host", default="127.0.0.1")

@@ -1,0 +1,263 @@
+"""Evaluation of controllers on a fixed, seeded suite of held-out greenhouse scenarios.
+
+Seed ranges (kept apart so a tuned or trained controller is never scored on what it saw):
+
+* :data:`TRAINING_SEEDS` ``0..999``: threshold tuning (:mod:`policy.tuning`) and PPO training
+  (``PPOConfig.seed`` defaults to 0).
+* :data:`HELD_OUT_SEEDS` ``10_000..19_999``: :func:`held_out_suite`, the reported numbers.
+
+A :class:`Scenario` is one twin seed (hence one weather library) with a soil mix and faults on
+or off; it runs ``instances`` greenhouses for one episode. All controllers of an evaluation
+run side by side in one batched twin per scenario: controller ``c`` drives a block of
+instances with the same instance ids as every other block, so all controllers face exactly
+the same greenhouses, weather and fault draws, and the numpy overhead of a step is paid once.
+The loop calls :class:`twin.dynamics.TwinModel` directly (what ``GreenhouseTwin`` wraps) so
+no instance is auto-reset: a greenhouse whose episode ends in a hard termination is masked
+from that step on and its later steps count for nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from twin.backend import make_backend
+from twin.config import FaultConfig, TwinConfig
+from twin.dynamics import TwinModel
+
+Controller = Callable[[Any], Any]
+"""Batched observations (N, obs_dim) -> actions (N, zones + 2)."""
+Progress = Callable[[int, int], None]
+"""Called with (scenarios done, scenarios total) after each scenario."""
+
+TRAINING_SEEDS = range(0, 1_000)
+HELD_OUT_SEEDS = range(10_000, 20_000)
+DT_S = 600.0
+"""Evaluation control step: 10 minutes, as in training."""
+FAULT_RATE = 0.002
+"""``FaultConfig.all_on`` rate of the faulty scenarios [events per hour]. Milder than the soak-test
+0.01: over a 30-day episode 0.01 gives each greenhouse ~2 stuck valves and ~7 drifting probes, so
+every sensor-driven controller floods and the table would measure the fault rate, not the controller."""
+SOIL_MIXES: tuple[tuple[str, tuple[float, float, float]], ...] = (
+    ("mixed", (0.3, 0.4, 0.3)),
+    ("sandy", (0.7, 0.2, 0.1)),
+    ("loamy", (0.1, 0.8, 0.1)),
+    ("clayey", (0.1, 0.2, 0.7)),
+)
+"""(name, probabilities of sand / loam / clay per zone) cycled through the suites."""
+METRIC_KEYS = ("water_l_per_m2", "time_in_band_pct", "stress_hours", "energy_kwh", "hard_terminations",
+               "reward_mean")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything that makes one evaluation twin deterministic.
+
+    The seed picks the weather library (and, per greenhouse, the weather year and start day),
+    the soils and every fault event; nothing else is random.
+    """
+
+    seed: int
+    days: float = 30.0
+    soil: str = "mixed"
+    soil_mix: tuple[float, float, float] = (0.3, 0.4, 0.3)
+    fault_rate: float = 0.0
+    """0: healthy greenhouses; otherwise ``FaultConfig.all_on(fault_rate)``."""
+    instances: int = 8
+    dt_s: float = DT_S
+
+    @property
+    def name(self) -> str:
+        faults = f"faults {self.fault_rate:g}" if self.fault_rate > 0 else "healthy"
+        return f"seed {self.seed}, {self.soil}, {faults}, {self.instances} x {self.days:g} d"
+
+    def config(self) -> TwinConfig:
+        faults = FaultConfig.all_on(self.fault_rate) if self.fault_rate > 0 else FaultConfig()
+        return TwinConfig(dt_s=self.dt_s, episode_days=self.days, soil_mix=self.soil_mix, faults=faults)
+
+
+def _scenario(index: int, seed: int, days: float, instances: int) -> Scenario:
+    """The index-th scenario of a suite: soils cycle, and faults alternate so each soil mix gets both."""
+    soil, mix = SOIL_MIXES[index % len(SOIL_MIXES)]
+    faulty = (index + index // len(SOIL_MIXES)) % 2 == 1
+    return Scenario(seed=seed, days=days, soil=soil, soil_mix=mix, fault_rate=FAULT_RATE if faulty else 0.0,
+                    instances=instances)
+
+
+def scenarios_from_seeds(first: int, last: int, days: float = 30.0, instances: int = 8) -> list[Scenario]:
+    """Scenarios for seeds ``first..last`` inclusive (``--seeds A-B``), soils and faults cycled as in the suite."""
+    if last < first:
+        raise ValueError(f"empty seed range {first}-{last}")
+    return [_scenario(i, seed, days, instances) for i, seed in enumerate(range(first, last + 1))]
+
+
+def held_out_suite(n: int = 20, days: float = 30.0, instances: int = 8) -> list[Scenario]:
+    """The fixed held-out suite: ``n`` scenarios on the first held-out seeds (10_000 + i).
+
+    Half the scenarios carry faults; the soil mixes cycle mixed / sandy / loamy / clayey.
+    """
+    if not 1 <= n <= len(HELD_OUT_SEEDS):
+        raise ValueError(f"n must lie in [1, {len(HELD_OUT_SEEDS)}], got {n}")
+    return scenarios_from_seeds(HELD_OUT_SEEDS[0], HELD_OUT_SEEDS[0] + n - 1, days, instances)
+
+
+def training_suite(n: int = 6, days: float = 7.0, instances: int = 8) -> list[Scenario]:
+    """Scenarios on training seeds (0 + i) for tuning: same structure as the held-out suite, other seeds."""
+    if not 1 <= n <= len(TRAINING_SEEDS):
+        raise ValueError(f"n must lie in [1, {len(TRAINING_SEEDS)}], got {n}")
+    return scenarios_from_seeds(TRAINING_SEEDS[0], TRAINING_SEEDS[0] + n - 1, days, instances)
+
+
+@dataclass(frozen=True)
+class ControllerMetrics:
+    """One controller's results over a set of scenarios (every greenhouse weighs the same)."""
+
+    water_l_per_m2: float
+    """Irrigation water per m2 of floor over the episode, mean per greenhouse."""
+    time_in_band_pct: float
+    """Share of counted zone-steps whose true moisture lies inside the zone's target band."""
+    stress_hours: float
+    """Hours with Ks < 1 (FAO-56 water stress), summed over the episode, mean per zone and greenhouse."""
+    energy_kwh: float
+    """Pump and light energy over the episode, mean per greenhouse."""
+    hard_terminations: int
+    """Greenhouses whose episode ended in a hard limit (overcurrent, dead-heading, relief valve)."""
+    reward_mean: float
+    """Mean reward per counted greenhouse-step."""
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+@dataclass
+class _Tally:
+    """Per-greenhouse running sums of one scenario; only steps up to a hard termination are added."""
+
+    reward: np.ndarray
+    steps: np.ndarray
+    water_l: np.ndarray
+    energy_kwh: np.ndarray
+    in_band: np.ndarray
+    """Zone-steps inside the band."""
+    stress_h: np.ndarray
+    """Zone-hours with Ks < 1."""
+    terminated: np.ndarray
+
+    @classmethod
+    def zeros(cls, n: int) -> _Tally:
+        return cls(*(np.zeros(n) for _ in range(6)), terminated=np.zeros(n, dtype=bool))
+
+    def block(self, sl: slice) -> _Tally:
+        return _Tally(**{k: v[sl] for k, v in self.__dict__.items()})
+
+
+def _to_numpy(a: Any) -> np.ndarray:
+    if hasattr(a, "detach"):  # torch tensor from a policy network
+        a = a.detach().cpu().numpy()
+    return np.asarray(a)
+
+
+def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list[_Tally]:
+    """One episode of the scenario's greenhouses under each controller, side by side in one batch."""
+    cfg = scenario.config()
+    backend = make_backend("numpy", "cpu")
+    model = TwinModel(cfg, backend, scenario.seed)
+    n, k, z = scenario.instances, len(controllers), cfg.zones
+    ids = backend.asarray(np.tile(np.arange(n), k), dtype=backend.int)  # same greenhouses in every block
+    params, state, obs = model.reset(ids, backend.zeros((n * k,), dtype=backend.int))
+    band_low, band_high = params.band_low, params.band_high
+    tally = _Tally.zeros(n * k)
+    alive = np.ones(n * k, dtype=bool)
+    blocks = [slice(i * n, (i + 1) * n) for i in range(k)]
+    area = z * cfg.hydraulics.zone_area_m2
+    for _ in range(cfg.horizon_steps):
+        actions = np.concatenate([_to_numpy(c(obs[sl])) for c, sl in zip(controllers, blocks, strict=True)])
+        state, out = model.step(params, state, backend.asarray(actions, dtype=backend.float))
+        obs = out.obs
+        info = out.info
+        theta = state.theta
+        # np.where, not multiplication: a masked greenhouse may carry NaN or inf after its failure.
+        tally.reward += np.where(alive, out.reward, 0.0)
+        tally.steps += alive
+        tally.water_l += np.where(alive, info["water_l"].sum(axis=1), 0.0)
+        tally.energy_kwh += np.where(alive, info["energy_kwh"], 0.0)
+        in_band = ((theta >= band_low) & (theta <= band_high)).sum(axis=1)
+        tally.in_band += np.where(alive, in_band, 0)
+        tally.stress_h += np.where(alive, (info["ks"] < 1.0).sum(axis=1) * cfg.dt_h, 0.0)
+        hard = alive & out.terminated
+        tally.terminated |= hard
+        alive &= ~hard
+    tally.water_l /= area
+    tally.in_band /= z
+    tally.stress_h /= z
+    return [tally.block(sl) for sl in blocks]
+
+
+def _metrics(tallies: Sequence[_Tally]) -> ControllerMetrics:
+    t = _Tally(**{k: np.concatenate([getattr(x, k) for x in tallies]) for k in _Tally.__dataclass_fields__})
+    steps = max(float(t.steps.sum()), 1.0)
+    return ControllerMetrics(
+        water_l_per_m2=float(t.water_l.mean()),
+        time_in_band_pct=float(100.0 * t.in_band.sum() / steps),
+        stress_hours=float(t.stress_h.mean()),
+        energy_kwh=float(t.energy_kwh.mean()),
+        hard_terminations=int(t.terminated.sum()),
+        reward_mean=float(t.reward.sum() / steps),
+    )
+
+
+def evaluate_many(controllers: Sequence[Controller], scenarios: Sequence[Scenario],
+                  progress: Progress | None = None) -> list[ControllerMetrics]:
+    """Metrics per controller, all controllers batched together scenario by scenario.
+
+    Stateful controllers (``RandomController``) are called once per step on their own block,
+    scenarios in order, so fresh instances give identical results on every run.
+    """
+    if not controllers:
+        return []
+    per_ctrl: list[list[_Tally]] = [[] for _ in controllers]
+    for i, scenario in enumerate(scenarios):
+        for acc, tally in zip(per_ctrl, _run_scenario(scenario, controllers), strict=True):
+            acc.append(tally)
+        if progress is not None:
+            progress(i + 1, len(scenarios))
+    return [_metrics(t) for t in per_ctrl]
+
+
+def evaluate(controller: Controller, scenarios: Sequence[Scenario]) -> ControllerMetrics:
+    """One controller's metrics over the scenarios."""
+    return evaluate_many([controller], scenarios)[0]
+
+
+def evaluate_all(controllers: Mapping[str, Controller], scenarios: Sequence[Scenario],
+                 progress: Progress | None = None) -> dict[str, dict[str, float | int]]:
+    """``{name: {metric: value}}`` for every controller on the same scenarios (the eval JSON)."""
+    results = evaluate_many(list(controllers.values()), scenarios, progress)
+    return {name: m.as_dict() for name, m in zip(controllers, results, strict=True)}
+
+
+def ensemble_vote(proposals: Any, zones: int) -> np.ndarray:
+    """Per-greenhouse consensus of K members' proposals (K, N, Z + 2) -> (N, Z + 2).
+
+    Valves open only on a strict majority (a tie stays closed: no water is the safe side);
+    pump and lights take the element-wise median, so one wild member cannot move them.
+    """
+    p = _to_numpy(proposals).astype(np.float32)
+    if p.ndim != 3 or p.shape[2] != zones + 2:
+        raise ValueError(f"proposals must have shape (K, N, {zones + 2}), got {p.shape}")
+    valves = ((p[:, :, :zones] >= 0.5).mean(axis=0) > 0.5).astype(np.float32)
+    return np.concatenate([valves, np.median(p[:, :, zones:], axis=0)], axis=1)
+
+
+class EnsembleController:
+    """Controller voting over an ensemble's proposals (anything with ``propose(obs) -> (K, N, Z + 2)``)."""
+
+    def __init__(self, ensemble: Any, zones: int = 6) -> None:
+        self.ensemble = ensemble
+        self.zones = zones
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        return ensemble_vote(self.ensemble.propose(obs), self.zones)
