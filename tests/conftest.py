@@ -6,8 +6,11 @@ so a broken CI service container can never turn into a green run that tested not
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import uuid
+from collections.abc import Iterator
 from typing import NoReturn
 
 import pytest
@@ -65,3 +68,27 @@ def mqtt_available() -> tuple[str, int]:
     if len(reply) < 4 or reply[0] != 0x20 or reply[3] != 0:
         _unavailable(f"MQTT broker on {MQTT_HOST}:{MQTT_PORT} refused the connection: {reply!r}")
     return MQTT_HOST, MQTT_PORT
+
+
+@contextlib.contextmanager
+def temporary_pg_database(pg_url: str, prefix: str) -> Iterator[str]:
+    """A throw-away PostgreSQL database next to ``pg_url``, dropped (forcefully) afterwards."""
+    from sqlalchemy import create_engine, make_url, text
+
+    base = make_url(pg_url)
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def make_pg_database(pg_url: str):  # type: ignore[no-untyped-def]
+    """``with make_pg_database("prefix") as url:`` a throw-away database (needs PostgreSQL)."""
+    return lambda prefix: temporary_pg_database(pg_url, prefix)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -12,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.exc import DBAPIError
 
 from app import db_cli
@@ -35,19 +33,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         db_cli.upgrade(url)
         yield url
         return
-    base_url = make_url(request.getfixturevalue("pg_url"))
-    name = f"greentwin_audit_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        url = base_url.set(database=name).render_as_string(hide_password=False)
+    with request.getfixturevalue("make_pg_database")("greentwin_audit") as url:
         db_cli.upgrade(url)
         yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @pytest.fixture
