@@ -51,7 +51,7 @@ class Backend:
     @property
     def xp(self) -> Any:
         """numpy itself (2.x follows the array API), or a thin direct-call namespace for torch."""
-        return np if self.name == "numpy" else _TORCH_OPS
+        return _NUMPY_OPS if self.name == "numpy" else _TORCH_OPS
 
     @property
     def float(self) -> Any:
@@ -127,6 +127,48 @@ class Backend:
     def _to_unit(self, h: Array) -> Array:
         # 24 high bits -> exactly representable float32 in [0, 1).
         return self.xp.astype(h >> 8, self.float) * (1.0 / 16777216.0)
+
+
+class _NumpyOps:
+    """numpy, with faster paths for what the twin does most: reductions over a short last axis
+    (numpy's reduce loops slowly over rows of 2-6 elements; a matrix-vector product does not)
+    and clipping (``np.clip`` adds dispatch overhead that ``minimum(maximum())`` avoids)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+    @staticmethod
+    def _trailing(x: Any, axis: Any) -> int | None:
+        """Number of trailing elements reduced, if ``axis`` names the last axes of a float array."""
+        if x.dtype.kind != "f" or axis is None:
+            return None
+        axes = sorted(a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis))
+        if axes != list(range(x.ndim - len(axes), x.ndim)):
+            return None
+        return int(np.prod([x.shape[a] for a in axes]))
+
+    def sum(self, x: Any, axis: Any = None) -> Any:
+        n = self._trailing(x, axis)
+        if n is None:
+            return np.sum(x, axis=axis)
+        lead = x.shape[: x.ndim - (1 if isinstance(axis, int) else len(axis))]
+        return (x.reshape(*lead, n) @ np.ones(n, dtype=x.dtype)).reshape(lead)
+
+    def mean(self, x: Any, axis: Any = None) -> Any:
+        n = self._trailing(x, axis)
+        return np.mean(x, axis=axis) if n is None else self.sum(x, axis) * (1.0 / n)
+
+    def any(self, x: Any, axis: Any = None) -> Any:
+        if axis is None or x.dtype != np.bool_:
+            return np.any(x, axis=axis)
+        return self.sum(x.astype(np.float32), axis) > 0.0
+
+    @staticmethod
+    def clip(x: Any, lo: Any, hi: Any) -> Any:
+        return np.minimum(np.maximum(x, lo), hi)
+
+
+_NUMPY_OPS: Any = _NumpyOps()
 
 
 class _TorchOps:
