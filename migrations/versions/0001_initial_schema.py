@@ -43,8 +43,8 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("zones", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
-        sa.CheckConstraint("zones >= 1 AND zones <= 64", name="ck_greenhouse_zones_range"),
-        sa.PrimaryKeyConstraint("id", name="pk_greenhouse"),
+        sa.CheckConstraint("zones >= 1 AND zones <= 64", name=op.f("ck_greenhouse_zones_range")),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_greenhouse")),
     )
     op.create_table(
         "zone",
@@ -55,18 +55,18 @@ def upgrade() -> None:
         sa.Column("target_high_vwc", sa.Float(), nullable=False),
         sa.Column("saturation_vwc", sa.Float(), nullable=False),
         sa.Column("daily_water_cap_l", sa.Float(), nullable=False),
-        sa.CheckConstraint("soil_type IN ('sand', 'loam', 'clay')", name="ck_zone_soil_type"),
-        sa.CheckConstraint("zone_index >= 0", name="ck_zone_zone_index_nonneg"),
+        sa.CheckConstraint("soil_type IN ('sand', 'loam', 'clay')", name=op.f("ck_zone_soil_type")),
+        sa.CheckConstraint("zone_index >= 0", name=op.f("ck_zone_zone_index_nonneg")),
         sa.CheckConstraint(
             "target_low_vwc >= 0 AND target_low_vwc < target_high_vwc AND target_high_vwc <= saturation_vwc"
             " AND saturation_vwc <= 1",
-            name="ck_zone_vwc_order",
+            name=op.f("ck_zone_vwc_order"),
         ),
-        sa.CheckConstraint("daily_water_cap_l > 0", name="ck_zone_water_cap_pos"),
+        sa.CheckConstraint("daily_water_cap_l > 0", name=op.f("ck_zone_water_cap_pos")),
         sa.ForeignKeyConstraint(
-            ["greenhouse_id"], ["greenhouse.id"], name="fk_zone_greenhouse_id_greenhouse", ondelete="CASCADE"
+            ["greenhouse_id"], ["greenhouse.id"], name=op.f("fk_zone_greenhouse_id_greenhouse"), ondelete="CASCADE"
         ),
-        sa.PrimaryKeyConstraint("greenhouse_id", "zone_index", name="pk_zone"),
+        sa.PrimaryKeyConstraint("greenhouse_id", "zone_index", name=op.f("pk_zone")),
     )
     op.create_table(
         "decision",
@@ -87,19 +87,19 @@ def upgrade() -> None:
         sa.Column("explanation", _json(), nullable=True),
         sa.Column("cmd_id", sa.String(length=36), nullable=True),
         sa.Column("ack_status", sa.String(length=16), nullable=True),
-        sa.CheckConstraint("seq >= 0", name="ck_decision_seq_nonneg"),
-        sa.CheckConstraint(f"mode IN {_MODES}", name="ck_decision_mode"),
+        sa.CheckConstraint("seq >= 0", name=op.f("ck_decision_seq_nonneg")),
+        sa.CheckConstraint(f"mode IN {_MODES}", name=op.f("ck_decision_mode")),
         sa.CheckConstraint(
             "ack_status IS NULL OR ack_status IN ('pending', 'applied', 'rejected', 'expired', 'timeout')",
-            name="ck_decision_ack_status",
+            name=op.f("ck_decision_ack_status"),
         ),
-        sa.CheckConstraint("confidence >= 0 AND confidence <= 1", name="ck_decision_confidence_range"),
+        sa.CheckConstraint("confidence >= 0 AND confidence <= 1", name=op.f("ck_decision_confidence_range")),
         sa.ForeignKeyConstraint(
-            ["greenhouse_id"], ["greenhouse.id"], name="fk_decision_greenhouse_id_greenhouse", ondelete="RESTRICT"
+            ["greenhouse_id"], ["greenhouse.id"], name=op.f("fk_decision_greenhouse_id_greenhouse"), ondelete="RESTRICT"
         ),
-        sa.PrimaryKeyConstraint("id", name="pk_decision"),
-        sa.UniqueConstraint("cmd_id", name="uq_decision_cmd_id"),
-        sa.UniqueConstraint("greenhouse_id", "seq", name="uq_decision_greenhouse_id_seq"),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_decision")),
+        sa.UniqueConstraint("cmd_id", name=op.f("uq_decision_cmd_id")),
+        sa.UniqueConstraint("greenhouse_id", "seq", name=op.f("uq_decision_greenhouse_id_seq")),
     )
     op.create_index("ix_decision_greenhouse_id_ts", "decision", ["greenhouse_id", "ts"], unique=False)
     op.create_table(
@@ -112,14 +112,14 @@ def upgrade() -> None:
         sa.Column("from_mode", sa.String(length=8), nullable=True),
         sa.Column("to_mode", sa.String(length=8), nullable=False),
         sa.Column("reason", sa.String(length=500), nullable=False),
-        sa.CheckConstraint("seq >= 0", name="ck_mode_change_seq_nonneg"),
-        sa.CheckConstraint(f"from_mode IS NULL OR from_mode IN {_MODES}", name="ck_mode_change_from_mode"),
-        sa.CheckConstraint(f"to_mode IN {_MODES}", name="ck_mode_change_to_mode"),
+        sa.CheckConstraint("seq >= 0", name=op.f("ck_mode_change_seq_nonneg")),
+        sa.CheckConstraint(f"from_mode IS NULL OR from_mode IN {_MODES}", name=op.f("ck_mode_change_from_mode")),
+        sa.CheckConstraint(f"to_mode IN {_MODES}", name=op.f("ck_mode_change_to_mode")),
         sa.ForeignKeyConstraint(
-            ["greenhouse_id"], ["greenhouse.id"], name="fk_mode_change_greenhouse_id_greenhouse", ondelete="RESTRICT"
+            ["greenhouse_id"], ["greenhouse.id"], name=op.f("fk_mode_change_greenhouse_id_greenhouse"), ondelete="RESTRICT"
         ),
-        sa.PrimaryKeyConstraint("id", name="pk_mode_change"),
-        sa.UniqueConstraint("greenhouse_id", "seq", name="uq_mode_change_greenhouse_id_seq"),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_mode_change")),
+        sa.UniqueConstraint("greenhouse_id", "seq", name=op.f("uq_mode_change_greenhouse_id_seq")),
     )
 
 
