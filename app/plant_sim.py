@@ -100,7 +100,8 @@ class PlantSim:
     """
 
     def __init__(self, url: str, greenhouses: list[str], *, speed: float = 1.0, dt_s: float = 60, seed: int = 0,
-                 zones: int = 6, clock: Callable[[], float] = time.time, start_time: datetime | None = None) -> None:
+                 zones: int = 6, clock: Callable[[], float] = time.time, start_time: datetime | None = None,
+                 twin_overrides: dict[str, Any] | None = None) -> None:
         if not greenhouses:
             raise ValueError("at least one greenhouse is needed")
         if len(set(greenhouses)) != len(greenhouses):
@@ -112,7 +113,8 @@ class PlantSim:
         self.dt_s = float(dt_s)
         self.zones = int(zones)
         self.target = parse_mqtt_url(url)
-        self.twin = GreenhouseTwin(num_instances=len(greenhouses), seed=seed, zones=self.zones, dt_s=self.dt_s)
+        self.twin = GreenhouseTwin(num_instances=len(greenhouses), seed=seed, zones=self.zones, dt_s=self.dt_s,
+                                   **(twin_overrides or {}))
         self.twin.reset()
         self.rated_current_a = self.twin.config.hydraulics.pump_rated_current_a
         self.sim_time = start_time or datetime.now(UTC)

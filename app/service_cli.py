@@ -96,9 +96,9 @@ def run_demo(args: argparse.Namespace) -> int:
     os.environ["GREENTWIN_DATABASE_URL"] = url
     settings = Settings()
     db_cli.upgrade(url)
-    for gh, soil in (("gh1", "loam"), ("gh2", "sand")):
+    for gh in ("gh1", "gh2"):
         with contextlib.suppress(ValueError):  # already registered on an earlier run
-            db_cli.add_greenhouse(url, gh, zones=6, soil=soil)
+            db_cli.add_greenhouse(url, gh, zones=6, soil="loam")
 
     target = parse_mqtt_url(settings.mqtt_url)
     broker = None
@@ -111,7 +111,9 @@ def run_demo(args: argparse.Namespace) -> int:
 
     app = create_app(settings, state_dir=data / "state")
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning"))
-    sim = PlantSim(settings.mqtt_url, ["gh1", "gh2"], speed=args.speed, dt_s=60.0, seed=0)
+    # The simulated plants have the registered soil, so the estimator's model matches them.
+    sim = PlantSim(settings.mqtt_url, ["gh1", "gh2"], speed=args.speed, dt_s=60.0, seed=0,
+                   twin_overrides={"fixed_soils": ("loam",) * 6})
     stop = threading.Event()
     sim_thread = threading.Thread(target=lambda: (sim.start(), sim.run(stop)), name="plant-sim", daemon=True)
 
@@ -121,7 +123,7 @@ def run_demo(args: argparse.Namespace) -> int:
             await asyncio.sleep(0.1)
         sim_thread.start()
         print(f"\ngreentwin demo: API on http://127.0.0.1:{args.port}  (try /api/greenhouses, /metrics, /docs)")
-        print("two simulated greenhouses (gh1 loam, gh2 sand) at "
+        print("two simulated greenhouses (gh1, gh2, loam soil) at "
               f"{args.speed:g}x speed; the dashboard and its login arrive with the dashboard issue.")
         print("Ctrl-C stops everything.\n")
         await serve
