@@ -61,6 +61,14 @@ class PPOConfig:
     """Valve class weighting in the BC loss: 0 none, 1 open and closed get equal total weight."""
     bc_pretrain_updates: int = 500
     """Pure BC gradient steps (minibatch-sized) before the first rollout: PPO starts from the teacher."""
+    residual: bool = False
+    """Residual policy on the tuned threshold expert (``tuned_threshold.json``): the network adjusts the
+    expert's valve logits and pump/lights, so training starts at the expert. BC is skipped in this mode."""
+    residual_prior_logit: float = 4.0
+    """Valve logit given to the expert's choice in residual mode (larger: less valve exploration)."""
+    critic_warmup_iterations: int = 0
+    """First iterations train only the critic (no policy-gradient or entropy term): a residual policy
+    starts good, and advantages from an untrained critic would only push it around."""
     seed: int = 0
     """Seeds torch and the twin."""
     device: str = "cpu"
@@ -105,7 +113,7 @@ class PPOConfig:
             "tiny": dict(num_envs=64, num_steps=48, total_steps=64 * 48 * 8, dt_s=3600.0, episode_days=4.0,
                          bc_demo_steps=96, bc_decay_steps=64 * 48 * 6, bc_pretrain_updates=300, update_epochs=4, num_minibatches=4,
                          lr=1e-3),
-            "small": dict(num_envs=256, num_steps=64, total_steps=2_000_000, dt_s=1800.0, episode_days=14.0,
+            "small": dict(num_envs=256, num_steps=64, total_steps=2_000_000, dt_s=600.0, episode_days=14.0,
                           bc_decay_steps=500_000),
             "full": dict(num_envs=1024, num_steps=128, total_steps=50_000_000, num_minibatches=8,
                          bc_decay_steps=10_000_000, hidden=128),

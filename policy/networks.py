@@ -4,6 +4,14 @@ Valves are binary in the twin (thresholded at 0.5), so each gets a Bernoulli; pu
 lights are bounded percentages, so a Beta on (0, 1) scaled to 0-100 puts no probability
 mass outside the actuator range (a clipped Gaussian would). Observation normalisation
 lives inside the module so a saved state_dict carries it to serving.
+
+Residual mode (``residual=ThresholdExpert(...)``): the head outputs adjustments to the
+expert's decision instead of absolute actions. Valve logits are the head's output plus
+``±prior_logit`` from the expert's open/closed choice; pump and lights are Betas whose mode
+is the expert's setting moved by the head on the logit scale. With the near-zero initial
+head, :meth:`ActorCritic.act` reproduces the expert. The expert's settings live in the
+``residual_cfg`` buffer, so a saved state_dict restores the same policy under the same
+architecture (the head has the same shape in both modes).
 """
 
 from __future__ import annotations
@@ -14,11 +22,19 @@ import torch
 from torch import nn
 from torch.distributions import Bernoulli, Beta
 
+from policy.baselines import ThresholdExpert
 from policy.normalize import RunningMeanStd
+from policy.residual import expert_prior, interlock
 
 BETA_EPS = 1e-4
 """Scaled continuous actions are clamped into (eps, 1 - eps): Beta log-densities are infinite at 0 and 1."""
 ACTION_SCALE = 100.0
+RESIDUAL_PRIOR_LOGIT = 4.0
+"""Default valve logit given to the expert's choice: p(expert's choice) = 0.982 before learning."""
+RESIDUAL_KAPPA = 20.0
+"""Initial Beta concentration (alpha + beta - 2) around the expert's pump and lights (sd ~0.1)."""
+RESIDUAL_MEAN_EPS = 1e-3
+"""Expert pump/lights fractions are clamped into (eps, 1 - eps) before taking their logit."""
 
 
 def layer_init(layer: nn.Linear, gain: float = math.sqrt(2.0), bias: float = 0.0) -> nn.Linear:
@@ -36,25 +52,60 @@ def mlp(in_dim: int, hidden: int) -> nn.Sequential:
 class ActorCritic(nn.Module):
     """Policy and value function over observations [B, obs_dim]; actions are [B, zones + 2]."""
 
-    def __init__(self, obs_dim: int, zones: int, hidden: int = 64, shared_torso: bool = False) -> None:
+    residual_cfg: torch.Tensor
+
+    def __init__(self, obs_dim: int, zones: int, hidden: int = 64, shared_torso: bool = False,
+                 residual: ThresholdExpert | None = None, prior_logit: float = RESIDUAL_PRIOR_LOGIT) -> None:
         super().__init__()
         self.obs_dim, self.zones = obs_dim, zones
+        # (enabled, refill, stop, pump_pct, prior_logit): a buffer so checkpoints carry the expert.
+        cfg = [0.0, 0.0, 0.0, 0.0, 0.0] if residual is None else \
+            [1.0, residual.refill, residual.stop, residual.pump_pct, prior_logit]
+        self.register_buffer("residual_cfg", torch.tensor(cfg, dtype=torch.float64))
         self.obs_rms = RunningMeanStd((obs_dim,))
         self.actor_torso = mlp(obs_dim, hidden)
         self.critic_torso = self.actor_torso if shared_torso else mlp(obs_dim, hidden)
         # Small policy gain: near-uniform valves and Beta(~2, ~2) at the start.
         self.actor_head = layer_init(nn.Linear(hidden, zones + 4), gain=0.01)
         self.critic_head = layer_init(nn.Linear(hidden, 1), gain=1.0)
+        if residual is not None:  # zero adjustments: the untrained residual policy is the expert
+            nn.init.zeros_(self.actor_head.weight)
 
     def update_obs_stats(self, obs: torch.Tensor) -> None:
         """Fold a batch of raw observations into the normaliser (call on rollouts, not on updates)."""
         self.obs_rms.update(obs)
+
+    @property
+    def is_residual(self) -> bool:
+        return bool(self.residual_cfg[0] > 0.5)
+
+    def expert(self) -> ThresholdExpert | None:
+        """The expert a residual policy adjusts (None in the plain mode)."""
+        if not self.is_residual:
+            return None
+        _, refill, stop, pump, _ = self.residual_cfg.tolist()
+        return ThresholdExpert(zones=self.zones, refill=refill, stop=stop, pump_pct=pump)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: object, **kwargs: object) -> None:
+        # Checkpoints from before residual mode lack the buffer: they are plain policies.
+        state_dict.setdefault(prefix + "residual_cfg", torch.zeros(5, dtype=torch.float64))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)  # type: ignore[arg-type]
 
     def distributions(self, obs: torch.Tensor) -> tuple[Bernoulli, Beta]:
         """Valve Bernoullis [B, zones] and pump/lights Betas [B, 2] for raw observations."""
         h = self.actor_torso(self.obs_rms.normalize(obs))
         out = self.actor_head(h)
         logits, conc = out[:, : self.zones], out[:, self.zones:]
+        expert = self.expert()
+        if expert is not None:
+            prior = expert_prior(expert, obs)
+            prior_logit = float(self.residual_cfg[4])
+            logits = logits + prior_logit * (2.0 * prior.valves.to(logits.dtype) - 1.0)
+            mode = torch.sigmoid(torch.logit(prior.cont.to(conc.dtype).clamp(RESIDUAL_MEAN_EPS, 1.0 - RESIDUAL_MEAN_EPS))
+                                 + conc[:, :2])
+            kappa = RESIDUAL_KAPPA * conc[:, 2:].clamp(-5.0, 5.0).exp()
+            # alpha, beta > 1 so the mode (alpha - 1) / (alpha + beta - 2) is exactly `mode`.
+            return Bernoulli(logits=logits), Beta(1.0 + mode * kappa, 1.0 + (1.0 - mode) * kappa)
         # >= 1 keeps the density finite at the edges; exp (not softplus) lets BC reach the near-0
         # pump of "all valves closed" within a few hundred steps.
         conc = 1.0 + conc.clamp(-10.0, 8.0).exp()
@@ -89,6 +140,13 @@ class ActorCritic(nn.Module):
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> torch.Tensor:
-        """Deterministic action for serving: valve open iff p >= 0.5, pump and lights at the Beta mean."""
+        """Deterministic action for serving: valve open iff p >= 0.5, pump and lights at the Beta mean
+        (the mode in residual mode, so the untrained policy is the expert), then the pump interlock."""
         valves, cont = self.distributions(obs)
-        return torch.cat([(valves.probs >= 0.5).to(obs.dtype), cont.mean * ACTION_SCALE], dim=1)
+        if self.is_residual:
+            a, b = cont.concentration1, cont.concentration0
+            u = (a - 1.0) / (a + b - 2.0)
+        else:
+            u = cont.mean
+        action = torch.cat([(valves.probs >= 0.5).to(obs.dtype), u.to(obs.dtype) * ACTION_SCALE], dim=1)
+        return interlock(action, self.zones)

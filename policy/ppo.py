@@ -5,7 +5,9 @@ preallocated [T, B, ...] tensors, compute GAE (termination cuts the bootstrap, t
 bootstraps from the pre-reset observation), then run clipped-surrogate minibatch epochs.
 The BC term pulls the policy towards the threshold expert early on, so exploration starts
 from a controller that irrigates instead of from random valve flapping; its weight decays
-linearly to zero so PPO can improve on the teacher.
+linearly to zero so PPO can improve on the teacher. With ``cfg.residual`` the network instead
+adjusts the tuned threshold expert (see :mod:`policy.networks`), starts at its level and skips BC.
+Every action goes through :func:`policy.residual.interlock` before the twin, as in serving.
 
 Long runs can be snapshotted every few iterations and resumed from a snapshot: it holds the
 weights, optimiser moments, iteration counters, RNG states, reward-scaler statistics and the
@@ -15,6 +17,7 @@ uninterrupted one (bit-identical on CPU for the same device and thread count).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -28,6 +31,8 @@ from policy.config import PPOConfig
 from policy.gae import compute_gae
 from policy.networks import ActorCritic
 from policy.normalize import InstanceRewardScaler
+from policy.residual import interlock
+from policy.tuning import load_tuned_threshold
 from twin import GreenhouseTwin
 from twin.types import TwinParams, TwinState
 
@@ -101,11 +106,13 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
     gen = torch.Generator(device=device).manual_seed(cfg.seed)  # minibatch shuffles and demo draws
     twin = make_twin(cfg)
     zones, obs_dim, act_dim = twin.config.zones, twin.observation_spec.dim, twin.action_spec.dim
-    agent = ActorCritic(obs_dim, zones, cfg.hidden, cfg.shared_torso).to(device)
+    expert = dataclasses.replace(load_tuned_threshold(), zones=zones) if cfg.residual else None
+    agent = ActorCritic(obs_dim, zones, cfg.hidden, cfg.shared_torso, residual=expert,
+                        prior_logit=cfg.residual_prior_logit).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5)
 
     # ---- expert demonstrations for the BC term --------------------------------------------
-    use_bc = cfg.bc_coef > 0 and cfg.bc_demo_steps > 0
+    use_bc = cfg.bc_coef > 0 and cfg.bc_demo_steps > 0 and not cfg.residual  # residual starts at the expert
     if use_bc:
         # Demos are a deterministic function of the seed, so a resumed run regenerates them.
         demos = collect_expert_demos(twin, ThresholdExpert(zones=zones), cfg.bc_demo_steps)
@@ -163,7 +170,8 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
             for t in range(T):
                 obs_buf[t] = next_obs
                 action, logp, _, value = agent.get_action_and_value(next_obs)
-                next_obs, reward, terminated, truncated, info = twin.step(action)
+                # The twin sees the interlocked action (as in serving); PPO keeps the sampled one.
+                next_obs, reward, terminated, truncated, info = twin.step(interlock(action, zones))
                 act_buf[t], logp_buf[t], val_buf[t] = action, logp, value
                 rew_buf[t], term_buf[t], trunc_buf[t] = reward, terminated, truncated
                 final_val_buf[t] = 0.0
@@ -182,6 +190,7 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
         b_obs, b_act = obs_buf.reshape(-1, obs_dim), act_buf.reshape(-1, act_dim)
         b_logp, b_adv, b_ret = logp_buf.reshape(-1), advantages.reshape(-1), returns.reshape(-1)
         bc_coef = cfg.bc_coef * max(0.0, 1.0 - (env_steps - T * B) / cfg.bc_decay_steps) if use_bc else 0.0
+        actor_on = 1.0 if iteration > cfg.critic_warmup_iterations else 0.0
         sums = torch.zeros(7, device=device)  # pg, v, entropy, kl, clipfrac, bc, count
         for _ in range(cfg.update_epochs):
             perm = torch.randperm(cfg.batch_size, generator=gen, device=device)
@@ -199,7 +208,7 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
                 pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
                 v_loss = 0.5 * (new_value - b_ret[mb]).square().mean()
                 entropy_mean = entropy.mean()
-                loss = pg_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * v_loss
+                loss = actor_on * (pg_loss - cfg.ent_coef * entropy_mean) + cfg.vf_coef * v_loss
 
                 bc_value = torch.zeros((), device=device)
                 if bc_coef > 0:

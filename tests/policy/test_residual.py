@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from policy.config import PPOConfig
+from policy.networks import ActorCritic
+from policy.ppo import make_twin, train
+from policy.residual import SINGLE_VALVE_PUMP_CAP, interlock
+from policy.tuning import load_tuned_threshold
+
+ZONES = 6
+EVAL_SEED = 123
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def expert_observations(steps: int = 40, num_envs: int = 32) -> torch.Tensor:
+    """Observations visited by the tuned expert (so some valves are open and the hysteresis matters)."""
+    cfg = PPOConfig.preset("tiny")
+    twin = make_twin(cfg, num_instances=num_envs, seed=EVAL_SEED)
+    expert = load_tuned_threshold()
+    obs, rows = twin.reset(), []
+    for _ in range(steps):
+        rows.append(obs.clone())
+        obs, *_ = twin.step(expert(obs))
+    return torch.cat(rows)
+
+
+def rollout(cfg: PPOConfig, controller, steps: int = 48, num_envs: int = 64) -> tuple[float, int]:
+    """Mean reward per env step and the number of terminations on a fixed evaluation twin."""
+    twin = make_twin(cfg, num_instances=num_envs, seed=EVAL_SEED)
+    obs, total, terminations = twin.reset(), 0.0, 0
+    with torch.no_grad():
+        for _ in range(steps):
+            obs, reward, terminated, _, _ = twin.step(controller(obs))
+            total += float(reward.mean())
+            terminations += int(terminated.sum())
+    return total / steps, terminations
+
+
+def test_untrained_residual_policy_is_the_expert() -> None:
+    torch.manual_seed(0)
+    obs = expert_observations()
+    expert = load_tuned_threshold()
+    agent = ActorCritic(obs.shape[1], ZONES, residual=expert)
+    agent.update_obs_stats(obs)
+    want, got = expert(obs), agent.act(obs)
+    assert 0 < int(want[:, :ZONES].sum()) < want[:, :ZONES].numel()  # both decisions are exercised
+    assert torch.equal(got[:, :ZONES], want[:, :ZONES])
+    torch.testing.assert_close(got[:, ZONES:], want[:, ZONES:], atol=0.2, rtol=0.0)
+
+
+def test_interlock_never_pumps_against_closed_valves() -> None:
+    gen = torch.Generator().manual_seed(0)
+    action = torch.cat([(torch.rand(4096, ZONES, generator=gen) < 0.2).float(),
+                        torch.rand(4096, 2, generator=gen) * 100.0], dim=1)
+    out = interlock(action, ZONES)
+    n_open = (out[:, :ZONES] >= 0.5).sum(1)
+    assert (n_open == 0).any() and (n_open == 1).any()
+    assert (out[n_open == 0, ZONES] == 0).all()
+    assert (out[n_open == 1, ZONES] <= SINGLE_VALVE_PUMP_CAP).all()
+    many = n_open >= 2
+    assert torch.equal(out[many], action[many])
+    assert torch.equal(out[:, :ZONES], action[:, :ZONES]) and torch.equal(out[:, -1], action[:, -1])
+
+    agent = ActorCritic(53, ZONES)  # plain mode: act is interlocked too
+    det = agent.act(torch.randn(512, 53, generator=gen) * 5)
+    assert (det[(det[:, :ZONES] < 0.5).all(1), ZONES] == 0).all()
+
+
+def test_residual_mode_survives_a_state_dict_round_trip() -> None:
+    agent = ActorCritic(53, ZONES, residual=load_tuned_threshold(), prior_logit=3.0)
+    plain = ActorCritic(53, ZONES)  # what checkpoint.load_member builds
+    plain.load_state_dict(agent.state_dict())
+    assert plain.is_residual and plain.expert() == agent.expert()
+    old = {k: v for k, v in ActorCritic(53, ZONES).state_dict().items() if k != "residual_cfg"}
+    restored = ActorCritic(53, ZONES)
+    restored.load_state_dict(old)  # checkpoints from before residual mode stay plain
+    assert not restored.is_residual
+
+
+def test_short_residual_training_stays_at_expert_level() -> None:
+    cfg = PPOConfig.preset("tiny", residual=True, num_steps=32, total_steps=64 * 32 * 4)
+    result = train(cfg)
+    assert result.agent.is_residual and result.metrics[-1].bc_coef == 0.0
+    expert = dataclasses.replace(load_tuned_threshold(), zones=ZONES)
+    trained, trained_terms = rollout(cfg, result.agent.act)
+    reference, _ = rollout(cfg, expert)
+    print(f"residual {trained:.4f} tuned expert {reference:.4f}")
+    assert trained_terms == 0
+    assert trained > reference - 0.02
