@@ -85,6 +85,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return run_eval(args)
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from audit import report_cli
+
+    return report_cli.main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="greentwin", description="Digital-twin greenhouse control.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -151,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--retune", action="store_true",
                     help="re-tune the threshold expert on training seeds and rewrite policy/tuned_threshold.json")
     ev.set_defaults(handler=_cmd_eval)
+
+    from audit.report_cli import add_report_arguments  # argparse only; reportlab/pyHanko load when run
+
+    rep = sub.add_parser("report", help="signed PDF report of one greenhouse's period; `report verify FILE.pdf`")
+    add_report_arguments(rep)
+    rep.set_defaults(handler=_cmd_report)
 
     srv = sub.add_parser("serve", help="run the control service (API, MQTT bridge, control loops)")
     srv.add_argument("--host", default="127.0.0.1")

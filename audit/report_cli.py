@@ -1,0 +1,205 @@
+"""Handlers behind ``greentwin report`` (build and sign a PDF) and ``greentwin report verify``.
+
+Signing identity, in order: the PEM files named by ``GREENTWIN_REPORT_KEY`` and
+``GREENTWIN_REPORT_CERT``; else (dev/demo only) a P-256 key and self-signed certificate kept in
+``<state dir>/report-signing/`` and generated on first use, with a note saying so. Verification
+trusts ``--cert``, else ``GREENTWIN_REPORT_CERT``, else that stored certificate.
+
+The report embeds the sealed audit trail's verification result when audit keys are configured
+(``GREENTWIN_AUDIT_KEYS`` / ``GREENTWIN_AUDIT_KEY`` and ``GREENTWIN_AUDIT_SIGNING_KEY``); unlike
+``greentwin audit verify`` it never invents keys, because throw-away keys would print a false
+"tampered" verdict into a signed document.
+
+Heavy imports (reportlab, pyHanko) happen inside the handlers, so ``greentwin --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import socket
+import sys
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from audit.signing import SigningIdentity
+
+KEY_ENV = "GREENTWIN_REPORT_KEY"
+CERT_ENV = "GREENTWIN_REPORT_CERT"
+STATE_DIR_ENV = "GREENTWIN_STATE_DIR"
+SIGNING_SUBDIR = "report-signing"
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``greentwin report`` and its ``verify`` subcommand (argparse only, no heavy imports)."""
+    parser.add_argument("--greenhouse", metavar="GH", default=None)
+    parser.add_argument("--from", dest="period_from", metavar="ISO", default=None,
+                        help="period start, ISO-8601 with offset, inclusive (e.g. 2026-06-01T00:00:00Z)")
+    parser.add_argument("--to", dest="period_to", metavar="ISO", default=None, help="period end, exclusive")
+    parser.add_argument("--out", metavar="FILE.pdf", default=None)
+    parser.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    parser.add_argument("--state-dir", default=None,
+                        help=f"where a dev/demo signing key is kept (default: ${STATE_DIR_ENV} or ./state)")
+    sub = parser.add_subparsers(dest="report_command", required=False)
+    ver = sub.add_parser("verify", help="check a report's signature; non-zero exit when invalid")
+    ver.add_argument("pdf", metavar="FILE.pdf")
+    ver.add_argument("--cert", metavar="PEM", default=None,
+                     help=f"trusted signer certificate (default: ${CERT_ENV}, else the dev/demo one)")
+    ver.add_argument("--state-dir", default=None)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Dispatch ``greentwin report`` / ``greentwin report verify``."""
+    if getattr(args, "report_command", None) == "verify":
+        return run_report_verify(args)
+    return run_report(args)
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    return Path(getattr(args, "state_dir", None) or os.environ.get(STATE_DIR_ENV) or "state")
+
+
+def _dev_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    base = _state_dir(args) / SIGNING_SUBDIR
+    return base / "report-key.pem", base / "report-cert.pem"
+
+
+def _parse_iso(name: str, value: str | None) -> datetime:
+    if not value:
+        raise ValueError(f"--{name} is required")
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"--{name} {value!r} is not ISO-8601") from None
+    if dt.tzinfo is None:
+        raise ValueError(f"--{name} {value!r} needs a UTC offset (e.g. Z or +02:00)")
+    return dt
+
+
+def _environment() -> str:
+    from app.core.config import get_settings
+
+    return get_settings().environment
+
+
+def load_signing_identity(args: argparse.Namespace) -> SigningIdentity:
+    """Configured key and certificate; in dev/demo, the stored (or a newly generated) self-signed pair."""
+    from audit.signing import generate_identity, load_identity, save_identity
+
+    key_path, cert_path = os.environ.get(KEY_ENV), os.environ.get(CERT_ENV)
+    if key_path and cert_path:
+        return load_identity(key_path, cert_path)
+    if key_path or cert_path:
+        raise ValueError(f"set both {KEY_ENV} and {CERT_ENV}, or neither")
+    env = _environment()
+    if env == "prod":
+        raise ValueError(f"report signing key not configured: set {KEY_ENV} and {CERT_ENV}")
+    dev_key, dev_cert = _dev_paths(args)
+    if dev_key.is_file() and dev_cert.is_file():
+        return load_identity(dev_key, dev_cert)
+    identity = generate_identity()
+    save_identity(identity, dev_key, dev_cert)
+    print(f"note: no {KEY_ENV}/{CERT_ENV}; generated a self-signed report signing key in {dev_key.parent} "
+          f"({env} only). Verifiers need {dev_cert}.", file=sys.stderr)
+    return identity
+
+
+def audit_verification(url: str, greenhouse_id: str) -> str:
+    """One line on the sealed audit trail of ``greenhouse_id``, for the report (never raises)."""
+    from app.core.config import get_settings
+    from app.core.db import make_engine
+    from audit.cli import load_keyring, load_signer
+    from audit.errors import AuditError
+    from audit.store import AuditStore
+
+    try:
+        keyring, signer = load_keyring(get_settings()), load_signer()
+    except (AuditError, ValueError) as exc:
+        return f"not performed: audit keys unusable ({exc})"
+    if keyring is None or signer is None:
+        return "not performed: audit keys not configured (GREENTWIN_AUDIT_KEYS / GREENTWIN_AUDIT_SIGNING_KEY)"
+    engine = make_engine(url)
+    try:
+        [result] = AuditStore(engine, keyring, signer).verify(greenhouse_id)
+    except Exception as exc:  # the report still goes out, saying verification did not complete
+        return f"not completed: {type(exc).__name__}: {exc}"
+    finally:
+        engine.dispose()
+    if result.records_checked == 0 and result.ok:
+        return "no sealed audit records for this greenhouse"
+    if result.ok:
+        return f"passed: {result.records_checked} records verified (head seq {result.head_seq})"
+    return f"FAILED: first bad record seq={result.first_bad_seq}: {result.reason}"
+
+
+def _generated_by() -> str:
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()} (greentwin report)"
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """``greentwin report --greenhouse GH --from ISO --to ISO --out FILE.pdf [--url URL]``."""
+    from app.core.config import get_settings
+    from app.core.db import SchemaOutOfDate, make_engine, make_session_factory, require_current_schema
+    from audit.report import collect_report_data, render_report
+    from audit.signing import sign_pdf
+
+    try:
+        if not args.greenhouse or not args.out:
+            raise ValueError("--greenhouse and --out are required (or use `greentwin report verify FILE.pdf`)")
+        start = _parse_iso("from", args.period_from)
+        end = _parse_iso("to", args.period_to)
+        if end <= start:
+            raise ValueError("--to must be after --from")
+        identity = load_signing_identity(args)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    url = args.url or get_settings().database_url
+    engine = make_engine(url)
+    try:
+        require_current_schema(engine)
+        verification = audit_verification(url, args.greenhouse)
+        with make_session_factory(engine)() as session:
+            data = collect_report_data(session, args.greenhouse, start, end, verification=verification)
+    except (SchemaOutOfDate, LookupError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        engine.dispose()
+    report_id = str(uuid.uuid4())
+    pdf = render_report(data, generated_by=_generated_by(), generated_at=datetime.now(UTC), report_id=report_id)
+    signed = sign_pdf(pdf, identity.key, identity.cert)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(signed)
+    print(f"wrote {out} (report {report_id}, {data.decision_count} decisions, signed by "
+          f"{identity.cert.subject.rfc4514_string()})")
+    return EXIT_OK
+
+
+def run_report_verify(args: argparse.Namespace) -> int:
+    """``greentwin report verify FILE.pdf [--cert PEM]``: 0 valid, 1 invalid, 2 usage error."""
+    from audit.signing import load_certificate, verify_pdf
+
+    cert_path = getattr(args, "cert", None) or os.environ.get(CERT_ENV) or str(_dev_paths(args)[1])
+    try:
+        trusted = load_certificate(cert_path)
+        pdf = Path(args.pdf).read_bytes()
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    outcome = verify_pdf(pdf, trusted)
+    if outcome.ok:
+        print(f"ok   {args.pdf}: {outcome.reason} (signer: {outcome.signer})")
+        return EXIT_OK
+    print(f"FAIL {args.pdf}: {outcome.reason}" + (f" (signer: {outcome.signer})" if outcome.signer else ""))
+    return EXIT_INVALID

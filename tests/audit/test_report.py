@@ -1,0 +1,330 @@
+"""PDF reports: the printed numbers match the database, every page is stamped, the signature holds."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+import resource
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pypdf
+import pytest
+from sqlalchemy import insert
+
+from app import db_cli
+from app.core.db import make_engine, make_session_factory
+from app.models import Decision, ModeChange
+from audit import report_cli
+from audit.report import collect_report_data, render_report, watermark_text
+from audit.signing import generate_identity, sign_pdf, verify_pdf
+
+T0 = datetime(2026, 6, 1, tzinfo=UTC)
+STEP_S = 576  # 300 decisions x 576 s = exactly 2 days
+N = 300
+END = T0 + timedelta(days=2)
+HOSTILE = '<font name="x">&<script>'
+GH_NAME = 'North <b>&amp; "House"'
+REPORT_ID = "rpt-0001"
+
+
+def _actor_mode(i: int) -> tuple[str, str, float, dict | None]:
+    if 50 <= i < 70:
+        return "operator:manual", "manual", 1.0, {"alarms": [], "low_confidence": False}
+    if 120 <= i < 130:
+        return "estop", "estop", 1.0, {"alarms": [], "low_confidence": False}
+    if i % 25 == 3:
+        return "expert:low_confidence", "auto", 0.4, {"alarms": ["held:co2_ppm"], "low_confidence": True}
+    return ("policy:v1" if i < 150 else "policy:v2"), "auto", 0.9, None
+
+
+def _flow(i: int) -> tuple[float, list[int]]:
+    """(flow L/min, valve feedback) of decision i: see the water expectations in the tests."""
+    if i % 10 == 0:
+        return 12.0, [1, 1, 0]  # split over zones 0 and 1
+    if i % 10 == 5:
+        return 6.0, [0, 0, 0]  # no feedback: the previous command (i % 10 == 4) opened zone 2
+    if i == 297:
+        return 3.0, [0, 0, 0]  # no valve open anywhere: unattributed
+    return 0.0, [0, 0, 0]
+
+
+def _rules(i: int) -> list[dict]:
+    fired = []
+    if i % 7 == 0:
+        fired.append({"rule": "valve_min_dwell", "actuator": "valve_0", "before": 1.0, "after": 0.0})
+    if i % 11 == 0:
+        fired.append({"rule": "zone_daily_water_cap", "actuator": "valve_1", "before": 1.0, "after": 0.0})
+    return fired
+
+
+def _decision(seq: int, i: int, ts: datetime) -> dict:
+    actor, mode, conf, expl = _actor_mode(i)
+    flow, feedback = _flow(i)
+    valves = [0, 0, 1] if i % 10 == 4 else [0, 0, 0]
+    theta = [0.15 if i < 100 else 0.22, 0.22, 0.30 if i >= 200 else 0.22]
+    return {"greenhouse_id": "gh1", "seq": seq, "ts": ts, "actor": actor, "mode": mode,
+            "telemetry": {"flow_l_min": flow, "valve_open": feedback, "light_pct": 50.0 if i % 2 else 0.0,
+                          "pump_pct": 40.0 if flow else 0.0},
+            "estimate": {"theta": theta}, "member_actions": [], "voted": {},
+            "clipped": {"valves": valves, "pump_pct": 40.0, "light_pct": 0.0}, "rules_fired": _rules(i),
+            "reward_terms": None, "confidence": conf, "explanation": expl, "cmd_id": None, "ack_status": None}
+
+
+MODE_CHANGES = [
+    # (ts, actor, from, to, reason); the first lies before the period and must not count
+    (T0 - timedelta(hours=1), "system:start", None, "auto", "boot"),
+    (T0 + timedelta(seconds=50 * STEP_S - 1), "operator:alice", "auto", "manual", "irrigate by hand"),
+    (T0 + timedelta(seconds=70 * STEP_S - 1), "operator:alice", "manual", "auto", "done"),
+    (T0 + timedelta(seconds=120 * STEP_S - 1), "operator:bob", "auto", "estop", HOSTILE),
+    (T0 + timedelta(seconds=130 * STEP_S - 1), "operator:bob", "estop", "auto", "cleared"),
+    (T0 + timedelta(seconds=200 * STEP_S - 1), "edge:estop", "auto", "estop", "telemetry reports the e-stop pressed"),
+    (T0 + timedelta(seconds=200 * STEP_S + 30), "operator:carol", "estop", "auto", "checked pump"),
+]
+
+
+def _seed(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, "gh1", zones=3, name=GH_NAME)  # loam band 0.195-0.27
+    rows = [_decision(0, -1, T0 - timedelta(seconds=STEP_S))]  # before the period: starts the first interval
+    rows += [_decision(i + 1, i, T0 + timedelta(seconds=STEP_S * i)) for i in range(N)]
+    rows.append(_decision(N + 1, N, END))  # at the exclusive end: outside
+    engine = make_engine(url)
+    with make_session_factory(engine).begin() as s:
+        s.execute(insert(Decision), rows)
+        for seq, (ts, actor, frm, to, reason) in enumerate(MODE_CHANGES, start=1):
+            s.add(ModeChange(greenhouse_id="gh1", seq=seq, ts=ts, actor=actor, from_mode=frm, to_mode=to,
+                             reason=reason))
+    engine.dispose()
+    return url
+
+
+def _collect(url: str, **kwargs):
+    engine = make_engine(url)
+    try:
+        with make_session_factory(engine)() as s:
+            return collect_report_data(s, "gh1", T0, END, verification="passed: 42 records verified", **kwargs)
+    finally:
+        engine.dispose()
+
+
+def _pages(pdf: bytes) -> list[str]:
+    return [p.extract_text() for p in pypdf.PdfReader(io.BytesIO(pdf)).pages]
+
+
+def _row(text: str, *cells: str) -> bool:
+    """Whether a table row with these cells (in order, whitespace between) was printed."""
+    return re.search(r"\s+".join(re.escape(c) for c in cells), text) is not None
+
+
+def _expected_water() -> tuple[list[float], float]:
+    per_zone, unattributed = [0.0, 0.0, 0.0], 0.0
+    for i in range(N):
+        litres = _flow(i)[0] * STEP_S / 60.0
+        if i % 10 == 0:
+            per_zone[0] += litres / 2
+            per_zone[1] += litres / 2
+        elif i % 10 == 5:
+            per_zone[2] += litres
+        else:
+            unattributed += litres
+    return per_zone, unattributed
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _seed(tmp_path_factory.mktemp("report"))
+
+
+@pytest.fixture(scope="module")
+def identity():
+    return generate_identity()
+
+
+@pytest.fixture(scope="module")
+def signed_report(seeded: str, identity) -> tuple[bytes, object]:
+    data = _collect(seeded)
+    pdf = render_report(data, generated_by="agronomist <ann@farm>", generated_at=datetime(2026, 6, 3, 8, tzinfo=UTC),
+                        report_id=REPORT_ID)
+    return sign_pdf(pdf, identity.key, identity.cert), data
+
+
+def test_collected_numbers_match_the_rows(seeded: str) -> None:
+    data = _collect(seeded)
+    zones, unattributed = _expected_water()
+    assert data.decision_count == N and not data.condensed and len(data.log) == N
+    assert [z.water_l for z in data.zones] == pytest.approx(zones)
+    assert data.water_unattributed_l == pytest.approx(unattributed) and unattributed > 0
+    assert data.estops == 2
+    assert data.operator_overrides == {"operator:alice": 2, "operator:bob": 2, "operator:carol": 1}
+    expected_rules = Counter(f["rule"] for i in range(N) for f in _rules(i))
+    assert data.clips_by_rule == dict(expected_rules)
+    assert data.decisions_manual == 20 and data.decisions_estop == 10
+    assert data.decisions_low_confidence == sum(1 for i in range(N) if _actor_mode(i)[0] == "expert:low_confidence")
+    assert [(p.version, p.decisions) for p in data.policies] == [
+        ("v1", sum(1 for i in range(N) if _actor_mode(i)[0] == "policy:v1")),
+        ("v2", sum(1 for i in range(N) if _actor_mode(i)[0] == "policy:v2")),
+    ]
+    step_h = STEP_S / 3600
+    z0, z2 = data.zones[0], data.zones[2]
+    assert z0.hours_below == pytest.approx(100 * step_h) and z0.hours_in_band == pytest.approx(200 * step_h)
+    assert z2.hours_above == pytest.approx(100 * step_h)
+    assert data.zones[1].time_in_band_pct == pytest.approx(100.0)
+    assert data.lamp_hours == pytest.approx(N / 2 * 0.5 * step_h)
+
+
+def test_pdf_prints_the_database_numbers(signed_report) -> None:
+    pdf, data = signed_report
+    pages = _pages(pdf)
+    text = "\n".join(pages)
+    zones, unattributed = _expected_water()
+    assert _row(text, "Decisions", str(N))
+    assert _row(text, "E-stops", "2")
+    assert _row(text, "Water total (L)", f"{sum(zones) + unattributed:,.1f}")
+    assert _row(text, "Water not attributable to a zone (L)", f"{unattributed:,.1f}")
+    for rule, n in Counter(f["rule"] for i in range(N) for f in _rules(i)).items():
+        assert _row(text, rule, str(n)), rule
+    for z, litres in enumerate(zones):
+        assert _row(text, str(z), "0.195-0.270", f"{litres:,.1f}")
+    assert _row(text, "0", "0.195-0.270", f"{zones[0]:,.1f}", "66.7", f"{100 * STEP_S / 3600:.1f}")
+    assert _row(text, "operator:bob", "2")
+    assert "v1" in text and "v2" in text and "passed: 42 records verified" in text
+    assert "2026-06-01T00:00:00+00:00 to 2026-06-03T00:00:00+00:00" in text
+    assert "2026-06-03T08:00:00+00:00" in text  # generated at
+
+
+def test_every_page_is_stamped(signed_report) -> None:
+    pdf, data = signed_report
+    pages = _pages(pdf)
+    mark = watermark_text(data, REPORT_ID)
+    assert "gh1" in mark and REPORT_ID in mark and "2026-06-01T00:00:00+00:00" in mark
+    for n, text in enumerate(pages, start=1):
+        assert mark in text, f"page {n} lacks the watermark"
+        assert f"page {n} of {len(pages)}" in text
+
+
+def test_user_text_prints_literally(signed_report) -> None:
+    text = "\n".join(_pages(signed_report[0]))
+    assert HOSTILE in text
+    assert GH_NAME in text
+    assert "agronomist <ann@farm>" in text
+
+
+def test_signature_verifies_and_one_byte_breaks_it(signed_report, identity) -> None:
+    pdf, _ = signed_report
+    ok = verify_pdf(pdf, identity.cert)
+    assert ok.ok, ok.reason
+    assert ok.signer is not None and "greentwin" in ok.signer
+
+    # Flip one byte inside the first page's content stream, which the ByteRange covers.
+    reader = pypdf.PdfReader(io.BytesIO(pdf))
+    contents = reader.pages[0].raw_get("/Contents")
+    ref = contents[0] if isinstance(contents, pypdf.generic.ArrayObject) else contents
+    obj_at = pdf.index(f"\n{ref.idnum} 0 obj".encode()) + 1
+    data_at = pdf.index(b"stream", obj_at) + len(b"stream\r\n") + 10
+    m = re.search(rb"/ByteRange\s*\[\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\]", pdf)
+    assert m is not None
+    start, length = int(m.group(1)), int(m.group(2))
+    assert start <= data_at < start + length
+    tampered = bytearray(pdf)
+    tampered[data_at] ^= 0x01
+    bad = verify_pdf(bytes(tampered), identity.cert)
+    assert not bad.ok and "modified" in bad.reason
+
+    appended = verify_pdf(pdf + b"\n% added after signing\n", identity.cert)
+    assert not appended.ok and "whole file" in appended.reason
+
+    other = verify_pdf(pdf, generate_identity().cert)
+    assert not other.ok and "trusted" in other.reason
+    assert not verify_pdf(b"%PDF-1.4 not really", identity.cert).ok
+
+
+def test_condensed_log_keeps_notable_decisions(seeded: str) -> None:
+    data = _collect(seeded, detail_limit=50, max_log_entries=40)
+    notable = sum(1 for i in range(N) if _rules(i) or _actor_mode(i)[1] != "auto"
+                  or _actor_mode(i)[0] == "expert:low_confidence")
+    assert data.condensed and data.notable_total == notable
+    assert len(data.log) == 40 and data.log_omitted == notable - 40
+    assert sum(h.decisions for h in data.hours) == N and len(data.hours) == 48
+    pdf = render_report(data, generated_by="t", generated_at=T0, report_id="c")
+    text = "\n".join(_pages(pdf))
+    assert "Hourly summaries" in text and f"{data.log_omitted} more are in the audit trail" in text
+
+
+def test_rejects_naive_or_empty_periods(seeded: str) -> None:
+    engine = make_engine(seeded)
+    with make_session_factory(engine)() as s:
+        with pytest.raises(ValueError, match="timezone-aware"):
+            collect_report_data(s, "gh1", T0.replace(tzinfo=None), END, verification="")
+        with pytest.raises(ValueError, match="after"):
+            collect_report_data(s, "gh1", END, T0, verification="")
+        with pytest.raises(LookupError):
+            collect_report_data(s, "nope", T0, END, verification="")
+    engine.dispose()
+
+
+def test_cli_writes_and_verifies_a_signed_report(seeded: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    for var in (report_cli.KEY_ENV, report_cli.CERT_ENV, "GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY",
+                "GREENTWIN_AUDIT_SIGNING_KEY", "GREENTWIN_ENVIRONMENT"):
+        monkeypatch.delenv(var, raising=False)
+    out, state = tmp_path / "r.pdf", tmp_path / "state"
+    args = argparse.Namespace(report_command=None, greenhouse="gh1", period_from="2026-06-01T02:00:00+02:00",
+                              period_to="2026-06-03T00:00:00Z", out=str(out), url=seeded, state_dir=str(state))
+    assert report_cli.main(args) == 0
+    err = capsys.readouterr().err
+    assert "generated a self-signed report signing key" in err
+    assert (state / "report-signing" / "report-cert.pem").is_file()
+    text = "\n".join(_pages(out.read_bytes()))
+    assert _row(text, "Decisions", str(N)) and "not performed: audit keys not configured" in text
+
+    verify = argparse.Namespace(report_command="verify", pdf=str(out), cert=None, state_dir=str(state))
+    assert report_cli.main(verify) == 0
+    tampered = bytearray(out.read_bytes())
+    tampered[len(tampered) // 3] ^= 0x01  # the signature's /Contents sits near the end
+    out.write_bytes(bytes(tampered))
+    assert report_cli.main(verify) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+    naive = argparse.Namespace(**{**vars(args), "period_from": "2026-06-01"})
+    assert report_cli.main(naive) == 2
+
+
+@pytest.mark.slow
+def test_thirty_days_of_minute_decisions(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'big.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, "gh1", zones=6)
+    engine = make_engine(url)
+    n = 30 * 24 * 60
+    with make_session_factory(engine).begin() as s:
+        batch = []
+        for i in range(n):
+            row = _decision(i + 1, i % N, T0 + timedelta(minutes=i))
+            row["telemetry"]["valve_open"] = row["telemetry"]["valve_open"] + [0, 0, 0]
+            row["estimate"]["theta"] = row["estimate"]["theta"] * 2
+            batch.append(row)
+            if len(batch) == 5000:
+                s.execute(insert(Decision), batch)
+                batch = []
+        s.execute(insert(Decision), batch)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.perf_counter()
+    with make_session_factory(engine)() as s:
+        data = collect_report_data(s, "gh1", T0, T0 + timedelta(days=30), verification="not performed")
+    collected = time.perf_counter() - t
+    pdf = render_report(data, generated_by="t", generated_at=T0, report_id="big")
+    ident = generate_identity()
+    signed = sign_pdf(pdf, ident.key, ident.cert)
+    elapsed = time.perf_counter() - t
+    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    engine.dispose()
+    pages = len(pypdf.PdfReader(io.BytesIO(signed)).pages)
+    print(f"\n43,200 decisions: collect {collected:.1f} s, collect+render+sign {elapsed:.1f} s, {pages} pages, "
+          f"{len(signed) / 1e6:.2f} MB; max RSS {rss_after / 1024:.0f} MiB (+{(rss_after - rss_before) / 1024:.0f})")
+    assert data.decision_count == n and data.condensed and len(data.hours) == 720
+    assert elapsed < 30
+    assert verify_pdf(signed, ident.cert).ok
