@@ -9,9 +9,11 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from app.api.routes import greenhouses, health
+from app.audit_sink import AuditSink, service_audit_keys
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory, require_current_schema
 from app.runtime import Runtime
+from audit.store import AuditStore
 
 
 def create_app(settings: Settings | None = None, *, state_dir: Path | None = None,
@@ -25,7 +27,10 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
         if rt is None:
             engine = make_engine(settings.database_url)
             require_current_schema(engine)  # refuse to run on a schema that is behind
-            rt = Runtime(settings, make_session_factory(engine), state_dir=state_dir or Path("state"))
+            folder = state_dir or Path("state")
+            keyring, signer = service_audit_keys(settings, folder)  # refuses outside demo without keys
+            rt = Runtime(settings, make_session_factory(engine), state_dir=folder,
+                         audit=AuditSink(AuditStore(engine, keyring, signer)))
         await rt.start()
         app.state.runtime = rt
         try:

@@ -24,6 +24,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.audit_sink import AuditSink
 from app.controller import (
     ControlDecision,
     ExpertProposer,
@@ -66,13 +67,14 @@ class Runtime:
 
     def __init__(self, settings: Settings, sessions: sessionmaker[Session], *, state_dir: Path,
                  proposer: Proposer | None = None, limits: SafetyLimits | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, audit: AuditSink | None = None) -> None:
         self.settings = settings
         self.sessions = sessions
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.metrics = metrics or Metrics()
         self.recorder = DecisionRecorder(sessions, self.state_dir / "decision-spool.jsonl")
+        self.audit = audit
         self.limits = limits or SafetyLimits.default()
         self._proposer = proposer
         self.controllers: dict[str, GreenhouseController] = {}
@@ -121,6 +123,8 @@ class Runtime:
             self.save_snapshot(gh)
         if self.bridge is not None:
             self.bridge.close()
+        if self.audit is not None:
+            self.audit.close()
 
     # ---- inbound ---------------------------------------------------------------------------
     def _on_reject(self, gh: str | None, reason: str, detail: str) -> None:
@@ -154,9 +158,13 @@ class Runtime:
 
     # ---- operator actions (API) ------------------------------------------------------------
     def apply_mode_event(self, event: ModeEvent) -> None:
-        self.recorder.record_mode_change({"greenhouse_id": event.greenhouse_id, "seq": event.seq, "ts": event.ts,
-                                          "actor": event.actor, "from_mode": event.from_mode,
-                                          "to_mode": event.to_mode, "reason": event.reason})
+        row = {"greenhouse_id": event.greenhouse_id, "seq": event.seq, "ts": event.ts, "actor": event.actor,
+               "from_mode": event.from_mode, "to_mode": event.to_mode, "reason": event.reason}
+        self.recorder.record_mode_change(row)
+        if self.audit is not None:
+            kind = "estop" if event.to_mode == "estop" else ("estop_reset" if event.from_mode == "estop"
+                                                              else "mode_change")
+            self.audit.add(event.greenhouse_id, kind, event.actor, row, event.ts)
         self.save_snapshot(event.greenhouse_id)
 
     def estop(self, gh: str, actor: str, reason: str) -> ModeEvent:
@@ -193,7 +201,10 @@ class Runtime:
         gh = decision.greenhouse_id
         if self.bridge is not None:
             self.bridge.publish_command(gh, decision.command)
-        self.recorder.record_decision(decision.record())
+        record = decision.record()
+        self.recorder.record_decision(record)
+        if self.audit is not None:
+            self.audit.add(gh, "decision", decision.actor, record, decision.ts)
         self.metrics.decisions.labels(gh, decision.actor.split(":")[0]).inc()
         for firing in decision.rules_fired:
             self.metrics.safety_clips.labels(gh, firing["rule"]).inc()
@@ -235,6 +246,8 @@ class Runtime:
                         self._reconnects_seen = reconnects
                 if self.recorder.spooled:
                     self.recorder.flush_spool()
+                if self.audit is not None:
+                    self.audit.flush()
                 self.metrics.spooled.set(self.recorder.spooled)
                 for gh in self.controllers:
                     self.save_snapshot(gh)

@@ -9,9 +9,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import db_cli
+from app.audit_sink import service_audit_keys
 from app.core.config import Settings
+from app.core.db import make_engine
 from app.main import create_app
 from app.plant_sim import PlantSim
+from audit.errors import AuditKeyError
+from audit.store import AuditStore
 
 
 def _wait(predicate, timeout: float = 10.0) -> bool:
@@ -30,7 +34,7 @@ def service_env(tmp_path, mqtt_available):
     db_cli.upgrade(url)
     db_cli.add_greenhouse(url, gh, zones=6, soil="loam")
     settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1883", policy_dir=tmp_path / "no-policy",
-                        max_age_s=3600.0)
+                        max_age_s=3600.0, environment="demo")
     return gh, settings, tmp_path / "state"
 
 
@@ -76,6 +80,23 @@ def test_decisions_flow_end_to_end_and_estop_survives_restart(service_env):
                 ("auto", "estop", "op1"), ("estop", "auto", "op1")]
     finally:
         sim.close()
+
+    # Every decision and mode change is in the sealed audit trail, and the chain verifies.
+    keyring, signer = service_audit_keys(settings, state_dir)
+    store = AuditStore(make_engine(settings.database_url), keyring, signer)
+    [result] = store.verify(gh)
+    assert result.ok, result.reason
+    kinds = [r.kind for r in store.iter_records(gh)]
+    assert kinds.count("decision") == 6 and kinds.count("estop") == 1 and kinds.count("estop_reset") == 1
+
+
+def test_service_refuses_to_start_without_audit_keys_outside_demo(service_env, monkeypatch):
+    gh, settings, state_dir = service_env
+    monkeypatch.delenv("GREENTWIN_AUDIT_KEYS", raising=False)
+    monkeypatch.delenv("GREENTWIN_AUDIT_SIGNING_KEY", raising=False)
+    with pytest.raises(AuditKeyError, match="outside demo"), \
+            TestClient(create_app(settings.model_copy(update={"environment": "dev"}), state_dir=state_dir)):
+        pass
 
 
 def test_service_refuses_a_schema_that_is_behind(tmp_path):

@@ -1,0 +1,104 @@
+"""Every decision and mode change into the sealed audit trail, batched off the control path.
+
+Events queue per greenhouse and are sealed with ``AuditStore.append_many`` (one transaction per
+batch) by the service's housekeeping loop; a failed batch stays queued and is retried, so a
+database hiccup delays audit records but never drops them while the process lives.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from app.core.config import Settings
+from audit import AuditEvent, Keyring, Signer
+from audit.errors import AuditKeyError
+from audit.store import AuditStore
+
+log = logging.getLogger(__name__)
+
+
+def service_audit_keys(settings: Settings, state_dir: Path) -> tuple[Keyring, Signer]:
+    """The configured keys; the demo generates and keeps its own; otherwise refuse to start."""
+    from audit.cli import load_keyring, load_signer
+
+    keyring, signer = load_keyring(settings), load_signer()
+    if keyring is not None and signer is not None:
+        return keyring, signer
+    if settings.environment != "demo":
+        raise AuditKeyError("audit keys are not configured (GREENTWIN_AUDIT_KEYS or GREENTWIN_AUDIT_KEY, and "
+                            "GREENTWIN_AUDIT_SIGNING_KEY): the service does not start without them outside demo mode")
+    folder = state_dir / "audit-keys"
+    folder.mkdir(parents=True, exist_ok=True)
+    ring_path, pem_path = folder / "keyring.json", folder / "signing-key.pem"
+    if keyring is None:
+        if ring_path.exists():
+            keyring = Keyring.from_file(ring_path)
+        else:
+            keyring = Keyring.generate()
+            ring_path.write_text(keyring.to_json())
+            os.chmod(ring_path, 0o600)
+    if signer is None:
+        if pem_path.exists():
+            signer = Signer.from_pem(pem_path.read_bytes())
+        else:
+            signer = Signer.generate()
+            pem_path.write_bytes(signer.to_pem())
+            os.chmod(pem_path, 0o600)
+    log.warning("demo mode: audit keys generated and kept in %s (GREENTWIN_AUDIT_KEYS=$(cat %s), "
+                "GREENTWIN_AUDIT_SIGNING_KEY=%s to verify)", folder, ring_path, pem_path)
+    return keyring, signer
+
+
+def _jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o)))
+
+
+class AuditSink:
+    """Per-greenhouse queues of audit events, sealed in batches."""
+
+    def __init__(self, store: AuditStore) -> None:
+        self.store = store
+        self._queues: dict[str, list[AuditEvent]] = defaultdict(list)
+        self._lock = threading.Lock()
+
+    def add(self, greenhouse_id: str, kind: str, actor: str, payload: dict[str, Any], ts: datetime) -> None:
+        with self._lock:
+            self._queues[greenhouse_id].append(AuditEvent(kind, actor, _jsonable(payload), ts))
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return sum(len(q) for q in self._queues.values())
+
+    def flush(self) -> int:
+        """Seal everything queued; returns how many records were stored. Failed batches stay queued."""
+        stored = 0
+        with self._lock:
+            batches = {gh: q for gh, q in self._queues.items() if q}
+            self._queues = defaultdict(list)
+        for gh, events in batches.items():
+            try:
+                self.store.append_many(gh, events)
+                stored += len(events)
+            except Exception as exc:  # keep them for the next round, in order
+                log.warning("audit batch for %s not stored yet (%s); %d events kept", gh, exc.__class__.__name__,
+                            len(events))
+                with self._lock:
+                    self._queues[gh][:0] = events
+        return stored
+
+    def close(self) -> None:
+        """Final flush and a signed checkpoint of every chain head (a cut tail becomes detectable)."""
+        self.flush()
+        for gh in self.store.greenhouse_ids():
+            try:
+                self.store.checkpoint(gh)
+            except Exception:
+                log.exception("could not sign the final checkpoint for %s", gh)
