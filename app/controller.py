@@ -97,13 +97,15 @@ class ControlDecision:
     command: Command
     alarms: list[str] = field(default_factory=list)
     observation: list[float] | None = None
+    explanation: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
         return {"greenhouse_id": self.greenhouse_id, "seq": self.seq, "ts": self.ts, "actor": self.actor,
                 "mode": self.mode, "telemetry": self.telemetry, "estimate": self.estimate,
                 "member_actions": self.member_actions, "voted": self.voted, "clipped": self.clipped,
                 "rules_fired": self.rules_fired, "reward_terms": None, "confidence": self.confidence,
-                "explanation": {"alarms": self.alarms, "low_confidence": self.low_confidence},
+                "explanation": {**(self.explanation or {}), "alarms": self.alarms,
+                                "low_confidence": self.low_confidence},
                 "cmd_id": str(self.command.cmd_id), "ack_status": "pending"}
 
 
@@ -161,6 +163,7 @@ class GreenhouseController:
         self.lights_hours_today = 0.0
         self.day: str | None = None
         self.last_ts: datetime | None = None
+        self.history: Any = None  # policy.explain.ExplanationHistory, created with the first explanation
 
     # ---- modes ---------------------------------------------------------------------------
     def _mode_event(self, to: Mode, actor: str, reason: str, ts: datetime) -> ModeEvent:
@@ -276,6 +279,8 @@ class GreenhouseController:
         safe, report = clip(proposed, ctx, self.limits)
         if self.estop_latched:
             safe = safe_state(self.z)
+        explanation = self._explain(obs, safe, confidence) if len(members) and hasattr(self.proposer, "members") \
+            else None
         self._track_valves(safe, ts)
         self.prev_action = np.array(safe, dtype=np.float64)
         self.last_ts = ts
@@ -296,7 +301,22 @@ class GreenhouseController:
             rules_fired=[{"rule": f.rule_id, "actuator": f.actuator, "before": f.before, "after": f.after}
                          for f in report.firings],
             confidence=float(confidence), low_confidence=bool(low), command=command, alarms=alarms,
-            observation=obs.tolist())
+            observation=obs.tolist(), explanation=explanation)
+
+    def _explain(self, obs: np.ndarray, action: np.ndarray, confidence: float) -> dict[str, Any]:
+        """Top-3 factors for every ensemble decision; with low confidence also the last 10 steps and
+        their feature-by-time saliency (the report's heat map)."""
+        from policy.explain import ExplanationHistory, explain, saliency_over_time
+
+        if self.history is None:
+            self.history = ExplanationHistory(maxlen=10)
+        self.history.record(self.gh, obs, action)
+        out = explain(self.proposer, obs, confidence).to_dict()  # type: ignore[arg-type]
+        if confidence < 1.0 - self.threshold:
+            past_obs, past_actions = self.history.snapshot(self.gh)
+            out["history"] = {"observations": past_obs.tolist(), "actions": past_actions.tolist(),
+                              "saliency": saliency_over_time(self.proposer, past_obs).tolist()}  # type: ignore[arg-type]
+        return out
 
     def watchdog(self, now: datetime) -> ControlDecision | None:
         """Stale telemetry: send the safe state and raise an alarm (None while telemetry is fresh)."""

@@ -164,3 +164,24 @@ def test_snapshot_restore_gives_identical_next_decision():
     tel = _telemetry(twin, None, 30, np.zeros(8))
     a, b = ctl.on_telemetry(tel), restored.on_telemetry(tel)
     assert a.command == b.command and a.estimate == b.estimate and twin_copy_state is twin.state
+
+
+def test_ensemble_decisions_carry_top3_explanations_and_low_confidence_history():
+    import json
+    from pathlib import Path
+
+    from policy.ensemble import load_ensemble
+
+    ensemble = load_ensemble(Path(__file__).resolve().parents[2] / "policy" / "shipped")
+    ctl = _controller(ensemble)
+    decisions, _ = _run(ctl, 3)
+    exp = decisions[-1].explanation
+    assert exp is not None and 1 <= len(exp["top"]) <= 3
+    assert all("%" in f["sentence"] for f in exp["top"])
+    json.dumps(decisions[-1].record()["explanation"])  # stored as JSON in the decision row and the audit trail
+    # Every decision is "low confidence" with a zero threshold: it keeps the last steps and a heat map.
+    strict = _controller(ensemble, disagreement_threshold=0.0)
+    d = _run(strict, 4)[0][-1]
+    if d.low_confidence:
+        hist = d.explanation["history"]
+        assert len(hist["observations"]) == 4 and len(hist["saliency"]) == 4
