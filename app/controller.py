@@ -23,7 +23,13 @@ from app.mqtt.topics import Command, Telemetry
 from app.observation import ObservationBuilder
 from policy.baselines import ThresholdExpert
 from safety import ClipContext, SafetyLimits, clip, safe_state, vote
-from twin.climate import PAR_PER_W_M2, crop_coefficient, psychrometric_constant, reference_et0
+from twin.climate import (
+    PAR_PER_W_M2,
+    crop_coefficient,
+    psychrometric_constant,
+    reference_et0,
+    saturation_vapour_kpa,
+)
 from twin.config import SOIL_INDEX, SOIL_TYPES, ClimateConfig, CropConfig, TwinConfig
 from twin.estimator import GreenhouseEstimator, ZoneSoilModel
 
@@ -220,7 +226,7 @@ class GreenhouseController:
         par = tel.par_umol_m2_s if tel.par_umol_m2_s is not None else 0.0
         lamp_par = self.climate.lamp_par_umol_m2_s * tel.light_pct / 100.0
         rs_nat = max(par - lamp_par, 0.0) / PAR_PER_W_M2
-        es = 0.6108 * math.exp(17.27 * temp / (temp + 237.3))
+        es = float(saturation_vapour_kpa(np, np.float64(temp)))
         demand = reference_et0(np, self.climate, self.gamma, np.array([temp]), np.array([rh / 100.0 * es]),
                                np.array([rs_nat]), np.array([0.5 * self.climate.lamp_power_w_m2 * tel.light_pct / 100]))
         kc, _ = crop_coefficient(np, self.crop, np.array([day]))
@@ -323,16 +329,21 @@ class GreenhouseController:
         if self.last_ts is None or (now - self.last_ts) <= timedelta(seconds=self.max_age_s):
             return None
         self.seq += 1
-        self.cmd_seq += 1
         safe = safe_state(self.z)
-        self.prev_action = safe.copy()
-        mode: Mode = "estop" if self.estop_latched else self.mode
-        command = Command(cmd_id=self.new_cmd_id(), ts=now, seq=self.cmd_seq, ttl_s=self.ttl_s, mode=mode,
-                          valves=[0] * self.z, pump_pct=0.0, light_pct=0.0, policy_version=self.proposer.policy_version)
+        command = self.safe_command(now)
+        mode: Mode = command.mode
         return ControlDecision(greenhouse_id=self.gh, seq=self.seq, ts=now, actor="watchdog", mode=mode,
                                telemetry={}, estimate=None, member_actions=[], voted=_action_dict(safe, self.z),
                                clipped=_action_dict(safe, self.z), rules_fired=[], confidence=1.0,
                                low_confidence=False, command=command, alarms=["telemetry_stale"])
+
+    def safe_command(self, ts: datetime) -> Command:
+        """Everything off, as a fresh command (watchdog, e-stop): also becomes the previous action."""
+        self.cmd_seq += 1
+        self.prev_action = safe_state(self.z)
+        mode: Mode = "estop" if self.estop_latched else self.mode
+        return Command(cmd_id=self.new_cmd_id(), ts=ts, seq=self.cmd_seq, ttl_s=self.ttl_s, mode=mode,
+                       valves=[0] * self.z, pump_pct=0.0, light_pct=0.0, policy_version=self.proposer.policy_version)
 
     # ---- bookkeeping --------------------------------------------------------------------
     def _roll_day(self, ts: datetime) -> None:

@@ -37,7 +37,7 @@ from app.core.config import Settings
 from app.metrics import Metrics
 from app.models import Greenhouse, Zone
 from app.mqtt.bridge import MqttBridge
-from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry
+from app.mqtt.topics import Ack, EstopEvent, Telemetry
 from app.recorder import DecisionRecorder
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits
@@ -188,14 +188,10 @@ class Runtime:
 
     # ---- outbound --------------------------------------------------------------------------
     def _publish_safe(self, gh: str, ts: datetime) -> None:
+        """Act on an e-stop at once instead of waiting for the next telemetry."""
         ctl = self.controllers[gh]
-        if ctl.last_ts is None:
-            return
-        ctl.cmd_seq += 1
-        cmd = Command(cmd_id=ctl.new_cmd_id(), ts=ts, seq=ctl.cmd_seq, ttl_s=ctl.ttl_s, mode="estop",
-                      valves=[0] * ctl.z, pump_pct=0.0, light_pct=0.0, policy_version=ctl.proposer.policy_version)
-        if self.bridge is not None:
-            self.bridge.publish_command(gh, cmd)
+        if ctl.last_ts is not None and self.bridge is not None:
+            self.bridge.publish_command(gh, ctl.safe_command(ts))
 
     def _emit(self, decision: ControlDecision) -> None:
         gh = decision.greenhouse_id

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from twin.checks import SpecViolation, check_observation
+from twin.dynamics import TERMINATION_REASONS
 from twin.env import GreenhouseTwin
 
 
@@ -34,8 +35,6 @@ class EpisodeTally:
         self.in_band += info["reward_terms"]["moisture"] >= twin.config.reward.moisture - 1e-6
         self.steps += 1
         for i in np.flatnonzero(done):
-            from twin.dynamics import TERMINATION_REASONS
-
             area = twin.config.zones * twin.config.hydraulics.zone_area_m2
             self.finished.append({"instance": int(i), "steps": int(self.steps[i]), "return": float(self.reward[i]),
                                   "water_l_m2": float(self.water_l[i] / area), "energy_kwh": float(self.energy_kwh[i]),

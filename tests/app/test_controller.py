@@ -39,13 +39,13 @@ def _controller(proposer=None, **kw) -> GreenhouseController:
 def _telemetry(twin: GreenhouseTwin, info: dict | None, k: int, action: np.ndarray, estop: bool = False) -> Telemetry:
     r = info["readings"] if info else None
     soil = r["soil_vwc"][0] if r else twin.state.theta[0][:, None].repeat(2, axis=1)
-    def num(key, default):
+    def num(key):
         return None if r is None or np.isnan(r[key][0]) else float(r[key][0])
     return Telemetry(
         ts=T0 + timedelta(seconds=60 * k), boot_id="b1", seq=k,
         soil_vwc=[[None if np.isnan(v) else float(v) for v in zone] for zone in soil],
-        air_temp_c=num("air_temp_c", 20.0), air_rh_pct=num("air_rh_pct", 70.0), par_umol_m2_s=num("par_umol_m2_s", 0.0),
-        co2_ppm=num("co2_ppm", 420.0), leaf_temp_c=num("leaf_temp_c", 20.0),
+        air_temp_c=num("air_temp_c"), air_rh_pct=num("air_rh_pct"), par_umol_m2_s=num("par_umol_m2_s"),
+        co2_ppm=num("co2_ppm"), leaf_temp_c=num("leaf_temp_c"),
         flow_l_min=float(r["flow_l_min"][0]) if r else 0.0,
         pump_current_a=float(r["pump_current_frac"][0]) * 4.0 if r else 0.0,
         valve_open=[int(v >= 0.5) for v in action[:6]], pump_pct=float(action[6]), light_pct=float(action[7]),

@@ -21,13 +21,6 @@ CFG = PPOConfig.preset("tiny", num_envs=16, num_steps=8, total_steps=16 * 8 * 2,
                        bc_pretrain_updates=10, bc_decay_steps=1000)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def untrained(seed: int, zones: int = ZONES) -> ActorCritic:
     torch.manual_seed(seed)

@@ -29,13 +29,6 @@ D = SPEC.dim
 M2 = SPEC.slices["moisture"].start + 2
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def sample_obs(n: int, seed: int = 0) -> np.ndarray:
     """Plausible observations: values inside the spec's ranges, target bands 0.06 wide."""

@@ -12,13 +12,6 @@ from policy.ppo import make_twin, train
 EVAL_SEED = 123
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def mean_reward(cfg: PPOConfig, controller, steps: int = 48, num_envs: int = 64) -> tuple[float, int]:
     """Mean reward per env step and the number of terminations on an evaluation twin."""

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
 import torch
 
 from policy.config import PPOConfig
@@ -14,13 +13,6 @@ from policy.tuning import load_tuned_threshold
 ZONES = 6
 EVAL_SEED = 123
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def expert_observations(steps: int = 40, num_envs: int = 32) -> torch.Tensor:

@@ -12,13 +12,6 @@ SMALL = ["--set", "num_envs=16", "--set", "num_steps=8", "--set", "total_steps=1
          "--set", "bc_pretrain_updates=10"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def test_parser_defaults() -> None:
     args = build_parser().parse_args([])
