@@ -47,6 +47,12 @@ def _cmd_greenhouse_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_user(args: argparse.Namespace) -> int:
+    from app import user_cli
+
+    return user_cli.main(args)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from policy.train_cli import run_train
 
@@ -58,6 +64,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     if args.audit_command == "verify":
         return audit_cli.run_verify(args)
+    if args.audit_command == "keygen":
+        return audit_cli.run_keygen(args)
     return audit_cli.run_purge(args)
 
 
@@ -130,13 +138,19 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--url", default=None)
     add.set_defaults(handler=_cmd_greenhouse_add)
 
+    from app.user_cli import add_user_arguments  # argparse only
+
+    usr = sub.add_parser("user", help="API accounts: add (with roles), list, disable")
+    add_user_arguments(usr)
+    usr.set_defaults(handler=_cmd_user)
+
     from policy.train_cli import add_train_arguments  # argparse only; torch loads when the command runs
 
     tr = sub.add_parser("train", help="train the PPO policy ensemble on the twin (resumable)")
     add_train_arguments(tr)
     tr.set_defaults(handler=_cmd_train)
 
-    aud = sub.add_parser("audit", help="verify or purge the sealed audit trail")
+    aud = sub.add_parser("audit", help="verify or purge the sealed audit trail, make or rotate its keys")
     auds = aud.add_subparsers(dest="audit_command", required=True)
     ver = auds.add_parser("verify", help="check every chain; non-zero exit names the first bad record")
     ver.add_argument("--greenhouse", metavar="GH", default=None)
@@ -144,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     pur = auds.add_parser("purge", help="delete records older than N days (>= 180) behind a signed anchor")
     pur.add_argument("--older-than-days", type=int, default=180)
     pur.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    gen = auds.add_parser("keygen", help="write a new keyring and signing key, or rotate a keyring's current key")
+    what = gen.add_mutually_exclusive_group(required=True)
+    what.add_argument("--out", metavar="DIR", help="write greentwin_audit_key and audit_signing_key here (mode 0600)")
+    what.add_argument("--rotate", metavar="FILE", help="keyring file: put a fresh current key in front of the old ones")
     aud.set_defaults(handler=_cmd_audit)
 
     ev = sub.add_parser("eval", help="compare the policy with the tuned threshold, timer and random controllers "

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from alembic import command
 from sqlalchemy.exc import IntegrityError
 
-from app.core.config import Settings
+from app.core.config import get_settings
 from app.core.db import (
     alembic_config,
     current_revisions,
@@ -47,7 +47,7 @@ class GreenhouseExists(ValueError):
 
 def _url(url: str | None) -> str:
     """Explicit URL, else ``GREENTWIN_DATABASE_URL`` / the settings default."""
-    return url if url is not None else Settings().database_url
+    return url if url is not None else get_settings().database_url
 
 
 def upgrade(url: str | None = None, revision: str = "head") -> None:

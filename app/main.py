@@ -8,8 +8,11 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from app.api.routes import greenhouses, health
+from app.api.routes import auth, greenhouses, health, reports
 from app.audit_sink import AuditSink, service_audit_keys
+from app.auth.ratelimit import SlidingWindowLimiter
+from app.auth.service import AuthService, service_secret_key
+from app.auth.tokens import TokenSigner
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory, require_current_schema
 from app.runtime import Runtime
@@ -31,6 +34,11 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
             keyring, signer = service_audit_keys(settings, folder)  # refuses outside demo without keys
             rt = Runtime(settings, make_session_factory(engine), state_dir=folder,
                          audit=AuditSink(AuditStore(engine, keyring, signer)))
+        secret = service_secret_key(settings, rt.state_dir)  # refuses outside demo without GREENTWIN_SECRET_KEY
+        app.state.auth = AuthService(
+            sessions=rt.sessions, signer=TokenSigner(secret, settings.access_token_ttl_s),
+            limiter=SlidingWindowLimiter(settings.login_max_failures, settings.login_window_s),
+            metrics=rt.metrics, audit=rt.audit.store if rt.audit is not None else None)
         await rt.start()
         app.state.runtime = rt
         try:
@@ -40,5 +48,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
 
     app = FastAPI(title="greentwin", version="0.1.0", lifespan=lifespan)
     app.include_router(health.router)
+    app.include_router(auth.router)
     app.include_router(greenhouses.router)
+    app.include_router(reports.router)
     return app

@@ -1,4 +1,5 @@
-"""Service tables: greenhouses and zones (configuration), control decisions and mode changes (history).
+"""Service tables: greenhouses and zones (configuration), control decisions and mode changes (history),
+the sealed audit trail, and the API's users with their roles.
 
 ``Decision`` and ``ModeChange`` are append-only records until the sealed audit store takes them
 over; the only later write is a decision's ``ack_status`` when the edge box answers.
@@ -27,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from app.auth.roles import ROLES
 from app.core.db import Base
 
 SOIL_TYPES = ("sand", "loam", "clay")
@@ -34,6 +36,8 @@ MODES = ("auto", "manual", "estop")
 ACK_STATUSES = ("pending", "applied", "rejected", "expired", "timeout")
 GH_ID_MAX_LEN = 63
 AUDIT_STATEMENT_KINDS = ("checkpoint", "anchor")
+# "operator:" + name must fit the 64-character actor columns of decisions and mode changes.
+USERNAME_MAX_LEN = 48
 
 # JSON on SQLite, JSONB (indexable, compact) on PostgreSQL.
 JsonType = JSON().with_variant(JSONB(), "postgresql")
@@ -204,3 +208,42 @@ class AuditPurgeToken(Base):
     __tablename__ = "audit_purge_token"
 
     greenhouse_id: Mapped[str] = mapped_column(String(GH_ID_MAX_LEN), primary_key=True)
+
+
+# -- API users (app.auth) ----------------------------------------------------------------------
+# ``app_user``: ``user`` is a reserved word in PostgreSQL.
+
+
+class User(Base):
+    """Someone who logs in to the API; never deleted, only disabled, so audit actors stay resolvable."""
+
+    __tablename__ = "app_user"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    username: Mapped[str] = mapped_column(String(USERNAME_MAX_LEN), unique=True)
+    # Argon2id PHC string: algorithm, parameters and salt travel with the hash.
+    password_hash: Mapped[str] = mapped_column(String(255))
+    # Tokens carry the epoch they were issued in; logging out bumps it, revoking every token issued before.
+    token_epoch: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    last_login_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Null while the account may log in.
+    disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    role_rows: Mapped[list[UserRole]] = relationship(
+        cascade="all, delete-orphan", lazy="selectin", order_by="UserRole.role"
+    )
+
+    @property
+    def roles(self) -> frozenset[str]:
+        return frozenset(r.role for r in self.role_rows)
+
+
+class UserRole(Base):
+    """One role held by one user; a user may hold several."""
+
+    __tablename__ = "app_user_role"
+    __table_args__ = (CheckConstraint(_in("role", ROLES), name="role"),)
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("app_user.id", ondelete="CASCADE"), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16), primary_key=True)

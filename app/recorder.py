@@ -13,11 +13,12 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -52,6 +53,23 @@ class DecisionRecorder:
         with self.spool_path.open("rb") as fh:
             return sum(1 for line in fh if line.strip())
 
+    def last_seq(self, greenhouse_id: str) -> int:
+        """Highest seq recorded for a greenhouse, in the database or still in the spool (0 if none).
+
+        A restarted controller continues after it: its snapshot is periodic, so after a crash it can
+        lag behind what was already recorded, and reusing a seq would collide with a record.
+        """
+        with self._lock:
+            with self.sessions() as session:
+                best = max(session.scalar(select(func.max(m.seq)).where(m.greenhouse_id == greenhouse_id)) or 0
+                           for m in (Decision, ModeChange))
+            if self.spool_path.exists():
+                for line in self.spool_path.read_text(encoding="utf-8").splitlines():
+                    row = json.loads(line, object_hook=_json_hook)["row"] if line.strip() else None
+                    if row is not None and row["greenhouse_id"] == greenhouse_id:
+                        best = max(best, int(row["seq"]))
+            return int(best)
+
     def record_decision(self, row: dict[str, Any]) -> bool:
         """True if written to the database, False if spooled."""
         return self._write("decision", row)
@@ -73,6 +91,73 @@ class DecisionRecorder:
                             row.get("seq"), exc.__class__.__name__)
                 self._spool(kind, row)
                 return False
+
+    def record_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> bool:
+        """Group commit: every row in one transaction (True), or all spooled with one fsync (False).
+
+        The same rules as one record at a time: order kept behind an existing spool, the spool
+        when the database is down. A row already stored (same greenhouse and seq, e.g. a journal
+        replayed after a crash) is skipped, never doubled.
+        """
+        if not items:
+            return True
+        with self._lock:
+            if self.spool_path.exists() and self.spooled:
+                self._spool_many(items)
+                return False
+            try:
+                try:
+                    self._insert_many(items)
+                except IntegrityError:
+                    self._insert_missing(items)
+                return True
+            except OperationalError as exc:
+                log.warning("database unavailable, spooling %d records: %s", len(items), exc.__class__.__name__)
+                self._spool_many(items)
+                return False
+
+    def stored_keys(self, kind: str, keys: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+        """The (greenhouse, seq) pairs among ``keys`` that the database already holds."""
+        model = Decision if kind == "decision" else ModeChange
+        wanted = set(keys)
+        found: set[tuple[str, int]] = set()
+        with self.sessions() as session:
+            for gh in {g for g, _ in wanted}:
+                seqs = [q for g, q in wanted if g == gh]
+                found |= {(gh, int(q)) for q in session.scalars(
+                    select(model.seq).where(model.greenhouse_id == gh, model.seq.in_(seqs)))}
+        return found
+
+    def _insert_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        with self.sessions.begin() as session:
+            start = 0
+            for end in range(1, len(items) + 1):  # consecutive runs of one kind, in order
+                if end == len(items) or items[end][0] != items[start][0]:
+                    model = Decision if items[start][0] == "decision" else ModeChange
+                    session.execute(insert(model), [row for _, row in items[start:end]])
+                    start = end
+
+    def _insert_missing(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """One by one, skipping rows whose (greenhouse, seq) is already stored."""
+        for kind, row in items:
+            model = Decision if kind == "decision" else ModeChange
+            try:
+                with self.sessions.begin() as session:
+                    exists = session.scalar(select(model.id).where(model.greenhouse_id == row["greenhouse_id"],
+                                                                    model.seq == row["seq"]))
+                    if exists is None:
+                        session.add(model(**row))
+            except IntegrityError as exc:  # another unique key (cmd_id) under another seq: cannot be stored
+                log.error("%s %s/%s conflicts with a stored record: %s; row %s", kind, row.get("greenhouse_id"),
+                          row.get("seq"), exc.__class__.__name__, json.dumps(row, default=_json_default))
+
+    def _spool_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        lines = "".join(json.dumps({"kind": k, "row": r}, default=_json_default, separators=(",", ":")) + "\n"
+                        for k, r in items)
+        with self.spool_path.open("a", encoding="utf-8") as fh:
+            fh.write(lines)
+            fh.flush()
+            os.fsync(fh.fileno())
 
     def _insert(self, kind: str, row: dict[str, Any]) -> None:
         model = Decision if kind == "decision" else ModeChange

@@ -2,7 +2,8 @@
 
 The demo needs nothing but this package: an SQLite file, the configured MQTT broker or an
 embedded one (amqtt) when nothing listens on the port, a plant simulator with two greenhouses
-at accelerated time, the shipped ensemble, and the API on http://127.0.0.1:8000.
+at accelerated time, the shipped ensemble, and the API on http://127.0.0.1:8000 with one login
+per role (fresh passwords at every start, printed once).
 """
 
 from __future__ import annotations
@@ -67,14 +68,37 @@ class EmbeddedBroker:
         self._thread.join(timeout=5)
 
 
+def demo_logins(url: str) -> dict[str, str]:
+    """One account per role, named after it, with a new password each run: {username: password}."""
+    from app.auth.passwords import generate_password
+    from app.auth.roles import ROLES
+    from app.auth.users import UserExists, create_user, set_password
+    from app.core.db import make_engine, make_session_factory
+
+    logins: dict[str, str] = {}
+    engine = make_engine(url)
+    try:
+        with make_session_factory(engine)() as session:
+            for role in ROLES:
+                password = generate_password()
+                try:
+                    create_user(session=session, username=role, password=password, roles=[role])
+                except UserExists:  # an earlier run made it; a new password revokes its old tokens
+                    set_password(session=session, username=role, password=password)
+                logins[role] = password
+    finally:
+        engine.dispose()
+    return logins
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.core.config import Settings
+    from app.core.config import get_settings
     from app.main import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    app = create_app(Settings(), state_dir=Path(args.state_dir))
+    app = create_app(get_settings(), state_dir=Path(args.state_dir))  # secret files count, as in deploy/
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 
@@ -99,6 +123,7 @@ def run_demo(args: argparse.Namespace) -> int:
     for gh in ("gh1", "gh2"):
         with contextlib.suppress(ValueError):  # already registered on an earlier run
             db_cli.add_greenhouse(url, gh, zones=6, soil="loam")
+    logins = demo_logins(url)
 
     target = parse_mqtt_url(settings.mqtt_url)
     broker = None
@@ -122,9 +147,11 @@ def run_demo(args: argparse.Namespace) -> int:
         while not server.started and not serve.done():
             await asyncio.sleep(0.1)
         sim_thread.start()
-        print(f"\ngreentwin demo: API on http://127.0.0.1:{args.port}  (try /api/greenhouses, /metrics, /docs)")
-        print("two simulated greenhouses (gh1, gh2, loam soil) at "
-              f"{args.speed:g}x speed; the dashboard and its login arrive with the dashboard issue.")
+        print(f"\ngreentwin demo: API on http://127.0.0.1:{args.port}  (try /docs, /api/greenhouses, /metrics)")
+        print(f"two simulated greenhouses (gh1, gh2, loam soil) at {args.speed:g}x speed.")
+        print("logins for the dashboard and POST /api/auth/login (new passwords at every start):")
+        for name, password in logins.items():
+            print(f"  {name:<11} {password}")
         print("Ctrl-C stops everything.\n")
         await serve
 

@@ -1,7 +1,9 @@
 """Encrypted, tamper-evident audit trail (storage-independent core).
 
-:mod:`audit.crypto` owns keys and primitives (AES-256-GCM, Ed25519), :mod:`audit.chain`
-owns records, the hash chain and verification, :mod:`audit.errors` the exceptions.
+:mod:`audit.crypto` owns keys and primitives (AES-256-GCM, Ed25519); :mod:`audit.canonical`
+the canonical encodings; :mod:`audit.sealing` records and the chain writer;
+:mod:`audit.statements` signed checkpoints and anchors; :mod:`audit.verify` verification
+(:mod:`audit.chain` gathers those four); :mod:`audit.errors` the exceptions.
 """
 
 from __future__ import annotations

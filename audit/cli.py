@@ -1,4 +1,4 @@
-"""Handlers behind ``greentwin audit verify`` and ``greentwin audit purge``.
+"""Handlers behind ``greentwin audit verify``, ``audit purge`` and ``audit keygen``.
 
 Key material, in order: the keyring JSON in ``GREENTWIN_AUDIT_KEYS``, else
 ``Settings().audit_key`` (keyring JSON text, or the path of a keyring JSON file); the Ed25519
@@ -151,4 +151,51 @@ def run_purge(args: argparse.Namespace) -> int:
             f"purged {r.greenhouse_id}: {r.records_deleted} records through seq {r.anchor.seq} "
             f"(anchor signed; purge entry seq {r.record.seq})"
         )
+    return EXIT_OK
+
+
+KEYRING_FILE, SIGNING_KEY_FILE = "greentwin_audit_key", "audit_signing_key"
+"""File names ``audit keygen --out`` writes: the keyring is named like its setting, so the folder
+can serve as ``GREENTWIN_SECRETS_DIR``."""
+
+
+def _write_secret(path: Path, data: bytes) -> None:
+    """Create ``path`` readable by its owner only; never overwrite an existing key."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def run_keygen(args: argparse.Namespace) -> int:
+    """``greentwin audit keygen --out DIR`` or ``--rotate FILE``; prints key ids, never key material.
+
+    Rotation rewrites the keyring atomically with a new current key in front; old keys stay so
+    old records still decrypt. Each record names its key id, so the switch is visible in every
+    chain from the first record sealed after the service restarts with the new keyring.
+    """
+    try:
+        if args.rotate:
+            path = Path(args.rotate)
+            old = Keyring.from_file(path)
+            new = old.rotate()
+            tmp = path.with_name(path.name + ".new")
+            tmp.unlink(missing_ok=True)
+            _write_secret(tmp, new.to_json().encode())
+            os.replace(tmp, path)
+            print(f"rotated {path}: current key {new.current_key_id} (was {old.current_key_id}); "
+                  f"{len(new)} keys kept for decryption")
+            return EXIT_OK
+        folder = Path(args.out)
+        folder.mkdir(parents=True, exist_ok=True)
+        keyring, signer = Keyring.generate(), Signer.generate()
+        _write_secret(folder / KEYRING_FILE, keyring.to_json().encode())
+        _write_secret(folder / SIGNING_KEY_FILE, signer.to_pem())
+    except FileExistsError as exc:
+        print(f"error: {exc.filename} exists; refusing to overwrite a key", file=sys.stderr)
+        return EXIT_USAGE
+    except (OSError, AuditError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {folder / KEYRING_FILE} (key {keyring.current_key_id}) and {folder / SIGNING_KEY_FILE}; "
+          f"set GREENTWIN_AUDIT_KEY={folder / KEYRING_FILE} and GREENTWIN_AUDIT_SIGNING_KEY={folder / SIGNING_KEY_FILE}")
     return EXIT_OK

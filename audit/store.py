@@ -7,6 +7,11 @@ the database:
 * appends seal and insert inside one transaction under a per-greenhouse lock; if the insert
   fails the cached chain is dropped and the next append resumes from the newest *stored*
   record, so a failed write can never fork the chain;
+* records go in with the fastest bulk path of the database (:mod:`audit.bulk`: COPY on
+  PostgreSQL, one executemany on SQLite). Optionally (``seal_ahead``), on PostgreSQL a long
+  batch is written in chunks while a worker thread seals the next one (:mod:`audit.pipeline`);
+  a batch is one transaction either way, and :meth:`AuditStore.append_many` returns only after
+  its commit;
 * every ``checkpoint_every``-th seq gets a signed checkpoint in the same transaction, so a
   rewritten history or a truncated tail is caught even by someone holding the AES keys;
 * records are read back in seq order through a server-side cursor (``yield_per``), so verifying
@@ -29,6 +34,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, delete, func, insert, select, text, union
 
 from app.models import AuditCheckpoint, AuditPurgeToken, AuditRecord
+from audit.bulk import bulk_writer
 from audit.chain import (
     Anchor,
     AuditChain,
@@ -37,13 +43,13 @@ from audit.chain import (
     SignedCheckpoint,
     VerifyResult,
     iso_utc,
-    parse_iso_utc,
     sign_anchor,
     sign_checkpoint,
     verify_chain,
 )
 from audit.crypto import Keyring, Signer
 from audit.errors import AuditTamperError
+from audit.pipeline import SealAhead
 
 MIN_RETENTION_DAYS = 180
 """Records younger than this are never purged, whatever the caller asks for."""
@@ -91,22 +97,6 @@ class PurgeResult:
     record: SealedRecord
 
 
-def _record_row(record: SealedRecord) -> dict[str, Any]:
-    return {
-        "greenhouse_id": record.greenhouse_id,
-        "seq": record.seq,
-        "ts": record.ts,
-        "ts_at": parse_iso_utc(record.ts),
-        "kind": record.kind,
-        "actor": record.actor,
-        "key_id": record.key_id,
-        "nonce": record.nonce,
-        "ciphertext": record.ciphertext,
-        "prev_hash": record.prev_hash,
-        "record_hash": record.record_hash,
-    }
-
-
 def _statement_row(kind: str, st: SignedCheckpoint | Anchor) -> dict[str, Any]:
     return {
         "greenhouse_id": st.greenhouse_id,
@@ -123,13 +113,29 @@ class AuditStore:
 
     ``keyring`` seals and opens records, ``signer`` signs checkpoints and anchors (its public
     key verifies them). Thread-safe: writes to one greenhouse are serialised.
+
+    ``seal_ahead=N`` seals batches longer than N records one chunk of N ahead of the write, in a
+    worker thread that lives for that call only, where the database leaves the GIL free while it
+    works (PostgreSQL). It pays only with a spare CPU core: on a host whose cores are busy it costs
+    CPU (two threads taking turns with the GIL) and gains no throughput, so it is off by default
+    (``bench/audit_append.py --seal-ahead N`` measures both).
     """
 
     def __init__(
-        self, engine: Engine, keyring: Keyring, signer: Signer, *, checkpoint_every: int = 1000
+        self,
+        engine: Engine,
+        keyring: Keyring,
+        signer: Signer,
+        *,
+        checkpoint_every: int = 1000,
+        seal_ahead: int | None = None,
     ) -> None:
         if type(checkpoint_every) is not int or checkpoint_every < 1:
             raise ValueError("checkpoint_every must be an int >= 1")
+        if seal_ahead is not None and (type(seal_ahead) is not int or seal_ahead < 1):
+            raise ValueError("seal_ahead must be None or an int >= 1")
+        self._bulk = bulk_writer(engine.dialect)
+        self._seal_ahead = seal_ahead if self._bulk.overlaps else None
         self._engine = engine
         self._keyring = keyring
         self._signer = signer
@@ -165,15 +171,26 @@ class AuditStore:
         return record
 
     def append_many(self, greenhouse_id: str, events: Iterable[AuditEvent]) -> list[SealedRecord]:
-        """Seal and store a batch in one transaction: all stored, or none and the chain unmoved."""
+        """Seal and store a batch in one transaction: all stored, or none and the chain unmoved.
+
+        Returns after the commit, so every returned record is durable. All database work runs
+        in the calling thread; with ``seal_ahead`` a worker seals the next chunk meanwhile and is
+        joined before this returns.
+        """
         events = list(events)
         if not events:
             return []
         with self._lock(greenhouse_id):
             try:
                 with self._engine.begin() as conn:
-                    records = self._chain(conn, greenhouse_id).append_many(events)
-                    self._insert(conn, records)
+                    records: list[SealedRecord] = []
+                    chunk = self._seal_ahead or len(events)
+                    chain = self._chain(conn, greenhouse_id)
+                    with SealAhead(chain, events, chunk, self._bulk.prepare) as sealed:
+                        for chunk_records, prepared in sealed:
+                            self._bulk.write(conn, prepared)
+                            self._checkpoint_records(conn, chunk_records)
+                            records += chunk_records
             except BaseException:
                 # The chain's head already moved past records that may not be stored.
                 self._chains.pop(greenhouse_id, None)
@@ -214,7 +231,11 @@ class AuditStore:
         return chain
 
     def _insert(self, conn: Connection, records: list[SealedRecord]) -> None:
-        conn.execute(insert(AuditRecord), [_record_row(r) for r in records])
+        self._bulk.insert(conn, records)
+        self._checkpoint_records(conn, records)
+
+    def _checkpoint_records(self, conn: Connection, records: list[SealedRecord]) -> None:
+        """Sign and store a checkpoint for every ``checkpoint_every``-th seq among ``records``."""
         every = self._checkpoint_every
         cps = [
             sign_checkpoint(self._signer, r.greenhouse_id, r.seq, r.record_hash)

@@ -3,7 +3,7 @@
 Baseline (same run): gymnasium's SyncVectorEnv over B=64 single-instance ``GreenhouseEnv``s,
 i.e. what an RL user gets by wrapping a one-greenhouse simulator.
 
-    python bench/twin_throughput.py [--sizes 1,64,4096,65536] [--backends numpy,torch] [--seconds 3]
+    python bench/twin_throughput.py [--sizes 1,64,4096,65536] [--backends numpy,torch] [--seconds 3] [--threads N]
 """
 
 from __future__ import annotations
@@ -68,10 +68,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,64,4096,65536")
     parser.add_argument("--backends", default="numpy,torch")
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads (0: torch's default); 1 gives steadier numbers on a shared machine")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--compile-sizes", default="4096,65536",
                         help="sizes also timed with torch.compile (each costs ~40 s of compilation); '' for none")
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     sizes = [int(s) for s in args.sizes.split(",")]
     targets = [(name, "cpu", False) for name in args.backends.split(",")]
     compile_sizes = {int(s) for s in args.compile_sizes.split(",") if s}

@@ -73,6 +73,9 @@ class PPOConfig:
     """Seeds torch and the twin."""
     device: str = "cpu"
     """Torch device for the twin, rollout buffers and network."""
+    workers: int = 0
+    """Twin worker processes for the rollouts (0: one in-process torch twin). With W > 0 the B instances
+    are split over W numpy twins in shared memory (:mod:`policy.parallel`); a crashed worker is restarted."""
     dt_s: float = 600.0
     """Twin control step [s]."""
     episode_days: float = 30.0
@@ -81,6 +84,8 @@ class PPOConfig:
     """Further TwinConfig keyword overrides as (key, value) pairs (kept hashable)."""
 
     def __post_init__(self) -> None:
+        if not 0 <= self.workers <= max(1, self.num_envs // 2):
+            raise ValueError(f"workers must be between 0 and num_envs // 2 ({self.num_envs // 2}), got {self.workers}")
         if self.batch_size % self.num_minibatches:
             raise ValueError(f"num_envs * num_steps ({self.batch_size}) must be divisible by "
                              f"num_minibatches ({self.num_minibatches})")

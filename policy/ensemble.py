@@ -23,9 +23,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from numpy.typing import ArrayLike
 from tqdm import tqdm  # type: ignore[import-untyped]
 
+from policy.baselines import ThresholdExpert
 from policy.checkpoint import (
     CheckpointError,
     atomic_torch_save,
@@ -39,8 +41,9 @@ from policy.checkpoint import (
     write_ensemble_manifest,
 )
 from policy.config import PPOConfig
-from policy.networks import ActorCritic
+from policy.networks import ACTION_SCALE, RESIDUAL_KAPPA, RESIDUAL_MEAN_EPS, ActorCritic
 from policy.ppo import IterationMetrics, TrainSnapshot, make_twin, train
+from policy.residual import ExpertPrior, expert_prior, interlock
 from safety.report import Decision
 from safety.voting import vote
 from twin.spec import ActionSpec
@@ -64,6 +67,7 @@ class Ensemble:
         self.obs_dim, self.zones = shapes.pop()
         spec = ActionSpec(self.zones)
         self._low, self._high = spec.low, spec.high
+        self._stacked: bool | None = None  # whether act_stacked can serve the members (decided at first use)
 
     def __len__(self) -> int:
         return len(self.members)
@@ -83,13 +87,24 @@ class Ensemble:
         if x.ndim != 2 or x.shape[1] != self.obs_dim:
             raise ValueError(f"observations must have shape (N, {self.obs_dim}) or ({self.obs_dim},), "
                              f"got {np.shape(obs)}")
-        outs = []
+        if self._stacked is None:
+            self._stacked = _stackable(self.members)
         with torch.no_grad():
-            for m in self.members:
-                device = next(m.parameters()).device
-                outs.append(m.act(torch.from_numpy(x).to(device)).cpu().numpy())
-        proposals = np.clip(np.stack(outs), self._low, self._high)
+            if self._stacked:
+                device = next(self.members[0].parameters()).device
+                stacked = act_stacked(self.members, torch.from_numpy(x).to(device)).cpu().numpy()
+            else:
+                stacked = np.stack([m.act(torch.from_numpy(x).to(next(m.parameters()).device)).cpu().numpy()
+                                    for m in self.members])
+        proposals = np.clip(stacked, self._low, self._high)
         return proposals[:, 0] if single else proposals
+
+    def propose_many(self, obs: ArrayLike | torch.Tensor) -> np.ndarray:
+        """(N, D) observations -> (K, N, Z+2) proposals: the service's micro-batch in one call."""
+        x = np.asarray(obs.detach().cpu() if isinstance(obs, torch.Tensor) else obs, dtype=np.float32)
+        if x.ndim != 2:
+            raise ValueError(f"propose_many takes a batch of shape (N, {self.obs_dim}), got {x.shape}")
+        return self.propose(x)
 
     def aggregate(self, proposals: ArrayLike, **vote_kwargs: Any) -> Decision:
         """Vote one action from (K, Z+2) proposals (see :func:`safety.voting.vote` for the options)."""
@@ -101,6 +116,63 @@ class Ensemble:
         if x.ndim != 1:
             raise ValueError(f"decide takes one observation of shape ({self.obs_dim},), got {x.shape}")
         return self.aggregate(self.propose(x), **vote_kwargs)
+
+
+def _stackable(members: Sequence[ActorCritic]) -> bool:
+    """Members :func:`act_stacked` can serve together: one device, one torso shape, one residual mode."""
+    def layout(m: ActorCritic) -> tuple[Any, ...]:
+        torso = tuple((type(layer).__name__, tuple(getattr(layer, "weight", torch.empty(0)).shape))
+                      for layer in m.actor_torso)
+        return torso, tuple(m.actor_head.weight.shape), m.is_residual, next(m.parameters()).device
+    first = layout(members[0])
+    return all(layout(m) == first for m in members[1:]) and [t for t, _ in first[0]] == [
+        "Linear", "Tanh", "Linear", "Tanh"]
+
+
+@torch.no_grad()
+def act_stacked(members: Sequence[ActorCritic], obs: torch.Tensor) -> torch.Tensor:
+    """Every member's :meth:`ActorCritic.act` on ``obs`` (N, D) at once: (K, N, Z+2), bit for bit.
+
+    Serving's cost for a small batch is Python and dispatch overhead, not arithmetic, so the
+    element-wise work (normalising, the residual prior, the Beta's mode or mean, the interlock)
+    runs once over a stacked (K, N, .) tensor, and a residual expert's prior, which depends on
+    the observation only, is computed once per distinct expert. Each member keeps its own
+    ``F.linear`` calls, the same kernels on the same shapes as ``act``, and element-wise ops
+    give the same floats stacked or not, so the actions are identical to ``act``'s.
+    """
+    k, z = len(members), members[0].zones
+    mean = torch.stack([m.obs_rms.mean for m in members])[:, None, :].to(obs.dtype)
+    std = torch.sqrt(torch.stack([m.obs_rms.var for m in members])[:, None, :].to(obs.dtype) + 1e-8)
+    h = ((obs[None] - mean) / std).clamp(-10.0, 10.0)
+    for i in (0, 2):
+        h = torch.stack([F.linear(h[j], m.actor_torso[i].weight, m.actor_torso[i].bias)
+                         for j, m in enumerate(members)]).tanh()
+    out = torch.stack([F.linear(h[j], m.actor_head.weight, m.actor_head.bias) for j, m in enumerate(members)])
+    logits, conc = out[..., :z], out[..., z:]
+    if members[0].is_residual:
+        cfgs = [tuple(m.residual_cfg.tolist()) for m in members]
+        priors: dict[tuple[float, ...], ExpertPrior] = {}
+        for _, refill, stop, pump, _ in cfgs:
+            if (refill, stop, pump) not in priors:
+                expert = ThresholdExpert(zones=z, refill=refill, stop=stop, pump_pct=pump)
+                priors[(refill, stop, pump)] = expert_prior(expert, obs)
+        chosen = [priors[(c[1], c[2], c[3])] for c in cfgs]
+        valves = torch.stack([p.valves for p in chosen]).to(logits.dtype)
+        cont = torch.stack([p.cont for p in chosen]).to(conc.dtype)
+        prior_logit = torch.tensor([c[4] for c in cfgs], dtype=logits.dtype, device=obs.device)[:, None, None]
+        logits = logits + prior_logit * (2.0 * valves - 1.0)
+        mode = torch.sigmoid(torch.logit(cont.clamp(RESIDUAL_MEAN_EPS, 1.0 - RESIDUAL_MEAN_EPS)) + conc[..., :2])
+        kappa = RESIDUAL_KAPPA * conc[..., 2:].clamp(-5.0, 5.0).exp()
+        a, b = 1.0 + mode * kappa, 1.0 + (1.0 - mode) * kappa
+        u = (a - 1.0) / (a + b - 2.0)  # the Beta's mode, as act takes it
+    else:
+        c = 1.0 + conc.clamp(-10.0, 8.0).exp()
+        a, b = c[..., :2], c[..., 2:]
+        u = a / (a + b)  # the Beta's mean
+    action = torch.cat([(torch.sigmoid(logits) >= 0.5).to(obs.dtype), u.to(obs.dtype) * ACTION_SCALE], dim=-1)
+    n = obs.shape[0]
+    flat_obs = obs[None].expand(k, *obs.shape).reshape(k * n, obs.shape[-1])
+    return interlock(action.reshape(k * n, z + 2), z, flat_obs).reshape(k, n, z + 2)
 
 
 def load_ensemble(directory: str | Path, *, expected_zones: int | None = None,

@@ -260,4 +260,11 @@ class EnsembleController:
         self.zones = zones
 
     def __call__(self, obs: Any) -> np.ndarray:
-        return ensemble_vote(self.ensemble.propose(obs), self.zones)
+        import torch
+
+        from policy.residual import interlock
+
+        voted = ensemble_vote(self.ensemble.propose(obs), self.zones)
+        # Members' actions are interlocked one by one; the vote of safe actions need not be safe.
+        safe = interlock(torch.from_numpy(voted), self.zones, torch.as_tensor(_to_numpy(obs), dtype=torch.float32))
+        return safe.numpy()

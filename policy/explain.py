@@ -256,11 +256,33 @@ def explain(ensemble: Ensemble, obs: np.ndarray, confidence: float, *, steps: in
     x = np.asarray(obs, dtype=np.float32)
     if x.shape != (spec.dim,):
         raise ValueError(f"explain takes one observation of shape ({spec.dim},), got {x.shape}")
-    base = (neutral_baseline(x, spec, typical_observation(ensemble.members)) if baseline is None
-            else np.asarray(baseline, dtype=np.float32))
-    attr, fx, fb = _attributions(ensemble, x[None], base[None], steps)
-    return Explanation(float(confidence), _factors(attr[0], x, base, spec), float(fx[0]), float(fb[0]),
-                       float(attr[0].sum()), len(ensemble), steps)
+    base = None if baseline is None else np.asarray(baseline, dtype=np.float32)[None]
+    return explain_many(ensemble, x[None], [confidence], steps=steps, baselines=base)[0]
+
+
+def explain_many(ensemble: Ensemble, obs: ArrayLike, confidences: Sequence[float], *, steps: int = 32,
+                 baselines: np.ndarray | None = None) -> list[Explanation]:
+    """:func:`explain` for N observations (N, D) in one integrated-gradients pass.
+
+    Each observation is explained against its own baseline, exactly as one by one: the path
+    points of all N are one (N * (steps + 2), D) batch, so the service explains a whole
+    micro-batch of decisions for about the price of one.
+    """
+    spec = _spec_for(ensemble)
+    x = np.asarray(obs, dtype=np.float32)
+    if x.ndim != 2 or x.shape[1] != spec.dim:
+        raise ValueError(f"explain_many takes observations of shape (N, {spec.dim}), got {x.shape}")
+    if len(confidences) != len(x):
+        raise ValueError(f"{len(x)} observations but {len(confidences)} confidences")
+    if len(x) == 0:
+        return []
+    base = (neutral_baseline(x, spec, typical_observation(ensemble.members)) if baselines is None
+            else np.asarray(baselines, dtype=np.float32))
+    if base.shape != x.shape:
+        raise ValueError(f"baselines must have the observations' shape {x.shape}, got {base.shape}")
+    attr, fx, fb = _attributions(ensemble, x, base, steps)
+    return [Explanation(float(c), _factors(attr[i], x[i], base[i], spec), float(fx[i]), float(fb[i]),
+                        float(attr[i].sum()), len(ensemble), steps) for i, c in enumerate(confidences)]
 
 
 def saliency_over_time(ensemble: Ensemble, history: ArrayLike, *, steps: int = 16) -> np.ndarray:
@@ -268,14 +290,22 @@ def saliency_over_time(ensemble: Ensemble, history: ArrayLike, *, steps: int = 1
 
     Each step is explained against its own neutral baseline, all T in one batched pass.
     """
+    return saliency_many(ensemble, [history], steps=steps)[0]
+
+
+def saliency_many(ensemble: Ensemble, histories: Sequence[ArrayLike], *, steps: int = 16) -> list[np.ndarray]:
+    """:func:`saliency_over_time` for several histories (T_i, D) in one batched pass."""
     spec = _spec_for(ensemble)
-    h = np.asarray(history, dtype=np.float32)
-    if h.ndim != 2 or h.shape[1] != spec.dim:
-        raise ValueError(f"history must have shape (T, {spec.dim}), got {h.shape}")
-    if h.shape[0] == 0:
-        return np.zeros((0, spec.dim), dtype=np.float32)
-    base = neutral_baseline(h, spec, typical_observation(ensemble.members))
-    return _attributions(ensemble, h, base, steps)[0]
+    hs = [np.asarray(h, dtype=np.float32) for h in histories]
+    for h in hs:
+        if h.ndim != 2 or h.shape[1] != spec.dim:
+            raise ValueError(f"history must have shape (T, {spec.dim}), got {h.shape}")
+    rows = np.concatenate(hs) if hs else np.zeros((0, spec.dim), dtype=np.float32)
+    if len(rows) == 0:
+        return [np.zeros((0, spec.dim), dtype=np.float32) for _ in hs]
+    base = neutral_baseline(rows, spec, typical_observation(ensemble.members))
+    attr = _attributions(ensemble, rows, base, steps)[0]
+    return np.split(attr, np.cumsum([len(h) for h in hs])[:-1])
 
 
 # ---- history ---------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from torch.distributions import Bernoulli, Beta
 
 from policy.baselines import ThresholdExpert
 from policy.normalize import RunningMeanStd
-from policy.residual import expert_prior, interlock
+from policy.residual import ExpertPrior, expert_prior, interlock
 
 BETA_EPS = 1e-4
 """Scaled continuous actions are clamped into (eps, 1 - eps): Beta log-densities are infinite at 0 and 1."""
@@ -62,6 +62,7 @@ class ActorCritic(nn.Module):
         cfg = [0.0, 0.0, 0.0, 0.0, 0.0] if residual is None else \
             [1.0, residual.refill, residual.stop, residual.pump_pct, prior_logit]
         self.register_buffer("residual_cfg", torch.tensor(cfg, dtype=torch.float64))
+        self._residual_cache: tuple[torch.Tensor, int, ThresholdExpert | None, float] | None = None
         self.obs_rms = RunningMeanStd((obs_dim,))
         self.actor_torso = mlp(obs_dim, hidden)
         self.critic_torso = self.actor_torso if shared_torso else mlp(obs_dim, hidden)
@@ -75,61 +76,111 @@ class ActorCritic(nn.Module):
         """Fold a batch of raw observations into the normaliser (call on rollouts, not on updates)."""
         self.obs_rms.update(obs)
 
+    def _residual_settings(self) -> tuple[ThresholdExpert | None, float]:
+        """(expert, prior logit) read from the ``residual_cfg`` buffer, once per change of it.
+
+        Every forward needs them; reading the buffer each time would cost a device sync.
+        """
+        buf = self.residual_cfg
+        cache = getattr(self, "_residual_cache", None)  # absent on modules unpickled from older versions
+        if cache is None or cache[0] is not buf or cache[1] != buf._version:  # replaced, or changed in place
+            enabled, refill, stop, pump, logit = buf.tolist()
+            expert = ThresholdExpert(zones=self.zones, refill=refill, stop=stop, pump_pct=pump) if enabled > 0.5 \
+                else None
+            cache = self._residual_cache = (buf, buf._version, expert, logit)
+        return cache[2], cache[3]
+
     @property
     def is_residual(self) -> bool:
-        return bool(self.residual_cfg[0] > 0.5)
+        return self._residual_settings()[0] is not None
 
     def expert(self) -> ThresholdExpert | None:
         """The expert a residual policy adjusts (None in the plain mode)."""
-        if not self.is_residual:
-            return None
-        _, refill, stop, pump, _ = self.residual_cfg.tolist()
-        return ThresholdExpert(zones=self.zones, refill=refill, stop=stop, pump_pct=pump)
+        return self._residual_settings()[0]
+
+    def prior(self, obs: torch.Tensor) -> ExpertPrior | None:
+        """The expert's decision a residual policy adjusts, for raw observations (None in the plain
+        mode). A function of the observation only: compute it once and pass it to every
+        :meth:`distributions` call on the same observations."""
+        expert = self.expert()
+        return None if expert is None else expert_prior(expert, obs)
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: object, **kwargs: object) -> None:
         # Checkpoints from before residual mode lack the buffer: they are plain policies.
         state_dict.setdefault(prefix + "residual_cfg", torch.zeros(5, dtype=torch.float64))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)  # type: ignore[arg-type]
 
-    def distributions(self, obs: torch.Tensor) -> tuple[Bernoulli, Beta]:
-        """Valve Bernoullis [B, zones] and pump/lights Betas [B, 2] for raw observations."""
-        h = self.actor_torso(self.obs_rms.normalize(obs))
+    def distributions(self, obs: torch.Tensor, prior: ExpertPrior | None = None) -> tuple[Bernoulli, Beta]:
+        """Valve Bernoullis [B, zones] and pump/lights Betas [B, 2] for raw observations.
+
+        ``prior``: :meth:`prior` of the same observations, if the caller has it already.
+        Parameters are finite and in range by construction (a finite network, concentrations
+        >= 1), so the distributions skip their argument checks: each costs a device sync.
+        """
+        return self._distributions(obs, self.obs_rms.normalize(obs), prior)
+
+    def _distributions(self, obs: torch.Tensor, x: torch.Tensor, prior: ExpertPrior | None
+                       ) -> tuple[Bernoulli, Beta]:
+        """:meth:`distributions` given ``x``, the normalised ``obs`` (the value head shares it)."""
+        h = self.actor_torso(x)
         out = self.actor_head(h)
         logits, conc = out[:, : self.zones], out[:, self.zones:]
-        expert = self.expert()
+        expert, prior_logit = self._residual_settings()
         if expert is not None:
-            prior = expert_prior(expert, obs)
-            prior_logit = float(self.residual_cfg[4])
+            if prior is None:
+                prior = expert_prior(expert, obs)
             logits = logits + prior_logit * (2.0 * prior.valves.to(logits.dtype) - 1.0)
             mode = torch.sigmoid(torch.logit(prior.cont.to(conc.dtype).clamp(RESIDUAL_MEAN_EPS, 1.0 - RESIDUAL_MEAN_EPS))
                                  + conc[:, :2])
             kappa = RESIDUAL_KAPPA * conc[:, 2:].clamp(-5.0, 5.0).exp()
             # alpha, beta > 1 so the mode (alpha - 1) / (alpha + beta - 2) is exactly `mode`.
-            return Bernoulli(logits=logits), Beta(1.0 + mode * kappa, 1.0 + (1.0 - mode) * kappa)
+            return (Bernoulli(logits=logits, validate_args=False),
+                    Beta(1.0 + mode * kappa, 1.0 + (1.0 - mode) * kappa, validate_args=False))
         # >= 1 keeps the density finite at the edges; exp (not softplus) lets BC reach the near-0
         # pump of "all valves closed" within a few hundred steps.
         conc = 1.0 + conc.clamp(-10.0, 8.0).exp()
-        return Bernoulli(logits=logits), Beta(conc[:, :2], conc[:, 2:])
+        return Bernoulli(logits=logits, validate_args=False), Beta(conc[:, :2], conc[:, 2:], validate_args=False)
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         """State value [B]."""
-        return self.critic_head(self.critic_torso(self.obs_rms.normalize(obs))).squeeze(-1)
+        return self._value(self.obs_rms.normalize(obs))
 
-    def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None
+    def _value(self, x: torch.Tensor) -> torch.Tensor:
+        return self.critic_head(self.critic_torso(x)).squeeze(-1)
+
+    def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None,
+                             prior: ExpertPrior | None = None
                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample (or evaluate the given) action: returns (action, logprob [B], entropy [B], value [B])."""
-        valves, cont = self.distributions(obs)
+        """Sample (or evaluate the given) action: returns (action, logprob [B], entropy [B], value [B]).
+
+        ``prior``: :meth:`prior` of ``obs`` when the caller has it (rollouts keep it for the update)."""
+        x = self.obs_rms.normalize(obs)
+        valves, cont = self._distributions(obs, x, prior)
+        action, v, u = self._draw(valves, cont, action)
+        logprob = valves.log_prob(v).sum(1) + cont.log_prob(u).sum(1)
+        entropy = valves.entropy().sum(1) + cont.entropy().sum(1)
+        return action, logprob, entropy, self._value(x)
+
+    def sample(self, obs: torch.Tensor, prior: ExpertPrior | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(action, logprob [B], value [B]): :meth:`get_action_and_value` without the entropy, which a
+        rollout discards; the same draws from the same generator, so the same results."""
+        x = self.obs_rms.normalize(obs)
+        valves, cont = self._distributions(obs, x, prior)
+        action, v, u = self._draw(valves, cont, None)
+        return action, valves.log_prob(v).sum(1) + cont.log_prob(u).sum(1), self._value(x)
+
+    def _draw(self, valves: Bernoulli, cont: Beta, action: torch.Tensor | None
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(action, valve samples, pump/lights fractions): a fresh sample, or those of ``action``."""
         if action is None:
             with torch.no_grad():
                 v = valves.sample()
                 u = cont.sample().clamp(BETA_EPS, 1.0 - BETA_EPS)
-            action = torch.cat([v, u * ACTION_SCALE], dim=1)
-        else:
-            v = (action[:, : self.zones] >= 0.5).to(action.dtype)
-            u = (action[:, self.zones:] / ACTION_SCALE).clamp(BETA_EPS, 1.0 - BETA_EPS)
-        logprob = valves.log_prob(v).sum(1) + cont.log_prob(u).sum(1)
-        entropy = valves.entropy().sum(1) + cont.entropy().sum(1)
-        return action, logprob, entropy, self.get_value(obs)
+            return torch.cat([v, u * ACTION_SCALE], dim=1), v, u
+        v = (action[:, : self.zones] >= 0.5).to(action.dtype)
+        u = (action[:, self.zones:] / ACTION_SCALE).clamp(BETA_EPS, 1.0 - BETA_EPS)
+        return action, v, u
 
     def log_prob_parts(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-valve log-probs [B, zones] and per-actuator continuous log-probs [B, 2] (for BC weighting)."""
@@ -149,4 +200,4 @@ class ActorCritic(nn.Module):
         else:
             u = cont.mean
         action = torch.cat([(valves.probs >= 0.5).to(obs.dtype), u.to(obs.dtype) * ACTION_SCALE], dim=1)
-        return interlock(action, self.zones)
+        return interlock(action, self.zones, obs)

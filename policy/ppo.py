@@ -28,10 +28,10 @@ from torch import nn
 from policy.baselines import ThresholdExpert
 from policy.bc import bc_loss, collect_expert_demos
 from policy.config import PPOConfig
+from policy.distributed import context as rank_context
 from policy.gae import compute_gae
 from policy.networks import ActorCritic
-from policy.normalize import InstanceRewardScaler
-from policy.residual import interlock
+from policy.residual import ExpertPrior, interlock
 from policy.tuning import load_tuned_threshold
 from twin import GreenhouseTwin
 from twin.types import TwinParams, TwinState
@@ -69,10 +69,14 @@ class TrainResult(NamedTuple):
     config: PPOConfig
 
 
-def make_twin(cfg: PPOConfig, num_instances: int | None = None, seed: int | None = None) -> GreenhouseTwin:
-    """The torch twin a config trains on (or a differently seeded/sized one for evaluation)."""
+def make_twin(cfg: PPOConfig, num_instances: int | None = None, seed: int | None = None,
+              instance_offset: int = 0) -> GreenhouseTwin:
+    """The torch twin a config trains on (or a differently seeded/sized one for evaluation).
+
+    ``instance_offset`` makes its instances those of rows offset.. of a larger twin (data-parallel ranks)."""
     return GreenhouseTwin(num_instances=num_instances or cfg.num_envs, backend="torch", device=cfg.device,
-                          seed=cfg.seed if seed is None else seed, **cfg.twin_kwargs())
+                          seed=cfg.seed if seed is None else seed, instance_offset=instance_offset,
+                          **cfg.twin_kwargs())
 
 
 def _rng_states(device: torch.device, gen: torch.Generator) -> dict[str, Any]:
@@ -100,15 +104,33 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
     With ``snapshot`` and ``snapshot_every > 0`` the callback receives a :data:`TrainSnapshot`
     after every ``snapshot_every``-th iteration (not after the last: the result is the final
     state). Passing one back as ``resume`` continues from it instead of starting over.
+    With ``cfg.workers > 0`` the rollouts run on worker processes (:mod:`policy.parallel`),
+    which are stopped and their shared memory released however training ends.
     """
+    if cfg.workers > 0:
+        from policy.parallel.vector import ShmVectorTwin
+
+        with ShmVectorTwin(cfg.num_envs, cfg.workers, seed=cfg.seed, device=cfg.device,
+                           instance_offset=rank_context().rank * cfg.num_envs, **cfg.twin_kwargs()) as vec:
+            return _train(cfg, progress=progress, resume=resume, snapshot=snapshot, snapshot_every=snapshot_every,
+                          twin=vec)
+    return _train(cfg, progress=progress, resume=resume, snapshot=snapshot, snapshot_every=snapshot_every)
+
+
+def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None, resume: TrainSnapshot | None,
+           snapshot: Callable[[TrainSnapshot], None] | None, snapshot_every: int, twin: Any = None) -> TrainResult:
+    """:func:`train` on ``twin`` (None: a fresh in-process torch twin, sharded over ranks)."""
     torch.manual_seed(cfg.seed)
+    ctx = rank_context()  # one rank unless torch.distributed is initialised (see policy.distributed)
+    resume, snapshot_every = ctx.sync_start(cfg, resume, snapshot_every)
     device = torch.device(cfg.device)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)  # minibatch shuffles and demo draws
-    twin = make_twin(cfg)
+    twin = make_twin(cfg, instance_offset=ctx.rank * cfg.num_envs) if twin is None else twin
     zones, obs_dim, act_dim = twin.config.zones, twin.observation_spec.dim, twin.action_spec.dim
     expert = dataclasses.replace(load_tuned_threshold(), zones=zones) if cfg.residual else None
     agent = ActorCritic(obs_dim, zones, cfg.hidden, cfg.shared_torso, residual=expert,
                         prior_logit=cfg.residual_prior_logit).to(device)
+    ctx.prepare(agent)
     optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5)
 
     # ---- expert demonstrations for the BC term --------------------------------------------
@@ -124,6 +146,7 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
             pick = torch.randint(demo_obs.shape[0], (cfg.minibatch_size,), generator=gen, device=device)
             optimizer.zero_grad()
             bc_loss(agent, demo_obs[pick], demo_act[pick], demo_open_rate, cfg.bc_valve_balance).loss.backward()
+            ctx.average_gradients(agent)
             nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
             optimizer.step()
 
@@ -137,7 +160,10 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
     final_val_buf = torch.zeros((T, B), device=device)
     term_buf = torch.zeros((T, B), dtype=torch.bool, device=device)
     trunc_buf = torch.zeros((T, B), dtype=torch.bool, device=device)
-    scaler = InstanceRewardScaler(B, cfg.gamma, device) if cfg.scale_rewards else None
+    # The residual expert's decision per observation, kept so the update need not recompute it.
+    prior_valves_buf = torch.zeros((T, B, zones), dtype=torch.bool, device=device)
+    prior_cont_buf = torch.zeros((T, B, 2), device=device)
+    scaler = ctx.reward_scaler(B, cfg.gamma, device) if cfg.scale_rewards else None
 
     next_obs = twin.reset()
     metrics: list[IterationMetrics] = []
@@ -153,9 +179,14 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
         if scaler is not None and resume["scaler"] is not None:
             scaler.stats.load_state_dict(resume["scaler"]["stats"])
             scaler.returns = resume["scaler"]["returns"].to(device)
-        all_ids = torch.arange(B, device=device)
-        twin.params.scatter_(all_ids, TwinParams(**{k: v.to(device) for k, v in resume["twin_params"].items()}))
-        twin.state.scatter_(all_ids, TwinState(**{k: v.to(device) for k, v in resume["twin_state"].items()}))
+        params = TwinParams(**{k: v.to(device) for k, v in resume["twin_params"].items()})
+        state = TwinState(**{k: v.to(device) for k, v in resume["twin_state"].items()})
+        if isinstance(twin, GreenhouseTwin):
+            all_ids = torch.arange(B, device=device)
+            twin.params.scatter_(all_ids, params)
+            twin.state.scatter_(all_ids, state)
+        else:  # worker processes hold the instances (policy.parallel)
+            twin.restore_episodes(params, state)
         next_obs = resume["next_obs"].to(device)
         metrics = [IterationMetrics(**m) for m in resume["metrics"]]
         env_steps, first_iteration = int(resume["env_steps"]), int(resume["iteration"]) + 1
@@ -166,12 +197,15 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
 
         # ---- collect ------------------------------------------------------------------------
         start = time.perf_counter()
-        with torch.no_grad():
+        with torch.inference_mode():
             for t in range(T):
                 obs_buf[t] = next_obs
-                action, logp, _, value = agent.get_action_and_value(next_obs)
+                prior = agent.prior(next_obs)
+                if prior is not None:
+                    prior_valves_buf[t], prior_cont_buf[t] = prior
+                action, logp, value = agent.sample(next_obs, prior)
                 # The twin sees the interlocked action (as in serving); PPO keeps the sampled one.
-                next_obs, reward, terminated, truncated, info = twin.step(interlock(action, zones))
+                next_obs, reward, terminated, truncated, info = twin.step(interlock(action, zones, next_obs))
                 act_buf[t], logp_buf[t], val_buf[t] = action, logp, value
                 rew_buf[t], term_buf[t], trunc_buf[t] = reward, terminated, truncated
                 final_val_buf[t] = 0.0
@@ -189,35 +223,42 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
         # ---- optimise -----------------------------------------------------------------------
         b_obs, b_act = obs_buf.reshape(-1, obs_dim), act_buf.reshape(-1, act_dim)
         b_logp, b_adv, b_ret = logp_buf.reshape(-1), advantages.reshape(-1), returns.reshape(-1)
+        b_prior_valves, b_prior_cont = prior_valves_buf.reshape(-1, zones), prior_cont_buf.reshape(-1, 2)
         bc_coef = cfg.bc_coef * max(0.0, 1.0 - (env_steps - T * B) / cfg.bc_decay_steps) if use_bc else 0.0
         actor_on = 1.0 if iteration > cfg.critic_warmup_iterations else 0.0
         sums = torch.zeros(7, device=device)  # pg, v, entropy, kl, clipfrac, bc, count
         for _ in range(cfg.update_epochs):
             perm = torch.randperm(cfg.batch_size, generator=gen, device=device)
             for mb in perm.split(cfg.minibatch_size):
-                _, new_logp, entropy, new_value = agent.get_action_and_value(b_obs[mb], b_act[mb])
-                log_ratio = new_logp - b_logp[mb]
+                # index_select takes the same rows as b_x[mb], without advanced indexing's overhead.
+                mb_obs, mb_act, mb_logp, adv, mb_ret = (x.index_select(0, mb)
+                                                        for x in (b_obs, b_act, b_logp, b_adv, b_ret))
+                prior = ExpertPrior(b_prior_valves.index_select(0, mb), b_prior_cont.index_select(0, mb)) \
+                    if agent.is_residual else None
+                _, new_logp, entropy, new_value = agent.get_action_and_value(mb_obs, mb_act, prior)
+                log_ratio = new_logp - mb_logp
                 ratio = log_ratio.exp()
                 with torch.no_grad():
                     approx_kl = ((ratio - 1.0) - log_ratio).mean()
                     clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
 
-                adv = b_adv[mb]
                 if cfg.norm_adv:
                     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
                 pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
-                v_loss = 0.5 * (new_value - b_ret[mb]).square().mean()
+                v_loss = 0.5 * (new_value - mb_ret).square().mean()
                 entropy_mean = entropy.mean()
                 loss = actor_on * (pg_loss - cfg.ent_coef * entropy_mean) + cfg.vf_coef * v_loss
 
                 bc_value = torch.zeros((), device=device)
                 if bc_coef > 0:
                     pick = torch.randint(demo_obs.shape[0], (mb.numel(),), generator=gen, device=device)
-                    bc_value = bc_loss(agent, demo_obs[pick], demo_act[pick], demo_open_rate, cfg.bc_valve_balance).loss
+                    bc_value = bc_loss(agent, demo_obs.index_select(0, pick), demo_act.index_select(0, pick),
+                                       demo_open_rate, cfg.bc_valve_balance).loss
                     loss = loss + bc_coef * bc_value
 
                 optimizer.zero_grad()
                 loss.backward()
+                ctx.average_gradients(agent)
                 nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
                 optimizer.step()
                 sums += torch.stack([pg_loss.detach(), v_loss.detach(), entropy_mean.detach(), approx_kl,
@@ -226,25 +267,25 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
         # Normaliser moves only between iterations, so stored log-probs match the update's.
         agent.update_obs_stats(b_obs)
         pg, vl, ent, kl, cf, bc, _ = (sums / sums[-1]).tolist()
-        m = IterationMetrics(
+        m = ctx.reduce_metrics(IterationMetrics(
             iteration=iteration, env_steps=env_steps, steps_per_s=steps_per_s,
             mean_reward=float(rew_buf.mean()), policy_loss=pg, value_loss=vl, entropy=ent, approx_kl=kl,
             clipfrac=cf, bc_loss=bc, bc_coef=bc_coef,
-            valve_open_rate=float((act_buf[..., :zones] >= 0.5).float().mean()), lr=lr)
+            valve_open_rate=float((act_buf[..., :zones] >= 0.5).float().mean()), lr=lr))
         metrics.append(m)
-        if progress is not None:
+        if progress is not None and ctx.is_main:
             progress(m)
-        if snapshot is not None and snapshot_every > 0 and iteration % snapshot_every == 0 \
+        if (snapshot is not None or ctx.active) and snapshot_every > 0 and iteration % snapshot_every == 0 \
                 and iteration < cfg.num_iterations:
-            snapshot({
+            snap: TrainSnapshot = {
                 "format": SNAPSHOT_FORMAT, "iteration": iteration, "env_steps": env_steps, "num_envs": B,
                 "agent": agent.state_dict(), "optimizer": optimizer.state_dict(),
                 "rng": _rng_states(device, gen),
                 "scaler": None if scaler is None else {"stats": scaler.stats.state_dict(),
                                                        "returns": scaler.returns.clone()},
-                "twin_params": {k: v.clone() for k, v in twin.params.arrays().items()},
-                "twin_state": {k: v.clone() for k, v in twin.state.arrays().items()},
-                "next_obs": next_obs.clone(),
+                **ctx.gather_instances(twin, next_obs),  # every rank's instances on a multi-rank run
                 "metrics": [m._asdict() for m in metrics],
-            })
+            }
+            if snapshot is not None and ctx.is_main:
+                snapshot(snap)
     return TrainResult(agent, metrics, cfg)

@@ -3,6 +3,10 @@
 The default output directory is derived from the preset and seed, so rerunning the same
 command after a kill continues the run instead of starting a new one. Torch is imported only
 when the command runs, so building the CLI parser stays cheap.
+
+Under ``torchrun`` (RANK / WORLD_SIZE / LOCAL_RANK set, more than one process) the command joins
+the process group itself and trains data-parallel (:mod:`policy.distributed`): every rank steps
+its own ``num_envs`` instances, and rank 0 alone prints, writes snapshots and saves members.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="held-out evaluation control steps per member (default: one simulated day; 0: none)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a PPOConfig field, e.g. --set total_steps=100000 (repeatable)")
+    parser.add_argument("--workers", type=int, default=None, metavar="W",
+                        help="step the twin in W worker processes over shared memory (default 0: in-process)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -78,6 +84,31 @@ def resolve_device(choice: str) -> str:
 
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``greentwin train``: 0 on success, 2 on bad arguments or an incompatible directory."""
+    from policy import distributed
+
+    try:
+        device = resolve_device(args.device)
+        created = distributed.init_from_env(device)
+    except (ValueError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    ctx = distributed.context()
+    try:
+        if not ctx.is_main:
+            from policy.ppo import train
+
+            distributed.follow(train)
+            return 0
+        try:
+            return _train_members(args, device, ctx.world_size)
+        finally:
+            distributed.release_followers()
+    finally:
+        if created:
+            distributed.shutdown()
+
+
+def _train_members(args: argparse.Namespace, device: str, world_size: int) -> int:
     from policy.checkpoint import CheckpointError
     from policy.config import PPOConfig
     from policy.ensemble import train_ensemble
@@ -85,15 +116,19 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         if args.members < 1:
             raise ValueError("--members must be >= 1")
-        device = resolve_device(args.device)
-        cfg = PPOConfig.preset(args.preset, seed=args.seed, device=device, **parse_overrides(args.overrides))
+        changes = parse_overrides(args.overrides)
+        if args.workers is not None:
+            changes["workers"] = args.workers
+        cfg = PPOConfig.preset(args.preset, seed=args.seed, device=device, **changes)
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else Path("runs") / f"ppo-{args.preset}-seed{args.seed}"
     eval_steps = args.eval_steps if args.eval_steps is not None else max(1, round(86400.0 / cfg.dt_s))
-    print(f"training {args.members} member(s), preset {args.preset} on {device}: {cfg.num_iterations} iterations "
-          f"x {cfg.batch_size} env steps each -> {out}")
+    where, each = (f"{world_size} ranks on {device}", "per rank") if world_size > 1 else (device, "each")
+    where += f" with {cfg.workers} twin workers" if cfg.workers else ""
+    print(f"training {args.members} member(s), preset {args.preset} on {where}: {cfg.num_iterations} iterations "
+          f"x {cfg.batch_size} env steps {each} -> {out}")
     try:
         result = train_ensemble(cfg, args.members, out, progress=not args.no_progress,
                                 snapshot_every=args.snapshot_every, eval_steps=eval_steps)

@@ -31,11 +31,20 @@ def saturation_vapour_kpa(xp: Any, t_c: Array) -> Array:
 
 def crop_coefficient(xp: Any, crop: CropConfig, day: Array) -> tuple[Array, Array]:
     """FAO-56 single crop coefficient curve (fig. 25) and the season fraction elapsed."""
+    return crop_kc(xp, crop, day), season_stage(xp, crop, day)
+
+
+def crop_kc(xp: Any, crop: CropConfig, day: Array) -> Array:
+    """The crop coefficient alone (the twin's step needs no stage)."""
     l1, l2, l3, l4 = crop.stage_days
-    kc = (crop.kc_ini + (crop.kc_mid - crop.kc_ini) * xp.clip((day - l1) / l2, 0.0, 1.0)
-          + (crop.kc_end - crop.kc_mid) * xp.clip((day - l1 - l2 - l3) / l4, 0.0, 1.0))
-    stage = xp.clip(day / (l1 + l2 + l3 + l4), 0.0, 1.0)
-    return kc, stage
+    return (crop.kc_ini + (crop.kc_mid - crop.kc_ini) * xp.clip((day - l1) / l2, 0.0, 1.0)
+            + (crop.kc_end - crop.kc_mid) * xp.clip((day - l1 - l2 - l3) / l4, 0.0, 1.0))
+
+
+def season_stage(xp: Any, crop: CropConfig, day: Array) -> Array:
+    """The season fraction elapsed alone (the observation needs no Kc)."""
+    l1, l2, l3, l4 = crop.stage_days
+    return xp.clip(day / (l1 + l2 + l3 + l4), 0.0, 1.0)
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,27 @@ class RewardConfig:
 
 
 @dataclass(frozen=True)
+class EstimatorConfig:
+    """Noise and detection settings; defaults suit 10-min steps and probes with 5 % noise."""
+
+    probe_rel_std: float = 0.05
+    probe_abs_std: float = 0.003
+    q_floor: float = 5e-4
+    """Random-walk model error [m3/m3 per sqrt(hour)]."""
+    q_etc: float = 0.2
+    q_irr: float = 0.1
+    ewma_alpha: float = 0.1
+    drift_threshold: float = 1.0
+    recover_threshold: float = 0.5
+    confirm_steps: int = 3
+    offline_after_steps: int = 6
+    mismatch_threshold: float = 0.5
+    """|EWMA| that two or more trusted probes must share, same sign, to call the model wrong."""
+    mismatch_inflation: float = 100.0
+    """Factor on Q (variance) while two or more trusted probes agree the prediction is off."""
+
+
+@dataclass(frozen=True)
 class TwinConfig:
     """Everything that defines a twin instance family."""
 
@@ -174,6 +195,10 @@ class TwinConfig:
     """Probability of sand, loam and clay for each zone."""
     fixed_soils: tuple[str, ...] | None = None
     """If set, one soil name per zone instead of random draws (registered greenhouses)."""
+    moisture_estimate: bool = True
+    """Observed moisture is the per-zone Kalman estimate (what the runtime feeds the policy),
+    with drifting probes excluded; False: the plain mean of the valid probes."""
+    estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
 
     def __post_init__(self) -> None:
         if self.zones < 1 or self.probes_per_zone < 1:
@@ -213,7 +238,8 @@ class TwinConfig:
     def from_overrides(cls, **overrides: Any) -> TwinConfig:
         """Build from flat keyword overrides; nested sections accept dicts or instances."""
         sections = {"crop": CropConfig, "hydraulics": HydraulicsConfig, "climate": ClimateConfig,
-                    "weather": WeatherConfig, "faults": FaultConfig, "reward": RewardConfig}
+                    "weather": WeatherConfig, "faults": FaultConfig, "reward": RewardConfig,
+                    "estimator": EstimatorConfig}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(overrides) - known
         if unknown:

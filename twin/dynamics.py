@@ -13,17 +13,19 @@ from twin.backend import Array, Backend
 from twin.climate import (
     LAMP_RADIANT_SHARE,
     PAR_PER_W_M2,
-    crop_coefficient,
+    crop_kc,
     psychrometric_constant,
     reference_et0,
     saturation_vapour_kpa,
+    season_stage,
     step_air,
 )
 from twin.config import TwinConfig
 from twin.hydraulics import step_hydraulics
+from twin.kalman import KalmanState, kalman_step
 from twin.randomize import initial_state, sample_params
 from twin.reward import reward_terms
-from twin.sensors import N_UNIFORM, NoiseTable, advance_faults, fuse_probes, read_sensors
+from twin.sensors import CLIMATE_SENSORS, N_UNIFORM, NoiseTable, advance_faults, fuse_probes, read_sensors
 from twin.soil import step_soil
 from twin.spec import FORECAST_HOURS, ActionSpec, ObservationSpec
 from twin.types import StepOut, TwinParams, TwinState
@@ -55,6 +57,10 @@ class TwinModel:
         area = cfg.zones * cfg.hydraulics.zone_area_m2
         self._lamp_kw = cfg.climate.lamp_power_w_m2 * area / 1000.0
         self._lead = backend.asarray([(h + 1) / FORECAST_HOURS for h in range(FORECAST_HOURS)])
+        sl = self.obs_spec.slices
+        self._climate = slice(sl["air_temp"].start, sl["leaf_temp"].stop)
+        if list(self.obs_spec.names[self._climate]) != ["air_temp", "air_rh", "par", "co2", "leaf_temp"]:
+            raise AssertionError("the climate features must stay adjacent, in sensor order")
 
     # ---- reset -------------------------------------------------------------------------
     def reset(self, instance_ids: Array, episode: Array) -> tuple[TwinParams, TwinState, Array]:
@@ -73,6 +79,8 @@ class TwinModel:
         row = self.noise.draw(b, params, state)
         readings = read_sensors(b, self.cfg, params, state.theta, state.drift_bias, state.offline_steps, climate,
                                 state.pump, state.pump_current, row, comm_loss=False)
+        no_input = b.zeros(state.theta.shape)
+        state = state.replace(**self._estimate(params, state, readings["soil_vwc"], no_input, no_input))
         obs = self._observe(params, state, readings, state.irrigation_24h, state.valve_pos, state.step)
         return params, state.replace(last_obs=obs), obs
 
@@ -100,7 +108,7 @@ class TwinModel:
         rs_nat = params.transmissivity * w[:, SOLAR]
         rs_lamp = lights * (LAMP_RADIANT_SHARE * cfg.climate.lamp_power_w_m2)
         demand = reference_et0(xp, cfg.climate, self._gamma, state.air_temp, state.vapour_kpa, rs_nat, rs_lamp)
-        kc, _ = crop_coefficient(xp, cfg.crop, params.crop_day0 + t_mid * (dt / 86400.0))
+        kc = crop_kc(xp, cfg.crop, params.crop_day0 + t_mid * (dt / 86400.0))
         etc_mm = (demand.et0_mm_h * kc * dt_h)[:, None]
         soil = step_soil(xp, params, state.theta, hyd.zone_water_l, hyd_cfg.zone_area_m2, etc_mm)
 
@@ -121,27 +129,35 @@ class TwinModel:
         saturated_s = xp.where(soil.theta >= params.saturation - NEAR_SATURATION_VWC, state.saturated_s + dt, 0.0)
         irrigation_24h = state.irrigation_24h * self._decay_24h + soil.irrigation_mm
 
-        row = self.noise.draw(b, params, state)
+        # Without faults the row's uniforms are never read: gather the normals only.
+        row = self.noise.draw(b, params, state, uniforms=self._faults)
         faults: dict[str, Array] = {}
         if self._faults:
             faults = advance_faults(b, cfg, params, state, row[:, -N_UNIFORM:])
+        drift_bias = faults.get("drift_bias", state.drift_bias)
+        offline_steps = faults.get("offline_steps", state.offline_steps)
+        climate = {"air_temp_c": air.air_temp, "air_rh_pct": air.rh_pct, "par_umol_m2_s": air.par,
+                   "co2_ppm": air.co2, "leaf_temp_c": air.leaf_temp}
+        readings = read_sensors(b, cfg, params, soil.theta, drift_bias, offline_steps, climate, hyd.flow_l_s,
+                                hyd.current_frac, row, comm_loss=self._faults)
+        estimate = self._estimate(params, state, readings["soil_vwc"], soil.irrigation_mm, etc_mm)
+        step = state.step + 1
+        moisture = estimate.get("est_theta")
+        obs = self._observe(params, state, readings, irrigation_24h, hyd.valve_end, step, pump, lights, moisture)
+        # One record for the new state (building it field by field costs a dataclass copy each time).
         new = state.replace(theta=soil.theta, valve_pos=hyd.valve_end, valve_cmd=cmd, irrigation_24h=irrigation_24h,
                             saturated_s=saturated_s, air_temp=air.air_temp, vapour_kpa=air.vapour_kpa, co2=air.co2,
                             pump=pump, lights=lights, pump_current=hyd.current_frac, dead_head_s=dead_s,
-                            step=state.step + 1, **faults)
-        climate = {"air_temp_c": air.air_temp, "air_rh_pct": air.rh_pct, "par_umol_m2_s": air.par,
-                   "co2_ppm": air.co2, "leaf_temp_c": air.leaf_temp}
-        readings = read_sensors(b, cfg, params, new.theta, new.drift_bias, new.offline_steps, climate, hyd.flow_l_s,
-                                hyd.current_frac, row, comm_loss=self._faults)
-        obs = self._observe(params, new, readings, irrigation_24h, hyd.valve_end, new.step)
-        new = new.replace(last_obs=obs)
-        truncated = new.step >= cfg.horizon_steps
+                            step=step, last_obs=obs, **faults, **estimate)
+        truncated = step >= cfg.horizon_steps
+        probe_sum = xp.sum(readings["soil_vwc"], axis=(1, 2))
 
         info: dict[str, Any] = {
             "reward_terms": terms,
             "termination_reason": reason,
             "warnings": {"saturated_30min": saturated_s > SATURATION_WARNING_S, "dead_heading": hyd.dead_heading,
-                         "missing_readings": xp.any(readings["soil_vwc"] != readings["soil_vwc"], axis=(1, 2))},
+                         # Readings are finite or NaN, so their sum is NaN exactly when one is missing.
+                         "missing_readings": probe_sum != probe_sum},
             "water_l": hyd.zone_water_l,
             "irrigation_mm": soil.irrigation_mm,
             "drainage_mm": soil.drainage_mm,
@@ -155,32 +171,58 @@ class TwinModel:
         return new, StepOut(obs=obs, reward=reward, terminated=terminated, truncated=truncated, info=info)
 
     # ---- observation -------------------------------------------------------------------
+    def _estimate(self, params: TwinParams, state: TwinState, probes: Array, irrigation_mm: Array,
+                  etc_mm: Array) -> dict[str, Array]:
+        """The state's new ``est_*`` fields: the per-zone Kalman estimate advanced with this step's
+        probes and inputs (none when the twin observes the probe mean).
+
+        The filter gets what the service gets: the irrigation applied per zone and the crop's
+        unstressed demand (the service derives both from the flow meter and the climate
+        readings; here they come without the reading noise, which the filter's process noise covers).
+        """
+        if not self.cfg.moisture_estimate:
+            return {}
+        prior = KalmanState(theta=state.est_theta, var=state.est_var, ewma=state.est_ewma,
+                            drifting=state.est_drifting, streak=state.est_streak)
+        post = kalman_step(self.backend.xp, self.cfg.estimator, params, prior, probes, irrigation_mm, etc_mm,
+                           self.cfg.dt_h)
+        return {"est_theta": post.theta, "est_var": post.var, "est_ewma": post.ewma, "est_drifting": post.drifting,
+                "est_streak": post.streak}
+
     def _observe(self, params: TwinParams, state: TwinState, readings: dict[str, Array], irrigation_24h: Array,
-                 valve_pos: Array, step: Array) -> Array:
-        """Observation vector from readings; a missing reading holds the last observed value."""
+                 valve_pos: Array, step: Array, pump: Array | None = None, lights: Array | None = None,
+                 moisture: Array | None = None) -> Array:
+        """Observation vector from readings; a missing reading holds the last observed value.
+
+        ``state`` gives the last observation; ``pump``, ``lights`` and ``moisture`` (the Kalman
+        estimate) default to its own fields.
+        """
         b, cfg = self.backend, self.cfg
         xp = b.xp
         sl = self.obs_spec.slices
         last = state.last_obs
-        fused, valid = fuse_probes(xp, readings["soil_vwc"])
-        moisture = xp.where(valid, fused, last[:, sl["moisture"]])
+        if cfg.moisture_estimate:
+            moisture = state.est_theta if moisture is None else moisture
+        else:
+            fused, valid = fuse_probes(xp, readings["soil_vwc"])
+            moisture = xp.where(valid, fused, last[:, sl["moisture"]])
+        pump = state.pump if pump is None else pump
+        lights = state.lights if lights is None else lights
 
-        def held(name: str, key: str) -> Array:
-            r = readings[key]
-            return xp.where(r == r, r, last[:, sl[name].start])[:, None]
+        # The five climate features sit side by side: hold the missing ones in one operation.
+        climate = xp.stack([readings[key] for key in CLIMATE_SENSORS], axis=1)
+        held = xp.where(climate == climate, climate, last[:, self._climate])
 
         hour = params.start_hour + xp.astype(step, b.float) * cfg.dt_h
-        ahead = self.weather.ahead(b, params.year, hour, FORECAST_HOURS)
-        fc_temp = ahead[:, :, TEMP] + params.forecast_bias_temp[:, None] * self._lead[None, :]
-        fc_solar = ahead[:, :, SOLAR] * (1.0 + params.forecast_bias_solar[:, None] * self._lead[None, :])
+        ahead_temp, ahead_solar = self.weather.forecast(b, params.year, hour)
+        fc_temp = ahead_temp + params.forecast_bias_temp[:, None] * self._lead[None, :]
+        fc_solar = ahead_solar * (1.0 + params.forecast_bias_solar[:, None] * self._lead[None, :])
         phase = (hour % 24.0) * (2.0 * math.pi / 24.0)
-        _, stage = crop_coefficient(xp, cfg.crop, params.crop_day0 + xp.astype(step, b.float) * (cfg.dt_s / 86400.0))
+        stage = season_stage(xp, cfg.crop, params.crop_day0 + xp.astype(step, b.float) * (cfg.dt_s / 86400.0))
         parts = [
-            moisture, params.band_low, params.band_high, irrigation_24h, valve_pos,
-            held("air_temp", "air_temp_c"), held("air_rh", "air_rh_pct"), held("par", "par_umol_m2_s"),
-            held("co2", "co2_ppm"), held("leaf_temp", "leaf_temp_c"),
+            moisture, params.band_low, params.band_high, irrigation_24h, valve_pos, held,
             fc_temp, fc_solar, xp.sin(phase)[:, None], xp.cos(phase)[:, None], stage[:, None],
-            (state.pump * 100.0)[:, None], (state.lights * 100.0)[:, None], readings["pump_current_frac"][:, None],
+            (pump * 100.0)[:, None], (lights * 100.0)[:, None], readings["pump_current_frac"][:, None],
         ]
         obs = xp.concat(parts, axis=1)
         return xp.clip(obs, self._low, self._high)

@@ -16,7 +16,7 @@ from twin.dynamics import TERMINATION_REASONS, TwinModel
 from twin.spec import ActionSpec, ObservationSpec
 from twin.types import TwinParams, TwinState
 
-TWIN_VERSION = "1.0.0"
+TWIN_VERSION = "1.1.0"
 """Bumped whenever the dynamics change in a way that invalidates trained policies."""
 
 
@@ -33,14 +33,18 @@ class GreenhouseTwin:
 
     def __init__(self, num_instances: int = 1, backend: BackendName = "numpy", device: str = "cpu", seed: int = 0,
                  validate: bool = False, config: TwinConfig | None = None, compile: bool = False,
-                 **overrides: Any) -> None:
+                 instance_offset: int = 0, **overrides: Any) -> None:
         if num_instances < 1:
             raise ValueError(f"num_instances must be >= 1, got {num_instances}")
+        if instance_offset < 0:
+            raise ValueError(f"instance_offset must be >= 0, got {instance_offset}")
         if config is not None and overrides:
             raise TypeError("pass either config= or keyword overrides, not both")
         self.config = config if config is not None else TwinConfig.from_overrides(**overrides)
         self.backend = make_backend(backend, device)
         self.num_instances = int(num_instances)
+        self.instance_offset = int(instance_offset)
+        """Global id of local instance 0: a slice of a larger batch replays that batch's rows bit for bit."""
         self.seed = int(seed)
         self.validate = validate
         self.compile = compile
@@ -49,7 +53,7 @@ class GreenhouseTwin:
         self._build_model()
         self.observation_spec: ObservationSpec = self.model.obs_spec
         self.action_spec: ActionSpec = self.model.action_spec
-        self._ids = self.backend.arange(self.num_instances)
+        self._ids = self.backend.arange(self.num_instances) + self.instance_offset
         self._params: TwinParams | None = None
         self._state: TwinState | None = None
 

@@ -30,17 +30,19 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 from filterpy.kalman import KalmanFilter
 
+from twin.config import EstimatorConfig
+from twin.kalman import SOIL_FIELDS
 from twin.soil import step_soil
 from twin.types import TwinParams
 
 STATE_VERSION = 1
-SOIL_FIELDS = ("field_capacity", "wilting_point", "saturation", "drain_frac", "inv_stress_span", "root_mm")
 
 
 @dataclass(frozen=True)
@@ -69,27 +71,6 @@ class ZoneSoilModel:
         """Prediction and d theta_next / d theta by central difference (piecewise linear model)."""
         lo, mid, hi = self.step(np.array([theta - h, theta, theta + h]), irrigation_mm, etc_mm)
         return float(mid), float(hi - lo) / (2.0 * h)
-
-
-@dataclass(frozen=True)
-class EstimatorConfig:
-    """Noise and detection settings; defaults suit 10-min steps and probes with 5 % noise."""
-
-    probe_rel_std: float = 0.05
-    probe_abs_std: float = 0.003
-    q_floor: float = 5e-4
-    """Random-walk model error [m3/m3 per sqrt(hour)]."""
-    q_etc: float = 0.2
-    q_irr: float = 0.1
-    ewma_alpha: float = 0.1
-    drift_threshold: float = 1.0
-    recover_threshold: float = 0.5
-    confirm_steps: int = 3
-    offline_after_steps: int = 6
-    mismatch_threshold: float = 0.5
-    """|EWMA| that two or more trusted probes must share, same sign, to call the model wrong."""
-    mismatch_inflation: float = 100.0
-    """Factor on Q (variance) while two or more trusted probes agree the prediction is off."""
 
 
 @dataclass(frozen=True)
@@ -213,36 +194,225 @@ def models_from_twin_params(params: TwinParams, index: int, dt_s: float) -> list
             for z in range(zones)]
 
 
+# ---- the vectorised filter (what the service runs) ----------------------------------------------
+
+PROBE_STATUS = ("ok", "missing", "drifting", "offline")
+"""Probe status names by code (:attr:`GreenhouseEstimate.status` holds the codes)."""
+_OK, _MISSING, _DRIFTING, _OFFLINE = range(4)
+
+
+@dataclass(frozen=True)
+class _SoilArrays:
+    """The six soil fields of many zones as (N, 1) columns, read by ``step_soil`` like TwinParams."""
+
+    field_capacity: np.ndarray
+    wilting_point: np.ndarray
+    saturation: np.ndarray
+    drain_frac: np.ndarray
+    inv_stress_span: np.ndarray
+    root_mm: np.ndarray
+
+    @classmethod
+    def of(cls, models: list[ZoneSoilModel]) -> _SoilArrays:
+        return cls(**{name: np.array([[getattr(m, name)] for m in models], dtype=float) for name in SOIL_FIELDS})
+
+    @classmethod
+    def concat(cls, parts: list[_SoilArrays]) -> _SoilArrays:
+        return cls(**{name: np.concatenate([getattr(p, name) for p in parts]) for name in SOIL_FIELDS})
+
+
+@dataclass(frozen=True)
+class GreenhouseEstimate:
+    """One greenhouse's estimates as arrays over its Z zones (P probes each)."""
+
+    theta: np.ndarray
+    """(Z,) moisture [m3/m3]."""
+    std: np.ndarray
+    """(Z,) its standard deviation."""
+    status: np.ndarray
+    """(Z, P) probe status codes, names in :data:`PROBE_STATUS`."""
+    filled: np.ndarray
+    """(Z,) bool: no probe was used this step (theta is the model prediction)."""
+
+    def probe_status(self) -> list[list[str]]:
+        return [[PROBE_STATUS[c] for c in row] for row in self.status.tolist()]
+
+    def zones(self) -> list[ZoneEstimate]:
+        """The same estimates as :class:`ZoneEstimate` records (the per-zone API)."""
+        return [ZoneEstimate(theta=t, std=s, probe_status=tuple(st), filled=f)
+                for t, s, st, f in zip(self.theta.tolist(), self.std.tolist(), self.probe_status(),
+                                       self.filled.tolist(), strict=True)]
+
+
+def _masked_median(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Row-wise ``statistics.median`` of ``values[mask]`` (N, P) -> (N,), 0.0 for an empty row."""
+    n = mask.sum(axis=1)
+    if values.shape[1] <= 3 and not (n > 2).any():  # at most two values: their mean, as median() takes it
+        total = np.where(mask, values, 0.0).sum(axis=1)
+        return np.where(n == 2, total / 2.0, total)
+    s = np.sort(np.where(mask, values, np.inf), axis=1)
+    rows = np.arange(len(values))
+    lo = s[rows, np.maximum(n - 1, 0) // 2]
+    hi = s[rows, np.minimum(n // 2, values.shape[1] - 1)]
+    return np.where(n > 0, (lo + hi) / 2.0, 0.0)
+
+
+def _kalman_step(soil: _SoilArrays, dt_s: np.ndarray, cfg: EstimatorConfig, state: dict[str, np.ndarray],
+                 z: np.ndarray, irrigation_mm: np.ndarray, etc_mm: np.ndarray) -> dict[str, np.ndarray]:
+    """:meth:`ZoneEstimator.update` for N zones at once; ``state`` arrays are replaced, not mutated.
+
+    The same equations in the same order: the filterpy predict/update of a 1-D state with P
+    measurement rows reduce to scalars per zone (S^-1 by Sherman-Morrison, since H is 0/1 and
+    R diagonal): K_i = P h_i / (r + P n), P' = P r / (r + P n), with n usable probes. Drift
+    judgement runs probe by probe, as the reference does, because a flag flipped for probe i
+    changes the reference median of the probes after it.
+    """
+    c = cfg
+    theta, p = state["theta"], state["var"]
+    ewma, missing = state["ewma"].copy(), state["missing"]
+    drifting, streak = state["drifting"].copy(), state["streak"].copy()
+    irr = np.where(np.isfinite(irrigation_mm), irrigation_mm, 0.0)
+    etc = np.where(np.isfinite(etc_mm), etc_mm, 0.0)
+    h = 1e-6
+    points = np.stack([theta - h, theta, theta + h], axis=1)
+    lo, f, hi = step_soil(np, cast(TwinParams, soil), points, irr[:, None], 1.0, etc[:, None]).theta.T
+    slope = (hi - lo) / (2.0 * h)
+    root = soil.root_mm[:, 0]
+    q = c.q_floor * np.sqrt(dt_s / 3600.0) + (c.q_etc * np.abs(etc) + c.q_irr * np.abs(irr)) / root
+    present = np.isfinite(z)
+    r = (c.probe_rel_std * f) ** 2 + c.probe_abs_std ** 2
+    nu = np.where(present, z - np.where(present, f[:, None], 0.0), 0.0) / np.sqrt(slope * slope * p + q * q + r)[:, None]
+    ewma = np.where(present, ewma + c.ewma_alpha * (nu - ewma), ewma)
+    missing = np.where(present, 0, missing + 1)
+    for i in range(z.shape[1]):  # _judge, probe by probe
+        others = present & ~drifting
+        others[:, i] = False
+        m = ewma[:, i]
+        ref = _masked_median(ewma, others)
+        bad = np.where(drifting[:, i], np.abs(m) >= c.recover_threshold,
+                       (np.abs(m) > c.drift_threshold) & (np.abs(m - ref) > c.drift_threshold))
+        flip = np.where(drifting[:, i], ~bad, bad)
+        run = np.where(flip, streak[:, i] + 1, 0)
+        toggle = run >= c.confirm_steps
+        heard = present[:, i]
+        drifting[:, i] = np.where(heard & toggle, ~drifting[:, i], drifting[:, i])
+        streak[:, i] = np.where(heard, np.where(toggle, 0, run), streak[:, i])
+    usable = present & ~drifting
+    n = usable.sum(axis=1)
+    thr = c.mismatch_threshold
+    mismatch = (n >= 2) & (np.all(~usable | (ewma > thr), axis=1) | np.all(~usable | (ewma < -thr), axis=1))
+    inflate = np.where(mismatch, c.mismatch_inflation, 1.0)
+    x = slope * theta + (f - slope * theta)  # filterpy: F x + B u with u = f - F theta
+    pp = slope * p * slope + inflate * q * q
+    gain_den = r + pp * n
+    innovation = np.where(usable, z - x[:, None], 0.0).sum(axis=1)
+    x = np.where(n > 0, x + pp * innovation / np.where(n > 0, gain_den, 1.0), x)
+    pp = np.where(n > 0, pp * r / np.where(n > 0, gain_den, 1.0), pp)
+    status = np.where(present, np.where(drifting, _DRIFTING, _OK),
+                      np.where(missing >= c.offline_after_steps, _OFFLINE, _MISSING)).astype(np.int8)
+    return {"theta": x, "var": pp, "ewma": ewma, "missing": missing, "drifting": drifting, "streak": streak,
+            "status": status, "filled": n == 0}
+
+
+STATE_KEYS = ("theta", "var", "ewma", "missing", "drifting", "streak")
+
+
 class GreenhouseEstimator:
-    """One :class:`ZoneEstimator` per zone of a greenhouse, persisted as one JSON-able dict."""
+    """All zones of a greenhouse in one vectorised filter, persisted as one JSON-able dict.
+
+    Each zone follows :class:`ZoneEstimator` (the filterpy reference) equation for equation;
+    :func:`update_many` steps many greenhouses in one call, as the service's micro-batches do.
+    """
 
     def __init__(self, models: list[ZoneSoilModel], probes_per_zone: int = 2,
                  config: EstimatorConfig | None = None) -> None:
         self.probes_per_zone = int(probes_per_zone)
-        self.zones = [ZoneEstimator(m, self.probes_per_zone, config) for m in models]
+        self.cfg = config or EstimatorConfig()
+        self.models = list(models)
+        self.soil = _SoilArrays.of(self.models)
+        self.dt_s = np.array([m.dt_s for m in self.models], dtype=float)
+        z, p = len(self.models), self.probes_per_zone
+        # Broad prior over the plant-available range, as the reference filter starts.
+        self.state: dict[str, np.ndarray] = {
+            "theta": np.array([0.5 * (m.field_capacity + m.wilting_point) for m in self.models], dtype=float),
+            "var": np.array([(0.5 * (m.field_capacity - m.wilting_point)) ** 2 for m in self.models], dtype=float),
+            "ewma": np.zeros((z, p)), "missing": np.zeros((z, p), dtype=np.int64),
+            "drifting": np.zeros((z, p), dtype=bool), "streak": np.zeros((z, p), dtype=np.int64)}
+
+    @property
+    def num_zones(self) -> int:
+        return len(self.models)
 
     @classmethod
     def from_twin_params(cls, params: TwinParams, index: int, dt_s: float, probes_per_zone: int = 2,
                          config: EstimatorConfig | None = None) -> GreenhouseEstimator:
         return cls(models_from_twin_params(params, index, dt_s), probes_per_zone, config)
 
-    def update(self, soil_vwc: Any, irrigation_mm: Any, etc_mm: Any) -> list[ZoneEstimate]:
-        """``soil_vwc`` (Z, P), NaN/None where missing; ``irrigation_mm`` (Z,); ``etc_mm`` (Z,) or scalar."""
-        n = len(self.zones)
+    def _inputs(self, soil_vwc: Any, irrigation_mm: Any, etc_mm: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = self.num_zones
         vwc = np.asarray(soil_vwc, dtype=float).reshape(n, self.probes_per_zone)
         irr = np.broadcast_to(np.asarray(irrigation_mm, dtype=float), (n,))
         etc = np.broadcast_to(np.asarray(etc_mm, dtype=float), (n,))
-        return [zone.update(vwc[i], float(irr[i]), float(etc[i])) for i, zone in enumerate(self.zones)]
+        return vwc, irr, etc
+
+    def update(self, soil_vwc: Any, irrigation_mm: Any, etc_mm: Any) -> list[ZoneEstimate]:
+        """``soil_vwc`` (Z, P), NaN/None where missing; ``irrigation_mm`` (Z,); ``etc_mm`` (Z,) or scalar."""
+        return update_many([self], [soil_vwc], [irrigation_mm], [etc_mm])[0].zones()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"version": STATE_VERSION, "probes_per_zone": self.probes_per_zone,
-                "zones": [zone.state_dict() for zone in self.zones]}
+        s = self.state
+        zones = [{"theta": float(s["theta"][i]), "var": float(s["var"][i]), "ewma": s["ewma"][i].tolist(),
+                  "missing": s["missing"][i].tolist(), "drifting": s["drifting"][i].tolist(),
+                  "streak": s["streak"][i].tolist()} for i in range(self.num_zones)]
+        return {"version": STATE_VERSION, "probes_per_zone": self.probes_per_zone, "zones": zones}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore after a restart; refuses a state saved for another zone or probe layout."""
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"estimator state version {state.get('version')!r}, expected {STATE_VERSION}")
-        if len(state["zones"]) != len(self.zones) or state["probes_per_zone"] != self.probes_per_zone:
+        zones = state["zones"]
+        if len(zones) != self.num_zones or state["probes_per_zone"] != self.probes_per_zone:
             raise ValueError("estimator state was saved for a different zone/probe layout")
-        for zone, zs in zip(self.zones, state["zones"], strict=True):
-            zone.load_state_dict(zs)
+        if any(len(zs["ewma"]) != self.probes_per_zone for zs in zones):
+            raise ValueError(f"estimator state does not have {self.probes_per_zone} probes in every zone")
+        self.state = {"theta": np.array([float(zs["theta"]) for zs in zones]),
+                      "var": np.array([float(zs["var"]) for zs in zones]),
+                      "ewma": np.array([zs["ewma"] for zs in zones], dtype=float).reshape(len(zones), -1),
+                      "missing": np.array([zs["missing"] for zs in zones], dtype=np.int64).reshape(len(zones), -1),
+                      "drifting": np.array([zs["drifting"] for zs in zones], dtype=bool).reshape(len(zones), -1),
+                      "streak": np.array([zs["streak"] for zs in zones], dtype=np.int64).reshape(len(zones), -1)}
+
+
+def update_many(estimators: Sequence[GreenhouseEstimator], soil_vwc: Sequence[Any], irrigation_mm: Sequence[Any],
+                etc_mm: Sequence[Any]) -> list[GreenhouseEstimate]:
+    """One step of several greenhouses' filters in one vectorised pass (inputs as for ``update``).
+
+    Greenhouses sharing a probe count and config are stacked zone by zone; each keeps its own
+    state, so the result equals stepping them one by one.
+    """
+    if not len(estimators) == len(soil_vwc) == len(irrigation_mm) == len(etc_mm):
+        raise ValueError("update_many needs one input of each kind per estimator")
+    if len(set(map(id, estimators))) != len(estimators):
+        raise ValueError("an estimator appears twice in one update_many call: step it in order instead")
+    out: list[GreenhouseEstimate | None] = [None] * len(estimators)
+    updates: list[tuple[GreenhouseEstimator, dict[str, np.ndarray]]] = []
+    groups: dict[tuple[int, EstimatorConfig], list[int]] = {}
+    for i, est in enumerate(estimators):
+        groups.setdefault((est.probes_per_zone, est.cfg), []).append(i)
+    for (_, cfg), idx in groups.items():
+        ests = [estimators[i] for i in idx]
+        inputs = [ests[k]._inputs(soil_vwc[i], irrigation_mm[i], etc_mm[i]) for k, i in enumerate(idx)]
+        sizes = np.cumsum([e.num_zones for e in ests])[:-1]
+        soil = ests[0].soil if len(ests) == 1 else _SoilArrays.concat([e.soil for e in ests])
+        state = {k: np.concatenate([e.state[k] for e in ests]) for k in STATE_KEYS}
+        new = _kalman_step(soil, np.concatenate([e.dt_s for e in ests]), cfg, state,
+                           np.concatenate([v for v, _, _ in inputs]), np.concatenate([r for _, r, _ in inputs]),
+                           np.concatenate([e for _, _, e in inputs]))
+        parts = {k: np.split(v, sizes) for k, v in new.items()}
+        for k, (i, est) in enumerate(zip(idx, ests, strict=True)):
+            updates.append((est, {key: parts[key][k] for key in STATE_KEYS}))
+            out[i] = GreenhouseEstimate(theta=parts["theta"][k].copy(), std=np.sqrt(np.maximum(parts["var"][k], 0.0)),
+                                        status=parts["status"][k], filled=parts["filled"][k])
+    for est, state in updates:  # only once every group is computed: a failure leaves all states as they were
+        est.state = state
+    return [o for o in out if o is not None]

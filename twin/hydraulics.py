@@ -53,7 +53,7 @@ def step_hydraulics(xp: Any, cfg: HydraulicsConfig, params: TwinParams, prev_cmd
     delay = params.valve_delay_s * cmd * (1.0 - prev_cmd)
     rise_time = x.maximum(dt_s - delay, 0.0)
     tau = params.valve_tau_s
-    decay = x.exp(-rise_time / tau)
+    decay = x.exp_decay(-rise_time / tau)  # mostly underflows: the step is minutes, valves take seconds
     gap = valve_pos - cmd
     held = x.minimum(delay, dt_s)
     valve_avg = (valve_pos * held + cmd * rise_time + gap * tau * (1.0 - decay)) * (1.0 / dt_s)

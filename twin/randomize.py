@@ -12,6 +12,7 @@ import numpy as np
 
 from twin.backend import Array, Backend
 from twin.config import SOIL_TYPES, TwinConfig
+from twin.kalman import initial_kalman
 from twin.spec import ObservationSpec
 from twin.types import TwinParams, TwinState
 from twin.weather import HOURS_PER_YEAR
@@ -123,5 +124,6 @@ def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode
         pump_current=zeros_b + 0.0, dead_head_s=zeros_b + 0.0, wear=zeros_b + 0.0, wear_rate=zeros_b + 0.0,
         drift_bias=zeros_p, drift_rate=zeros_p + 0.0, offline_steps=zeros_p + 0.0,
         valve_fault=backend.zeros((n, z), dtype=backend.int), last_obs=backend.zeros((n, dim)),
+        **{f"est_{k}": v for k, v in initial_kalman(backend, params, pr).__dict__.items()},
         step=backend.zeros((n,), dtype=backend.int), episode=episode + 0,
     )

@@ -35,6 +35,8 @@ class NoiseTable:
 
     table: Array
     n_normal: int
+    normals: Array
+    """The normal columns alone (contiguous): a twin without faults never reads the uniforms."""
 
     @classmethod
     def build(cls, cfg: TwinConfig, seed: int, backend: Backend) -> NoiseTable:
@@ -42,14 +44,16 @@ class NoiseTable:
         n_normal = cfg.zones * cfg.probes_per_zone + len(CLIMATE_SENSORS) + 2
         normals = rng.standard_normal((NOISE_ROWS, n_normal))
         uniforms = rng.random((NOISE_ROWS, N_UNIFORM))
-        return cls(table=backend.asarray(np.concatenate([normals, uniforms], axis=1).astype(np.float32)),
-                   n_normal=n_normal)
+        table = np.concatenate([normals, uniforms], axis=1).astype(np.float32)
+        return cls(table=backend.asarray(table), n_normal=n_normal,
+                   normals=backend.asarray(np.ascontiguousarray(table[:, :n_normal])))
 
-    def draw(self, backend: Backend, params: TwinParams, state: TwinState) -> Array:
-        """One row per instance for its current (episode, step): shape [B, columns]."""
+    def draw(self, backend: Backend, params: TwinParams, state: TwinState, uniforms: bool = True) -> Array:
+        """One row per instance for its current (episode, step): shape [B, columns] (without the
+        uniforms: [B, n_normal], the same values)."""
         counter = state.episode * 1_048_576 + state.step
         row = backend.hash_counter(params.key, counter, _S_NOISE_ROW) & (NOISE_ROWS - 1)
-        return backend.take_rows(self.table, row)
+        return backend.take_rows(self.table if uniforms else self.normals, row)
 
 
 def _one_hot(backend: Backend, index: Array, n: int, active: Array) -> Array:

@@ -37,9 +37,25 @@ def water_stress(xp: Any, params: TwinParams, theta: Array) -> Array:
 def step_soil(xp: Any, params: TwinParams, theta: Array, irrigation_l: Array, zone_area_m2: float,
               etc_mm: Array) -> SoilOut:
     """Advance every zone's bucket; ``etc_mm`` [B, 1] or [B, Z] is the unstressed crop demand ET0*Kc."""
+    irrigation_mm = irrigation_l * (1.0 / zone_area_m2)
+    new, overflow, drain, uptake, ks = _bucket(xp, params, theta, irrigation_mm, etc_mm)
+    return SoilOut(theta=new, irrigation_mm=irrigation_mm, drainage_mm=(overflow + drain) * params.root_mm,
+                   uptake_mm=uptake * params.root_mm, ks=ks)
+
+
+def next_theta(xp: Any, params: TwinParams, theta: Array, irrigation_mm: Array, etc_mm: Array) -> Array:
+    """Only the new water content of :func:`step_soil` (same arithmetic, same bits), for the estimator.
+
+    Inputs broadcast: the estimator passes three thetas per zone as [B, 3, Z] against [B, 1, Z] fields.
+    """
+    return _bucket(xp, params, theta, irrigation_mm, etc_mm)[0]
+
+
+def _bucket(xp: Any, params: TwinParams, theta: Array, irrigation_mm: Array, etc_mm: Array
+            ) -> tuple[Array, Array, Array, Array, Array]:
+    """The fluxes in their fixed order, in m3/m3: (new theta, overflow, drain, uptake, ks)."""
     x = xp
     inv_root = 1.0 / params.root_mm
-    irrigation_mm = irrigation_l * (1.0 / zone_area_m2)
     wet = theta + irrigation_mm * inv_root
     overflow = x.maximum(wet - params.saturation, 0.0)
     wet = wet - overflow
@@ -47,6 +63,4 @@ def step_soil(xp: Any, params: TwinParams, theta: Array, irrigation_l: Array, zo
     wet = wet - drain
     ks = water_stress(x, params, wet)
     uptake = x.minimum(etc_mm * ks * inv_root, x.maximum(wet - params.wilting_point, 0.0))
-    new = wet - uptake
-    return SoilOut(theta=new, irrigation_mm=irrigation_mm, drainage_mm=(overflow + drain) * params.root_mm,
-                   uptake_mm=uptake * params.root_mm, ks=ks)
+    return wet - uptake, overflow, drain, uptake, ks

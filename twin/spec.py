@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-OBS_VERSION = "1"
+OBS_VERSION = "2"
+"""2: moisture is the per-zone Kalman estimate (twin.kalman), as the service observes it; 1 was the probe mean."""
 FORECAST_HOURS = 6
 
 
@@ -32,7 +33,7 @@ class Feature:
 
 
 FEATURES: tuple[Feature, ...] = (
-    Feature("moisture", "m3/m3", 0.0, 0.6, "zone", "root-zone volumetric water content, fused probes"),
+    Feature("moisture", "m3/m3", 0.0, 0.6, "zone", "root-zone volumetric water content, Kalman estimate from the probes"),
     Feature("target_low", "m3/m3", 0.0, 0.6, "zone", "lower edge of the zone's target band (refill point)"),
     Feature("target_high", "m3/m3", 0.0, 0.6, "zone", "upper edge of the zone's target band"),
     Feature("irrigation_24h", "mm", 0.0, 200.0, "zone", "water applied, exponentially weighted over 24 h"),

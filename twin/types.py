@@ -144,6 +144,16 @@ class TwinState(ArrayStruct):
     """[B, Z, P] steps a probe stays offline (0 online)."""
     valve_fault: Array
     """[B, Z] int64: 0 healthy, 1 stuck closed, 2 stuck open."""
+    est_theta: Array
+    """[B, Z] Kalman moisture estimate m3/m3 (:mod:`twin.kalman`)."""
+    est_var: Array
+    """[B, Z] its variance."""
+    est_ewma: Array
+    """[B, Z, P] smoothed normalised innovation per probe."""
+    est_drifting: Array
+    """[B, Z, P] 1.0 while the estimator excludes a probe as drifting."""
+    est_streak: Array
+    """[B, Z, P] steps a probe's drift judgement has wanted to flip."""
     last_obs: Array
     """[B, D] last observation, used to hold values through missing readings."""
     step: Array

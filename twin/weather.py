@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.signal import lfilter
 
 from twin.backend import Array, Backend
 from twin.config import WeatherConfig
+from twin.spec import FORECAST_HOURS
 
 HOURS_PER_YEAR = 8760
 FIELDS = ("temp_c", "rh_pct", "solar_w_m2", "wind_m_s", "rain_mm_h")
@@ -27,6 +27,8 @@ def _svp_kpa(t_c: np.ndarray) -> np.ndarray:
 
 def generate_year(rng: np.random.Generator, latitude_deg: float) -> np.ndarray:
     """One hourly weather year, shape (8760, 5) float32, columns as :data:`FIELDS`."""
+    from scipy.signal import lfilter  # here, not at import: scipy.signal costs the service 1.6 s to start
+
     days = np.arange(365)
     hours = np.arange(24)
     phi = np.radians(latitude_deg)
@@ -79,18 +81,33 @@ def generate_year(rng: np.random.Generator, latitude_deg: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class WeatherLibrary:
-    """All weather years as one table of rows (year * 8760 + hour) on the twin's backend."""
+    """All weather years as one table of rows (year * 8760 + hour) on the twin's backend.
+
+    Two derived tables, copies of its values laid out for the step, turn each per-step lookup
+    into a single row gather: ``pairs`` holds every hour's row beside the next one (the two
+    rows an interpolation needs), ``outlook`` the temperature and solar columns of the next
+    :data:`~twin.spec.FORECAST_HOURS` hours (the forecast features).
+    """
 
     table: Array
     latitudes_deg: np.ndarray
     n_years: int
+    pairs: Array
+    """[n_years * 8760, 10]: row h, then row h + 1 of the same year (wrapping to its first hour)."""
+    outlook: Array
+    """[n_years * 8760, 2 * FORECAST_HOURS]: temperature at hours h + 1 .. h + H, then solar."""
 
     @classmethod
     def build(cls, cfg: WeatherConfig, seed: int, backend: Backend) -> WeatherLibrary:
         rng = np.random.default_rng([seed, 0x57EA7E2])
         lats = rng.uniform(*cfg.latitude_deg, cfg.n_years)
-        years = [generate_year(rng, float(lat)) for lat in lats]
-        return cls(table=backend.asarray(np.concatenate(years, axis=0)), latitudes_deg=lats, n_years=cfg.n_years)
+        years = np.stack([generate_year(rng, float(lat)) for lat in lats])  # [years, 8760, 5]
+        ahead = np.stack([np.roll(years, -k, axis=1) for k in range(1, FORECAST_HOURS + 1)], axis=2)
+        outlook = np.concatenate([ahead[..., TEMP], ahead[..., SOLAR]], axis=2)
+        pairs = np.concatenate([years, ahead[:, :, 0]], axis=2)
+        rows = cfg.n_years * HOURS_PER_YEAR
+        return cls(table=backend.asarray(years.reshape(rows, len(FIELDS))), latitudes_deg=lats, n_years=cfg.n_years,
+                   pairs=backend.asarray(pairs.reshape(rows, -1)), outlook=backend.asarray(outlook.reshape(rows, -1)))
 
     def at(self, backend: Backend, year: Array, hour: Array) -> Array:
         """Weather at fractional hour-of-year ``hour`` (B,) of year index ``year`` (B,), linearly
@@ -98,11 +115,16 @@ class WeatherLibrary:
         xp = backend.xp
         base = xp.floor(hour)
         frac = (hour - base)[:, None]
-        i0 = xp.astype(base, backend.int)
-        offset = year * HOURS_PER_YEAR
-        r0 = backend.take_rows(self.table, offset + i0 % HOURS_PER_YEAR)
-        r1 = backend.take_rows(self.table, offset + (i0 + 1) % HOURS_PER_YEAR)
+        both = backend.take_rows(self.pairs, year * HOURS_PER_YEAR + xp.astype(base, backend.int) % HOURS_PER_YEAR)
+        r0, r1 = both[:, : len(FIELDS)], both[:, len(FIELDS):]
         return r0 + (r1 - r0) * frac
+
+    def forecast(self, backend: Backend, year: Array, hour: Array) -> tuple[Array, Array]:
+        """Outside temperature and solar radiation for the next FORECAST_HOURS whole hours after
+        ``hour``: two arrays of shape (B, FORECAST_HOURS)."""
+        xp = backend.xp
+        rows = backend.take_rows(self.outlook, year * HOURS_PER_YEAR + xp.astype(xp.floor(hour), backend.int) % HOURS_PER_YEAR)
+        return rows[:, :FORECAST_HOURS], rows[:, FORECAST_HOURS:]
 
     def ahead(self, backend: Backend, year: Array, hour: Array, hours: int) -> Array:
         """Hourly rows for the next ``hours`` whole hours after ``hour``: shape (B, hours, 5)."""

@@ -48,6 +48,15 @@ class Settings(BaseSettings):
     # Below this ensemble confidence the loop falls back to the expert controller.
     low_confidence_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
 
+    # Signs API tokens and session cookies. Only the API needs it, so other commands run without;
+    # the service refuses to start without one outside demo mode (the demo generates and keeps one).
+    secret_key: SecretStr | None = None
+    # Lifetime of a login: one shift.
+    access_token_ttl_s: float = Field(default=8 * 3600.0, gt=0, le=7 * 24 * 3600.0)
+    # Failed logins allowed per username and client address within the sliding window.
+    login_max_failures: int = Field(default=5, ge=1)
+    login_window_s: float = Field(default=300.0, gt=0)
+
     @model_validator(mode="after")
     def _prod_needs_real_audit_key(self) -> Self:
         """Refuse to start production with an audit trail nobody can trust (no key, or an example one)."""
@@ -60,6 +69,18 @@ class Settings(BaseSettings):
             raise ValueError("GREENTWIN_AUDIT_KEY is a placeholder; set a real key for 'prod'")
         if len(key) < MIN_PROD_KEY_LEN:
             raise ValueError(f"GREENTWIN_AUDIT_KEY must be at least {MIN_PROD_KEY_LEN} characters in 'prod'")
+        return self
+
+    @model_validator(mode="after")
+    def _prod_refuses_weak_secret_key(self) -> Self:
+        """A token signing secret from an example would let anyone mint an operator's token."""
+        if self.environment != "prod" or self.secret_key is None:
+            return self
+        key = self.secret_key.get_secret_value().strip()
+        if key.lower() in PLACEHOLDER_KEYS or len(set(key)) <= 1:
+            raise ValueError("GREENTWIN_SECRET_KEY is a placeholder; set a real secret for 'prod'")
+        if len(key) < MIN_PROD_KEY_LEN:
+            raise ValueError(f"GREENTWIN_SECRET_KEY must be at least {MIN_PROD_KEY_LEN} characters in 'prod'")
         return self
 
 

@@ -104,3 +104,22 @@ def test_secrets_dir_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     (tmp_path / "greentwin_database_url").write_text("sqlite:///from-secret.sqlite3")
     monkeypatch.setenv("GREENTWIN_SECRETS_DIR", str(tmp_path))
     assert get_settings().database_url == "sqlite:///from-secret.sqlite3"
+
+
+@pytest.mark.parametrize("secret", ["changeme", "  secret ", "y" * 40, "too-short-for-prod"])
+def test_prod_refuses_placeholder_or_weak_secret_key(secret: str) -> None:
+    with pytest.raises(ValidationError, match="SECRET_KEY"):
+        Settings(environment="prod", audit_key=GOOD_KEY, secret_key=secret)
+
+
+def test_prod_accepts_real_secret_key_and_hides_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "s3cr3t-" + "fedcba9876543210" * 3
+    monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "prod")
+    monkeypatch.setenv("GREENTWIN_AUDIT_KEY", GOOD_KEY)
+    monkeypatch.setenv("GREENTWIN_SECRET_KEY", secret)
+    s = Settings()
+    assert s.secret_key is not None and s.secret_key.get_secret_value() == secret
+    assert secret not in repr(s) and secret not in s.model_dump_json()
+    # Commands other than the API (migrations, audit, reports) run in prod without one.
+    monkeypatch.delenv("GREENTWIN_SECRET_KEY")
+    assert Settings(environment="prod", audit_key=GOOD_KEY).secret_key is None

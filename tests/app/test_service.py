@@ -10,12 +10,22 @@ from fastapi.testclient import TestClient
 
 from app import db_cli
 from app.audit_sink import service_audit_keys
+from app.auth.users import create_user
 from app.core.config import Settings
-from app.core.db import make_engine
+from app.core.db import make_engine, make_session_factory
 from app.main import create_app
 from app.plant_sim import PlantSim
 from audit.errors import AuditKeyError
 from audit.store import AuditStore
+
+OPERATOR_PW = "leak-patrol-2026"
+
+
+def _login(client: TestClient, username: str = "op1") -> None:
+    """Authenticate every later request of ``client`` as ``username``."""
+    r = client.post("/api/auth/login", json={"username": username, "password": OPERATOR_PW})
+    assert r.status_code == 200, r.text
+    client.headers["Authorization"] = f"Bearer {r.json()['access_token']}"
 
 
 def _wait(predicate, timeout: float = 10.0) -> bool:
@@ -33,6 +43,10 @@ def service_env(tmp_path, mqtt_available):
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
     db_cli.add_greenhouse(url, gh, zones=6, soil="loam")
+    engine = make_engine(url)
+    with make_session_factory(engine)() as session:
+        create_user(session=session, username="op1", password=OPERATOR_PW, roles=["operator"])
+    engine.dispose()
     settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1883", policy_dir=tmp_path / "no-policy",
                         max_age_s=3600.0, environment="demo")
     return gh, settings, tmp_path / "state"
@@ -44,6 +58,7 @@ def test_decisions_flow_end_to_end_and_estop_survives_restart(service_env):
     try:
         with TestClient(create_app(settings, state_dir=state_dir)) as client:
             runtime = client.app.state.runtime
+            _login(client)
             assert runtime.bridge.wait_ready(10)
             assert sim.start()
             for k in range(1, 6):
@@ -71,13 +86,15 @@ def test_decisions_flow_end_to_end_and_estop_survives_restart(service_env):
 
         # A restart (new app, same state directory) keeps the e-stop latched.
         with TestClient(create_app(settings, state_dir=state_dir)) as client:
+            _login(client)
             listed = {g["id"]: g for g in client.get("/api/greenhouses").json()}
             assert listed[gh]["estop_latched"] is True and listed[gh]["mode"] == "estop"
             r = client.post(f"/api/greenhouses/{gh}/estop/reset", json={"actor": "op1", "reason": "leak fixed"})
             assert r.status_code == 200 and r.json()["to_mode"] == "auto"
             changes = client.get(f"/api/greenhouses/{gh}/mode-changes").json()
+            # The logged-in operator is the actor, whatever the body's "actor" says.
             assert [(c["from_mode"], c["to_mode"], c["actor"]) for c in changes] == [
-                ("auto", "estop", "op1"), ("estop", "auto", "op1")]
+                ("auto", "estop", "operator:op1"), ("estop", "auto", "operator:op1")]
     finally:
         sim.close()
 

@@ -39,6 +39,7 @@ from audit import (
     verify_chain,
     verify_checkpoint,
 )
+from audit.chain import record_aad
 
 GH = "gh-north-1"
 T0 = datetime(2026, 11, 30, 10, 15, tzinfo=UTC)
@@ -545,3 +546,10 @@ def test_record_hash_is_sha256_of_canonical_json(
         "prev_hash": prev,
     }
     assert compute_record_hash(record) == hashlib.sha256(canonical_json(reference)).hexdigest()
+
+
+@settings(max_examples=150, deadline=None)
+@given(gid=_text, ts=_text, prev=_text, seq=st.integers(-5, 2**63))
+def test_record_aad_is_canonical_json(gid: str, ts: str, prev: str, seq: int) -> None:
+    reference = canonical_json({"greenhouse_id": gid, "seq": seq, "ts": ts, "prev_hash": prev})
+    assert record_aad(gid, seq, ts, prev) == reference

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -11,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Engine, event, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Connection, Engine, select, text
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from app import db_cli
 from app.core.db import make_engine
-from audit import AuditEvent, Keyring, Signer, compute_record_hash, iso_utc
+from app.models import AuditRecord
+from audit import AuditEvent, Keyring, Signer, compute_record_hash, iso_utc, parse_iso_utc
 from audit.cli import run_purge, run_verify
 from audit.store import AuditStore
 
@@ -280,28 +282,112 @@ def test_purge_refuses_to_anchor_a_tampered_chain(store: AuditStore, engine: Eng
     assert len(list(store.iter_records("gh-a"))) == 100
 
 
+@contextmanager
+def _failing_insert(engine: Engine, seq: int) -> Iterator[None]:
+    """A real database failure: inserting the record with ``seq`` raises 'disk full' (whatever the insert path)."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("CREATE FUNCTION audit_test_fail() RETURNS trigger LANGUAGE plpgsql AS "
+                              "$$ BEGIN RAISE EXCEPTION 'disk full'; END $$"))
+            conn.execute(text(f"CREATE TRIGGER audit_test_fail BEFORE INSERT ON audit_record FOR EACH ROW "
+                              f"WHEN (NEW.seq = {int(seq)}) EXECUTE FUNCTION audit_test_fail()"))
+        else:
+            conn.execute(text(f"CREATE TRIGGER audit_test_fail BEFORE INSERT ON audit_record "
+                              f"WHEN NEW.seq = {int(seq)} BEGIN SELECT RAISE(ABORT, 'disk full'); END"))
+    try:
+        yield
+    finally:
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("DROP TRIGGER audit_test_fail ON audit_record"))
+                conn.execute(text("DROP FUNCTION audit_test_fail()"))
+            else:
+                conn.execute(text("DROP TRIGGER audit_test_fail"))
+
+
+def _stored(engine: Engine, gh: str) -> int:
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT count(*) FROM audit_record WHERE greenhouse_id = :gh"), {"gh": gh}).scalar_one()
+
+
+def _seal_workers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("audit-seal-")]
+
+
 def test_failed_insert_does_not_fork_the_chain(
     store: AuditStore, engine: Engine, keys: tuple[Keyring, Signer]
 ) -> None:
     store.append_many("gh-a", _events(5))
-    fail = {"armed": True}
-
-    def boom(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if fail["armed"] and statement.lstrip().upper().startswith("INSERT INTO AUDIT_RECORD"):
-            fail["armed"] = False
-            raise RuntimeError("disk full")
-
-    event.listen(engine, "before_cursor_execute", boom)
-    try:
-        with pytest.raises(RuntimeError, match="disk full"):
-            store.append_many("gh-a", _events(3, start=5))
-    finally:
-        event.remove(engine, "before_cursor_execute", boom)
+    with _failing_insert(engine, 6), pytest.raises(DBAPIError, match="disk full"):
+        store.append_many("gh-a", _events(3, start=5))
     assert store.append("gh-a", "decision", "loop", {"after": "failure"}).seq == 6
     # A racing writer in another process takes seq 7: our stale chain hits the key, then resumes.
     AuditStore(engine, *keys).append("gh-a", "login", "op", {})
-    with pytest.raises(DBAPIError):
+    with pytest.raises(IntegrityError):
         store.append("gh-a", "decision", "loop", {})
     assert store.append("gh-a", "decision", "loop", {}).seq == 8
     [result] = store.verify("gh-a")
     assert result.ok and result.records_checked == 8
+
+
+def test_chunked_batch_is_one_transaction(engine: Engine, keys: tuple[Keyring, Signer]) -> None:
+    """With seal_ahead (a worker on PostgreSQL) a batch is written in chunks: still all or nothing, in order."""
+    store = AuditStore(engine, *keys, checkpoint_every=CHECKPOINT_EVERY, seal_ahead=16)
+    records = store.append_many("gh-a", _events(100))
+    assert [r.seq for r in records] == list(range(1, 101))
+    assert [r.seq for r in store.iter_records("gh-a")] == list(range(1, 101))
+    assert [cp.seq for cp in store.checkpoints("gh-a")] == [40, 80]
+    # The database refuses a record in the fifth chunk: nothing of the batch stays, the chain goes on.
+    with _failing_insert(engine, 100 + 70), pytest.raises(DBAPIError, match="disk full"):
+        store.append_many("gh-a", _events(100, start=100))
+    assert _stored(engine, "gh-a") == 100 and not _seal_workers()
+    # A bad event in a later chunk fails in the sealing worker and is raised here, before anything commits.
+    bad = _events(60, start=100)
+    bad[50] = AuditEvent("decision", "loop", {"i": 150}, datetime(2026, 1, 1))  # naive timestamp
+    with pytest.raises(ValueError, match="naive"):
+        store.append_many("gh-a", bad)
+    assert _stored(engine, "gh-a") == 100 and not _seal_workers()
+    assert store.append_many("gh-a", _events(40, start=100))[0].seq == 101
+    [result] = store.verify("gh-a")
+    assert result.ok and result.records_checked == 140 and result.head_seq == 140
+
+
+def test_text_fields_survive_the_bulk_insert(store: AuditStore) -> None:
+    """Tabs, newlines, backslashes and non-ASCII in every free-text column are stored as written."""
+    gh, kind, actor = "gh\\t\t1", "note\nkind\r", "operator:Zoë \\N\t\\x00"
+    written = store.append_many(gh, [AuditEvent(kind, actor, {"text": "a\tb\\c"}, T0 + timedelta(minutes=i))
+                                     for i in range(3)])
+    stored = list(store.iter_records(gh))
+    assert stored == written and {(r.greenhouse_id, r.kind, r.actor) for r in stored} == {(gh, kind, actor)}
+    [result] = store.verify(gh)
+    assert result.ok and result.records_checked == 3
+    # ts_at (what purges and reports select on) is the instant the sealed ts names, as insert() would store it.
+    with store._engine.connect() as conn:
+        stored_at = conn.execute(select(AuditRecord.ts_at).where(AuditRecord.greenhouse_id == gh)
+                                 .order_by(AuditRecord.seq)).scalars().all()
+    assert [t if t.tzinfo else t.replace(tzinfo=UTC) for t in stored_at] == [parse_iso_utc(r.ts) for r in written]
+
+
+@pytest.mark.postgres
+def test_copy_follows_the_client_encoding(make_pg_database: Any, keys: tuple[Keyring, Signer]) -> None:
+    """Binary COPY on a UTF-8 connection, text COPY on any other: the same records either way."""
+    with make_pg_database("greentwin_audit_enc") as url:
+        db_cli.upgrade(url)
+        for encoding in ("UTF8", "LATIN1"):
+            engine = make_engine(url, connect_args={"options": f"-c client_encoding={encoding}"})
+            try:
+                with engine.connect() as conn:
+                    assert conn.connection.dbapi_connection.encoding == encoding
+                store = AuditStore(engine, *keys)
+                gh = f"gh-{encoding}"
+                written = store.append_many(gh, [AuditEvent("note\t", "operator:Zoë \\", {"i": i},
+                                                            T0 + timedelta(minutes=i)) for i in range(3)])
+                assert list(store.iter_records(gh)) == written
+                # NUL cannot be stored in a PostgreSQL text column: refused before the database, chain intact.
+                with pytest.raises(ValueError, match="NUL"):
+                    store.append(gh, "note", "operator:\x00", {})
+                assert store.append(gh, "note", "operator:x", {}).seq == 4
+                [result] = store.verify(gh)
+                assert result.ok and result.records_checked == 4
+            finally:
+                engine.dispose()

@@ -9,6 +9,7 @@ from policy.networks import ActorCritic
 from policy.ppo import make_twin, train
 from policy.residual import SINGLE_VALVE_PUMP_CAP, interlock
 from policy.tuning import load_tuned_threshold
+from twin.spec import ObservationSpec
 
 ZONES = 6
 EVAL_SEED = 123
@@ -45,7 +46,7 @@ def test_untrained_residual_policy_is_the_expert() -> None:
     expert = load_tuned_threshold()
     agent = ActorCritic(obs.shape[1], ZONES, residual=expert)
     agent.update_obs_stats(obs)
-    want, got = expert(obs), agent.act(obs)
+    want, got = interlock(expert(obs), ZONES, obs), agent.act(obs)  # the expert behind the same interlock
     assert 0 < int(want[:, :ZONES].sum()) < want[:, :ZONES].numel()  # both decisions are exercised
     assert torch.equal(got[:, :ZONES], want[:, :ZONES])
     torch.testing.assert_close(got[:, ZONES:], want[:, ZONES:], atol=0.2, rtol=0.0)
@@ -90,3 +91,33 @@ def test_short_residual_training_stays_at_expert_level() -> None:
     print(f"residual {trained:.4f} tuned expert {reference:.4f}")
     assert trained_terms == 0
     assert trained > reference - 0.02
+
+
+def test_pump_on_one_unconfirmed_valve_opens_a_second() -> None:
+    """A valve stuck closed but never tried shows nothing until the pump has dead-headed on it:
+    the interlock never runs the pump on a single valve whose feedback is still closed."""
+    spec = ObservationSpec(ZONES)
+    sl = spec.slices
+    gen = torch.Generator().manual_seed(3)
+    n = 4096
+    obs = torch.zeros(n, spec.dim)
+    obs[:, sl["target_low"]] = 0.20
+    obs[:, sl["target_high"]] = 0.30
+    obs[:, sl["moisture"]] = 0.15 + 0.2 * torch.rand(n, ZONES, generator=gen)
+    obs[:, sl["valve_open"]] = (torch.rand(n, ZONES, generator=gen) < 0.3).float()
+    action = torch.cat([(torch.rand(n, ZONES, generator=gen) < 0.2).float(),
+                        torch.rand(n, 2, generator=gen) * 100.0], dim=1)
+    out = interlock(action, ZONES, obs)
+
+    valves_in, valves_out = action[:, :ZONES] >= 0.5, out[:, :ZONES] >= 0.5
+    confirmed = (valves_in & (obs[:, sl["valve_open"]] >= 0.5)).any(1)
+    fresh_single = (valves_in.sum(1) == 1) & ~confirmed & (action[:, ZONES] > 0)
+    assert fresh_single.sum() > 100
+    assert (valves_out[fresh_single].sum(1) == 2).all()
+    assert (valves_out >= valves_in).all()  # only ever opens
+    added = valves_out & ~valves_in
+    level = (obs[:, sl["moisture"]] - 0.20) / 0.10
+    driest_closed = torch.where(valves_in, torch.inf, level).argmin(1)
+    assert torch.equal(added[fresh_single].float().argmax(1), driest_closed[fresh_single])
+    untouched = ~fresh_single
+    assert torch.equal(out[untouched], interlock(action, ZONES)[untouched])

@@ -1,17 +1,24 @@
-"""Greenhouses: status, recent decisions, modes and the e-stop."""
+"""Greenhouses: status, recent decisions, registration, modes and the e-stop.
+
+Every endpoint needs a logged-in user; mode changes, the e-stop and its reset need the
+``operator`` role and record that user as the actor (``operator:<username>``), whatever the
+request body says; registration needs ``admin``.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
-from app.api.deps import RuntimeDep, SessionDep
+from app import db_cli
+from app.api.deps import AdminUser, OperatorUser, RuntimeDep, SessionDep, get_current_user
+from app.core.db import SchemaOutOfDate
 from app.models import Decision, ModeChange
 
-router = APIRouter(prefix="/api/greenhouses", tags=["greenhouses"])
+router = APIRouter(prefix="/api/greenhouses", tags=["greenhouses"], dependencies=[Depends(get_current_user)])
 
 Reason = Annotated[str, Field(min_length=3, max_length=500)]
 Actor = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:@-]+$")]
@@ -21,16 +28,37 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+# Accepted so older clients keep working, never used: the logged-in user is the actor.
+IgnoredActor = Annotated[Actor | None, Field(description="ignored: the logged-in operator is recorded as the actor",
+                                             json_schema_extra={"deprecated": True})]
+
+
 class ModeRequest(_Strict):
     mode: Literal["auto", "manual"]
-    actor: Actor
     reason: Reason
     manual_action: list[Annotated[float, Field(ge=0, le=100)]] | None = None
+    actor: IgnoredActor = None
 
 
 class EstopRequest(_Strict):
-    actor: Actor
     reason: Reason
+    actor: IgnoredActor = None
+
+
+class GreenhouseCreate(_Strict):
+    id: Annotated[str, Field(min_length=1, max_length=63)]
+    zones: Annotated[int, Field(ge=1, le=64)] = 6
+    soil: Literal["sand", "loam", "clay"] = "loam"
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    daily_water_cap_l: Annotated[float, Field(gt=0)] = db_cli.DEFAULT_DAILY_WATER_CAP_L
+
+
+class GreenhousePublic(BaseModel):
+    id: str
+    name: str
+    zones: int
+    soil: str
+    controlled: bool
 
 
 class ModeEventPublic(BaseModel):
@@ -49,6 +77,7 @@ def _known(runtime: RuntimeDep, gh: str) -> None:
 
 @router.get("")
 def list_greenhouses(runtime: RuntimeDep) -> list[dict[str, Any]]:
+    """Greenhouses under control, with mode, e-stop latch and the last decision."""
     return [{"id": gh, "zones": ctl.z, "mode": ctl.mode, "estop_latched": ctl.estop_latched,
              "policy_version": ctl.proposer.policy_version, "last_decision": runtime.last_decision.get(gh)}
             for gh, ctl in sorted(runtime.controllers.items())]
@@ -78,25 +107,44 @@ def _public(event: Any) -> ModeEventPublic:
                            from_mode=event.from_mode, to_mode=event.to_mode, reason=event.reason)
 
 
+@router.post("", status_code=201)
+def register_greenhouse(body: GreenhouseCreate, runtime: RuntimeDep, user: AdminUser) -> GreenhousePublic:
+    """Register a greenhouse and its zones (admin); its control loop starts at the next service start."""
+    try:
+        gh = db_cli.add_greenhouse(runtime.settings.database_url, body.id, zones=body.zones, soil=body.soil,
+                                   name=body.name, daily_water_cap_l=body.daily_water_cap_l)
+    except db_cli.GreenhouseExists as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from exc
+    except SchemaOutOfDate as exc:
+        raise HTTPException(status_code=503, detail=str(exc)) from exc
+    except ValueError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from exc
+    return GreenhousePublic(id=gh.id, name=gh.name, zones=gh.zones, soil=body.soil,
+                            controlled=gh.id in runtime.controllers)
+
+
 @router.post("/{gh}/mode")
-def set_mode(gh: str, body: ModeRequest, runtime: RuntimeDep) -> ModeEventPublic:
+def set_mode(gh: str, body: ModeRequest, runtime: RuntimeDep, user: OperatorUser) -> ModeEventPublic:
+    """Switch between auto and manual (with the manual action to hold) as the logged-in operator."""
     _known(runtime, gh)
     try:
-        return _public(runtime.set_mode(gh, body.mode, body.actor, body.reason, body.manual_action))
+        return _public(runtime.set_mode(gh, body.mode, user.operator_actor, body.reason, body.manual_action))
     except ValueError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from exc
 
 
 @router.post("/{gh}/estop")
-def estop(gh: str, body: EstopRequest, runtime: RuntimeDep) -> ModeEventPublic:
+def estop(gh: str, body: EstopRequest, runtime: RuntimeDep, user: OperatorUser) -> ModeEventPublic:
+    """Latch the e-stop as the logged-in operator; the safe command goes out at once."""
     _known(runtime, gh)
-    return _public(runtime.estop(gh, body.actor, body.reason))
+    return _public(runtime.estop(gh, user.operator_actor, body.reason))
 
 
 @router.post("/{gh}/estop/reset")
-def reset_estop(gh: str, body: EstopRequest, runtime: RuntimeDep) -> ModeEventPublic:
+def reset_estop(gh: str, body: EstopRequest, runtime: RuntimeDep, user: OperatorUser) -> ModeEventPublic:
+    """Release a latched e-stop as the logged-in operator."""
     _known(runtime, gh)
     try:
-        return _public(runtime.reset_estop(gh, body.actor, body.reason))
+        return _public(runtime.reset_estop(gh, user.operator_actor, body.reason))
     except ValueError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from exc

@@ -1,0 +1,125 @@
+"""Signed PDF report of one greenhouse's period, for agronomists (and admins).
+
+The document is built by the same code as ``greentwin report`` (``audit.report`` to collect and
+render, ``audit.signing`` to sign, the signing identity of ``audit.report_cli``), in a worker
+thread so the event loop keeps serving the control loops; at most two builds run at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+
+from app.api.deps import ReportReader, RuntimeDep, get_current_user
+from app.core.db import SchemaOutOfDate
+from app.models import Greenhouse
+from app.runtime import Runtime
+
+router = APIRouter(prefix="/api/greenhouses", tags=["reports"], dependencies=[Depends(get_current_user)])
+
+MAX_PERIOD = timedelta(days=400)
+MAX_CONCURRENT_BUILDS = 2
+# Two first downloads must not each generate a dev/demo signing key and overwrite the other's.
+_identity_lock = threading.Lock()
+
+
+class SigningUnavailable(RuntimeError):
+    """No usable report signing key (e.g. none configured in prod)."""
+
+
+def parse_instant(name: str, value: str) -> datetime:
+    """An ISO-8601 instant with its UTC offset, or a 422 that says how to write one."""
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        hint = " (a '+' in a URL reads as a space: write it as %2B, or use Z)" if " " in value else ""
+        raise HTTPException(status_code=422, detail=f"'{name}' {value!r} is not ISO-8601{hint}") from None
+    if dt.tzinfo is None or dt.utcoffset() is None:
+        raise HTTPException(status_code=422,
+                            detail=f"'{name}' {value!r} needs a UTC offset (e.g. 2026-06-01T00:00:00Z or +02:00)")
+    return dt
+
+
+def validate_period(start: datetime, end: datetime) -> None:
+    if end <= start:
+        raise HTTPException(status_code=422, detail="'to' must be after 'from'")
+    if end - start > MAX_PERIOD:
+        raise HTTPException(status_code=422, detail=f"period longer than {MAX_PERIOD.days} days: split it")
+
+
+def _verification(runtime: Runtime, gh: str) -> str:
+    """The audit-trail line of the report, from the service's own keys (worded like ``greentwin report``)."""
+    if runtime.audit is None:
+        return "not performed: the service has no audit trail configured"
+    try:
+        [result] = runtime.audit.store.verify(gh)
+    except Exception as exc:  # the report still goes out, saying verification did not complete
+        return f"not completed: {type(exc).__name__}: {exc}"
+    if result.records_checked == 0 and result.ok:
+        return "no sealed audit records for this greenhouse"
+    if result.ok:
+        return f"passed: {result.records_checked} records verified (head seq {result.head_seq})"
+    return f"FAILED: first bad record seq={result.first_bad_seq}: {result.reason}"
+
+
+def build_signed_report(runtime: Runtime, gh: str, start: datetime, end: datetime, generated_by: str) -> bytes:
+    """Collect, render and sign (blocking: run it in a worker thread). ``LookupError`` for an unknown greenhouse."""
+    from audit import report_cli
+    from audit.report import collect_report_data, render_report
+    from audit.signing import sign_pdf
+
+    with runtime.sessions() as session:
+        if session.get(Greenhouse, gh) is None:
+            raise LookupError(f"unknown greenhouse {gh!r}")
+    try:
+        with _identity_lock:
+            identity = report_cli.load_signing_identity(argparse.Namespace(state_dir=str(runtime.state_dir)))
+    except (ValueError, OSError) as exc:
+        raise SigningUnavailable(f"report cannot be signed: {exc}") from exc
+    verification = _verification(runtime, gh)
+    with runtime.sessions() as session:
+        data = collect_report_data(session, gh, start, end, verification=verification)
+    pdf = render_report(data, generated_by=generated_by, generated_at=datetime.now(UTC), report_id=str(uuid.uuid4()))
+    return sign_pdf(pdf, identity.key, identity.cert)
+
+
+def _build_limiter(request: Request) -> anyio.CapacityLimiter:
+    limiter: anyio.CapacityLimiter | None = getattr(request.app.state, "report_limiter", None)
+    if limiter is None:  # created on the event loop, where anyio wants it
+        limiter = request.app.state.report_limiter = anyio.CapacityLimiter(MAX_CONCURRENT_BUILDS)
+    return limiter
+
+
+@router.get("/{gh}/report.pdf", response_class=Response,
+            responses={200: {"content": {"application/pdf": {}}, "description": "the signed PDF report"}})
+async def report_pdf(
+    gh: str,
+    request: Request,
+    runtime: RuntimeDep,
+    user: ReportReader,
+    period_from: Annotated[str, Query(alias="from", description="period start, ISO-8601 with offset, inclusive")],
+    period_to: Annotated[str, Query(alias="to", description="period end, ISO-8601 with offset, exclusive")],
+) -> Response:
+    """The signed PDF report of ``[from, to)`` (agronomist or admin); check it with ``greentwin report verify``."""
+    start, end = parse_instant("from", period_from), parse_instant("to", period_to)
+    validate_period(start, end)
+    build = functools.partial(build_signed_report, runtime, gh, start, end,
+                              f"{user.username} via the greentwin API")
+    try:
+        pdf = await anyio.to_thread.run_sync(build, limiter=_build_limiter(request))
+    except LookupError as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from exc
+    except SchemaOutOfDate as exc:
+        raise HTTPException(status_code=503, detail=str(exc)) from exc
+    except SigningUnavailable as exc:
+        raise HTTPException(status_code=503, detail=str(exc)) from exc
+    name = f"{gh}-{start.astimezone(UTC):%Y%m%dT%H%MZ}-{end.astimezone(UTC):%Y%m%dT%H%MZ}.pdf"
+    return Response(pdf, media_type="application/pdf",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"})

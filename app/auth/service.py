@@ -1,0 +1,190 @@
+"""Login, token checks and logout, independent of FastAPI (the routes map the errors to HTTP).
+
+A successful login of an ``operator`` or ``admin`` is sealed into the audit trail before the
+token is handed out: if it cannot be recorded, the login is refused. Service-level records go
+to the chain ``ACCESS_CHAIN``, which no greenhouse id can name (ids start with ``[a-z0-9]``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import NoReturn
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.auth.passwords import dummy_hash, hash_password, needs_rehash, verify_password
+from app.auth.ratelimit import SlidingWindowLimiter
+from app.auth.roles import PRIVILEGED_ROLES
+from app.auth.tokens import TokenError, TokenSigner
+from app.auth.users import bump_token_epoch, get_user, normalize_username
+from app.core.config import Settings
+from app.metrics import Metrics
+from app.models import User
+from audit.store import AuditStore
+
+log = logging.getLogger(__name__)
+
+ACCESS_CHAIN = "_access"
+SECRET_FILE = "api-secret-key"
+
+
+class AuthConfigError(RuntimeError):
+    """The API cannot authenticate anyone as configured (no signing secret)."""
+
+
+class LoginRefused(Exception):
+    """Base of the reasons a login is refused; ``reason`` is the metric label."""
+
+    reason = "bad_credentials"
+
+
+class BadCredentials(LoginRefused):
+    def __init__(self) -> None:
+        super().__init__("invalid username or password")
+
+
+class AccountDisabled(LoginRefused):
+    reason = "disabled"
+
+    def __init__(self) -> None:
+        super().__init__("account disabled")
+
+
+class RateLimited(LoginRefused):
+    reason = "rate_limited"
+
+    def __init__(self, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(f"too many failed logins: try again in {int(retry_after_s) + 1} s")
+
+
+class AuditUnavailable(LoginRefused):
+    reason = "audit_unavailable"
+
+    def __init__(self) -> None:
+        super().__init__("login of a privileged user cannot be recorded in the audit trail right now")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated caller of one request, as the database says now (roles are not taken from the token)."""
+
+    user_id: int
+    username: str
+    roles: frozenset[str]
+    expires_at: datetime
+
+    @property
+    def operator_actor(self) -> str:
+        """Actor of the mode changes this user makes (the report counts ``operator:*`` as overrides)."""
+        return f"operator:{self.username}"
+
+
+@dataclass(frozen=True)
+class LoginResult:
+    token: str
+    principal: Principal
+
+
+def service_secret_key(settings: Settings, state_dir: Path) -> str:
+    """``GREENTWIN_SECRET_KEY``; the demo generates one and keeps it; otherwise refuse to start."""
+    if settings.secret_key is not None and (key := settings.secret_key.get_secret_value().strip()):
+        return key
+    if settings.environment != "demo":
+        raise AuthConfigError("GREENTWIN_SECRET_KEY is not set: the API does not start without a token signing "
+                              "secret outside demo mode")
+    path = Path(state_dir) / SECRET_FILE
+    if path.exists():
+        return path.read_text(encoding="ascii").strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(key + "\n")
+    log.warning("demo mode: API token secret generated and kept in %s", path)
+    return key
+
+
+class AuthService:
+    """Everything the auth routes need; one per app, shared by request threads."""
+
+    def __init__(self, *, sessions: sessionmaker[Session], signer: TokenSigner, limiter: SlidingWindowLimiter,
+                 metrics: Metrics, audit: AuditStore | None) -> None:
+        self.sessions = sessions
+        self.signer = signer
+        self.limiter = limiter
+        self.metrics = metrics
+        self.audit = audit
+
+    def login(self, username: str, password: str, client: str) -> LoginResult:
+        """Check the password and issue a token; raises a :class:`LoginRefused` subclass."""
+        name = normalize_username(username)
+        key = (name, client)
+        wait = self.limiter.attempt(key)  # counts as a failure until it succeeds
+        if wait > 0:
+            self._refuse(RateLimited(wait), client, None)
+        with self.sessions() as session:
+            user = get_user(session, name)
+            # Unknown names cost a hash check too, so timing does not tell which accounts exist.
+            ok = verify_password(user.password_hash if user is not None else dummy_hash(), password)
+            if user is None or not ok:
+                self._refuse(BadCredentials(), client, user)
+            if user.disabled_at is not None:
+                self._refuse(AccountDisabled(), client, user)
+            self.limiter.reset(key)
+            now = datetime.now(UTC)
+            roles = user.roles
+            if roles & PRIVILEGED_ROLES:
+                self._seal_login(user, roles, client, now)
+            user.last_login_at = now
+            if needs_rehash(user.password_hash):
+                with contextlib.suppress(ValueError):  # a password from before today's policy keeps its hash
+                    user.password_hash = hash_password(password)
+            session.commit()
+            token, claims = self.signer.issue(user_id=user.id, username=user.username, epoch=user.token_epoch)
+        self.metrics.logins.inc()
+        log.info("login %s (%s) from %s", user.username, ",".join(sorted(roles)), client)
+        return LoginResult(token, Principal(user.id, user.username, roles, claims.expires))
+
+    def authenticate(self, token: str) -> Principal:
+        """The user a token stands for, if the token is genuine, unexpired and still current."""
+        claims = self.signer.verify(token)
+        with self.sessions() as session:
+            user = session.get(User, claims.user_id)
+            if user is None or user.username != claims.username:
+                raise TokenError("invalid token")
+            if user.disabled_at is not None:
+                raise TokenError("account disabled")
+            if user.token_epoch != claims.epoch:
+                raise TokenError("session ended: log in again")
+            return Principal(user.id, user.username, user.roles, claims.expires)
+
+    def logout(self, principal: Principal) -> None:
+        """Revoke every token of the user (all of the user's sessions end)."""
+        with self.sessions() as session:
+            bump_token_epoch(session=session, user_id=principal.user_id)
+        log.info("logout %s", principal.username)
+
+    def _refuse(self, exc: LoginRefused, client: str, user: User | None) -> NoReturn:
+        self.metrics.login_failures.labels(exc.reason).inc()
+        # Only names of existing accounts are logged: a password typed into the name field must not be.
+        log.warning("login refused (%s) for %s from %s", exc.reason,
+                    user.username if user is not None else "an unknown name", client)
+        raise exc
+
+    def _seal_login(self, user: User, roles: frozenset[str], client: str, now: datetime) -> None:
+        audit = self.audit
+        if audit is None:
+            self._refuse(AuditUnavailable(), client, user)
+        try:
+            audit.append(ACCESS_CHAIN, "login", user.username,
+                         {"username": user.username, "roles": sorted(roles), "client": client}, now)
+        except Exception:
+            log.exception("could not seal the login of %s", user.username)
+            self._refuse(AuditUnavailable(), client, user)

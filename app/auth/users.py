@@ -1,0 +1,106 @@
+"""Keyword-only account functions over a session: create, list, disable, change a password.
+
+They commit their own change and return values (never print), so the command line formats
+output and tests call them directly. Usernames are lower-case slugs; roles come from
+``app.models.ROLES``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.auth.passwords import hash_password
+from app.auth.roles import ROLES
+from app.models import USERNAME_MAX_LEN, User, UserRole
+
+USERNAME_RE = re.compile(rf"[a-z0-9][a-z0-9_.@-]{{0,{USERNAME_MAX_LEN - 1}}}", re.ASCII)
+
+
+class UserExists(ValueError):
+    """``user add`` for a name that is taken."""
+
+
+class UnknownUser(LookupError):
+    """No account of that name."""
+
+
+def normalize_username(username: str) -> str:
+    """Lower-cased, trimmed name: ``Alice`` and ``alice`` are one account (and one rate-limit key)."""
+    return username.strip().lower()
+
+
+def validate_username(username: str) -> str:
+    """Return the normalised name, or raise ``ValueError`` saying what a name may contain."""
+    name = normalize_username(username)
+    if USERNAME_RE.fullmatch(name) is None:
+        raise ValueError(f"invalid username {username!r}: expected [a-z0-9][a-z0-9_.@-]{{0,{USERNAME_MAX_LEN - 1}}}")
+    return name
+
+
+def validate_roles(roles: Iterable[str]) -> list[str]:
+    """Sorted, de-duplicated roles; ``ValueError`` for an empty set or an unknown role."""
+    wanted = sorted(set(roles))
+    if not wanted:
+        raise ValueError(f"a user needs at least one role ({', '.join(ROLES)})")
+    unknown = [r for r in wanted if r not in ROLES]
+    if unknown:
+        raise ValueError(f"unknown role {unknown[0]!r}: expected one of {', '.join(ROLES)}")
+    return wanted
+
+
+def get_user(session: Session, username: str) -> User | None:
+    return session.scalars(select(User).where(User.username == normalize_username(username))).one_or_none()
+
+
+def create_user(*, session: Session, username: str, password: str, roles: Sequence[str]) -> User:
+    """Store a new enabled account; ``UserExists`` when the name is taken."""
+    name = validate_username(username)
+    wanted = validate_roles(roles)
+    user = User(username=name, password_hash=hash_password(password), token_epoch=0,
+                role_rows=[UserRole(role=r) for r in wanted])
+    session.add(user)
+    try:
+        session.commit()
+    except IntegrityError as exc:
+        session.rollback()
+        raise UserExists(f"user {name!r} already exists") from exc
+    return user
+
+
+def list_users(*, session: Session) -> list[User]:
+    return list(session.scalars(select(User).order_by(User.username)))
+
+
+def disable_user(*, session: Session, username: str) -> User:
+    """Refuse every future login and every token already issued; idempotent."""
+    user = get_user(session, username)
+    if user is None:
+        raise UnknownUser(f"no user {normalize_username(username)!r}")
+    if user.disabled_at is None:
+        user.disabled_at = datetime.now(UTC)
+        user.token_epoch += 1
+        session.commit()
+    return user
+
+
+def set_password(*, session: Session, username: str, password: str) -> User:
+    """Replace the password and revoke the tokens issued under the old one."""
+    user = get_user(session, username)
+    if user is None:
+        raise UnknownUser(f"no user {normalize_username(username)!r}")
+    user.password_hash = hash_password(password)
+    user.token_epoch += 1
+    session.commit()
+    return user
+
+
+def bump_token_epoch(*, session: Session, user_id: int) -> None:
+    """Revoke every token of the user issued so far (logout)."""
+    session.execute(update(User).where(User.id == user_id).values(token_epoch=User.token_epoch + 1))
+    session.commit()

@@ -1,0 +1,93 @@
+"""Handlers behind ``greentwin user add|list|disable``: API accounts and their roles.
+
+A password comes from standard input with ``--password-stdin`` (one line, so it never shows in
+the process list or the shell history); without it one is generated and printed once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+from sqlalchemy.orm import Session
+
+from app.auth.roles import ROLES
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def add_user_arguments(parser: argparse.ArgumentParser) -> None:
+    """``user add`` / ``user list`` / ``user disable`` (argparse only)."""
+    sub = parser.add_subparsers(dest="user_command", required=True)
+    add = sub.add_parser("add", help="create an account; prints a generated password unless --password-stdin")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("--role", dest="roles", action="append", choices=ROLES, required=True,
+                     help="repeat for several roles")
+    add.add_argument("--password-stdin", action="store_true", help="read the password from the first line of stdin")
+    add.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    lst = sub.add_parser("list", help="accounts, roles, state and last login")
+    lst.add_argument("--url", default=None)
+    dis = sub.add_parser("disable", help="refuse the account's logins and revoke its tokens")
+    dis.add_argument("name", metavar="NAME")
+    dis.add_argument("--url", default=None)
+
+
+@contextmanager
+def _session(url: str | None) -> Iterator[Session]:
+    """A session on a migrated database (``SchemaOutOfDate`` otherwise)."""
+    from app.core.config import get_settings
+    from app.core.db import make_engine, make_session_factory, require_current_schema
+
+    engine = make_engine(url or get_settings().database_url)
+    try:
+        require_current_schema(engine)
+        with make_session_factory(engine)() as session:
+            yield session
+    finally:
+        engine.dispose()
+
+
+def _read_password(stream: TextIO) -> str:
+    line = stream.readline()
+    if not line:
+        raise ValueError("--password-stdin: nothing on standard input")
+    return line.rstrip("\r\n")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Dispatch ``greentwin user ...``; exit 2 with a message for bad input, a taken name or an old schema."""
+    from app.auth.passwords import check_password_policy, generate_password
+    from app.auth.users import UnknownUser, create_user, disable_user, list_users
+    from app.core.db import SchemaOutOfDate
+
+    try:
+        if args.user_command == "add":
+            generated = not args.password_stdin
+            password = generate_password() if generated else _read_password(sys.stdin)
+            check_password_policy(password)
+            with _session(args.url) as session:
+                user = create_user(session=session, username=args.name, password=password, roles=args.roles)
+                print(f"added user {user.username} ({', '.join(sorted(user.roles))})")
+            if generated:
+                print(f"password: {password}")
+                print("(shown once; it is stored only as an Argon2id hash)")
+        elif args.user_command == "list":
+            with _session(args.url) as session:
+                users = list_users(session=session)
+                if not users:
+                    print("no users (add one with `greentwin user add NAME --role operator`)")
+                for u in users:
+                    state = "disabled" if u.disabled_at is not None else "active"
+                    last = u.last_login_at.isoformat(timespec="seconds") if u.last_login_at else "never"
+                    print(f"{u.username:<24} {','.join(sorted(u.roles)):<28} {state:<9} last login {last}")
+        else:
+            with _session(args.url) as session:
+                user = disable_user(session=session, username=args.name)
+                print(f"disabled user {user.username}; its tokens no longer work")
+    except (ValueError, UnknownUser, SchemaOutOfDate) as exc:  # UserExists is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK

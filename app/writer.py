@@ -1,0 +1,368 @@
+"""Everything about a published decision that may wait: explanations, database rows, audit records.
+
+It runs in a separate process that tails the journal (see :mod:`app.journal`), so the control
+loop does not share its interpreter lock with this work (in one process, every lock hand-over
+to a busy writer thread cost the loop milliseconds, many times per batch). Each round takes whatever was journaled since the last one, explains all
+its ensemble decisions in one batched integrated-gradients pass, writes all rows in one
+transaction (group commit; the spool while the database is down), queues the audit events in
+the same order and seals them every ``audit_flush_s``. Under load the rounds grow by themselves,
+so the cost per decision falls as the rate rises. The process reports what it stored, so the
+service can show it and an operator action can wait until its record is readable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import logging
+import multiprocessing as mp
+import os
+import pickle
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from sqlalchemy.exc import OperationalError
+
+from app.audit_sink import AuditSink
+from app.controller import ExplainRequest, Proposer, explain_decisions
+from app.journal import JournalReader
+from app.recorder import DecisionRecorder
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str, int]
+"""(kind, greenhouse, seq): a record's identity."""
+
+
+@dataclass
+class Job:
+    """One record to store; ``request`` is set for an ensemble decision still to be explained."""
+
+    kind: Literal["decision", "mode_change"]
+    row: dict[str, Any]
+    audit_kind: str
+    actor: str
+    ts: datetime
+    request: ExplainRequest | None = None
+    zones: int | None = None
+    journaled_at: float = field(default_factory=time.time)
+
+    @property
+    def key(self) -> Key:
+        return self.kind, str(self.row["greenhouse_id"]), int(self.row["seq"])
+
+    def entry(self) -> dict[str, Any]:
+        """The journal entry: the row, its audit labels and what its explanation needs."""
+        r = self.request
+        explain = None if r is None else {
+            "obs": r.obs, "confidence": r.confidence, "zones": self.zones,
+            "history": None if r.history is None else [r.history[0], r.history[1]]}
+        return {"kind": self.kind, "row": self.row, "audit_kind": self.audit_kind, "actor": self.actor,
+                "explain": explain, "t": self.journaled_at}
+
+    @classmethod
+    def from_entry(cls, e: dict[str, Any]) -> Job:
+        x = e.get("explain")
+        request = None
+        if x:
+            history = None if x["history"] is None else (np.asarray(x["history"][0], dtype=np.float32),
+                                                         np.asarray(x["history"][1], dtype=np.float32))
+            request = ExplainRequest(np.asarray(x["obs"], dtype=np.float32), float(x["confidence"]), history)
+        return cls(e["kind"], e["row"], e["audit_kind"], e["actor"], e["row"]["ts"], request,
+                   None if not x else x.get("zones"), float(e.get("t", time.time())))
+
+    def summary(self) -> dict[str, Any]:
+        """What the service shows as a greenhouse's last decision."""
+        r = self.row
+        return {"seq": r["seq"], "ts": r["ts"].isoformat(), "actor": r["actor"], "mode": r["mode"],
+                "clipped": r["clipped"], "confidence": r["confidence"], "alarms": r["explanation"]["alarms"],
+                "estimate": r["estimate"]}
+
+
+class DecisionStore:
+    """One round: explain, write (one transaction or one spool append), queue the audit events."""
+
+    def __init__(self, recorder: DecisionRecorder, proposer_for: Callable[[int | None], Proposer | None], *,
+                 audit: AuditSink | None = None) -> None:
+        self.recorder = recorder
+        self.proposer_for = proposer_for
+        self.audit = audit
+
+    def store(self, jobs: list[Job], *, skip_stored: bool = False) -> list[Job]:
+        """Store ``jobs`` in order; ``skip_stored`` first drops those already in the database (a
+        replay after a crash). Returns the jobs stored by this call."""
+        if skip_stored:
+            jobs = self._not_stored(jobs)
+        self._explain(jobs)
+        self.recorder.record_many([(j.kind, j.row) for j in jobs])
+        if self.audit is not None:
+            for j in jobs:
+                self.audit.add(str(j.row["greenhouse_id"]), j.audit_kind, j.actor, j.row, j.ts)
+        return jobs
+
+    def _not_stored(self, jobs: list[Job]) -> list[Job]:
+        stored: set[Key] = set()
+        try:
+            for kind in ("decision", "mode_change"):
+                keys = [(g, q) for k, g, q in (j.key for j in jobs) if k == kind]
+                stored |= {(kind, g, q) for g, q in self.recorder.stored_keys(kind, keys)}
+        except OperationalError:  # cannot tell: all go to the spool, whose write-back skips stored rows
+            log.warning("database unavailable while replaying %d journaled records: spooling them all", len(jobs))
+        return [j for j in jobs if j.key not in stored]
+
+    def _explain(self, jobs: list[Job]) -> None:
+        groups: dict[int, tuple[Proposer, list[Job]]] = {}
+        for j in jobs:
+            if j.request is None:
+                continue
+            proposer = self.proposer_for(j.zones)
+            if proposer is None or not hasattr(proposer, "members"):
+                continue
+            groups.setdefault(id(proposer), (proposer, []))[1].append(j)
+        for proposer, group in groups.values():
+            try:
+                explanations = explain_decisions(proposer, [j.request for j in group])  # type: ignore[misc]
+            except Exception as exc:  # a decision is stored even if its explanation cannot be made
+                log.exception("explaining %d decisions failed", len(group))
+                explanations = [{"error": f"explanation failed: {exc.__class__.__name__}"} for _ in group]
+            for j, explanation in zip(group, explanations, strict=True):
+                j.row["explanation"] = {**explanation, **(j.row.get("explanation") or {})}
+                j.request = None
+
+
+# ---- the writer process ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriterConfig:
+    """What the writer process needs to rebuild the service's storage on its side (picklable)."""
+
+    database_url: str
+    spool_path: Path
+    journal: Path
+    policy_dir: Path
+    proposer: bytes | None = None
+    """A pickled proposer given to the service directly; otherwise loaded from ``policy_dir``."""
+    audit_keys: tuple[str, bytes] | None = None
+    """(keyring JSON, signing key PEM) when the service keeps an audit trail."""
+    gather_s: float = 0.2
+    """Pause between rounds: a round explains and commits for about the price of one record."""
+    audit_flush_s: float = 2.0
+    """Seal queued audit events this often while the writer has time to spare."""
+    audit_flush_busy_s: float = 15.0
+    """...and at least this often while records keep coming: sealing costs one transaction per
+    greenhouse whatever the number of events, so under load it is done in larger, rarer rounds."""
+    spool_flush_s: float = 2.0
+    nice: int = 0
+    """Scheduling priority relative to the control loop (positive: lower). A lower priority favours
+    the loop's latency but, on a machine busy with other work, can starve the writer until its
+    backlog grows; the default shares the CPU fairly."""
+    resume: bool = False
+    """A writer restarted mid-run: records of the journal's first round may already be stored."""
+    zones: tuple[int, ...] = ()
+    """Zone counts of the registered greenhouses: their proposers are loaded before the first round."""
+
+
+def _serve(cfg: WriterConfig, conn: Any) -> None:
+    """The writer process: tail the journal, store each round, report, until told to stop."""
+    if not logging.getLogger().handlers:  # a spawned process starts without the service's logging
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    with contextlib.suppress(OSError):
+        os.nice(cfg.nice)
+    from app.core.db import make_engine, make_session_factory
+
+    engine = make_engine(cfg.database_url)
+    recorder = DecisionRecorder(make_session_factory(engine), cfg.spool_path)
+    audit = None
+    if cfg.audit_keys is not None:
+        from audit import Keyring, Signer
+        from audit.store import AuditStore
+
+        audit = AuditSink(AuditStore(engine, Keyring.from_json(cfg.audit_keys[0]), Signer.from_pem(cfg.audit_keys[1])))
+    given = pickle.loads(cfg.proposer) if cfg.proposer is not None else None
+    loaded: dict[int, Proposer] = {}
+
+    def proposer_for(zones: int | None) -> Proposer | None:
+        if given is not None or zones is None:
+            return given
+        if zones not in loaded:
+            from app.runtime import load_proposer
+
+            loaded[zones] = load_proposer(cfg.policy_dir, zones)
+            if "torch" in sys.modules:  # one thread: this process should not crowd the control loop
+                sys.modules["torch"].set_num_threads(1)
+        return loaded[zones]
+
+    for zones in cfg.zones:
+        proposer_for(zones)
+    store = DecisionStore(recorder, proposer_for, audit=audit)
+    reader = JournalReader(cfg.journal)
+    gc.collect()
+    gc.freeze()  # what is loaded now stays: full collections need not walk it (see Runtime.start)
+    conn.send(("ready",))
+    resume, stopping = cfg.resume, False
+    jobs: list[Job] = []  # read from the journal and not stored yet (kept across a failed round)
+    read: list[Job] = []
+    last_audit = last_spool = time.monotonic()
+    while True:
+        if conn.poll(cfg.gather_s):
+            stopping = conn.recv() == "stop" or stopping
+        try:
+            read = [Job.from_entry(e) for e in reader.read()]
+            jobs += read
+            if jobs:
+                done = store.store(jobs, skip_stored=resume)
+                resume = False
+                if audit is not None and any(j.kind == "mode_change" for j in done):
+                    audit.flush()  # e-stops and operator actions are sealed before they are reported stored
+                    last_audit = time.monotonic()
+                now = time.time()
+                # Only what this round stored: after a restart, the first round skips what the
+                # previous process had stored (and reported) already.
+                conn.send(("stored", len(done), [(j.key, j.summary() if j.kind == "decision" else None)
+                                                  for j in done], [now - j.journaled_at for j in done]))
+                jobs = []
+                reader.delete_consumed()
+            now_m = time.monotonic()
+            if audit is not None and (now_m - last_audit >= cfg.audit_flush_busy_s or
+                                      (not read and now_m - last_audit >= cfg.audit_flush_s) or stopping):
+                audit.flush()
+                last_audit = now_m
+            if now_m - last_spool >= cfg.spool_flush_s:
+                if recorder.spooled:
+                    recorder.flush_spool()
+                conn.send(("spooled", recorder.spooled))
+                last_spool = now_m
+        except Exception:  # never die: what is not stored is retried next round (and stays journaled)
+            log.exception("writer round failed; retrying")
+            time.sleep(0.5)
+            continue
+        if stopping and not jobs:
+            reader.delete_consumed(including_current=True)  # the loop closed the journal before "stop"
+            break
+    if audit is not None:
+        audit.close()
+    conn.send(("bye",))
+
+
+class WriterProcess:
+    """The service's handle on the writer process: start, counts, waits, stop."""
+
+    def __init__(self, on_stored: Callable[[list[tuple[str, dict[str, Any]]]], None] | None = None) -> None:
+        self.cfg: WriterConfig | None = None
+        self.on_stored = on_stored
+        self.stored = 0
+        self.spooled = 0
+        self.lag_s: deque[float] = deque(maxlen=20_000)
+        """Journal-to-stored seconds of recent records (the benchmark reports them)."""
+        self._appended = 0
+        self._proc: Any = None
+        self._conn: Any = None
+        self._reader: threading.Thread | None = None
+        self._waiters: dict[Key, threading.Event] = {}
+        self._lock = threading.Lock()
+        self._bye = threading.Event()
+        self._ready = threading.Event()
+
+    def start(self, cfg: WriterConfig | None = None) -> None:
+        self.cfg = cfg or self.cfg
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._bye.clear()
+        self._ready.clear()
+        self._proc = ctx.Process(target=_serve, args=(self.cfg, child), name="greentwin-writer", daemon=True)
+        self._proc.start()
+        child.close()
+        self._reader = threading.Thread(target=self._read, name="writer-reports", daemon=True)
+        self._reader.start()
+
+    def wait_ready(self, timeout: float = 60.0) -> bool:
+        """Block until the process has loaded what it needs (benchmarks; the journal buffers meanwhile)."""
+        return self._ready.wait(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def appended(self, count: int) -> None:
+        """The loop journaled ``count`` more records."""
+        self._appended += count
+
+    @property
+    def backlog(self) -> int:
+        """Records journaled and not yet stored."""
+        return self._appended - self.stored
+
+    def waiter(self, key: Key) -> threading.Event:
+        """An event set once the record ``key`` is stored (register it before journaling the record)."""
+        event = threading.Event()
+        with self._lock:
+            self._waiters[key] = event
+        return event
+
+    def _read(self) -> None:
+        conn = self._conn
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                return
+            if msg[0] == "stored":
+                _, count, done, lags = msg
+                self.stored += count
+                self.lag_s.extend(lags)
+                if self.on_stored is not None:
+                    try:
+                        self.on_stored([(k[1], s) for k, s in done if s is not None])
+                    except Exception:
+                        log.exception("on_stored hook failed")
+                with self._lock:
+                    events = [self._waiters.pop(k, None) for k, _ in done]
+                for e in events:
+                    if e is not None:
+                        e.set()
+            elif msg[0] == "spooled":
+                self.spooled = msg[1]
+            elif msg[0] == "ready":
+                self._ready.set()
+            elif msg[0] == "bye":
+                self._bye.set()
+                return
+
+    def restart_if_dead(self) -> bool:
+        """Start a new writer if the process died; it resumes from the journal. True if restarted."""
+        if self._proc is None or self._proc.is_alive() or self._bye.is_set():
+            return False
+        log.error("writer process exited (code %s); starting a new one", self._proc.exitcode)
+        self._conn.close()
+        assert self.cfg is not None
+        self.start(dataclasses.replace(self.cfg, resume=True))
+        return True
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Store everything journaled (the journal must be closed first), seal the audit events, end."""
+        if self._proc is None:
+            return
+        if self._proc.is_alive():
+            with contextlib.suppress(OSError, BrokenPipeError):
+                self._conn.send("stop")
+            if not self._bye.wait(timeout):
+                log.error("writer process did not finish within %.0f s; what it did not store stays in "
+                          "the journal", timeout)
+        self._proc.join(5.0)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(5.0)
+        self._conn.close()
+        if self._reader is not None:
+            self._reader.join(5.0)
+        self._proc = None

@@ -1,0 +1,385 @@
+"""Gathering a report's data: one streaming pass over a greenhouse's decisions and mode changes.
+
+Memory stays bounded whatever the period (``yield_per``): totals, per-hour summaries, at most
+``max_log_entries`` decisions and ``max_heatmaps`` saliency maps are kept, never the rows.
+
+Accounting (the same conventions as :class:`app.controller.GreenhouseController`):
+
+* each decision stands for the interval ``(previous decision, this decision]``, clamped to
+  [1 s, 3600 s] like the controller's ``dt``; the first decision a greenhouse ever made has no
+  interval and contributes no water, light or energy;
+* water in that interval is the measured ``telemetry.flow_l_min`` times its length, split evenly
+  over the valves that were open: the edge box's ``telemetry.valve_open`` feedback when it
+  reports any, else the valves the previous decision commanded (``clipped.valves``); flow with
+  no open valve at all is reported as *unattributed*, not silently dropped;
+* lights and energy use the measured ``light_pct`` / ``pump_pct`` over the same interval: lamp
+  energy = lamp power per m2 x floor area (zones x zone area) x duty, pump energy = rated power
+  x duty (a linear, upper-bound estimate: real pump power falls faster than speed);
+* a zone's moisture is ``estimate["theta"]``; its interval counts as in band, below
+  (stress hours: drier than ``target_low_vwc``) or above the band; decisions without an estimate
+  (stale telemetry) count as unobserved.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.models import Decision, Greenhouse, ModeChange, Zone
+from audit.report.data import (
+    DETAIL_LIMIT,
+    HEATMAP_FEATURES,
+    LOW_CONFIDENCE_THRESHOLD,
+    MAX_DT_S,
+    MAX_HEATMAPS,
+    MAX_LOG_ENTRIES,
+    MIN_DT_S,
+    DecisionEntry,
+    EnergyModel,
+    HourSummary,
+    ModeChangeEntry,
+    PolicyUse,
+    ReportData,
+    SaliencyMap,
+    ZoneStats,
+    require_aware,
+    utc,
+)
+
+_STREAM_BATCH = 1000
+
+
+def _floats(value: Any, n: int) -> list[float | None]:
+    """``n`` numbers from a JSON list (None where missing or not a number)."""
+    out: list[float | None] = [None] * n
+    if isinstance(value, list):
+        for i, v in enumerate(value[:n]):
+            if type(v) is float or type(v) is int:  # not bool; JSON numbers decode to exactly these
+                out[i] = float(v) if math.isfinite(v) else None
+    return out
+
+
+def _num(mapping: Any, key: str) -> float:
+    v = mapping.get(key) if isinstance(mapping, dict) else None
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else 0.0
+
+
+def _describe_rule(firing: Any) -> tuple[str, str]:
+    """(rule id, readable firing) for one ``rules_fired`` entry of any shape."""
+    if isinstance(firing, Mapping):
+        rule = str(firing.get("rule", "?"))
+        text = rule
+        if "actuator" in firing:
+            text += f" on {firing['actuator']}"
+        if "before" in firing or "after" in firing:
+            text += f": {_short(firing.get('before'))} -> {_short(firing.get('after'))}"
+        return rule, text
+    return str(firing), str(firing)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    if isinstance(value, float):
+        text = f"{value:.3g}"
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, default=str, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _describe_explanation(explanation: Any) -> str:
+    """Key: value pairs of the explanation dict, empty values left out."""
+    if not isinstance(explanation, Mapping):
+        return "" if explanation is None else _short(explanation, 300)
+    parts = [f"{k}: {_short(v, 120)}" for k, v in explanation.items()
+             if k != "history" and v not in (None, [], {}, "", False)]
+    history = explanation.get("history")
+    if isinstance(history, Mapping):  # the lead-up and its saliency: drawn as a heat map, not printed
+        steps = history.get("observations")
+        parts.append(f"history: {len(steps) if isinstance(steps, list) else '?'} steps (saliency heat map)")
+    return "; ".join(parts)
+
+
+def _describe_action(clipped: Any) -> str:
+    if not isinstance(clipped, Mapping):
+        return ""
+    valves = clipped.get("valves")
+    open_ = [str(i) for i, v in enumerate(valves) if v] if isinstance(valves, list) else []
+    return ("\n".join(textwrap.wrap(f"valves {','.join(open_) or '-'}", 22))
+            + f"\npump {_num(clipped, 'pump_pct'):.0f}% light {_num(clipped, 'light_pct'):.0f}%")
+
+
+@cache
+def feature_names(dim: int, zones: int) -> tuple[str, ...]:
+    """Names of an observation's ``dim`` features (``twin.spec`` layout, e.g. 'moisture[3]').
+
+    The layout for ``zones`` zones when its size matches, else the zone count ``dim`` implies
+    (the greenhouse may have been re-zoned since), else 'feature i'.
+    """
+    from twin.spec import ObservationSpec  # here, not at import: the twin package loads scipy
+
+    fixed = ObservationSpec(0).dim
+    per_zone = ObservationSpec(1).dim - fixed
+    for z in (zones, (dim - fixed) // per_zone):
+        if z >= 1 and ObservationSpec(z).dim == dim:
+            return ObservationSpec(z).names
+    return tuple(f"feature {i}" for i in range(dim))
+
+
+def saliency_map(row: Any, ts: datetime, zones: int, top: int) -> SaliencyMap | None:
+    """The heat-map data of a decision whose explanation carries ``history.saliency`` (T x D), else None.
+
+    Keeps the ``top`` features with the largest total |attribution| over the steps; values that
+    are missing or not finite stay None (drawn as "no value").
+    """
+    explanation = row.explanation if isinstance(row.explanation, Mapping) else {}
+    history = explanation.get("history")
+    steps = history.get("saliency") if isinstance(history, Mapping) else None
+    if not isinstance(steps, list) or not steps or not isinstance(steps[0], list) or not steps[0]:
+        return None
+    dim = len(steps[0])
+    if any(not isinstance(step, list) or len(step) != dim for step in steps):
+        return None
+    grid = [_floats(step, dim) for step in steps]  # [t][feature]
+    totals = [sum(abs(step[i] or 0.0) for step in grid) for i in range(dim)]
+    ranked = sorted((i for i in range(dim) if totals[i] > 0), key=lambda i: -totals[i])[:top]
+    names = feature_names(dim, zones)
+    total = sum(totals)
+    return SaliencyMap(ts, int(row.seq), str(row.actor), float(row.confidence),
+                       tuple(names[i] for i in ranked), tuple(tuple(step[i] for step in grid) for i in ranked),
+                       dim, 100.0 * sum(totals[i] for i in ranked) / total if total > 0 else 0.0)
+
+
+class _Collector:
+    """One pass over the decision stream; keeps totals, hours, a bounded log and the first saliency maps."""
+
+    def __init__(self, data: ReportData, *, energy: EnergyModel, threshold: float,
+                 detail_limit: int, max_log_entries: int, max_heatmaps: int,
+                 prev: tuple[datetime, list[float]] | None) -> None:
+        self.data = data
+        self.z = len(data.zones)
+        self.energy = energy
+        self.threshold = threshold
+        self.detail_limit = detail_limit
+        self.max_log = max_log_entries
+        self.max_heatmaps = max_heatmaps
+        self.prev_ts, self.prev_valves = prev if prev is not None else (None, [0.0] * self.z)
+        self.hour: HourSummary | None = None
+        self.policy_counts: Counter[str] = Counter()
+        self.policy_span: dict[str, tuple[datetime, datetime]] = {}
+        self.clips: Counter[str] = Counter()
+        self.all_entries: list[DecisionEntry] = []  # every decision until detail_limit is passed
+
+    def _hour_for(self, ts: datetime) -> HourSummary:
+        start = ts.replace(minute=0, second=0, microsecond=0)
+        if self.hour is None or self.hour.start != start:
+            if self.hour is not None:
+                self.data.hours.append(self.hour)
+            self.hour = HourSummary(start, water_l=[0.0] * self.z, theta_sum=[0.0] * self.z,
+                                    theta_n=[0] * self.z)
+        return self.hour
+
+    def add(self, row: Any) -> None:
+        d = self.data
+        ts = utc(row.ts)
+        tel = row.telemetry if isinstance(row.telemetry, dict) else {}
+        clipped = row.clipped if isinstance(row.clipped, dict) else {}
+        dt_h = 0.0
+        if self.prev_ts is not None:
+            dt_h = min(max((ts - self.prev_ts).total_seconds(), MIN_DT_S), MAX_DT_S) / 3600.0
+        hour = self._hour_for(ts)
+        hour.decisions += 1
+        d.decision_count += 1
+        d.first_decision = d.first_decision or ts
+        d.last_decision = ts
+
+        # water: measured flow over the interval, split over the valves open during it
+        litres = _num(tel, "flow_l_min") * dt_h * 60.0
+        feedback = [v or 0.0 for v in _floats(tel.get("valve_open"), self.z)]
+        open_valves = feedback if any(v >= 0.5 for v in feedback) else self.prev_valves
+        open_idx = [i for i, v in enumerate(open_valves) if v >= 0.5]
+        if litres > 0:
+            if open_idx:
+                share = litres / len(open_idx)
+                for i in open_idx:
+                    d.zones[i].water_l += share
+                    hour.water_l[i] += share
+            else:
+                d.water_unattributed_l += litres
+        self.prev_valves = [v or 0.0 for v in _floats(clipped.get("valves"), self.z)]
+        self.prev_ts = ts
+
+        # lights and energy
+        if "light_pct" in tel:
+            light = _num(tel, "light_pct")
+            hour.light_pct_sum += light
+            hour.light_n += 1
+            d.lamp_hours += light / 100.0 * dt_h
+            area = self.z * self.energy.zone_area_m2
+            d.energy_lamps_kwh += self.energy.lamp_power_w_m2 * area * light / 100.0 * dt_h / 1000.0
+        d.energy_pump_kwh += self.energy.pump_rated_kw * _num(tel, "pump_pct") / 100.0 * dt_h
+
+        # moisture against each zone's band
+        theta = _floats(row.estimate.get("theta") if isinstance(row.estimate, dict) else None, self.z)
+        for i, th in enumerate(theta):
+            if th is None:
+                continue
+            hour.theta_sum[i] += th
+            hour.theta_n[i] += 1
+            zs = d.zones[i]
+            if th < zs.low:
+                zs.hours_below += dt_h
+            elif th > zs.high:
+                zs.hours_above += dt_h
+            else:
+                zs.hours_in_band += dt_h
+
+        # who decided, and what the safety layer changed
+        actor, mode = str(row.actor), str(row.mode)
+        flags: list[str] = []
+        explanation = row.explanation if isinstance(row.explanation, dict) else {}
+        if (row.confidence < self.threshold or actor == "expert:low_confidence"
+                or bool(explanation.get("low_confidence"))):
+            flags.append("low confidence")
+            d.decisions_low_confidence += 1
+            hour.low_confidence += 1
+        rules = row.rules_fired if isinstance(row.rules_fired, list) else []
+        if rules:
+            flags.append("clipped")
+            d.decisions_clipped += 1
+            hour.clipped += 1
+        described = [_describe_rule(f) for f in rules]
+        self.clips.update(rule for rule, _ in described)
+        if mode == "manual":
+            flags.append("manual")
+            d.decisions_manual += 1
+            hour.manual += 1
+        elif mode == "estop":
+            flags.append("e-stop")
+            d.decisions_estop += 1
+            hour.estop += 1
+        if actor.startswith("policy:"):
+            version = actor.removeprefix("policy:")
+            self.policy_counts[version] += 1
+            first, _ = self.policy_span.get(version, (ts, ts))
+            self.policy_span[version] = (first, ts)
+
+        if "low confidence" in flags:
+            heat = saliency_map(row, ts, self.z, HEATMAP_FEATURES)
+            if heat is not None:
+                d.saliency_total += 1
+                if len(d.saliency_maps) < self.max_heatmaps:
+                    d.saliency_maps.append(heat)
+
+        keep_all = d.decision_count <= self.detail_limit
+        if flags:
+            d.notable_total += 1
+        if keep_all or (flags and len(d.log) < self.max_log):
+            entry = DecisionEntry(ts, int(row.seq), actor, mode, float(row.confidence), _describe_action(clipped),
+                                  tuple(text for _, text in described), _describe_explanation(row.explanation),
+                                  tuple(flags))
+            if keep_all:
+                self.all_entries.append(entry)
+            if flags and len(d.log) < self.max_log:
+                d.log.append(entry)
+        if not keep_all and self.all_entries:
+            self.all_entries = []  # too long for a full log: condensed from here on
+
+    def finish(self) -> None:
+        d = self.data
+        if self.hour is not None:
+            d.hours.append(self.hour)
+        if d.decision_count <= self.detail_limit:
+            d.log, d.condensed = self.all_entries, False
+        else:
+            d.condensed = True
+        d.clips_by_rule = dict(sorted(self.clips.items()))
+        d.policies = [PolicyUse(v, n, *self.policy_span[v]) for v, n in sorted(self.policy_counts.items())]
+
+
+def collect_report_data(
+    session: Session,
+    greenhouse_id: str,
+    period_from: datetime,
+    period_to: datetime,
+    *,
+    verification: str,
+    energy: EnergyModel | None = None,
+    low_confidence_threshold: float = LOW_CONFIDENCE_THRESHOLD,
+    detail_limit: int = DETAIL_LIMIT,
+    max_log_entries: int = MAX_LOG_ENTRIES,
+    max_heatmaps: int = MAX_HEATMAPS,
+) -> ReportData:
+    """Gather one greenhouse's period ``[period_from, period_to)`` in a single streaming pass.
+
+    ``verification`` is the audit-trail check the caller ran (this module never opens keys).
+    Raises ``LookupError`` for an unknown greenhouse, ``ValueError`` for a naive or empty period.
+    """
+    start = require_aware("period_from", period_from)
+    end = require_aware("period_to", period_to)
+    if end <= start:
+        raise ValueError("period_to must be after period_from")
+    gh = session.get(Greenhouse, greenhouse_id)
+    if gh is None:
+        raise LookupError(f"unknown greenhouse {greenhouse_id!r}")
+    bands = session.scalars(select(Zone).where(Zone.greenhouse_id == greenhouse_id).order_by(Zone.index)).all()
+    zones = [ZoneStats(z.index, z.target_low_vwc, z.target_high_vwc) for z in bands]
+    data = ReportData(gh.id, gh.name, start, end, verification, zones)
+
+    # The interval ending at the period's first decision starts at the decision before it.
+    prev_row = session.execute(
+        select(Decision.ts, Decision.clipped)
+        .where(Decision.greenhouse_id == greenhouse_id, Decision.ts < start)
+        .order_by(Decision.ts.desc(), Decision.seq.desc())
+        .limit(1)
+    ).first()
+    prev = None
+    if prev_row is not None:
+        valves = prev_row.clipped.get("valves") if isinstance(prev_row.clipped, Mapping) else None
+        prev = (utc(prev_row.ts), [v or 0.0 for v in _floats(valves, len(zones))])
+
+    collector = _Collector(data, energy=energy or EnergyModel(), threshold=low_confidence_threshold,
+                           detail_limit=detail_limit, max_log_entries=max_log_entries,
+                           max_heatmaps=max_heatmaps, prev=prev)
+    for row in _stream_decisions(session, greenhouse_id, start, end):
+        collector.add(row)
+    collector.finish()
+
+    overrides: Counter[str] = Counter()
+    for mc in session.scalars(
+        select(ModeChange)
+        .where(ModeChange.greenhouse_id == greenhouse_id, ModeChange.ts >= start, ModeChange.ts < end)
+        .order_by(ModeChange.ts, ModeChange.seq)
+    ):
+        data.mode_changes.append(
+            ModeChangeEntry(utc(mc.ts), mc.seq, mc.actor, mc.from_mode, mc.to_mode, mc.reason or "")
+        )
+        if mc.to_mode == "estop":
+            data.estops += 1
+        if mc.actor.startswith("operator:"):
+            overrides[mc.actor] += 1
+    data.operator_overrides = dict(sorted(overrides.items()))
+    return data
+
+
+def _stream_decisions(session: Session, greenhouse_id: str, start: datetime, end: datetime) -> Iterator[Any]:
+    """Only the columns a report reads, through a server-side cursor."""
+    stmt = (
+        select(Decision.ts, Decision.seq, Decision.actor, Decision.mode, Decision.telemetry, Decision.estimate,
+               Decision.clipped, Decision.rules_fired, Decision.confidence, Decision.explanation)
+        .where(Decision.greenhouse_id == greenhouse_id, Decision.ts >= start, Decision.ts < end)
+        .order_by(Decision.ts, Decision.seq)
+    )
+    result = session.execute(stmt, execution_options={"yield_per": _STREAM_BATCH})
+    try:
+        yield from result
+    finally:
+        result.close()
+

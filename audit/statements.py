@@ -1,0 +1,105 @@
+"""Signed statements about a chain: checkpoints that pin its head, anchors that license a purge.
+
+A hash chain alone can be rebuilt by anyone who rewrites a suffix of it; a
+:class:`SignedCheckpoint` (Ed25519) pins ``(seq, head_hash)`` so that such a rewrite, or a
+truncated tail, is detected even without the AES keys. An :class:`Anchor` is a signed
+statement that records up to ``seq`` were purged on purpose; verification of what remains
+starts from it instead of from genesis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from audit.canonical import bytes_field, canonical_json, coerce_ts, require_hash, require_seq, require_text
+from audit.crypto import Signer, verify_signature
+from audit.errors import AuditTamperError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+CHECKPOINT_TYPE = "greentwin.audit.checkpoint.v1"
+ANCHOR_TYPE = "greentwin.audit.anchor.v1"
+
+
+def _statement(kind: str, greenhouse_id: str, seq: int, head_hash: str, ts: str) -> bytes:
+    # The type tag keeps a checkpoint from being replayed as an anchor (which would license a purge).
+    return canonical_json(
+        {"type": kind, "greenhouse_id": greenhouse_id, "seq": seq, "head_hash": head_hash, "ts": ts}
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SignedCheckpoint:
+    """A signed claim "the chain of ``greenhouse_id`` had ``head_hash`` at ``seq``"; pins history."""
+
+    greenhouse_id: str
+    seq: int
+    head_hash: str
+    ts: str
+    signature: bytes
+
+    def __post_init__(self) -> None:
+        bytes_field(self, "signature")
+
+    def message(self) -> bytes:
+        """The bytes the signature covers."""
+        return _statement(CHECKPOINT_TYPE, self.greenhouse_id, self.seq, self.head_hash, self.ts)
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A signed claim "records 1..``seq`` were purged; record ``seq`` had ``head_hash``"."""
+
+    greenhouse_id: str
+    seq: int
+    head_hash: str
+    ts: str
+    signature: bytes
+
+    def __post_init__(self) -> None:
+        bytes_field(self, "signature")
+
+    def message(self) -> bytes:
+        """The bytes the signature covers."""
+        return _statement(ANCHOR_TYPE, self.greenhouse_id, self.seq, self.head_hash, self.ts)
+
+
+def _check_statement_fields(greenhouse_id: str, seq: int, head_hash: str) -> None:
+    require_text("greenhouse_id", greenhouse_id)
+    require_seq(seq, 1)
+    require_hash("head_hash", head_hash)
+
+
+def sign_checkpoint(
+    signer: Signer, greenhouse_id: str, seq: int, head_hash: str, ts: str | datetime | None = None
+) -> SignedCheckpoint:
+    """Sign the chain head ``(seq, head_hash)``; ``ts`` (signing time) defaults to now."""
+    _check_statement_fields(greenhouse_id, seq, head_hash)
+    ts = coerce_ts(ts)
+    sig = signer.sign(_statement(CHECKPOINT_TYPE, greenhouse_id, seq, head_hash, ts))
+    return SignedCheckpoint(greenhouse_id, seq, head_hash, ts, sig)
+
+
+def verify_checkpoint(public_key: Ed25519PublicKey, cp: SignedCheckpoint) -> None:
+    """Raise :class:`AuditTamperError` unless ``cp`` carries a valid signature."""
+    if not verify_signature(public_key, cp.signature, cp.message()):
+        raise AuditTamperError("checkpoint signature invalid", greenhouse_id=cp.greenhouse_id, seq=cp.seq)
+
+
+def sign_anchor(
+    signer: Signer, greenhouse_id: str, seq: int, head_hash: str, ts: str | datetime | None = None
+) -> Anchor:
+    """Authorise a purge of records ``1..seq``; ``head_hash`` is the ``record_hash`` of record ``seq``."""
+    _check_statement_fields(greenhouse_id, seq, head_hash)
+    ts = coerce_ts(ts)
+    sig = signer.sign(_statement(ANCHOR_TYPE, greenhouse_id, seq, head_hash, ts))
+    return Anchor(greenhouse_id, seq, head_hash, ts, sig)
+
+
+def verify_anchor(public_key: Ed25519PublicKey, anchor: Anchor) -> None:
+    """Raise :class:`AuditTamperError` unless ``anchor`` carries a valid signature."""
+    if not verify_signature(public_key, anchor.signature, anchor.message()):
+        raise AuditTamperError("anchor signature invalid", greenhouse_id=anchor.greenhouse_id, seq=anchor.seq)

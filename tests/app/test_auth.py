@@ -1,0 +1,219 @@
+"""Auth building blocks: Argon2id hashes, signed expiring tokens, the failed-login window, accounts, `greentwin user`."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import db_cli
+from app.auth import passwords
+from app.auth.ratelimit import SlidingWindowLimiter
+from app.auth.service import AuthConfigError, service_secret_key
+from app.auth.tokens import TokenError, TokenExpired, TokenSigner
+from app.auth.users import UnknownUser, UserExists, create_user, disable_user, list_users, validate_username
+from app.cli import main as cli_main
+from app.core.config import Settings
+from app.core.db import make_engine, make_session_factory
+from app.models import User
+
+PW = "correct horse battery"
+
+
+class FakeClock:
+    def __init__(self, t: float = 1_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated database per module; each test gets a copy (migrating costs more than the tests)."""
+    path = tmp_path_factory.mktemp("auth") / "template.sqlite3"
+    db_cli.upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def db_url(migrated: Path, tmp_path: Path) -> str:
+    shutil.copyfile(migrated, tmp_path / "users.sqlite3")
+    return f"sqlite:///{tmp_path / 'users.sqlite3'}"
+
+
+@pytest.fixture
+def session(db_url: str):  # type: ignore[no-untyped-def]
+    engine = make_engine(db_url)
+    with make_session_factory(engine)() as s:
+        yield s
+    engine.dispose()
+
+
+# -- passwords ------------------------------------------------------------------------------------
+
+
+def test_hashes_are_salted_argon2id_and_verify_only_the_right_password() -> None:
+    a, b = passwords.hash_password(PW), passwords.hash_password(PW)
+    assert a != b and a.startswith("$argon2id$") and PW not in a
+    assert passwords.verify_password(a, PW) and passwords.verify_password(b, PW)
+    assert not passwords.verify_password(a, PW + "!")
+    assert not passwords.verify_password("not a hash", PW)
+    assert not passwords.verify_password(a, "x" * (passwords.MAX_PASSWORD_LEN + 1))
+    assert not passwords.needs_rehash(a) and passwords.needs_rehash("not a hash")
+
+
+@pytest.mark.parametrize("bad, match", [("short", "at least"), (" padded password ", "whitespace"),
+                                        ("x" * (passwords.MAX_PASSWORD_LEN + 1), "at most")])
+def test_password_policy(bad: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match) as info:
+        passwords.hash_password(bad)
+    assert bad not in str(info.value)
+
+
+def test_generated_passwords_differ_and_pass_the_policy() -> None:
+    generated = {passwords.generate_password() for _ in range(20)}
+    assert len(generated) == 20
+    for p in generated:
+        passwords.check_password_policy(p)
+
+
+# -- tokens ---------------------------------------------------------------------------------------
+
+
+def test_token_round_trip_expiry_and_tampering() -> None:
+    clock = FakeClock()
+    signer = TokenSigner("s" * 40, ttl_s=60, clock=clock)
+    token, claims = signer.issue(user_id=7, username="olga", epoch=3)
+    assert signer.verify(token) == claims and (claims.user_id, claims.username, claims.epoch) == (7, "olga", 3)
+    clock.t += 59
+    assert signer.verify(token).username == "olga"
+    clock.t += 1
+    with pytest.raises(TokenExpired):
+        signer.verify(token)
+    clock.t -= 30
+    head, sig = token.rsplit(".", 1)
+    for bad in (token[:-2] + ("AA" if token[-2:] != "AA" else "BB"), head + ".", "garbage", ""):
+        with pytest.raises(TokenError, match="invalid token"):
+            signer.verify(bad)
+    with pytest.raises(TokenError, match="invalid token"):
+        TokenSigner("another secret " * 3, ttl_s=60, clock=clock).verify(token)
+
+
+# -- failed-login window --------------------------------------------------------------------------
+
+
+def test_sliding_window_blocks_after_max_failures_and_slides_open() -> None:
+    clock = FakeClock()
+    limiter = SlidingWindowLimiter(3, 100.0, clock=clock)
+    key = ("olga", "10.0.0.1")
+    for dt in (0, 10, 20):
+        clock.t += dt
+        assert limiter.attempt(key) == 0.0
+    assert limiter.attempt(key) == pytest.approx(70.0)  # first failure at +0 leaves the window at +100
+    assert limiter.attempt(("olga", "10.0.0.2")) == 0.0  # another address is another key
+    clock.t += 70  # the first failure slid out: one more try
+    assert limiter.attempt(key) == 0.0
+    assert limiter.attempt(key) > 0
+    limiter.reset(key)  # a success clears the key
+    assert limiter.attempt(key) == 0.0
+
+
+def test_sliding_window_memory_is_bounded() -> None:
+    clock = FakeClock()
+    limiter = SlidingWindowLimiter(2, 100.0, clock=clock, max_keys=3)
+    for i in range(10):
+        clock.t += 1
+        limiter.attempt(f"k{i}")
+    assert len(limiter._failures) == 3 and {"k7", "k8", "k9"} == set(limiter._failures)
+
+
+# -- accounts -------------------------------------------------------------------------------------
+
+
+def test_create_list_disable_users(session: Session) -> None:
+    user = create_user(session=session, username=" Olga ", password=PW, roles=["operator", "agronomist", "operator"])
+    assert user.username == "olga" and user.roles == {"operator", "agronomist"} and user.disabled_at is None
+    with pytest.raises(UserExists):
+        create_user(session=session, username="OLGA", password=PW, roles=["admin"])
+    create_user(session=session, username="adam", password=PW, roles=["admin"])
+    assert [u.username for u in list_users(session=session)] == ["adam", "olga"]
+    epoch = user.token_epoch
+    disabled = disable_user(session=session, username="olga")
+    assert disabled.disabled_at is not None and disabled.token_epoch == epoch + 1
+    with pytest.raises(UnknownUser):
+        disable_user(session=session, username="nobody")
+    stored = session.scalars(select(User).where(User.username == "olga")).one()
+    assert passwords.verify_password(stored.password_hash, PW)
+
+
+@pytest.mark.parametrize("name, roles, match", [("bad name", ["operator"], "invalid username"),
+                                                ("x" * 49, ["operator"], "invalid username"),
+                                                ("olga", [], "at least one role"),
+                                                ("olga", ["root"], "unknown role")])
+def test_account_input_is_validated(session: Session, name: str, roles: list[str], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        create_user(session=session, username=name, password=PW, roles=roles)
+    assert list_users(session=session) == []
+
+
+def test_username_fits_the_actor_columns() -> None:
+    assert len("operator:" + validate_username("a" * 48)) <= 64
+
+
+# -- the signing secret ---------------------------------------------------------------------------
+
+
+def test_secret_key_required_outside_demo_and_kept_by_the_demo(tmp_path: Path) -> None:
+    with pytest.raises(AuthConfigError, match="GREENTWIN_SECRET_KEY"):
+        service_secret_key(Settings(environment="dev"), tmp_path)
+    assert service_secret_key(Settings(environment="dev", secret_key="configured"), tmp_path) == "configured"
+    first = service_secret_key(Settings(environment="demo"), tmp_path)
+    assert len(first) >= 32 and service_secret_key(Settings(environment="demo"), tmp_path) == first
+    assert stat.S_IMODE(os.stat(tmp_path / "api-secret-key").st_mode) == 0o600
+
+
+# -- `greentwin user` -----------------------------------------------------------------------------
+
+
+def test_user_cli_add_list_disable(db_url: str, session: Session, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli_main(["user", "add", "olga", "--role", "operator", "--role", "agronomist", "--url", db_url]) == 0
+    out = capsys.readouterr().out
+    generated = out.split("password: ")[1].split()[0]
+    assert "added user olga (agronomist, operator)" in out
+    stored = session.scalars(select(User).where(User.username == "olga")).one()
+    assert passwords.verify_password(stored.password_hash, generated)
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(PW + "\n"))
+    assert cli_main(["user", "add", "anna", "--role", "agronomist", "--password-stdin", "--url", db_url]) == 0
+    out = capsys.readouterr().out
+    assert "password" not in out and PW not in out
+    session.expire_all()
+    stored = session.scalars(select(User).where(User.username == "anna")).one()
+    assert passwords.verify_password(stored.password_hash, PW)
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("short\n"))
+    assert cli_main(["user", "add", "bob", "--role", "admin", "--password-stdin", "--url", db_url]) == 2
+    assert "at least 12" in capsys.readouterr().err
+    assert cli_main(["user", "add", "olga", "--role", "admin", "--url", db_url]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+    assert cli_main(["user", "disable", "olga", "--url", db_url]) == 0
+    assert cli_main(["user", "disable", "nobody", "--url", db_url]) == 2
+    capsys.readouterr()
+    assert cli_main(["user", "list", "--url", db_url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:3] for line in lines] == [["anna", "agronomist", "active"],
+                                                    ["olga", "agronomist,operator", "disabled"]]
+
+
+def test_user_cli_refuses_an_unmigrated_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["user", "list", "--url", f"sqlite:///{tmp_path / 'empty.sqlite3'}"]) == 2
+    assert "greentwin db upgrade" in capsys.readouterr().err
