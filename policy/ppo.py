@@ -197,7 +197,7 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
 
         # ---- collect ------------------------------------------------------------------------
         start = time.perf_counter()
-        with torch.inference_mode():
+        with torch.inference_mode():  # nothing here is differentiated: skip even no_grad's bookkeeping
             for t in range(T):
                 obs_buf[t] = next_obs
                 prior = agent.prior(next_obs)
