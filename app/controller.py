@@ -29,6 +29,7 @@ import numpy as np
 from app.mqtt.topics import Command, Telemetry
 from app.observation import ObservationBuilder
 from policy.baselines import ThresholdExpert
+from policy.tuning import served_expert
 from safety import ClipContext, SafetyLimits, clip, safe_state, vote
 from twin.climate import (
     PAR_PER_W_M2,
@@ -220,7 +221,7 @@ class GreenhouseController:
         self.crop = twin_cfg.crop
         self.climate: ClimateConfig = twin_cfg.climate
         self.gamma = psychrometric_constant(self.climate)
-        self.expert = ThresholdExpert(zones=self.z)
+        self.expert = served_expert(self.z)  # the tuned threshold, as evaluated
         self.estimator = GreenhouseEstimator(soil_models(zones, step_s, self.crop), probes_per_zone)
         self.obs_builder = ObservationBuilder(self.z, np.array([z.target_low for z in zones]),
                                               np.array([z.target_high for z in zones]))

@@ -54,7 +54,7 @@ from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry
 from app.recorder import DecisionRecorder
 from app.snapshots import SnapshotStore
 from app.writer import DecisionStore, Job, WriterConfig, WriterProcess
-from policy.baselines import ThresholdExpert
+from policy.tuning import served_expert
 from safety import SafetyLimits
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def load_proposer(policy_dir: Path, zones: int) -> Proposer:
 
         return load_ensemble(policy_dir, expected_zones=zones)
     log.warning("no policy ensemble at %s: the threshold expert decides", policy_dir)
-    return ExpertProposer(ThresholdExpert(zones=zones))
+    return ExpertProposer(served_expert(zones))
 
 
 @dataclass

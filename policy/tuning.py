@@ -9,6 +9,7 @@ batched twin per scenario. The result ships in ``tuned_threshold.json`` next to 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,3 +81,12 @@ def load_tuned_threshold(path: Path = TUNED_PATH) -> ThresholdExpert:
     r = load_tuned_record(path)
     return ThresholdExpert(zones=int(r["zones"]), refill=float(r["refill"]), stop=float(r["stop"]),
                            pump_pct=float(r["pump_pct"]))
+
+
+def served_expert(zones: int, path: Path = TUNED_PATH) -> ThresholdExpert:
+    """The threshold expert the service falls back to: the tuned setting for ``zones`` zones, or the
+    growers' factory setting when none was ever tuned (a fallback must never be missing)."""
+    try:
+        return dataclasses.replace(load_tuned_threshold(path), zones=zones)
+    except FileNotFoundError:
+        return ThresholdExpert(zones=zones)

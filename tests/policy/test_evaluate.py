@@ -195,3 +195,12 @@ def test_cli_writes_json(tmp_path: Path, capsys) -> None:
         parse_seeds("5-3")
     missing = argparse.Namespace(policy=str(tmp_path / "none"), seeds=None, days=1.0, json=None, retune=False)
     assert run_eval(missing) == 2
+
+
+def test_service_falls_back_to_the_tuned_threshold(tmp_path: Path) -> None:
+    from policy.tuning import load_tuned_threshold, served_expert
+
+    tuned = load_tuned_threshold()
+    served = served_expert(4)
+    assert (served.refill, served.stop, served.pump_pct, served.zones) == (tuned.refill, tuned.stop, tuned.pump_pct, 4)
+    assert served_expert(3, tmp_path / "missing.json") == ThresholdExpert(zones=3)  # never tuned: factory setting
