@@ -23,6 +23,10 @@ from audit.store import AuditStore
 
 log = logging.getLogger(__name__)
 
+ACCESS_CHAIN = "_access"
+"""The chain of service-level records (privileged logins, user management, key changes); no
+greenhouse id can name it (ids start with ``[a-z0-9]``)."""
+
 
 def service_audit_keys(settings: Settings, state_dir: Path) -> tuple[Keyring, Signer]:
     """The configured keys; the demo generates and keeps its own; otherwise refuse to start."""
@@ -56,6 +60,23 @@ def service_audit_keys(settings: Settings, state_dir: Path) -> tuple[Keyring, Si
     return keyring, signer
 
 
+def record_key_in_use(store: AuditStore, now: datetime | None = None) -> str | None:
+    """Record a change of the current audit key: ``key_rotation`` when the service starts with
+    another current key than the newest service-level record was sealed with, ``key_in_use`` on
+    a trail that has none yet. Rotation itself happens offline (``greentwin audit keygen
+    --rotate``); this makes it visible in the trail. Returns the record's kind, or None."""
+    current = store.keyring.current_key_id
+    [last] = store.tail_records(ACCESS_CHAIN, 1) or [None]
+    if last is not None and last.key_id == current:
+        return None
+    kind = "key_in_use" if last is None else "key_rotation"
+    payload = {"from_key_id": None if last is None else last.key_id, "to_key_id": current,
+               "key_ids": list(store.keyring.key_ids)}
+    store.append(ACCESS_CHAIN, kind, "system", payload, now)
+    log.info("audit %s: current key %s (was %s)", kind, current, payload["from_key_id"])
+    return kind
+
+
 def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o)))
 
@@ -78,11 +99,21 @@ class AuditSink:
             return sum(len(q) for q in self._queues.values())
 
     def flush(self) -> int:
-        """Seal everything queued; returns how many records were stored. Failed batches stay queued."""
-        stored = 0
+        """Seal everything queued, all greenhouses in one transaction; returns how many records were
+        stored. If that fails, each greenhouse is tried alone, so one bad chain cannot hold up the
+        others; failed batches stay queued, in order."""
         with self._lock:
             batches = {gh: q for gh, q in self._queues.items() if q}
             self._queues = defaultdict(list)
+        if not batches:
+            return 0
+        try:
+            self.store.append_batches(batches)
+            return sum(len(q) for q in batches.values())
+        except Exception as exc:
+            log.warning("audit flush of %d greenhouses in one transaction failed (%s); trying one by one",
+                        len(batches), exc.__class__.__name__)
+        stored = 0
         for gh, events in batches.items():
             try:
                 self.store.append_many(gh, events)

@@ -30,6 +30,7 @@ from app.mqtt.topics import Command, Telemetry
 from app.observation import ObservationBuilder
 from policy.baselines import ThresholdExpert
 from policy.tuning import served_expert
+from safety.interlock import interlock_one
 from safety import ClipContext, SafetyLimits, clip, safe_state, vote
 from twin.climate import (
     PAR_PER_W_M2,
@@ -46,9 +47,12 @@ from twin.estimator import (
     ZoneSoilModel,
     update_many,
 )
+from twin.hydraulics import valve_failure_latch
 
 Mode = Literal["auto", "manual", "estop"]
 SNAPSHOT_VERSION = 1
+VALVE_JUDGE_S = 5.0
+"""A valve is judged failed only on telemetry at least this long after the command (it opens in ~1-3 s)."""
 
 
 class Proposer(Protocol):
@@ -232,6 +236,8 @@ class GreenhouseController:
         self.seq = 0
         self.cmd_seq = 0
         self.prev_action = safe_state(self.z)
+        self.valve_failed = np.zeros(self.z)
+        """1.0 for a valve commanded open that stayed closed, until it is seen open (as in the twin)."""
         self.valve_changed_at: list[datetime | None] = [None] * self.z
         self.water_today_l = np.zeros(self.z)
         self.lights_hours_today = 0.0
@@ -286,6 +292,11 @@ class GreenhouseController:
         mismatch = np.flatnonzero(prev_valves != (valve_fb >= 0.5))
         if self.last_ts is not None and mismatch.size:
             alarms.append("valve_feedback_mismatch:" + ",".join(str(i) for i in mismatch))
+        if self.last_ts is not None and dt_s >= VALVE_JUDGE_S:
+            self.valve_failed = valve_failure_latch(np, self.valve_failed, prev_valves, valve_fb >= 0.5)
+        failed = np.flatnonzero(self.valve_failed >= 0.5)
+        if failed.size:
+            alarms.append("valve_failed:" + ",".join(str(i) for i in failed))
         return valve_fb * (litres / n_open) if n_open > 0 else np.zeros(self.z)
 
     def on_telemetry(self, tel: Telemetry, forecast_temp_c: np.ndarray | None = None,
@@ -337,7 +348,7 @@ class GreenhouseController:
         step.obs, held = self.obs_builder.build(
             ts=tel.ts, moisture=step.moisture, readings=tel.model_dump(), valve_open=np.asarray(tel.valve_open, float),
             pump_pct=tel.pump_pct, light_pct=tel.light_pct, pump_current_a=tel.pump_current_a,
-            forecast_temp_c=fc_t, forecast_solar_w_m2=fc_s)
+            forecast_temp_c=fc_t, forecast_solar_w_m2=fc_s, valve_failed=self.valve_failed)
         step.alarms += [f"held:{name}" for name in held]
 
     def _wants_policy(self) -> bool:
@@ -363,6 +374,9 @@ class GreenhouseController:
             if low:
                 proposed = np.asarray(self.expert(obs[None, :])[0], dtype=np.float64)
                 actor = "expert:low_confidence"
+            # The vote of interlocked members need not be interlocked (nor is the expert): no pump
+            # on a single path, no command to a failed valve. Manual mode is the operator's own test.
+            proposed = interlock_one(proposed, obs, self.z)
         moisture, sensor_ok = step.moisture, step.sensor_ok
         ctx = ClipContext(dt_s=step.dt_s, prev_action=self.prev_action,
                           valve_state_age_s=self._valve_ages(ts), zone_water_today_l=self.water_today_l,
@@ -452,7 +466,7 @@ class GreenhouseController:
         """JSON-able state to persist; restore with :meth:`restore` after a restart."""
         return {"version": SNAPSHOT_VERSION, "mode": self.mode, "estop_latched": self.estop_latched,
                 "manual_action": self.manual_action.tolist(), "seq": self.seq, "cmd_seq": self.cmd_seq,
-                "prev_action": self.prev_action.tolist(),
+                "prev_action": self.prev_action.tolist(), "valve_failed": self.valve_failed.tolist(),
                 "valve_changed_at": [None if t is None else t.isoformat() for t in self.valve_changed_at],
                 "water_today_l": self.water_today_l.tolist(), "lights_hours_today": self.lights_hours_today,
                 "day": self.day, "last_ts": None if self.last_ts is None else self.last_ts.isoformat(),
@@ -472,6 +486,7 @@ class GreenhouseController:
         self.manual_action = np.asarray(snap["manual_action"], dtype=np.float64)
         self.seq, self.cmd_seq = int(snap["seq"]), int(snap["cmd_seq"])
         self.prev_action = np.asarray(snap["prev_action"], dtype=np.float64)
+        self.valve_failed = np.asarray(snap.get("valve_failed", np.zeros(self.z)), dtype=np.float64)
         self.valve_changed_at = [when(v) for v in snap["valve_changed_at"]]
         self.water_today_l = np.asarray(snap["water_today_l"], dtype=np.float64)
         self.lights_hours_today, self.day = float(snap["lights_hours_today"]), snap["day"]

@@ -9,7 +9,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from app.api.routes import auth, greenhouses, health, reports
-from app.audit_sink import AuditSink, service_audit_keys
+from app.audit_sink import AuditSink, record_key_in_use, service_audit_keys
 from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.service import AuthService, service_secret_key
 from app.auth.tokens import TokenSigner
@@ -32,8 +32,9 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
             require_current_schema(engine)  # refuse to run on a schema that is behind
             folder = state_dir or Path("state")
             keyring, signer = service_audit_keys(settings, folder)  # refuses outside demo without keys
-            rt = Runtime(settings, make_session_factory(engine), state_dir=folder,
-                         audit=AuditSink(AuditStore(engine, keyring, signer)))
+            store = AuditStore(engine, keyring, signer)
+            record_key_in_use(store)  # a rotated key shows in the trail from the first start on it
+            rt = Runtime(settings, make_session_factory(engine), state_dir=folder, audit=AuditSink(store))
         secret = service_secret_key(settings, rt.state_dir)  # refuses outside demo without GREENTWIN_SECRET_KEY
         app.state.auth = AuthService(
             sessions=rt.sessions, signer=TokenSigner(secret, settings.access_token_ttl_s),

@@ -49,7 +49,8 @@ class ObservationBuilder:
 
     def build(self, *, ts: datetime, moisture: np.ndarray, readings: dict[str, float | None],
               valve_open: np.ndarray, pump_pct: float, light_pct: float, pump_current_a: float,
-              forecast_temp_c: np.ndarray, forecast_solar_w_m2: np.ndarray) -> tuple[np.ndarray, list[str]]:
+              forecast_temp_c: np.ndarray, forecast_solar_w_m2: np.ndarray,
+              valve_failed: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
         """Observation (D,) float32 and the names of readings that were held from earlier."""
         held_names: list[str] = []
         for name, key in CLIMATE_FIELDS:
@@ -71,6 +72,7 @@ class ObservationBuilder:
         obs[sl["target_high"]] = self.target_high
         obs[sl["irrigation_24h"]] = self.irrigation_24h_mm
         obs[sl["valve_open"]] = valve_open
+        obs[sl["valve_failed"]] = 0.0 if valve_failed is None else valve_failed
         for name, _ in CLIMATE_FIELDS:
             obs[sl[name]] = self.held[name]
         obs[sl["forecast_temp"]] = np.resize(forecast_temp_c, FORECAST_HOURS)

@@ -1,15 +1,20 @@
 """Handlers behind ``greentwin user add|list|disable``: API accounts and their roles.
 
 A password comes from standard input with ``--password-stdin`` (one line, so it never shows in
-the process list or the shell history); without it one is generated and printed once.
+the process list or the shell history); without it one is generated and printed once. Adding
+and disabling accounts are sealed into the audit trail (``_access`` chain) with the operating
+system user as the actor, so they need the service's audit keys (demo mode: its own).
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TextIO
 
 from sqlalchemy.orm import Session
@@ -28,11 +33,13 @@ def add_user_arguments(parser: argparse.ArgumentParser) -> None:
                      help="repeat for several roles")
     add.add_argument("--password-stdin", action="store_true", help="read the password from the first line of stdin")
     add.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    add.add_argument("--state-dir", default="state", help="the service's state folder (demo-mode audit keys)")
     lst = sub.add_parser("list", help="accounts, roles, state and last login")
     lst.add_argument("--url", default=None)
     dis = sub.add_parser("disable", help="refuse the account's logins and revoke its tokens")
     dis.add_argument("name", metavar="NAME")
     dis.add_argument("--url", default=None)
+    dis.add_argument("--state-dir", default="state", help="the service's state folder (demo-mode audit keys)")
 
 
 @contextmanager
@@ -50,6 +57,40 @@ def _session(url: str | None) -> Iterator[Session]:
         engine.dispose()
 
 
+class _AccessTrail:
+    """User management is a human action: each change is sealed into the service-level chain.
+
+    The keys are loaded before anything changes, so a command that could not be recorded
+    changes nothing (the service's rule: no audit keys outside demo mode, no start).
+    """
+
+    def __init__(self, url: str | None, state_dir: str) -> None:
+        from app.audit_sink import service_audit_keys
+        from app.core.config import get_settings
+        from app.core.db import make_engine
+        from audit.store import AuditStore
+
+        settings = get_settings()
+        keyring, signer = service_audit_keys(settings, Path(state_dir))
+        self.engine = make_engine(url or settings.database_url)
+        self.store = AuditStore(self.engine, keyring, signer)
+
+    def seal(self, kind: str, payload: dict[str, object]) -> None:
+        from app.audit_sink import ACCESS_CHAIN
+
+        self.store.append(ACCESS_CHAIN, kind, f"cli:{_os_user()}", payload)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        return f"uid-{os.getuid()}"
+
+
 def _read_password(stream: TextIO) -> str:
     line = stream.readline()
     if not line:
@@ -62,8 +103,12 @@ def main(args: argparse.Namespace) -> int:
     from app.auth.passwords import check_password_policy, generate_password
     from app.auth.users import UnknownUser, create_user, disable_user, list_users
     from app.core.db import SchemaOutOfDate
+    from audit.errors import AuditKeyError
 
+    trail: _AccessTrail | None = None
     try:
+        if args.user_command in ("add", "disable"):
+            trail = _AccessTrail(args.url, args.state_dir)
         if args.user_command == "add":
             generated = not args.password_stdin
             password = generate_password() if generated else _read_password(sys.stdin)
@@ -71,6 +116,8 @@ def main(args: argparse.Namespace) -> int:
             with _session(args.url) as session:
                 user = create_user(session=session, username=args.name, password=password, roles=args.roles)
                 print(f"added user {user.username} ({', '.join(sorted(user.roles))})")
+            assert trail is not None
+            trail.seal("user_added", {"username": user.username, "roles": sorted(user.roles)})
             if generated:
                 print(f"password: {password}")
                 print("(shown once; it is stored only as an Argon2id hash)")
@@ -87,7 +134,12 @@ def main(args: argparse.Namespace) -> int:
             with _session(args.url) as session:
                 user = disable_user(session=session, username=args.name)
                 print(f"disabled user {user.username}; its tokens no longer work")
-    except (ValueError, UnknownUser, SchemaOutOfDate) as exc:  # UserExists is a ValueError
+            assert trail is not None
+            trail.seal("user_disabled", {"username": user.username})
+    except (ValueError, UnknownUser, SchemaOutOfDate, AuditKeyError) as exc:  # UserExists is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        if trail is not None:
+            trail.close()
     return EXIT_OK

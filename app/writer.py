@@ -22,7 +22,7 @@ import pickle
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -100,14 +100,40 @@ class DecisionStore:
     def store(self, jobs: list[Job], *, skip_stored: bool = False) -> list[Job]:
         """Store ``jobs`` in order; ``skip_stored`` first drops those already in the database (a
         replay after a crash). Returns the jobs stored by this call."""
+        to_audit = jobs
         if skip_stored:
+            to_audit = self._not_audited(jobs)
             jobs = self._not_stored(jobs)
         self._explain(jobs)
         self.recorder.record_many([(j.kind, j.row) for j in jobs])
         if self.audit is not None:
-            for j in jobs:
+            for j in to_audit:
                 self.audit.add(str(j.row["greenhouse_id"]), j.audit_kind, j.actor, j.row, j.ts)
         return jobs
+
+    def _not_audited(self, jobs: list[Job]) -> list[Job]:
+        """The replayed jobs whose audit records were not sealed before the crash.
+
+        Events are sealed in journal order, so the sealed ones are among each chain's newest
+        records; a margin covers records appended to the chain from elsewhere meanwhile. If the
+        trail cannot be read now, nothing is skipped: a second record of an event is visible in
+        the trail, a missing one is not.
+        """
+        if self.audit is None:
+            return []
+        per_greenhouse = Counter(gh for _, gh, _ in (j.key for j in jobs))
+        sealed: set[Key] = set()
+        try:
+            for gh, count in per_greenhouse.items():
+                for e in self.audit.store.tail_entries(gh, count + 64):
+                    kind = "decision" if e.kind == "decision" else "mode_change"
+                    seq = e.payload.get("seq")
+                    if isinstance(seq, int):
+                        sealed.add((kind, gh, seq))
+        except Exception as exc:
+            log.warning("cannot read the audit trail while replaying (%s): re-sealing %d events",
+                        exc.__class__.__name__, len(jobs))
+        return [j for j in jobs if j.key not in sealed]
 
     def _not_stored(self, jobs: list[Job]) -> list[Job]:
         stored: set[Key] = set()
@@ -231,12 +257,17 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
                 conn.send(("stored", len(done), [(j.key, j.summary() if j.kind == "decision" else None)
                                                   for j in done], [now - j.journaled_at for j in done]))
                 jobs = []
-                reader.delete_consumed()
+                if audit is None:
+                    reader.delete_consumed()
             now_m = time.monotonic()
             if audit is not None and (now_m - last_audit >= cfg.audit_flush_busy_s or
                                       (not read and now_m - last_audit >= cfg.audit_flush_s) or stopping):
                 audit.flush()
                 last_audit = now_m
+            if audit is not None and not jobs and audit.pending == 0:
+                # A journal segment goes only once its audit events are sealed, not just its rows
+                # stored: a writer killed in between replays it and seals what is missing.
+                reader.delete_consumed()
             if now_m - last_spool >= cfg.spool_flush_s:
                 if recorder.spooled:
                     recorder.flush_spool()
@@ -247,7 +278,10 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
             time.sleep(0.5)
             continue
         if stopping and not jobs:
-            reader.delete_consumed(including_current=True)  # the loop closed the journal before "stop"
+            if audit is None or audit.pending == 0:
+                reader.delete_consumed(including_current=True)  # the loop closed the journal before "stop"
+            else:  # the next start replays the journal and seals what is missing
+                log.error("%d audit events could not be sealed at shutdown; they stay journaled", audit.pending)
             break
     if audit is not None:
         audit.close()

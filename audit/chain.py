@@ -21,6 +21,7 @@ from audit.sealing import (
     AuditEvent,
     SealedRecord,
     compute_record_hash,
+    open_record,
     record_aad,
     seal_entry,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "iso_utc",
     "iso_utc_now",
     "iter_verified",
+    "open_record",
     "parse_iso_utc",
     "record_aad",
     "seal_entry",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from audit.canonical import (
     require_seq,
     require_text,
 )
-from audit.crypto import Keyring, seal
+from audit.crypto import Keyring, SealedBox, open_box, seal
 from audit.statements import Anchor
 
 
@@ -156,6 +157,17 @@ def seal_entry(keyring: Keyring, entry: AuditEntry, prev_hash: str) -> SealedRec
     require_hash("prev_hash", prev_hash)
     return _seal_fields(keyring, entry.greenhouse_id, entry.seq, entry.ts, entry.kind, entry.actor, entry.payload,
                         prev_hash)
+
+
+def open_record(keyring: Keyring, record: SealedRecord) -> AuditEntry:
+    """Decrypt one record on its own (no chain walk); the AEAD tag binds its envelope fields.
+
+    Raises :class:`~audit.errors.AuditKeyError` for an unknown key id and
+    :class:`~audit.errors.AuditTamperError` when the ciphertext or its envelope was changed.
+    """
+    aad = record_aad(record.greenhouse_id, record.seq, record.ts, record.prev_hash)
+    doc = json.loads(open_box(keyring, SealedBox(record.key_id, record.nonce, record.ciphertext), aad))
+    return AuditEntry(**doc)
 
 
 def _seal_fields(keyring: Keyring, greenhouse_id: str, seq: int, ts: str, kind: str, actor: str,

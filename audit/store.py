@@ -25,6 +25,7 @@ an ``IntegrityError`` (primary key), and its next append resumes after the winne
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -38,11 +39,13 @@ from audit.bulk import bulk_writer
 from audit.chain import (
     Anchor,
     AuditChain,
+    AuditEntry,
     AuditEvent,
     SealedRecord,
     SignedCheckpoint,
     VerifyResult,
     iso_utc,
+    open_record,
     sign_anchor,
     sign_checkpoint,
     verify_chain,
@@ -196,6 +199,54 @@ class AuditStore:
                 self._chains.pop(greenhouse_id, None)
                 raise
         return records
+
+    def append_batches(self, batches: Mapping[str, Iterable[AuditEvent]]) -> dict[str, list[SealedRecord]]:
+        """Seal and store several greenhouses' batches in one transaction: all stored, or none.
+
+        One commit for a whole flush of the service's writer instead of one per greenhouse: the
+        commit (fsync) is what a batch costs, whatever its size. Locks are taken in name order
+        so that two callers never wait on each other crosswise.
+        """
+        todo = {gh: list(events) for gh, events in sorted(batches.items())}
+        todo = {gh: events for gh, events in todo.items() if events}
+        if not todo:
+            return {}
+        out: dict[str, list[SealedRecord]] = {}
+        with contextlib.ExitStack() as held:
+            for gh in todo:
+                held.enter_context(self._lock(gh))
+            try:
+                with self._engine.begin() as conn:
+                    for gh, events in todo.items():
+                        out[gh] = self._chain(conn, gh).append_many(events)
+                    records = [r for recs in out.values() for r in recs]
+                    self._insert(conn, records)
+            except BaseException:
+                for gh in todo:  # heads moved past records that were not stored
+                    self._chains.pop(gh, None)
+                raise
+        return out
+
+    def tail_records(self, greenhouse_id: str, count: int) -> list[SealedRecord]:
+        """The newest ``count`` stored records of one chain, oldest first."""
+        if count < 1:
+            return []
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                select(*_RECORD_COLUMNS)
+                .where(AuditRecord.greenhouse_id == greenhouse_id)
+                .order_by(AuditRecord.seq.desc())
+                .limit(count)
+            ).all()
+        return [SealedRecord(*row) for row in reversed(rows)]
+
+    def tail_entries(self, greenhouse_id: str, count: int) -> list[AuditEntry]:
+        """The newest ``count`` records of one chain, decrypted (oldest first).
+
+        What a restarted writer asks to know which journaled events are sealed already; each
+        record is authenticated by its AEAD tag, the chain itself is :meth:`verify`'s job.
+        """
+        return [open_record(self._keyring, r) for r in self.tail_records(greenhouse_id, count)]
 
     def checkpoint(self, greenhouse_id: str) -> SignedCheckpoint | None:
         """Sign the current stored head now (e.g. at shutdown), so a truncated tail is detectable."""

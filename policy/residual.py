@@ -2,10 +2,10 @@
 
 * :func:`interlock` is the tiny deterministic rule every action passes before it reaches the
   twin, in training rollouts and in :meth:`ActorCritic.act` alike: no pump without an open
-  valve (dead-heading), a capped pump with a single open valve (relief valve), and no pump
-  on a single valve that has not yet shown it opens (a second valve is opened with it). The
-  last rule is what keeps a valve that stuck closed unseen from dead-heading the pump for a
-  whole 10-minute step: feedback only tells after the step. The runtime's safety clipper
+  valve (dead-heading), a capped pump with a single open valve (relief valve), no command to
+  a valve known to have failed, and never the pump on a single valve (a second one is opened
+  with it). The last rule is what keeps a valve that sticks closed unseen from dead-heading
+  the pump for a whole 10-minute step: feedback only tells after the step. The runtime's safety clipper
   enforces ``pump.needs_open_valve`` too; this makes training see the plant it is served on.
 * :func:`expert_prior` runs the (tuned) :class:`ThresholdExpert` on raw observations and
   returns what a residual policy starts from: per-zone valve decisions and pump/lights
@@ -20,20 +20,18 @@ from typing import NamedTuple
 import torch
 
 from policy.baselines import ThresholdExpert
+from safety.interlock import SINGLE_VALVE_PUMP_CAP
 from twin.spec import ObservationSpec
 
-SINGLE_VALVE_PUMP_CAP = 85.0
-"""Pump % allowed with exactly one valve open: one valve at full speed leaves ~91 % of shut-off
-head (relief at 90 %), so the cap keeps a margin for pump wear and valve lag."""
 
 
 def interlock(action: torch.Tensor, zones: int, obs: torch.Tensor | None = None,
               single_valve_cap: float = SINGLE_VALVE_PUMP_CAP) -> torch.Tensor:
     """Action [B, zones + 2] with the pump forced to 0 when every valve is closed and capped at
-    ``single_valve_cap`` when exactly one is open. With the observation, a pump on one valve
-    whose feedback is still closed also opens the zone nearest its refill point. Pure."""
+    ``single_valve_cap`` when exactly one is open. With the observation, failed valves are
+    closed and the pump never runs on a single path (see :func:`two_paths`). Pure."""
     if obs is not None:
-        action = confirmed_path(action, obs, zones)
+        action = two_paths(action, obs, zones)
     n_open = (action[:, :zones] >= 0.5).sum(dim=1)
     pump = action[:, zones]
     pump = torch.where(n_open == 0, torch.zeros_like(pump),
@@ -41,23 +39,26 @@ def interlock(action: torch.Tensor, zones: int, obs: torch.Tensor | None = None,
     return torch.cat([action[:, :zones], pump[:, None], action[:, zones + 1:]], dim=1)
 
 
-def confirmed_path(action: torch.Tensor, obs: torch.Tensor, zones: int) -> torch.Tensor:
-    """Open a second valve when the pump would run on a single valve not yet confirmed open.
+def two_paths(action: torch.Tensor, obs: torch.Tensor, zones: int) -> torch.Tensor:
+    """Close valves known to have failed; with the pump on and a single valve left, open a second.
 
-    The second one is the closed zone lowest in its target band (it is the next to need water
-    anyway), so the extra water is a few minutes early rather than wasted.
+    A valve can stick closed at any step, and feedback only tells after the step: a pump on one
+    valve then runs dead-headed for a whole step. With two paths one stuck valve leaves the
+    other. The second valve is the healthy closed zone lowest in its target band (the next to
+    need water anyway), so its water comes a little early rather than wasted.
     """
     sl = _slices(zones)
-    valves = action[:, :zones] >= 0.5
-    confirmed = (obs[:, sl["valve_open"]] >= 0.5) & valves
-    fresh_single = (action[:, zones] > 0.0) & (valves.sum(dim=1) == 1) & ~confirmed.any(dim=1)
-    if zones < 2 or not bool(fresh_single.any()):
-        return action
-    low, high = obs[:, sl["target_low"]], obs[:, sl["target_high"]]
-    level = (obs[:, sl["moisture"]] - low) / (high - low).clamp(min=1e-3)
-    second = torch.where(valves, torch.full_like(level, float("inf")), level).argmin(dim=1)
-    extra = torch.nn.functional.one_hot(second, zones).to(torch.bool) & fresh_single[:, None]
-    return torch.cat([(valves | extra).to(action.dtype), action[:, zones:]], dim=1)
+    failed = obs[:, sl["valve_failed"]] >= 0.5
+    valves = (action[:, :zones] >= 0.5) & ~failed
+    single = (action[:, zones] > 0.0) & (valves.sum(dim=1) == 1)
+    if zones >= 2 and bool(single.any()):
+        low, high = obs[:, sl["target_low"]], obs[:, sl["target_high"]]
+        level = (obs[:, sl["moisture"]] - low) / (high - low).clamp(min=1e-3)
+        level = torch.where(valves | failed, torch.full_like(level, float("inf")), level)
+        best, second = level.min(dim=1)
+        extra = torch.nn.functional.one_hot(second, zones).to(torch.bool) & (single & torch.isfinite(best))[:, None]
+        valves = valves | extra
+    return torch.cat([valves.to(action.dtype), action[:, zones:]], dim=1)
 
 
 @functools.cache

@@ -21,7 +21,7 @@ from twin.climate import (
     step_air,
 )
 from twin.config import TwinConfig
-from twin.hydraulics import step_hydraulics
+from twin.hydraulics import step_hydraulics, valve_failure_latch
 from twin.kalman import KalmanState, kalman_step
 from twin.randomize import initial_state, sample_params
 from twin.reward import reward_terms
@@ -81,7 +81,8 @@ class TwinModel:
                                 state.pump, state.pump_current, row, comm_loss=False)
         no_input = b.zeros(state.theta.shape)
         state = state.replace(**self._estimate(params, state, readings["soil_vwc"], no_input, no_input))
-        obs = self._observe(params, state, readings, state.irrigation_24h, state.valve_pos, state.step)
+        obs = self._observe(params, state, readings, state.irrigation_24h, state.valve_pos, state.valve_failed,
+                            state.step)
         return params, state.replace(last_obs=obs), obs
 
     # ---- step --------------------------------------------------------------------------
@@ -95,7 +96,8 @@ class TwinModel:
         hyd_cfg = cfg.hydraulics
 
         act = xp.where(action == action, action, 0.0)
-        cmd = xp.astype(act[:, :z] >= 0.5, f)
+        requested = act[:, :z] >= 0.5
+        cmd = xp.astype(requested, f)
         pump = xp.clip(act[:, z] * 0.01, 0.0, 1.0)
         lights = xp.clip(act[:, z + 1] * 0.01, 0.0, 1.0)
         if self._faults:
@@ -143,9 +145,12 @@ class TwinModel:
         estimate = self._estimate(params, state, readings["soil_vwc"], soil.irrigation_mm, etc_mm)
         step = state.step + 1
         moisture = estimate.get("est_theta")
-        obs = self._observe(params, state, readings, irrigation_24h, hyd.valve_end, step, pump, lights, moisture)
+        failed = valve_failure_latch(xp, state.valve_failed, requested, hyd.valve_end >= 0.5)
+        obs = self._observe(params, state, readings, irrigation_24h, hyd.valve_end, failed, step, pump, lights,
+                            moisture)
         # One record for the new state (building it field by field costs a dataclass copy each time).
-        new = state.replace(theta=soil.theta, valve_pos=hyd.valve_end, valve_cmd=cmd, irrigation_24h=irrigation_24h,
+        new = state.replace(theta=soil.theta, valve_pos=hyd.valve_end, valve_cmd=cmd, valve_failed=failed,
+                            irrigation_24h=irrigation_24h,
                             saturated_s=saturated_s, air_temp=air.air_temp, vapour_kpa=air.vapour_kpa, co2=air.co2,
                             pump=pump, lights=lights, pump_current=hyd.current_frac, dead_head_s=dead_s,
                             step=step, last_obs=obs, **faults, **estimate)
@@ -190,7 +195,8 @@ class TwinModel:
                 "est_streak": post.streak}
 
     def _observe(self, params: TwinParams, state: TwinState, readings: dict[str, Array], irrigation_24h: Array,
-                 valve_pos: Array, step: Array, pump: Array | None = None, lights: Array | None = None,
+                 valve_pos: Array, valve_failed: Array, step: Array, pump: Array | None = None,
+                 lights: Array | None = None,
                  moisture: Array | None = None) -> Array:
         """Observation vector from readings; a missing reading holds the last observed value.
 
@@ -220,7 +226,8 @@ class TwinModel:
         phase = (hour % 24.0) * (2.0 * math.pi / 24.0)
         stage = season_stage(xp, cfg.crop, params.crop_day0 + xp.astype(step, b.float) * (cfg.dt_s / 86400.0))
         parts = [
-            moisture, params.band_low, params.band_high, irrigation_24h, valve_pos, held,
+            moisture, params.band_low, params.band_high, irrigation_24h, valve_pos,
+            valve_failed, held,
             fc_temp, fc_solar, xp.sin(phase)[:, None], xp.cos(phase)[:, None], stage[:, None],
             (pump * 100.0)[:, None], (lights * 100.0)[:, None], readings["pump_current_frac"][:, None],
         ]

@@ -16,7 +16,7 @@ from twin.dynamics import TERMINATION_REASONS, TwinModel
 from twin.spec import ActionSpec, ObservationSpec
 from twin.types import TwinParams, TwinState
 
-TWIN_VERSION = "1.1.0"
+TWIN_VERSION = "1.2.0"
 """Bumped whenever the dynamics change in a way that invalidates trained policies."""
 
 

@@ -41,6 +41,18 @@ class HydraulicsOut:
     """[B] bool: pump running with no open path."""
 
 
+def valve_failure_latch(xp: Any, failed: Array, commanded_open: Array, seen_open: Array) -> Array:
+    """Which valves count as failed [B, Z] (or [Z]), 1.0 or 0.0.
+
+    A valve commanded open that reads closed afterwards is failed until it is seen open again
+    (an operator tests it in manual mode): controllers leave its zone alone rather than pump at
+    a path that may be dead, and never pair two untried valves after a retry. The twin and the
+    service's controller both keep it with this function, so the policy learns on the signal it
+    is served.
+    """
+    return xp.where(seen_open, 0.0, xp.where(commanded_open, 1.0, failed))
+
+
 def step_hydraulics(xp: Any, cfg: HydraulicsConfig, params: TwinParams, prev_cmd: Array, valve_pos: Array,
                     cmd: Array, pump: Array, wear: Array, dt_s: float) -> HydraulicsOut:
     """Advance valves and pump over one step of ``dt_s`` seconds.

@@ -118,7 +118,8 @@ def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode
     zeros_p = backend.zeros((n, z, pr))
     dim = ObservationSpec(z).dim
     return TwinState(
-        theta=theta, valve_pos=zeros_z, valve_cmd=zeros_z + 0.0, irrigation_24h=zeros_z + 0.0,
+        theta=theta, valve_pos=zeros_z, valve_cmd=zeros_z + 0.0, valve_failed=zeros_z + 0.0,
+        irrigation_24h=zeros_z + 0.0,
         saturated_s=zeros_z + 0.0, air_temp=xp.maximum(outside_temp, cfg.climate.heating_setpoint_c),
         vapour_kpa=outside_vapour_kpa, co2=backend.full((n,), 420.0), pump=zeros_b, lights=zeros_b + 0.0,
         pump_current=zeros_b + 0.0, dead_head_s=zeros_b + 0.0, wear=zeros_b + 0.0, wear_rate=zeros_b + 0.0,

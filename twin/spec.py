@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-OBS_VERSION = "2"
-"""2: moisture is the per-zone Kalman estimate (twin.kalman), as the service observes it; 1 was the probe mean."""
+OBS_VERSION = "3"
+"""3: adds ``valve_failed``; 2: moisture is the per-zone Kalman estimate (twin.kalman), as the service
+observes it; 1 was the probe mean."""
 FORECAST_HOURS = 6
 
 
@@ -38,6 +39,8 @@ FEATURES: tuple[Feature, ...] = (
     Feature("target_high", "m3/m3", 0.0, 0.6, "zone", "upper edge of the zone's target band"),
     Feature("irrigation_24h", "mm", 0.0, 200.0, "zone", "water applied, exponentially weighted over 24 h"),
     Feature("valve_open", "1", 0.0, 1.0, "zone", "valve position feedback (0 closed, 1 open)"),
+    Feature("valve_failed", "1", 0.0, 1.0, "zone",
+            "1 once a valve told to open stayed closed, until it is seen open again"),
     Feature("air_temp", "degC", -10.0, 50.0, "", "inside air temperature"),
     Feature("air_rh", "%", 0.0, 100.0, "", "inside relative humidity"),
     Feature("par", "umol/m2/s", 0.0, 2500.0, "", "photosynthetically active radiation at canopy"),

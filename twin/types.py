@@ -114,6 +114,8 @@ class TwinState(ArrayStruct):
     """[B, Z] valve flow fraction 0..1 at the end of the step."""
     valve_cmd: Array
     """[B, Z] last effective valve command 0/1."""
+    valve_failed: Array
+    """[B, Z] 1.0 while a valve counts as failed (:func:`twin.hydraulics.valve_failure_latch`)."""
     irrigation_24h: Array
     """[B, Z] exponentially weighted 24 h irrigation [mm]."""
     saturated_s: Array

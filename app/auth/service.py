@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.audit_sink import ACCESS_CHAIN
 from app.auth.passwords import dummy_hash, hash_password, needs_rehash, verify_password
 from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.roles import PRIVILEGED_ROLES
@@ -30,7 +31,6 @@ from audit.store import AuditStore
 
 log = logging.getLogger(__name__)
 
-ACCESS_CHAIN = "_access"
 SECRET_FILE = "api-secret-key"
 
 

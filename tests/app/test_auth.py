@@ -183,8 +183,11 @@ def test_secret_key_required_outside_demo_and_kept_by_the_demo(tmp_path: Path) -
 
 
 def test_user_cli_add_list_disable(db_url: str, session: Session, capsys: pytest.CaptureFixture[str],
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    assert cli_main(["user", "add", "olga", "--role", "operator", "--role", "agronomist", "--url", db_url]) == 0
+                                   monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "demo")  # audit keys of its own, in --state-dir
+    state = str(tmp_path / "state")
+    assert cli_main(["user", "add", "olga", "--role", "operator", "--role", "agronomist", "--url", db_url,
+                     "--state-dir", state]) == 0
     out = capsys.readouterr().out
     generated = out.split("password: ")[1].split()[0]
     assert "added user olga (agronomist, operator)" in out
@@ -192,7 +195,8 @@ def test_user_cli_add_list_disable(db_url: str, session: Session, capsys: pytest
     assert passwords.verify_password(stored.password_hash, generated)
 
     monkeypatch.setattr("sys.stdin", io.StringIO(PW + "\n"))
-    assert cli_main(["user", "add", "anna", "--role", "agronomist", "--password-stdin", "--url", db_url]) == 0
+    assert cli_main(["user", "add", "anna", "--role", "agronomist", "--password-stdin", "--url", db_url,
+                     "--state-dir", state]) == 0
     out = capsys.readouterr().out
     assert "password" not in out and PW not in out
     session.expire_all()
@@ -200,18 +204,41 @@ def test_user_cli_add_list_disable(db_url: str, session: Session, capsys: pytest
     assert passwords.verify_password(stored.password_hash, PW)
 
     monkeypatch.setattr("sys.stdin", io.StringIO("short\n"))
-    assert cli_main(["user", "add", "bob", "--role", "admin", "--password-stdin", "--url", db_url]) == 2
+    assert cli_main(["user", "add", "bob", "--role", "admin", "--password-stdin", "--url", db_url,
+                     "--state-dir", state]) == 2
     assert "at least 12" in capsys.readouterr().err
-    assert cli_main(["user", "add", "olga", "--role", "admin", "--url", db_url]) == 2
+    assert cli_main(["user", "add", "olga", "--role", "admin", "--url", db_url, "--state-dir", state]) == 2
     assert "already exists" in capsys.readouterr().err
 
-    assert cli_main(["user", "disable", "olga", "--url", db_url]) == 0
-    assert cli_main(["user", "disable", "nobody", "--url", db_url]) == 2
+    assert cli_main(["user", "disable", "olga", "--url", db_url, "--state-dir", state]) == 0
+    assert cli_main(["user", "disable", "nobody", "--url", db_url, "--state-dir", state]) == 2
     capsys.readouterr()
     assert cli_main(["user", "list", "--url", db_url]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:3] for line in lines] == [["anna", "agronomist", "active"],
                                                     ["olga", "agronomist,operator", "disabled"]]
+    # Each change that happened is sealed (the refused ones are not), with the OS user as actor.
+    from app.audit_sink import ACCESS_CHAIN, service_audit_keys
+    from audit.store import AuditStore
+
+    store = AuditStore(make_engine(db_url), *service_audit_keys(Settings(environment="demo"), Path(state)))
+    entries = store.tail_entries(ACCESS_CHAIN, 10)
+    assert [(e.kind, e.payload["username"]) for e in entries] == [
+        ("user_added", "olga"), ("user_added", "anna"), ("user_disabled", "olga")]
+    assert entries[0].payload["roles"] == ["agronomist", "operator"] and entries[0].actor.startswith("cli:")
+    assert all(r.ok for r in store.verify(ACCESS_CHAIN))
+
+
+def test_user_cli_changes_nothing_it_cannot_record(db_url: str, session: Session,
+                                                   capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY", "GREENTWIN_AUDIT_SIGNING_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "dev")
+    assert cli_main(["user", "add", "olga", "--role", "admin", "--url", db_url,
+                     "--state-dir", str(tmp_path)]) == 2
+    assert "audit keys are not configured" in capsys.readouterr().err
+    assert session.scalars(select(User)).all() == []
 
 
 def test_user_cli_refuses_an_unmigrated_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import db_cli
-from app.audit_sink import service_audit_keys
+from app.audit_sink import ACCESS_CHAIN, service_audit_keys
 from app.auth.users import create_user
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
@@ -105,6 +105,9 @@ def test_decisions_flow_end_to_end_and_estop_survives_restart(service_env):
     assert result.ok, result.reason
     kinds = [r.kind for r in store.iter_records(gh)]
     assert kinds.count("decision") == 6 and kinds.count("estop") == 1 and kinds.count("estop_reset") == 1
+    # The key in use was recorded once (two starts on the same key), before the logins it sealed.
+    access = [r.kind for r in store.iter_records(ACCESS_CHAIN)]
+    assert access[0] == "key_in_use" and access.count("key_in_use") == 1 and "key_rotation" not in access
 
 
 def test_service_refuses_to_start_without_audit_keys_outside_demo(service_env, monkeypatch):

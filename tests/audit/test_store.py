@@ -391,3 +391,22 @@ def test_copy_follows_the_client_encoding(make_pg_database: Any, keys: tuple[Key
                 assert result.ok and result.records_checked == 4
             finally:
                 engine.dispose()
+
+
+def test_batches_of_many_greenhouses_are_one_transaction(store: AuditStore, engine: Engine) -> None:
+    """The service's flush: every greenhouse's events in one commit; a failure stores none of them."""
+    store.append_many("gh-b", _events(3))
+    out = store.append_batches({"gh-a": _events(50), "gh-b": _events(2, start=3), "gh-c": []})
+    assert {gh: [r.seq for r in recs] for gh, recs in out.items()} == {
+        "gh-a": list(range(1, 51)), "gh-b": [4, 5]}
+    assert [cp.seq for cp in store.checkpoints("gh-a")] == [40]
+    # The database refuses gh-b's 6th record: gh-a's records of the same flush are not stored either.
+    with _failing_insert(engine, 6), pytest.raises(DBAPIError, match="disk full"):
+        store.append_batches({"gh-a": _events(5, start=50), "gh-b": _events(1, start=5)})
+    assert _stored(engine, "gh-a") == 50 and _stored(engine, "gh-b") == 5
+    out = store.append_batches({"gh-b": _events(1, start=5), "gh-a": _events(5, start=50)})
+    assert out["gh-a"][0].seq == 51 and out["gh-b"][0].seq == 6
+    assert all(r.ok for r in store.verify())
+    tail = store.tail_entries("gh-a", 3)
+    assert [(e.seq, e.payload["i"]) for e in tail] == [(53, 52), (54, 53), (55, 54)]
+    assert store.tail_entries("gh-z", 3) == [] and store.tail_entries("gh-a", 0) == []

@@ -1,0 +1,34 @@
+"""The service's one-action interlock (numpy) is the training interlock (torch), row for row."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from policy.residual import interlock
+from safety.interlock import interlock_one
+from twin.spec import ObservationSpec
+
+ZONES = 6
+
+
+def test_numpy_interlock_equals_the_batched_torch_one() -> None:
+    spec = ObservationSpec(ZONES)
+    sl = spec.slices
+    rng = np.random.default_rng(7)
+    n = 3000
+    obs = np.zeros((n, spec.dim), dtype=np.float32)
+    obs[:, sl["target_low"]] = 0.20
+    obs[:, sl["target_high"]] = rng.uniform(0.25, 0.35, (n, ZONES))
+    obs[:, sl["moisture"]] = rng.uniform(0.1, 0.4, (n, ZONES))
+    obs[:, sl["valve_failed"]] = rng.random((n, ZONES)) < 0.2
+    obs[:50, sl["valve_failed"]] = 1.0
+    action = np.concatenate([(rng.random((n, ZONES)) < 0.25), rng.uniform(0, 100, (n, 2))], axis=1).astype(np.float32)
+    action[::7, ZONES] = 0.0
+    batched = interlock(torch.from_numpy(action), ZONES, torch.from_numpy(obs)).numpy()
+    one = np.stack([interlock_one(a, o, ZONES) for a, o in zip(action, obs, strict=True)])
+    np.testing.assert_array_equal(one.astype(np.float32), batched)
+    # The cases that matter occur: a second path added, failed valves closed, a lone path capped.
+    assert ((one[:, :ZONES] > action[:, :ZONES]).any(1)).sum() > 200
+    assert ((one[:, :ZONES] < action[:, :ZONES]).any(1)).sum() > 200
+    assert (one[:, :ZONES].sum(1) == 1).any()
