@@ -133,8 +133,15 @@ class Backend:
 
 class _NumpyOps:
     """numpy, with faster paths for what the twin does most: reductions over a short last axis
-    (numpy's reduce loops slowly over rows of 2-6 elements; a matrix-vector product does not)
-    and clipping (``np.clip`` adds dispatch overhead that ``minimum(maximum())`` avoids)."""
+    (numpy's reduce loops slowly over rows of 2-6 elements; a chain of column adds does not)
+    and clipping (``np.clip`` adds dispatch overhead that ``minimum(maximum())`` avoids).
+
+    The column chain adds left to right, as ``np.sum`` does for rows shorter than 8, so it gives
+    the same bits as ``np.sum`` and, unlike a matrix-vector product (whose BLAS kernel blocks
+    rows by the batch size on some CPUs), the same bits for a row whatever the batch size."""
+
+    SHORT_ROW = 8
+    """Rows up to this length are summed by the column chain; longer ones by ``np.sum``."""
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(np, name)
@@ -156,7 +163,13 @@ class _NumpyOps:
         if n is None:
             return np.sum(x, axis=axis)
         lead = x.shape[: x.ndim - (1 if isinstance(axis, int) else len(axis))]
-        return (x.reshape(*lead, n) @ np.ones(n, dtype=x.dtype)).reshape(lead)
+        if n > self.SHORT_ROW or n == 0:
+            return np.sum(x.reshape(*lead, n), axis=-1)
+        rows = x.reshape(*lead, n)
+        total = rows[..., 0] + 0.0  # -0.0 + 0.0 = +0.0, as np.sum starts from +0.0
+        for i in range(1, n):
+            total = total + rows[..., i]
+        return total
 
     def mean(self, x: Any, axis: Any = None) -> Any:
         n = self._trailing(x, axis)

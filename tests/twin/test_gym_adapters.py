@@ -234,6 +234,8 @@ def test_vector_env_reset_mask_resets_only_masked_instances() -> None:
 
 def test_vector_env_matches_sync_vector_env_of_single_envs() -> None:
     # Instance 0 of a batched twin and a one-instance twin with the same seed are the same greenhouse.
+    # Equal to the last bit or two only: numpy may pick another SIMD kernel for a single row, and
+    # which one depends on the CPU (README, batch size); from B = 2 up rows are bit-identical.
     ours = GreenhouseVectorEnv(num_envs=2, seed=12, **SHORT)
     sync = SyncVectorEnv([lambda: GreenhouseEnv(seed=12, **SHORT)], autoreset_mode=AutoresetMode.SAME_STEP)
     ours.action_space.seed(5)
@@ -245,10 +247,11 @@ def test_vector_env_matches_sync_vector_env_of_single_envs() -> None:
         actions[:, : ours.twin.config.zones] = 1.0  # open valves: no dead-heading, reach truncation
         a, ra, ta, ua, ia = ours.step(actions)
         b, rb, tb, ub, ib = sync.step(actions[:1])
-        np.testing.assert_array_equal(a[0], b[0])
-        assert ra[0] == np.float32(rb[0]) and ta[0] == tb[0] and ua[0] == ub[0]
+        np.testing.assert_allclose(a[0], b[0], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(ra[0], np.float32(rb[0]), rtol=1e-6)
+        assert ta[0] == tb[0] and ua[0] == ub[0]
         if ua[0] or ta[0]:
-            np.testing.assert_array_equal(ia["final_obs"][0], ib["final_obs"][0])
+            np.testing.assert_allclose(ia["final_obs"][0], ib["final_obs"][0], rtol=1e-6, atol=1e-7)
             assert _keys(ia["final_info"]) == _keys(ib["final_info"])
         else:
             assert _keys(ia) == _keys(ib)
