@@ -53,6 +53,12 @@ def _cmd_user(args: argparse.Namespace) -> int:
     return user_cli.main(args)
 
 
+def _cmd_demos(args: argparse.Namespace) -> int:
+    from app import demos_cli
+
+    return demos_cli.main(args)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from policy.train_cli import run_train
 
@@ -143,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     usr = sub.add_parser("user", help="API accounts: add (with roles), list, disable")
     add_user_arguments(usr)
     usr.set_defaults(handler=_cmd_user)
+
+    from app.demos_cli import add_demos_arguments  # argparse only
+
+    dem = sub.add_parser("demos", help="export operator overrides as demonstrations for training")
+    add_demos_arguments(dem)
+    dem.set_defaults(handler=_cmd_demos)
 
     from policy.train_cli import add_train_arguments  # argparse only; torch loads when the command runs
 

@@ -30,8 +30,8 @@ from app.mqtt.topics import Command, Telemetry
 from app.observation import ObservationBuilder
 from policy.baselines import ThresholdExpert
 from policy.tuning import served_expert
-from safety.interlock import interlock_one
 from safety import ClipContext, SafetyLimits, clip, safe_state, vote
+from safety.interlock import interlock_one
 from twin.climate import (
     PAR_PER_W_M2,
     crop_coefficient,
@@ -150,9 +150,17 @@ class ControlDecision:
     explain: ExplainRequest | None = None
     """What :func:`explain_decisions` needs, for an ensemble decision whose explanation is still to come."""
 
+    @property
+    def is_override(self) -> bool:
+        """An operator's manual action: stored with its observation, a demonstration for training."""
+        return self.mode == "manual" and self.actor.startswith("operator:")
+
     def record(self) -> dict[str, Any]:
+        estimate = self.estimate
+        if self.is_override and self.observation is not None:
+            estimate = {**(estimate or {}), "observation": self.observation}
         return {"greenhouse_id": self.greenhouse_id, "seq": self.seq, "ts": self.ts, "actor": self.actor,
-                "mode": self.mode, "telemetry": self.telemetry, "estimate": self.estimate,
+                "mode": self.mode, "telemetry": self.telemetry, "estimate": estimate,
                 "member_actions": self.member_actions, "voted": self.voted, "clipped": self.clipped,
                 "rules_fired": self.rules_fired, "reward_terms": None, "confidence": self.confidence,
                 "explanation": {**(self.explanation or {}), "alarms": self.alarms,
@@ -233,6 +241,8 @@ class GreenhouseController:
         self.mode: Mode = "auto"
         self.estop_latched = False
         self.manual_action = safe_state(self.z)
+        self.manual_actor = "operator:manual"
+        """Who set the manual action: its decisions are that operator's demonstrations."""
         self.seq = 0
         self.cmd_seq = 0
         self.prev_action = safe_state(self.z)
@@ -276,6 +286,7 @@ class GreenhouseController:
             if manual_action is None or np.shape(manual_action) != (self.z + 2,):
                 raise ValueError(f"manual mode needs an action of {self.z + 2} values")
             self.manual_action = np.asarray(manual_action, dtype=np.float64)
+            self.manual_actor = actor if actor.startswith("operator:") else f"operator:{actor}"
         return self._mode_event(mode, actor, reason, ts)
 
     # ---- the decision ----------------------------------------------------------------------
@@ -365,7 +376,7 @@ class GreenhouseController:
         if self.estop_latched:
             proposed, actor = safe_state(self.z), "estop"
         elif self.mode == "manual":
-            proposed, actor = self.manual_action, "operator:manual"
+            proposed, actor = self.manual_action, self.manual_actor
         else:
             members = step.members if step.members is not None else self.proposer.propose(obs)
             decision = vote(members, disagreement_threshold=self.threshold, zones=self.z)
@@ -384,7 +395,8 @@ class GreenhouseController:
                           saturation_vwc=self._saturation,
                           natural_par_umol=float(tel.par_umol_m2_s) - self.climate.lamp_par_umol_m2_s * tel.light_pct
                           / 100 if tel.par_umol_m2_s is not None else math.nan,
-                          lights_on_hours_today=self.lights_hours_today)
+                          lights_on_hours_today=self.lights_hours_today,
+                          valve_failed=None if self.mode == "manual" else self.valve_failed >= 0.5)
         safe, report = clip(proposed, ctx, self.limits)
         if self.estop_latched:
             safe = safe_state(self.z)
@@ -465,7 +477,8 @@ class GreenhouseController:
     def snapshot(self) -> dict[str, Any]:
         """JSON-able state to persist; restore with :meth:`restore` after a restart."""
         return {"version": SNAPSHOT_VERSION, "mode": self.mode, "estop_latched": self.estop_latched,
-                "manual_action": self.manual_action.tolist(), "seq": self.seq, "cmd_seq": self.cmd_seq,
+                "manual_action": self.manual_action.tolist(), "manual_actor": self.manual_actor,
+                "seq": self.seq, "cmd_seq": self.cmd_seq,
                 "prev_action": self.prev_action.tolist(), "valve_failed": self.valve_failed.tolist(),
                 "valve_changed_at": [None if t is None else t.isoformat() for t in self.valve_changed_at],
                 "water_today_l": self.water_today_l.tolist(), "lights_hours_today": self.lights_hours_today,
@@ -484,6 +497,7 @@ class GreenhouseController:
 
         self.mode, self.estop_latched = snap["mode"], bool(snap["estop_latched"])
         self.manual_action = np.asarray(snap["manual_action"], dtype=np.float64)
+        self.manual_actor = str(snap.get("manual_actor", "operator:manual"))
         self.seq, self.cmd_seq = int(snap["seq"]), int(snap["cmd_seq"])
         self.prev_action = np.asarray(snap["prev_action"], dtype=np.float64)
         self.valve_failed = np.asarray(snap.get("valve_failed", np.zeros(self.z)), dtype=np.float64)

@@ -57,6 +57,9 @@ class PPOConfig:
     """Env steps over which the BC weight decays linearly to 0."""
     bc_demo_steps: int = 96
     """Control steps of the expert on every instance collected as demonstrations (0: no BC)."""
+    demo_files: tuple[str, ...] = ()
+    """Operator demonstrations (``greentwin demos export``) added to the BC term; in residual mode
+    they are its only demonstrations (the policy starts at the expert, so expert demos add nothing)."""
     bc_valve_balance: float = 0.5
     """Valve class weighting in the BC loss: 0 none, 1 open and closed get equal total weight."""
     bc_pretrain_updates: int = 500

@@ -117,8 +117,12 @@ def run_eval(args: argparse.Namespace) -> int:
     def progress(done: int, total: int) -> None:
         print(f"  scenario {done}/{total} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
 
-    results = evaluate_all(controllers, scenarios, progress)
+    masked: dict[str, dict[str, float | int]] = {}
+    results = evaluate_all(controllers, scenarios, progress, masked=masked)
     print(format_table(results))
+    if any(m["hard_terminations"] for m in results.values()):
+        print("\nthe same, counting only the steps before a hard termination (survivor-biased; for comparison):")
+        print(format_table(masked))
     print(f"{time.perf_counter() - t0:.1f} s")
     json_path = getattr(args, "json", None)
     if json_path:

@@ -12,8 +12,13 @@ run side by side in one batched twin per scenario: controller ``c`` drives a blo
 instances with the same instance ids as every other block, so all controllers face exactly
 the same greenhouses, weather and fault draws, and the numpy overhead of a step is paid once.
 The loop calls :class:`twin.dynamics.TwinModel` directly (what ``GreenhouseTwin`` wraps) so
-no instance is auto-reset: a greenhouse whose episode ends in a hard termination is masked
-from that step on and its later steps count for nothing.
+no instance is auto-reset. A hard termination (dead-headed pump, relief valve, overcurrent)
+damages the pump: that greenhouse goes on to the end of the episode without irrigation (its
+controller still runs the lights), and every step counts. Masking the greenhouse from the
+failure on instead would drop exactly the stretch where its crop suffers for the failure,
+so a controller that wrecks its pump early would score better per step than one that keeps
+irrigating through a fault (survivor bias); both conventions are reported by
+:func:`evaluate_many` with ``masked=True`` for comparison.
 """
 
 from __future__ import annotations
@@ -134,7 +139,7 @@ class ControllerMetrics:
 
 @dataclass
 class _Tally:
-    """Per-greenhouse running sums of one scenario; only steps up to a hard termination are added."""
+    """Per-greenhouse running sums of one scenario."""
 
     reward: np.ndarray
     steps: np.ndarray
@@ -160,8 +165,11 @@ def _to_numpy(a: Any) -> np.ndarray:
     return np.asarray(a)
 
 
-def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list[_Tally]:
-    """One episode of the scenario's greenhouses under each controller, side by side in one batch."""
+def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list[tuple[_Tally, _Tally]]:
+    """One episode of the scenario's greenhouses under each controller, side by side in one batch.
+
+    Per controller: (every step, irrigation off after a hard termination; steps before it only).
+    """
     cfg = scenario.config()
     backend = make_backend("numpy", "cpu")
     model = TwinModel(cfg, backend, scenario.seed)
@@ -169,31 +177,35 @@ def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list
     ids = backend.asarray(np.tile(np.arange(n), k), dtype=backend.int)  # same greenhouses in every block
     params, state, obs = model.reset(ids, backend.zeros((n * k,), dtype=backend.int))
     band_low, band_high = params.band_low, params.band_high
-    tally = _Tally.zeros(n * k)
-    alive = np.ones(n * k, dtype=bool)
+    tally, masked = _Tally.zeros(n * k), _Tally.zeros(n * k)
+    pump_ok = np.ones(n * k, dtype=bool)
     blocks = [slice(i * n, (i + 1) * n) for i in range(k)]
     area = z * cfg.hydraulics.zone_area_m2
     for _ in range(cfg.horizon_steps):
         actions = np.concatenate([_to_numpy(c(obs[sl])) for c, sl in zip(controllers, blocks, strict=True)])
+        actions[~pump_ok, : z + 1] = 0.0  # a damaged pump irrigates no more
         state, out = model.step(params, state, backend.asarray(actions, dtype=backend.float))
         obs = out.obs
         info = out.info
         theta = state.theta
-        # np.where, not multiplication: a masked greenhouse may carry NaN or inf after its failure.
-        tally.reward += np.where(alive, out.reward, 0.0)
-        tally.steps += alive
-        tally.water_l += np.where(alive, info["water_l"].sum(axis=1), 0.0)
-        tally.energy_kwh += np.where(alive, info["energy_kwh"], 0.0)
         in_band = ((theta >= band_low) & (theta <= band_high)).sum(axis=1)
-        tally.in_band += np.where(alive, in_band, 0)
-        tally.stress_h += np.where(alive, (info["ks"] < 1.0).sum(axis=1) * cfg.dt_h, 0.0)
-        hard = alive & out.terminated
+        for t, counted in ((tally, np.ones(n * k, dtype=bool)), (masked, pump_ok)):
+            # np.where, not multiplication: a masked greenhouse may carry NaN or inf after its failure.
+            t.reward += np.where(counted, out.reward, 0.0)
+            t.steps += counted
+            t.water_l += np.where(counted, info["water_l"].sum(axis=1), 0.0)
+            t.energy_kwh += np.where(counted, info["energy_kwh"], 0.0)
+            t.in_band += np.where(counted, in_band, 0)
+            t.stress_h += np.where(counted, (info["ks"] < 1.0).sum(axis=1) * cfg.dt_h, 0.0)
+        hard = pump_ok & out.terminated
         tally.terminated |= hard
-        alive &= ~hard
-    tally.water_l /= area
-    tally.in_band /= z
-    tally.stress_h /= z
-    return [tally.block(sl) for sl in blocks]
+        masked.terminated |= hard
+        pump_ok &= ~hard
+    for t in (tally, masked):
+        t.water_l /= area
+        t.in_band /= z
+        t.stress_h /= z
+    return [(tally.block(sl), masked.block(sl)) for sl in blocks]
 
 
 def _metrics(tallies: Sequence[_Tally]) -> ControllerMetrics:
@@ -210,20 +222,27 @@ def _metrics(tallies: Sequence[_Tally]) -> ControllerMetrics:
 
 
 def evaluate_many(controllers: Sequence[Controller], scenarios: Sequence[Scenario],
-                  progress: Progress | None = None) -> list[ControllerMetrics]:
+                  progress: Progress | None = None, *, masked: list[ControllerMetrics] | None = None
+                  ) -> list[ControllerMetrics]:
     """Metrics per controller, all controllers batched together scenario by scenario.
 
     Stateful controllers (``RandomController``) are called once per step on their own block,
-    scenarios in order, so fresh instances give identical results on every run.
+    scenarios in order, so fresh instances give identical results on every run. ``masked``,
+    when given, receives the same metrics over the steps before each hard termination only.
     """
     if not controllers:
         return []
     per_ctrl: list[list[_Tally]] = [[] for _ in controllers]
+    per_ctrl_masked: list[list[_Tally]] = [[] for _ in controllers]
     for i, scenario in enumerate(scenarios):
-        for acc, tally in zip(per_ctrl, _run_scenario(scenario, controllers), strict=True):
+        for acc, acc_masked, (tally, before) in zip(per_ctrl, per_ctrl_masked,
+                                                    _run_scenario(scenario, controllers), strict=True):
             acc.append(tally)
+            acc_masked.append(before)
         if progress is not None:
             progress(i + 1, len(scenarios))
+    if masked is not None:
+        masked[:] = [_metrics(t) for t in per_ctrl_masked]
     return [_metrics(t) for t in per_ctrl]
 
 
@@ -233,9 +252,14 @@ def evaluate(controller: Controller, scenarios: Sequence[Scenario]) -> Controlle
 
 
 def evaluate_all(controllers: Mapping[str, Controller], scenarios: Sequence[Scenario],
-                 progress: Progress | None = None) -> dict[str, dict[str, float | int]]:
-    """``{name: {metric: value}}`` for every controller on the same scenarios (the eval JSON)."""
-    results = evaluate_many(list(controllers.values()), scenarios, progress)
+                 progress: Progress | None = None, *, masked: dict[str, dict[str, float | int]] | None = None
+                 ) -> dict[str, dict[str, float | int]]:
+    """``{name: {metric: value}}`` for every controller on the same scenarios (the eval JSON);
+    ``masked`` receives the same over the steps before each hard termination only."""
+    before: list[ControllerMetrics] = []
+    results = evaluate_many(list(controllers.values()), scenarios, progress, masked=before)
+    if masked is not None:
+        masked.update({name: m.as_dict() for name, m in zip(controllers, before, strict=True)})
     return {name: m.as_dict() for name, m in zip(controllers, results, strict=True)}
 
 

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from policy.baselines import ThresholdExpert
-from policy.bc import bc_loss, collect_expert_demos
+from policy.bc import bc_loss, collect_expert_demos, load_demos
 from policy.config import PPOConfig
 from policy.distributed import context as rank_context
 from policy.gae import compute_gae
@@ -34,6 +34,7 @@ from policy.networks import ActorCritic
 from policy.residual import ExpertPrior, interlock
 from policy.tuning import load_tuned_threshold
 from twin import GreenhouseTwin
+from twin.spec import ObservationSpec
 from twin.types import TwinParams, TwinState
 
 TrainSnapshot = dict[str, Any]
@@ -134,13 +135,17 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
     optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5)
 
     # ---- expert demonstrations for the BC term --------------------------------------------
-    use_bc = cfg.bc_coef > 0 and cfg.bc_demo_steps > 0 and not cfg.residual  # residual starts at the expert
+    expert_demos = cfg.bc_demo_steps > 0 and not cfg.residual  # residual starts at the expert
+    use_bc = cfg.bc_coef > 0 and (expert_demos or bool(cfg.demo_files))
     if use_bc:
-        # Demos are a deterministic function of the seed, so a resumed run regenerates them.
-        demos = collect_expert_demos(twin, ThresholdExpert(zones=zones), cfg.bc_demo_steps)
-        demo_obs, demo_act = demos.obs.to(device), demos.action.to(device)
+        # Demos are a deterministic function of the seed and the files, so a resumed run rebuilds them.
+        sets = [load_demos(path, ObservationSpec(zones)) for path in cfg.demo_files]
+        if expert_demos:
+            sets.insert(0, collect_expert_demos(twin, ThresholdExpert(zones=zones), cfg.bc_demo_steps))
+        demo_obs = torch.cat([d.obs for d in sets]).to(device)
+        demo_act = torch.cat([d.action for d in sets]).to(device)
         demo_open_rate = float((demo_act[:, :zones] >= 0.5).float().mean())
-    if use_bc and resume is None:
+    if use_bc and resume is None and not cfg.residual:
         agent.update_obs_stats(demo_obs)
         for _ in range(cfg.bc_pretrain_updates):
             pick = torch.randint(demo_obs.shape[0], (cfg.minibatch_size,), generator=gen, device=device)

@@ -24,7 +24,6 @@ from safety.interlock import SINGLE_VALVE_PUMP_CAP
 from twin.spec import ObservationSpec
 
 
-
 def interlock(action: torch.Tensor, zones: int, obs: torch.Tensor | None = None,
               single_valve_cap: float = SINGLE_VALVE_PUMP_CAP) -> torch.Tensor:
     """Action [B, zones + 2] with the pump forced to 0 when every valve is closed and capped at

@@ -36,6 +36,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a PPOConfig field, e.g. --set total_steps=100000 (repeatable)")
     parser.add_argument("--workers", type=int, default=None, metavar="W",
                         help="step the twin in W worker processes over shared memory (default 0: in-process)")
+    parser.add_argument("--demos", action="append", default=[], metavar="FILE.npz",
+                        help="operator demonstrations for the BC term (`greentwin demos export`; repeatable)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -119,6 +121,8 @@ def _train_members(args: argparse.Namespace, device: str, world_size: int) -> in
         changes = parse_overrides(args.overrides)
         if args.workers is not None:
             changes["workers"] = args.workers
+        if args.demos:
+            changes["demo_files"] = tuple(str(Path(d).resolve()) for d in args.demos)
         cfg = PPOConfig.preset(args.preset, seed=args.seed, device=device, **changes)
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -12,8 +12,9 @@ a blocked zone; the pump only moves within {0} U [min, max]; lights only go to 0
 3. ``valves.binary`` (threshold 0.5), ``pump.range`` (clip to [0, max]), ``lights.range``.
 4. ``zone.sensor_failed``: zones without a trustworthy reading (sensor flag down or no
    moisture estimate) follow the fallback schedule instead of the policy.
-5. ``zone.daily_water_cap`` and ``zone.saturation_margin`` close blocked zones. They come
-   after 4 so a fallback schedule can never water a capped or (known) saturated zone.
+5. ``zone.daily_water_cap``, ``zone.saturation_margin`` and ``valve.failed`` close blocked
+   zones. They come after 4 so a fallback schedule can never water a capped or (known)
+   saturated zone, nor count a valve that failed to open as a path.
 6. ``valve.min_dwell`` undoes valve changes made before the minimum on/off time. It runs
    after the hard valve rules and never reopens a blocked zone: hard limits beat dwell.
    An opening is never forced, so every opening respects the minimum off time.
@@ -56,6 +57,7 @@ CLIP_ORDER: tuple[RuleId, ...] = (
     RuleId.ZONE_SENSOR_FAILED,
     RuleId.ZONE_DAILY_WATER_CAP,
     RuleId.ZONE_SATURATION_MARGIN,
+    RuleId.VALVE_FAILED,
     RuleId.VALVE_MIN_DWELL,
     RuleId.VALVES_MAX_OPEN,
     RuleId.PUMP_NEEDS_OPEN_VALVE,
@@ -181,7 +183,9 @@ def _zone_limits(plan: _Plan, rc: ResolvedContext, limits: SafetyLimits) -> np.n
             RuleId.ZONE_SATURATION_MARGIN,
             f"moisture {rc.moisture_vwc[zone]:.3f} >= {wet_above[zone]:.3f} m3/m3",
         )
-    return capped | wet | (unobserved & ~rc.fallback_valves)
+    for zone in np.flatnonzero(rc.valve_failed).tolist():
+        plan.set_valve(zone, False, RuleId.VALVE_FAILED, "stayed closed when told to open; closed until seen open")
+    return capped | wet | rc.valve_failed | (unobserved & ~rc.fallback_valves)
 
 
 def _dwell(plan: _Plan, rc: ResolvedContext, limits: SafetyLimits, blocked: np.ndarray) -> None:

@@ -43,6 +43,9 @@ class ClipContext:
     natural_par_umol: float = math.nan
     lights_on_hours_today: float = 0.0
     fallback_valves: ArrayLike | None = None
+    valve_failed: ArrayLike | None = None
+    """Valves latched failed (:func:`twin.hydraulics.valve_failure_latch`); None: none known.
+    The service leaves it out in manual mode, so an operator can test a failed valve."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +62,7 @@ class ResolvedContext:
     saturation_vwc: np.ndarray
     sensor_ok: np.ndarray
     fallback_valves: np.ndarray
+    valve_failed: np.ndarray
     natural_par_umol: float
     lights_on_hours_today: float
     notes: tuple[Note, ...]
@@ -196,6 +200,7 @@ def resolve(ctx: object, limits: SafetyLimits) -> ResolvedContext:
         saturation_vwc=sat,
         sensor_ok=r.flags("sensor_ok", optional=False),
         fallback_valves=r.flags("fallback_valves", optional=True),
+        valve_failed=r.flags("valve_failed", optional=True),
         natural_par_umol=par,
         lights_on_hours_today=hours,
         notes=tuple(r.notes),

@@ -28,6 +28,8 @@ class RuleId(StrEnum):
     """A zone at (or not known to be under) its daily water cap is closed."""
     ZONE_SATURATION_MARGIN = "zone.saturation_margin"
     """A zone at or above saturation minus the margin is closed."""
+    VALVE_FAILED = "valve.failed"
+    """A valve that stayed closed when told to open is closed (it is no path for the pump) until seen open."""
     VALVE_MIN_DWELL = "valve.min_dwell"
     """A valve change before its minimum on/off time is undone (hard closes excepted)."""
     VALVES_MAX_OPEN = "valves.max_open"

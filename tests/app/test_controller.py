@@ -15,6 +15,7 @@ from app.mqtt.topics import Telemetry
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits
 from twin import GreenhouseTwin
+from twin.spec import ObservationSpec
 
 T0 = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
 ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]
@@ -124,7 +125,9 @@ def test_manual_mode_still_goes_through_interlocks():
     twin.reset()
     ctl.set_mode("manual", "op7", "testing pump", T0, manual_action=np.array([0, 0, 0, 0, 0, 0, 90.0, 0.0]))
     d = ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8)))
-    assert d.actor == "operator:manual" and d.command.pump_pct == 0.0  # no open valve: pump interlocked off
+    assert d.actor == "operator:op7" and d.command.pump_pct == 0.0  # no open valve: pump interlocked off
+    # An override is a demonstration: its record keeps the observation the operator acted on.
+    assert d.is_override and d.record()["estimate"]["observation"] == d.observation
     assert any(f["rule"] == "pump.needs_open_valve" for f in d.rules_fired)
 
 
@@ -185,3 +188,24 @@ def test_ensemble_decisions_carry_top3_explanations_and_low_confidence_history()
     if d.low_confidence:
         hist = d.explanation["history"]
         assert len(hist["observations"]) == 4 and len(hist["saliency"]) == 4
+
+
+def test_a_valve_that_does_not_open_is_latched_failed_until_seen_open():
+    ctl = _controller()
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8)))
+    ctl.prev_action = np.array([0, 0, 1, 1, 0, 0, 70.0, 0.0])  # what was commanded
+    shut = np.array([0, 0, 0, 1, 0, 0, 70.0, 0.0])  # valve 2 stayed closed
+    d = ctl.on_telemetry(_telemetry(twin, None, 1, shut))
+    assert "valve_failed:2" in d.alarms
+    spec_failed = d.observation[ObservationSpec(6).slices["valve_failed"]]
+    assert spec_failed == [0, 0, 1, 0, 0, 0]
+    assert d.command.valves[2] == 0  # never commanded while failed, nor counted as a path
+    assert d.command.pump_pct == 0 or sum(d.command.valves) >= 2
+    restored = _controller()
+    restored.restore(copy.deepcopy(ctl.snapshot()))
+    assert restored.valve_failed.tolist() == [0, 0, 1, 0, 0, 0]
+    seen = np.array([0, 0, 1, 0, 0, 0, 0.0, 0.0])  # an operator's test opened it
+    d = restored.on_telemetry(_telemetry(twin, None, 2, seen))
+    assert not any(a.startswith("valve_failed") for a in d.alarms) and restored.valve_failed.sum() == 0

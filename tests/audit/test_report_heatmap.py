@@ -17,13 +17,16 @@ from app.models import Decision
 from audit.report import collect_report_data, render_report
 from audit.report.collect import feature_names, saliency_map
 from audit.report.heatmap import SECTION_TITLE
+from twin.spec import ObservationSpec
 
 T0 = datetime(2026, 7, 1, tzinfo=UTC)
 ZONES = 3
-DIM = 38  # twin.spec layout for 3 zones
+DIM = ObservationSpec(ZONES).dim
 STEPS = 10
-STRONG = {1: "moisture[1]", 11: "irrigation_24h[2]", 27: "forecast_solar[+2h]"}
-WEAK = {15: "air_temp"}
+_SL = ObservationSpec(ZONES).slices
+STRONG = {_SL["moisture"].start + 1: "moisture[1]", _SL["irrigation_24h"].start + 2: "irrigation_24h[2]",
+          _SL["forecast_solar"].start + 1: "forecast_solar[+2h]"}
+WEAK = {_SL["air_temp"].start: "air_temp"}
 ABSENT = ("co2", "leaf_temp", "growth_stage")  # zero attribution: never a heat-map row
 LOW_AT = (30, 40, 41, 50, 55)  # minutes at which a decision is low-confidence with a saliency history
 
@@ -32,8 +35,8 @@ def _saliency(rng: np.random.Generator) -> list[list[float]]:
     s = np.zeros((STEPS, DIM))
     for i in STRONG:
         s[:, i] = rng.uniform(0.05, 0.2, STEPS) * rng.choice([-1.0, 1.0], STEPS)
-    s[:, 1] *= 3.0  # moisture[1] dominates every step
-    s[-1, 15] = 0.004
+    s[:, _SL["moisture"].start + 1] *= 3.0  # moisture[1] dominates every step
+    s[-1, _SL["air_temp"].start] = 0.004
     return s.tolist()
 
 

@@ -356,6 +356,8 @@ def case_st(draw: st.DrawFn) -> tuple[np.ndarray, ClipContext, SafetyLimits]:
         natural_par_umol=draw(st.one_of(st.just(math.nan), st.floats(0.0, 2500.0))),
         lights_on_hours_today=draw(st.floats(0.0, 24.0)),
         fallback_valves=fallback.astype(bool) if draw(st.booleans()) else None,
+        valve_failed=np.array(draw(st.lists(st.booleans(), min_size=z, max_size=z))) if draw(st.booleans())
+        else None,
     )
     action = np.array(draw(st.lists(any_float, min_size=z + 2, max_size=z + 2)), dtype=float)
     return action, c, lim
@@ -382,7 +384,8 @@ def assert_satisfies_every_rule(out: np.ndarray, c: ClipContext, lim: SafetyLimi
     wet = known & (moisture >= sat - lim.saturation_margin_vwc)
     fallback = np.zeros(z, bool) if c.fallback_valves is None else np.asarray(c.fallback_valves)
     unobserved = ~np.asarray(c.sensor_ok) | ~known
-    blocked = capped | wet | (unobserved & ~fallback)
+    failed = np.zeros(z, bool) if c.valve_failed is None else np.asarray(c.valve_failed)
+    blocked = capped | wet | failed | (unobserved & ~fallback)
     assert not (is_open & blocked).any()
 
     prev = np.asarray(c.prev_action)
@@ -432,7 +435,7 @@ junk = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(
     action=st.one_of(junk, arrays(float, Z + 2, elements=any_float)),
-    fields=st.lists(junk, min_size=10, max_size=10),
+    fields=st.lists(junk, min_size=11, max_size=11),
 )
 def test_never_raises_on_garbage(action: Any, fields: list[Any]) -> None:
     names = [
@@ -446,6 +449,7 @@ def test_never_raises_on_garbage(action: Any, fields: list[Any]) -> None:
         "natural_par_umol",
         "lights_on_hours_today",
         "fallback_valves",
+        "valve_failed",
     ]
     out, report = clip(action, ClipContext(**dict(zip(names, fields, strict=True))), LIMITS)
     assert out.shape == (Z + 2,) and np.isfinite(out).all()

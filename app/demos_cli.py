@@ -1,0 +1,95 @@
+"""``greentwin demos export``: operator overrides from the decision log as training demonstrations.
+
+A decision taken in manual mode carries the observation the operator acted on (see
+``ControlDecision.record``); its safe, clipped action is what the operator demonstrated. The
+file is :mod:`policy.bc`'s demonstration format, so ``greentwin train --demos FILE`` takes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import select
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def add_demos_arguments(parser: argparse.ArgumentParser) -> None:
+    """``demos export`` (argparse only)."""
+    sub = parser.add_subparsers(dest="demos_command", required=True)
+    exp = sub.add_parser("export", help="operator overrides as a .npz of demonstrations for `greentwin train --demos`")
+    exp.add_argument("--out", required=True, metavar="FILE.npz")
+    exp.add_argument("--zones", type=int, default=6, help="greenhouses with this many zones (one layout per file)")
+    exp.add_argument("--greenhouse", metavar="GH", default=None, help="default: every greenhouse")
+    exp.add_argument("--from", dest="since", type=datetime.fromisoformat, default=None, metavar="ISO")
+    exp.add_argument("--to", dest="until", type=datetime.fromisoformat, default=None, metavar="ISO")
+    exp.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    count: int
+    skipped: int
+    """Override decisions without a stored observation (recorded before it was kept) or of another layout."""
+
+
+def export_demos(url: str, out: Path, zones: int = 6, greenhouse: str | None = None,
+                 since: datetime | None = None, until: datetime | None = None) -> ExportResult:
+    """Write the operator overrides in range to ``out``; ValueError if there are none."""
+    from app.core.db import make_engine, make_session_factory, require_current_schema
+    from app.models import Decision
+    from policy.bc import make_demo_batch, save_demos
+    from twin.spec import ObservationSpec
+
+    spec = ObservationSpec(zones)
+    stmt = select(Decision.ts, Decision.actor, Decision.estimate, Decision.clipped).where(
+        Decision.mode == "manual", Decision.actor.like("operator:%"))
+    if greenhouse is not None:
+        stmt = stmt.where(Decision.greenhouse_id == greenhouse)
+    if since is not None:
+        stmt = stmt.where(Decision.ts >= since)
+    if until is not None:
+        stmt = stmt.where(Decision.ts < until)
+    engine = make_engine(url)
+    try:
+        require_current_schema(engine)
+        with make_session_factory(engine)() as session:
+            rows = session.execute(stmt.order_by(Decision.ts, Decision.id)).all()
+    finally:
+        engine.dispose()
+    obs, act, who, when, skipped = [], [], [], [], 0
+    for ts, actor, estimate, clipped in rows:
+        o = (estimate or {}).get("observation")
+        valves = clipped.get("valves", [])
+        if o is None or len(o) != spec.dim or len(valves) != zones:
+            skipped += 1
+            continue
+        obs.append(o)
+        act.append([*valves, clipped["pump_pct"], clipped["light_pct"]])
+        who.append(actor.removeprefix("operator:"))
+        when.append(ts.isoformat())
+    if not obs:
+        raise ValueError(f"no operator overrides with {zones} zones in range ({skipped} skipped)")
+    batch = make_demo_batch(np.asarray(obs), np.asarray(act), who, when)
+    save_demos(out, batch, spec)
+    return ExportResult(batch.size, skipped)
+
+
+def main(args: argparse.Namespace) -> int:
+    from app.core.config import get_settings
+    from app.core.db import SchemaOutOfDate
+
+    try:
+        result = export_demos(args.url or get_settings().database_url, Path(args.out), args.zones,
+                              args.greenhouse, args.since, args.until)
+    except (ValueError, SchemaOutOfDate) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {result.count} operator demonstrations to {args.out}"
+          + (f" ({result.skipped} overrides skipped: no observation or another layout)" if result.skipped else ""))
+    return EXIT_OK
