@@ -131,14 +131,16 @@ def _stackable(members: Sequence[ActorCritic]) -> bool:
 
 @torch.no_grad()
 def act_stacked(members: Sequence[ActorCritic], obs: torch.Tensor) -> torch.Tensor:
-    """Every member's :meth:`ActorCritic.act` on ``obs`` (N, D) at once: (K, N, Z+2), bit for bit.
+    """Every member's :meth:`ActorCritic.act` on ``obs`` (N, D) at once: (K, N, Z+2).
 
     Serving's cost for a small batch is Python and dispatch overhead, not arithmetic, so the
     element-wise work (normalising, the residual prior, the Beta's mode or mean, the interlock)
     runs once over a stacked (K, N, .) tensor, and a residual expert's prior, which depends on
     the observation only, is computed once per distinct expert. Each member keeps its own
-    ``F.linear`` calls, the same kernels on the same shapes as ``act``, and element-wise ops
-    give the same floats stacked or not, so the actions are identical to ``act``'s.
+    ``F.linear`` calls, the same kernels on the same shapes as ``act``. Valve decisions equal
+    ``act``'s; pump and lights equal them to the last bits: a vectorised transcendental (tanh,
+    the Beta's mode) may round an element differently from the scalar tail loop that handles
+    it in a shorter tensor, on some CPUs.
     """
     k, z = len(members), members[0].zones
     mean = torch.stack([m.obs_rms.mean for m in members])[:, None, :].to(obs.dtype)

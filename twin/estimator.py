@@ -38,11 +38,15 @@ import numpy as np
 from filterpy.kalman import KalmanFilter
 
 from twin.config import EstimatorConfig
-from twin.kalman import SOIL_FIELDS
+from twin.kalman import SOIL_FIELDS, KalmanState, kalman_step
 from twin.soil import step_soil
 from twin.types import TwinParams
 
 STATE_VERSION = 1
+
+
+REFERENCE_SLOPE_H = 1e-6
+"""Finite-difference step of the filter's linearisation in float64 (the twin's float32 takes 1e-4)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ class ZoneSoilModel:
         """Next-step moisture for the measured irrigation and the unstressed crop demand."""
         return float(self.step(np.array([theta]), irrigation_mm, etc_mm)[0])
 
-    def predict_with_slope(self, theta: float, irrigation_mm: float, etc_mm: float, h: float = 1e-6
+    def predict_with_slope(self, theta: float, irrigation_mm: float, etc_mm: float, h: float = REFERENCE_SLOPE_H
                            ) -> tuple[float, float]:
         """Prediction and d theta_next / d theta by central difference (piecewise linear model)."""
         lo, mid, hi = self.step(np.array([theta - h, theta, theta + h]), irrigation_mm, etc_mm)
@@ -244,74 +248,29 @@ class GreenhouseEstimate:
                                        self.filled.tolist(), strict=True)]
 
 
-def _masked_median(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Row-wise ``statistics.median`` of ``values[mask]`` (N, P) -> (N,), 0.0 for an empty row."""
-    n = mask.sum(axis=1)
-    if values.shape[1] <= 3 and not (n > 2).any():  # at most two values: their mean, as median() takes it
-        total = np.where(mask, values, 0.0).sum(axis=1)
-        return np.where(n == 2, total / 2.0, total)
-    s = np.sort(np.where(mask, values, np.inf), axis=1)
-    rows = np.arange(len(values))
-    lo = s[rows, np.maximum(n - 1, 0) // 2]
-    hi = s[rows, np.minimum(n // 2, values.shape[1] - 1)]
-    return np.where(n > 0, (lo + hi) / 2.0, 0.0)
-
-
 def _kalman_step(soil: _SoilArrays, dt_s: np.ndarray, cfg: EstimatorConfig, state: dict[str, np.ndarray],
                  z: np.ndarray, irrigation_mm: np.ndarray, etc_mm: np.ndarray) -> dict[str, np.ndarray]:
     """:meth:`ZoneEstimator.update` for N zones at once; ``state`` arrays are replaced, not mutated.
 
-    The same equations in the same order: the filterpy predict/update of a 1-D state with P
-    measurement rows reduce to scalars per zone (S^-1 by Sherman-Morrison, since H is 0/1 and
-    R diagonal): K_i = P h_i / (r + P n), P' = P r / (r + P n), with n usable probes. Drift
-    judgement runs probe by probe, as the reference does, because a flag flipped for probe i
-    changes the reference median of the probes after it.
+    The filter is :func:`twin.kalman.kalman_step`, the twin's, with the N zones as its batch
+    (shape [N, 1]), in float64 and with the reference's slope step; this adds the bookkeeping
+    the service reports: steps since a probe was last heard and each probe's status.
     """
-    c = cfg
-    theta, p = state["theta"], state["var"]
-    ewma, missing = state["ewma"].copy(), state["missing"]
-    drifting, streak = state["drifting"].copy(), state["streak"].copy()
-    irr = np.where(np.isfinite(irrigation_mm), irrigation_mm, 0.0)
-    etc = np.where(np.isfinite(etc_mm), etc_mm, 0.0)
-    h = 1e-6
-    points = np.stack([theta - h, theta, theta + h], axis=1)
-    lo, f, hi = step_soil(np, cast(TwinParams, soil), points, irr[:, None], 1.0, etc[:, None]).theta.T
-    slope = (hi - lo) / (2.0 * h)
-    root = soil.root_mm[:, 0]
-    q = c.q_floor * np.sqrt(dt_s / 3600.0) + (c.q_etc * np.abs(etc) + c.q_irr * np.abs(irr)) / root
+    irr = np.where(np.isfinite(irrigation_mm), irrigation_mm, 0.0)[:, None]
+    etc = np.where(np.isfinite(etc_mm), etc_mm, 0.0)[:, None]
+    prior = KalmanState(theta=state["theta"][:, None], var=state["var"][:, None], ewma=state["ewma"][:, None, :],
+                        drifting=state["drifting"][:, None, :].astype(float),
+                        streak=state["streak"][:, None, :].astype(float))
+    post = kalman_step(np, cfg, cast(TwinParams, soil), prior, z[:, None, :], irr, etc, (dt_s / 3600.0)[:, None],
+                       slope_h=REFERENCE_SLOPE_H)
     present = np.isfinite(z)
-    r = (c.probe_rel_std * f) ** 2 + c.probe_abs_std ** 2
-    nu = np.where(present, z - np.where(present, f[:, None], 0.0), 0.0) / np.sqrt(slope * slope * p + q * q + r)[:, None]
-    ewma = np.where(present, ewma + c.ewma_alpha * (nu - ewma), ewma)
-    missing = np.where(present, 0, missing + 1)
-    for i in range(z.shape[1]):  # _judge, probe by probe
-        others = present & ~drifting
-        others[:, i] = False
-        m = ewma[:, i]
-        ref = _masked_median(ewma, others)
-        bad = np.where(drifting[:, i], np.abs(m) >= c.recover_threshold,
-                       (np.abs(m) > c.drift_threshold) & (np.abs(m - ref) > c.drift_threshold))
-        flip = np.where(drifting[:, i], ~bad, bad)
-        run = np.where(flip, streak[:, i] + 1, 0)
-        toggle = run >= c.confirm_steps
-        heard = present[:, i]
-        drifting[:, i] = np.where(heard & toggle, ~drifting[:, i], drifting[:, i])
-        streak[:, i] = np.where(heard, np.where(toggle, 0, run), streak[:, i])
-    usable = present & ~drifting
-    n = usable.sum(axis=1)
-    thr = c.mismatch_threshold
-    mismatch = (n >= 2) & (np.all(~usable | (ewma > thr), axis=1) | np.all(~usable | (ewma < -thr), axis=1))
-    inflate = np.where(mismatch, c.mismatch_inflation, 1.0)
-    x = slope * theta + (f - slope * theta)  # filterpy: F x + B u with u = f - F theta
-    pp = slope * p * slope + inflate * q * q
-    gain_den = r + pp * n
-    innovation = np.where(usable, z - x[:, None], 0.0).sum(axis=1)
-    x = np.where(n > 0, x + pp * innovation / np.where(n > 0, gain_den, 1.0), x)
-    pp = np.where(n > 0, pp * r / np.where(n > 0, gain_den, 1.0), pp)
+    drifting = post.drifting[:, 0, :] >= 0.5
+    missing = np.where(present, 0, state["missing"] + 1)
     status = np.where(present, np.where(drifting, _DRIFTING, _OK),
-                      np.where(missing >= c.offline_after_steps, _OFFLINE, _MISSING)).astype(np.int8)
-    return {"theta": x, "var": pp, "ewma": ewma, "missing": missing, "drifting": drifting, "streak": streak,
-            "status": status, "filled": n == 0}
+                      np.where(missing >= cfg.offline_after_steps, _OFFLINE, _MISSING)).astype(np.int8)
+    return {"theta": post.theta[:, 0], "var": post.var[:, 0], "ewma": post.ewma[:, 0, :], "missing": missing,
+            "drifting": drifting, "streak": post.streak[:, 0, :].astype(np.int64), "status": status,
+            "filled": ~(present & ~drifting).any(axis=1)}
 
 
 STATE_KEYS = ("theta", "var", "ewma", "missing", "drifting", "streak")

@@ -1,10 +1,10 @@
-"""Batched per-zone moisture estimate: the runtime estimator's equations over [B, Z, P] arrays.
+"""Batched per-zone moisture estimate over [B, Z, P] arrays: the one filter of the project.
 
-:class:`twin.estimator.ZoneEstimator` (filterpy, one zone at a time) is what the service runs
-on live telemetry; this module is the same filter written once for whole batches, so that the
-twin can hand the policy the same kind of moisture it will see in service (an estimate with
-drifting probes excluded) instead of the raw probe mean, on numpy or torch, with no Python
-loop over instances or zones. The state is a scalar theta per zone, so the Kalman update has
+:class:`twin.estimator.ZoneEstimator` (filterpy, one zone at a time) is the reference. This
+module is the same filter written once for whole batches, on numpy or torch, with no Python
+loop over instances or zones: the twin hands the policy the moisture it will see in service
+(an estimate with drifting probes excluded), and the service's vectorised
+:class:`twin.estimator.GreenhouseEstimator` steps its zones with it too. The state is a scalar theta per zone, so the Kalman update has
 a closed form: with n trusted probes of equal variance r,
 
     P+ = 1 / (1/P- + n/r),    x+ = P+ (x-/P- + sum(z)/r).
@@ -73,21 +73,25 @@ def _median_of(xp: Any, values: list[Array], masks: list[Array]) -> Array:
 
 
 def kalman_step(xp: Any, cfg: EstimatorConfig, params: TwinParams, state: KalmanState, probes: Array,
-                irrigation_mm: Array, etc_mm: Array, dt_h: float) -> KalmanState:
+                irrigation_mm: Array, etc_mm: Array, dt_h: Any, slope_h: float = _SLOPE_H) -> KalmanState:
     """One predict-judge-update step for every zone of every instance.
 
-    ``probes`` [B, Z, P] with NaN where missing; ``irrigation_mm`` [B, Z]; ``etc_mm`` [B, Z] or [B, 1].
+    ``probes`` [B, Z, P] with NaN where missing; ``irrigation_mm`` [B, Z]; ``etc_mm`` [B, Z] or [B, 1];
+    ``dt_h`` a number or an array that broadcasts against [B, Z]. ``params`` needs only the soil
+    fields (:data:`SOIL_FIELDS`), so the service steps its zones with it too (zones as the batch,
+    float64, ``slope_h`` 1e-6 as its filterpy reference).
     """
     theta, var = state.theta, state.var
 
     # theta - h, theta, theta + h stacked as [3, B, Z] (the soil fields broadcast over the leading axis):
     # one bucket call gives the prediction and its slope.
-    three = xp.stack([theta - _SLOPE_H, theta, theta + _SLOPE_H], axis=0)
+    three = xp.stack([theta - slope_h, theta, theta + slope_h], axis=0)
     nxt = next_theta(xp, params, three, irrigation_mm, etc_mm)  # per m2: L = mm
     lo, f, hi = nxt[0], nxt[1], nxt[2]
-    slope = (hi - lo) * (1.0 / (2.0 * _SLOPE_H))
+    slope = (hi - lo) * (1.0 / (2.0 * slope_h))
 
-    q = cfg.q_floor * math.sqrt(dt_h) + (cfg.q_etc * xp.abs(etc_mm) + cfg.q_irr * xp.abs(irrigation_mm)) / params.root_mm
+    root_dt = math.sqrt(dt_h) if isinstance(dt_h, (int, float)) else xp.sqrt(dt_h)
+    q = cfg.q_floor * root_dt + (cfg.q_etc * xp.abs(etc_mm) + cfg.q_irr * xp.abs(irrigation_mm)) / params.root_mm
     present = probes == probes
     r = (cfg.probe_rel_std * f) ** 2 + cfg.probe_abs_std ** 2
     innovation_std = xp.sqrt(slope * slope * var + q * q + r)

@@ -40,17 +40,24 @@ def _wait(predicate, timeout: float = 60.0) -> bool:
     return False
 
 
-def test_a_killed_writer_is_restarted_and_stores_every_record_once(tmp_path: Path) -> None:
+def _start(tmp_path: Path, writer: WriterProcess, rotate_every: int, **cfg: float
+           ) -> tuple[str, Keyring, Signer, DecisionJournal]:
+    """A migrated database with greenhouse ``ga``, audit keys, a journal and ``writer`` tailing it."""
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
     db_cli.add_greenhouse(url, "ga", zones=6)
     keyring, signer = Keyring.generate(), Signer.generate()
-    journal = DecisionJournal(tmp_path / "journal", rotate_every=4)
-    seen: list[int] = []
-    writer = WriterProcess(on_stored=lambda stored: seen.extend(s["seq"] for _, s in stored))
+    journal = DecisionJournal(tmp_path / "journal", rotate_every=rotate_every)
     writer.start(WriterConfig(database_url=url, spool_path=tmp_path / "spool.jsonl", journal=journal.folder,
                               policy_dir=tmp_path / "no-policy", audit_keys=(keyring.to_json(), signer.to_pem()),
-                              gather_s=0.01))
+                              gather_s=0.01, **cfg))
+    return url, keyring, signer, journal
+
+
+def test_a_killed_writer_is_restarted_and_stores_every_record_once(tmp_path: Path) -> None:
+    seen: list[int] = []
+    writer = WriterProcess(on_stored=lambda stored: seen.extend(s["seq"] for _, s in stored))
+    url, keyring, signer, journal = _start(tmp_path, writer, rotate_every=4)
     try:
         assert writer.wait_ready(60)
         for seq in range(1, 7):
@@ -77,15 +84,8 @@ def test_a_killed_writer_is_restarted_and_stores_every_record_once(tmp_path: Pat
 
 
 def test_a_restarted_writer_does_not_seal_twice_what_was_sealed(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
-    db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "ga", zones=6)
-    keyring, signer = Keyring.generate(), Signer.generate()
-    journal = DecisionJournal(tmp_path / "journal", rotate_every=100)
     writer = WriterProcess()
-    writer.start(WriterConfig(database_url=url, spool_path=tmp_path / "spool.jsonl", journal=journal.folder,
-                              policy_dir=tmp_path / "no-policy", audit_keys=(keyring.to_json(), signer.to_pem()),
-                              gather_s=0.01, audit_flush_s=0.05))
+    url, keyring, signer, journal = _start(tmp_path, writer, rotate_every=100, audit_flush_s=0.05)
     store = AuditStore(make_engine(url), keyring, signer)
     try:
         assert writer.wait_ready(60)

@@ -20,7 +20,7 @@ def demos():
 
 
 def test_collect_expert_demos_shapes(demos) -> None:
-    assert demos.obs.shape == (8 * 24, 53) and demos.action.shape == (8 * 24, 8)
+    assert demos.obs.shape == (8 * 24, ObservationSpec(6).dim) and demos.action.shape == (8 * 24, 8)
     assert demos.who.shape == demos.when.shape == (8 * 24,)
     assert demos.when.dtype == np.int64 and demos.when[-1] == 23 * 3600 * 10**6
     torch.testing.assert_close(demos.action[:8], ThresholdExpert()(demos.obs[:8]).float())
@@ -50,7 +50,7 @@ def test_iso_timestamps_become_epoch_microseconds() -> None:
 
 def test_bc_loss_balances_rare_open_valves(demos) -> None:
     torch.manual_seed(0)
-    agent = ActorCritic(53, 6)
+    agent = ActorCritic(ObservationSpec(6).dim, 6)
     torch.nn.init.zeros_(agent.actor_head.weight)  # every valve at p = 0.5
     # Valve 0 open in 10 % of the demos, the others never: the "never irrigate" trap.
     action = demos.action.clone()

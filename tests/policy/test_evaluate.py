@@ -18,6 +18,7 @@ from policy.evaluate import (
     ensemble_vote,
     evaluate,
     evaluate_all,
+    evaluate_many,
     held_out_suite,
     scenarios_from_seeds,
     training_suite,
@@ -99,21 +100,29 @@ def test_batched_evaluation_matches_plain_twin_rollout(scenarios) -> None:
     assert alone.energy_kwh == pytest.approx(energy / s.instances, rel=1e-5)
 
 
-def test_hard_termination_masks_later_steps(scenarios) -> None:
+def test_after_a_hard_termination_the_greenhouse_goes_on_without_irrigation(scenarios) -> None:
     greenhouses = sum(s.instances for s in scenarios)
-    m = evaluate(dead_head, scenarios)
-    assert m.hard_terminations == greenhouses
-    # Only the terminating step is counted: one 10-minute step, no water, and the reward of that
-    # single step (the twin keeps dead-heading afterwards, which would add energy if counted).
+    before: list = []
+    m = evaluate_many([dead_head], scenarios, masked=before)[0]
+    assert m.hard_terminations == before[0].hard_terminations == greenhouses
     s = scenarios[0]
     twin = GreenhouseTwin(s.instances, seed=s.seed, config=s.config())
     _, reward, terminated, _, info = twin.step(dead_head(twin.reset()))
     assert terminated.all()
-    single = evaluate(dead_head, [s])
-    assert single.reward_mean == pytest.approx(float(reward.astype(np.float64).mean()), rel=1e-6)
-    assert single.energy_kwh == pytest.approx(float(info["energy_kwh"].astype(np.float64).mean()), rel=1e-6)
+    single_masked: list = []
+    single = evaluate_many([dead_head], [s], masked=single_masked)[0]
+    # Counting only the steps before the failure: the terminating step alone (the twin would keep
+    # dead-heading afterwards, which would add energy if counted).
+    assert single_masked[0].reward_mean == pytest.approx(float(reward.astype(np.float64).mean()), rel=1e-6)
+    assert single_masked[0].energy_kwh == pytest.approx(float(info["energy_kwh"].astype(np.float64).mean()),
+                                                         rel=1e-6)
+    assert single_masked[0].water_l_per_m2 == 0.0 and single_masked[0].stress_hours <= twin.config.dt_h
+    # Counting every step: the pump is off from then on (no more pump energy: only the first step
+    # has any, the controller lights nothing), and the drying crop's stress counts.
+    assert single.energy_kwh == pytest.approx(single_masked[0].energy_kwh, rel=1e-6)
     assert single.water_l_per_m2 == 0.0
-    assert single.stress_hours <= twin.config.dt_h
+    assert single.stress_hours > 10 * single_masked[0].stress_hours
+    assert single.reward_mean < single_masked[0].reward_mean
 
 
 def test_seed_sets_disjoint() -> None:

@@ -19,6 +19,7 @@ from policy.parallel.layout import segment_exists
 from policy.parallel.vector import ShmVectorTwin, worker_bounds
 from policy.ppo import train
 from policy.train_cli import build_parser, run_train
+from twin.spec import ObservationSpec
 
 TINY = {"num_envs": 8, "num_steps": 8, "total_steps": 8 * 8 * 2, "bc_demo_steps": 4, "bc_pretrain_updates": 2,
         "bc_decay_steps": 1000, "update_epochs": 1, "num_minibatches": 2, "hidden": 16, "workers": 2}
@@ -73,7 +74,7 @@ def test_resuming_a_snapshot_with_workers_continues_the_same_run() -> None:
     cfg = PPOConfig.preset("tiny", **TINY)
     snapshots: list[dict[str, Any]] = []
     full = train(cfg, snapshot=lambda snap: snapshots.append(copy.deepcopy(snap)), snapshot_every=1)
-    assert len(snapshots) == 1 and snapshots[0]["twin_state"]["last_obs"].shape == (8, 53)
+    assert len(snapshots) == 1 and snapshots[0]["twin_state"]["last_obs"].shape == (8, ObservationSpec(6).dim)
     resumed = train(cfg, resume=snapshots[0])
     a, b = full.agent.state_dict(), resumed.agent.state_dict()
     for key in a:
