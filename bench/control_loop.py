@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -33,6 +34,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -79,7 +81,7 @@ def generate(cfg: dict[str, Any], conn: Any) -> None:
     """Child process: publish telemetry on schedule, ack commands, time the round trips."""
     import paho.mqtt.client as mqtt
 
-    from app.mqtt.bridge import parse_mqtt_url
+    from app.mqtt.bridge import no_delay, parse_mqtt_url
     from twin import GreenhouseTwin
 
     n, zones, ghs, mode = cfg["n"], 6, cfg["greenhouses"], cfg["mode"]
@@ -93,6 +95,7 @@ def generate(cfg: dict[str, Any], conn: Any) -> None:
     replies = {"commands": 0, "unmatched": 0}
     target = parse_mqtt_url(cfg["mqtt_url"])
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"{cfg['prefix']}-edge")
+    client.on_socket_open = no_delay  # as the service's clients: an edge box should not wait on Nagle either
 
     def on_command(c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
         now = time.perf_counter()
@@ -307,13 +310,54 @@ def main() -> None:
     parser.add_argument("--policy", default="shipped", help="'shipped', 'expert' or an ensemble directory")
     parser.add_argument("--no-audit", action="store_true", help="run the service without its audit trail")
     parser.add_argument("--mqtt-url", default="mqtt://127.0.0.1:1883")
+    parser.add_argument("--broker", choices=["given", "deployed"], default="given",
+                        help="'given': the broker at --mqtt-url; 'deployed': a private Mosquitto started with "
+                             "deploy/mosquitto.conf's network settings (TCP_NODELAY) on a free port")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        if args.broker == "deployed":
+            args.mqtt_url = stack.enter_context(deployed_broker())
+        measure(args)
+
+
+@contextlib.contextmanager
+def deployed_broker() -> Iterator[str]:
+    """Mosquitto on a free loopback port with the deployed broker's ``set_tcp_nodelay``."""
+    import shutil
+    import socket
+    import subprocess
+
+    exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp) / "mosquitto.conf"
+        conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n", encoding="utf-8")
+        proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline:
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                time.sleep(0.05)
+            else:
+                raise RuntimeError("the private mosquitto did not start")
+            yield f"mqtt://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def measure(args: argparse.Namespace) -> None:
     counts = [int(c) for c in args.greenhouses.split(",") if c]
     modes = ["uniform", "burst"] if args.mode == "both" else [args.mode]
     results: dict[str, list[dict[str, Any]]] = {}
-    print(f"policy {args.policy}, audit {'off' if args.no_audit else 'on'}, {args.seconds:g} s per run, "
+    print(f"broker {args.mqtt_url} ({args.broker}), policy {args.policy}, audit {'off' if args.no_audit else 'on'}, "
+          f"{args.seconds:g} s per run, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.repeat):
