@@ -19,6 +19,7 @@ import logging
 import multiprocessing as mp
 import os
 import pickle
+import signal
 import sys
 import threading
 import time
@@ -200,6 +201,9 @@ class WriterConfig:
 
 def _serve(cfg: WriterConfig, conn: Any) -> None:
     """The writer process: tail the journal, store each round, report, until told to stop."""
+    # Ctrl-C reaches the whole process group: the service stops this process itself ("stop"), after
+    # the loop has journaled its last batch, so the interrupt must not cut the writer short.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not logging.getLogger().handlers:  # a spawned process starts without the service's logging
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     with contextlib.suppress(OSError):

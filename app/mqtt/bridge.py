@@ -307,10 +307,13 @@ class MqttBridge:
     # --- outbound ----------------------------------------------------------------------------
 
     def publish_command(self, gh: str, command: Command) -> mqtt.MQTTMessageInfo:
-        """Publish at QoS 1, never retained (a retained command would replay to a rebooted edge box)."""
-        info = self.client.publish(command_topic(gh), encode(command), qos=QOS, retain=False)
+        """Publish at QoS 1, never retained (a retained command would replay to a rebooted edge box).
+
+        Tracked before it is sent: on a fast link the edge box's ack can arrive before ``publish``
+        returns, and an ack for an untracked command would be dropped as late (then the command
+        retried and an ack time-out raised for nothing)."""
         self.tracker.record(gh, command)
-        return info
+        return self.client.publish(command_topic(gh), encode(command), qos=QOS, retain=False)
 
     def retry(self, entry: PendingCommand) -> mqtt.MQTTMessageInfo | None:
         """Re-publish an overdue command with its original cmd_id; None once attempts are used up."""

@@ -273,6 +273,29 @@ def test_command_goes_out_qos1_unretained_and_an_ack_resolves_it(make_bridge: Ca
 
 
 @mqtt_mark
+def test_an_ack_that_arrives_before_publish_returns_still_resolves_the_command(
+        make_bridge: Callable[..., MqttBridge]) -> None:
+    """On a fast link (TCP_NODELAY, edge box next door) the ack can beat ``publish``'s return."""
+    gh = _gh()
+    acks: queue.Queue[Ack] = queue.Queue()
+    bridge = make_bridge(zones=2, on_ack=lambda g, a: acks.put(a) if g == gh else None)
+    cmd = _command()
+    real_publish = bridge.client.publish
+
+    def publish_acked_at_once(topic: str, payload: bytes, **kw: Any) -> mqtt.MQTTMessageInfo:
+        info = real_publish(topic, payload, **kw)
+        ack = mqtt.MQTTMessage(topic=ack_topic(gh).encode())
+        ack.payload = encode(Ack(cmd_id=cmd.cmd_id, ts=datetime.now(UTC), status="applied"))
+        bridge._on_ack_msg(bridge.client, None, ack)  # delivered by the network thread meanwhile
+        return info
+
+    bridge.client.publish = publish_acked_at_once  # type: ignore[method-assign]
+    bridge.publish_command(gh, cmd)
+    assert acks.get(timeout=5).cmd_id == cmd.cmd_id
+    assert len(bridge.tracker) == 0 and bridge.tracker.expired() == []
+
+
+@mqtt_mark
 def test_unacked_command_expires_and_is_retried_with_the_same_id(make_bridge: Callable[..., MqttBridge],
                                                                  raw: Raw) -> None:
     gh = _gh()

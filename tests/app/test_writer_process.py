@@ -105,3 +105,20 @@ def test_a_restarted_writer_does_not_seal_twice_what_was_sealed(tmp_path: Path) 
     assert [e.payload["seq"] for e in store.tail_entries("ga", 100)] == [1, 2, 3, 4, 5]
     [result] = store.verify("ga")
     assert result.ok, result.reason
+
+
+def test_ctrl_c_leaves_the_writer_to_the_service(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches every process of the group: the writer waits for the service's
+    "stop", which comes after the control loop has journaled its last batch."""
+    writer = WriterProcess()
+    url, keyring, signer, journal = _start(tmp_path, writer, rotate_every=100)
+    try:
+        assert writer.wait_ready(60)
+        os.kill(writer._proc.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert writer.alive
+        writer.appended(journal.append([_job(1).entry()]))
+    finally:
+        journal.close()
+        writer.stop()
+    assert [e.payload["seq"] for e in AuditStore(make_engine(url), keyring, signer).tail_entries("ga", 10)] == [1]
