@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.config import Settings
-from audit import AuditEvent, Keyring, Signer
+from audit import AuditEvent, Keyring, Signer, open_record
 from audit.errors import AuditKeyError
 from audit.store import AuditStore
 
@@ -74,6 +74,28 @@ def record_key_in_use(store: AuditStore, now: datetime | None = None) -> str | N
                "key_ids": list(store.keyring.key_ids)}
     store.append(ACCESS_CHAIN, kind, "system", payload, now)
     log.info("audit %s: current key %s (was %s)", kind, current, payload["from_key_id"])
+    return kind
+
+
+POLICY_KINDS = ("policy_in_use", "policy_change")
+
+
+def record_policy_in_force(store: AuditStore, versions: list[str], now: datetime | None = None,
+                           actor: str = "system") -> str | None:
+    """Record which policy versions the service decides with, when they differ from the last record:
+    ``policy_change`` (from and to), or ``policy_in_use`` on a trail that has none yet. A promotion
+    or rollback that swaps ``GREENTWIN_POLICY_DIR`` shows in the trail from the first start on it.
+    Returns the record's kind, or None."""
+    current = sorted(set(versions))
+    newest = store.last_record_of(ACCESS_CHAIN, POLICY_KINDS)
+    last = None if newest is None else open_record(store.keyring, newest)
+    if last is not None and last.payload.get("to_versions") == current:
+        return None
+    kind = "policy_in_use" if last is None else "policy_change"
+    store.append(ACCESS_CHAIN, kind, actor,
+                 {"from_versions": None if last is None else last.payload.get("to_versions"), "to_versions": current},
+                 now)
+    log.info("audit %s: policy %s", kind, ", ".join(current))
     return kind
 
 

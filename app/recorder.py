@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -65,9 +65,11 @@ class DecisionRecorder:
                            for m in (Decision, ModeChange))
             if self.spool_path.exists():
                 for line in self.spool_path.read_text(encoding="utf-8").splitlines():
-                    row = json.loads(line, object_hook=_json_hook)["row"] if line.strip() else None
-                    if row is not None and row["greenhouse_id"] == greenhouse_id:
-                        best = max(best, int(row["seq"]))
+                    item = json.loads(line, object_hook=_json_hook) if line.strip() else None
+                    if item is None or item["kind"] == "ack":  # an ack has no seq
+                        continue
+                    if item["row"]["greenhouse_id"] == greenhouse_id:
+                        best = max(best, int(item["row"]["seq"]))
             return int(best)
 
     def record_decision(self, row: dict[str, Any]) -> bool:
@@ -133,13 +135,21 @@ class DecisionRecorder:
             start = 0
             for end in range(1, len(items) + 1):  # consecutive runs of one kind, in order
                 if end == len(items) or items[end][0] != items[start][0]:
-                    model = Decision if items[start][0] == "decision" else ModeChange
-                    session.execute(insert(model), [row for _, row in items[start:end]])
+                    rows = [row for _, row in items[start:end]]
+                    if items[start][0] == "ack":
+                        _apply_acks(session, rows)
+                    else:
+                        model = Decision if items[start][0] == "decision" else ModeChange
+                        session.execute(insert(model), rows)
                     start = end
 
     def _insert_missing(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """One by one, skipping rows whose (greenhouse, seq) is already stored."""
         for kind, row in items:
+            if kind == "ack":
+                with self.sessions.begin() as session:
+                    _apply_acks(session, [row])
+                continue
             model = Decision if kind == "decision" else ModeChange
             try:
                 with self.sessions.begin() as session:
@@ -160,9 +170,11 @@ class DecisionRecorder:
             os.fsync(fh.fileno())
 
     def _insert(self, kind: str, row: dict[str, Any]) -> None:
-        model = Decision if kind == "decision" else ModeChange
         with self.sessions.begin() as session:
-            session.add(model(**row))
+            if kind == "ack":
+                _apply_acks(session, [row])
+            else:
+                session.add((Decision if kind == "decision" else ModeChange)(**row))
 
     def _spool(self, kind: str, row: dict[str, Any]) -> None:
         line = json.dumps({"kind": kind, "row": row}, default=_json_default, separators=(",", ":"))
@@ -188,6 +200,9 @@ class DecisionRecorder:
                 row = item["row"]
                 try:
                     with self.sessions.begin() as session:
+                        if item["kind"] == "ack":  # idempotent: applying it again changes nothing
+                            _apply_acks(session, [row])
+                            continue
                         exists = session.scalar(select(model.id).where(model.greenhouse_id == row["greenhouse_id"],
                                                                         model.seq == row["seq"]))
                         if exists is None:
@@ -205,3 +220,11 @@ class DecisionRecorder:
         tmp = self.spool_path.with_suffix(".tmp")
         tmp.write_text("".join(ln + "\n" for ln in lines), encoding="utf-8")
         os.replace(tmp, self.spool_path)
+
+
+def _apply_acks(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """Set each acked decision's ``ack_status`` (the one later write a decision row takes). A command
+    with no decision row (an e-stop's) changes nothing here; its ack is still in the audit trail."""
+    for row in rows:
+        session.execute(update(Decision).where(Decision.cmd_id == row["cmd_id"], Decision.greenhouse_id
+                                               == row["greenhouse_id"]).values(ack_status=row["status"]))

@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from uuid import UUID
 
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.audit_sink import AuditSink
+from app.audit_sink import AuditSink, record_policy_in_force
 from app.controller import (
     ControlDecision,
     DecisionBatch,
@@ -193,6 +194,9 @@ class Runtime:
 
     async def start(self) -> None:
         self.load_greenhouses()
+        if self.audit is not None and self.controllers:
+            # A promotion or rollback (another GREENTWIN_POLICY_DIR) shows in the trail at once.
+            record_policy_in_force(self.audit.store, [c.proposer.policy_version for c in self.controllers.values()])
         if "torch" in sys.modules:  # an ensemble was loaded (the expert alone does not need torch)
             # Serving batches are small: a thread pool per op gains nothing on them, and its threads
             # would compete for the cores with the bridge and the writer process.
@@ -306,10 +310,16 @@ class Runtime:
                 log.error("decision for %s failed: %r", item.ctl.gh, exc, exc_info=exc)
 
     def on_ack(self, gh: str, ack: Ack) -> None:
-        if self.bridge is not None:
-            self.bridge.tracker.resolve(ack.cmd_id)
+        """The bridge has resolved the pending command; every valid ack is recorded (a late or repeated
+        one too: the trail says what the edge box answered, and the row update is idempotent)."""
         if ack.status != "applied":
             self._alarm(gh, f"command_{ack.status}")
+        self._record_ack(gh, ack.cmd_id, ack.status, ack.reason, ack.ts)
+
+    def _record_ack(self, gh: str, cmd_id: UUID, status: str, reason: str | None, ts: datetime) -> None:
+        """The edge box's answer (or its absence) goes on the decision's row and into the audit trail."""
+        row = {"greenhouse_id": gh, "cmd_id": str(cmd_id), "status": status, "reason": reason, "ts": ts}
+        self.writer.appended(self.journal.append([Job("ack", row, "command_ack", "edge", ts).entry()]))
 
     def on_estop(self, gh: str, event: EstopEvent) -> None:
         """The physical button: act at once, do not wait for the next telemetry."""
@@ -440,6 +450,9 @@ class Runtime:
                         self._alarm(entry.gh, "ack_timeout")
                         if self.bridge.tracker.can_retry(entry):
                             self.bridge.retry(entry)
+                        else:  # given up: the decision's command never got an answer
+                            self._record_ack(entry.gh, entry.cmd_id, "timeout",
+                                             f"no ack after {entry.attempts} attempts", now)
                     reconnects = int(self.bridge.stats.get("reconnects", 0))
                     if reconnects > self._reconnects_seen:
                         self.metrics.mqtt_reconnects.inc(reconnects - self._reconnects_seen)

@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,14 +42,24 @@ from app.recorder import DecisionRecorder
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str, int]
-"""(kind, greenhouse, seq): a record's identity."""
+"""(kind, greenhouse, seq): a record's identity (an ack's seq is its command's)."""
+AUDIT_TO_JOB_KIND = {"decision": "decision", "command_ack": "ack"}
+"""Job kind of an audit record kind; every other kind is a mode change."""
+
+
+def ack_key(cmd_id: str) -> int:
+    """An ack's place in :data:`Key`: acks have no seq of their own, their command id is unique."""
+    return uuid.UUID(str(cmd_id)).int >> 66
 
 
 @dataclass
 class Job:
-    """One record to store; ``request`` is set for an ensemble decision still to be explained."""
+    """One record to store; ``request`` is set for an ensemble decision still to be explained.
 
-    kind: Literal["decision", "mode_change"]
+    An ``ack`` is the edge box's answer to a command (or ``timeout``): ``row`` carries the cmd_id,
+    status and reason; it updates the decision's ``ack_status`` and is sealed as ``command_ack``."""
+
+    kind: Literal["decision", "mode_change", "ack"]
     row: dict[str, Any]
     audit_kind: str
     actor: str
@@ -59,6 +70,8 @@ class Job:
 
     @property
     def key(self) -> Key:
+        if self.kind == "ack":
+            return self.kind, str(self.row["greenhouse_id"]), ack_key(self.row["cmd_id"])
         return self.kind, str(self.row["greenhouse_id"]), int(self.row["seq"])
 
     def entry(self) -> dict[str, Any]:
@@ -127,8 +140,8 @@ class DecisionStore:
         try:
             for gh, count in per_greenhouse.items():
                 for e in self.audit.store.tail_entries(gh, count + 64):
-                    kind = "decision" if e.kind == "decision" else "mode_change"
-                    seq = e.payload.get("seq")
+                    kind = AUDIT_TO_JOB_KIND.get(e.kind, "mode_change")
+                    seq = ack_key(e.payload["cmd_id"]) if kind == "ack" else e.payload.get("seq")
                     if isinstance(seq, int):
                         sealed.add((kind, gh, seq))
         except Exception as exc:

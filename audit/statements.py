@@ -67,39 +67,43 @@ class Anchor:
         return _statement(ANCHOR_TYPE, self.greenhouse_id, self.seq, self.head_hash, self.ts)
 
 
-def _check_statement_fields(greenhouse_id: str, seq: int, head_hash: str) -> None:
+def _signed(signer: Signer, type_tag: str, greenhouse_id: str, seq: int, head_hash: str,
+            ts: str | datetime | None) -> tuple[str, bytes]:
+    """(timestamp, signature) of a statement about a chain head; the type tag keeps a checkpoint
+    from ever passing as an anchor, or the reverse."""
     require_text("greenhouse_id", greenhouse_id)
     require_seq(seq, 1)
     require_hash("head_hash", head_hash)
+    ts = coerce_ts(ts)
+    return ts, signer.sign(_statement(type_tag, greenhouse_id, seq, head_hash, ts))
+
+
+def _verify(public_key: Ed25519PublicKey, st: SignedCheckpoint | Anchor, what: str) -> None:
+    if not verify_signature(public_key, st.signature, st.message()):
+        raise AuditTamperError(f"{what} signature invalid", greenhouse_id=st.greenhouse_id, seq=st.seq)
 
 
 def sign_checkpoint(
     signer: Signer, greenhouse_id: str, seq: int, head_hash: str, ts: str | datetime | None = None
 ) -> SignedCheckpoint:
     """Sign the chain head ``(seq, head_hash)``; ``ts`` (signing time) defaults to now."""
-    _check_statement_fields(greenhouse_id, seq, head_hash)
-    ts = coerce_ts(ts)
-    sig = signer.sign(_statement(CHECKPOINT_TYPE, greenhouse_id, seq, head_hash, ts))
+    ts, sig = _signed(signer, CHECKPOINT_TYPE, greenhouse_id, seq, head_hash, ts)
     return SignedCheckpoint(greenhouse_id, seq, head_hash, ts, sig)
 
 
 def verify_checkpoint(public_key: Ed25519PublicKey, cp: SignedCheckpoint) -> None:
     """Raise :class:`AuditTamperError` unless ``cp`` carries a valid signature."""
-    if not verify_signature(public_key, cp.signature, cp.message()):
-        raise AuditTamperError("checkpoint signature invalid", greenhouse_id=cp.greenhouse_id, seq=cp.seq)
+    _verify(public_key, cp, "checkpoint")
 
 
 def sign_anchor(
     signer: Signer, greenhouse_id: str, seq: int, head_hash: str, ts: str | datetime | None = None
 ) -> Anchor:
     """Authorise a purge of records ``1..seq``; ``head_hash`` is the ``record_hash`` of record ``seq``."""
-    _check_statement_fields(greenhouse_id, seq, head_hash)
-    ts = coerce_ts(ts)
-    sig = signer.sign(_statement(ANCHOR_TYPE, greenhouse_id, seq, head_hash, ts))
+    ts, sig = _signed(signer, ANCHOR_TYPE, greenhouse_id, seq, head_hash, ts)
     return Anchor(greenhouse_id, seq, head_hash, ts, sig)
 
 
 def verify_anchor(public_key: Ed25519PublicKey, anchor: Anchor) -> None:
     """Raise :class:`AuditTamperError` unless ``anchor`` carries a valid signature."""
-    if not verify_signature(public_key, anchor.signature, anchor.message()):
-        raise AuditTamperError("anchor signature invalid", greenhouse_id=anchor.greenhouse_id, seq=anchor.seq)
+    _verify(public_key, anchor, "anchor")

@@ -240,6 +240,17 @@ class AuditStore:
             ).all()
         return [SealedRecord(*row) for row in reversed(rows)]
 
+    def last_record_of(self, greenhouse_id: str, kinds: Iterable[str]) -> SealedRecord | None:
+        """The newest stored record of one of ``kinds`` (the kind is in the clear envelope)."""
+        with self._engine.connect() as conn:
+            row = conn.execute(
+                select(*_RECORD_COLUMNS)
+                .where(AuditRecord.greenhouse_id == greenhouse_id, AuditRecord.kind.in_(list(kinds)))
+                .order_by(AuditRecord.seq.desc())
+                .limit(1)
+            ).first()
+        return None if row is None else SealedRecord(*row)
+
     def tail_entries(self, greenhouse_id: str, count: int) -> list[AuditEntry]:
         """The newest ``count`` records of one chain, decrypted (oldest first).
 

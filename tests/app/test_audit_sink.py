@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from app import db_cli
-from app.audit_sink import ACCESS_CHAIN, AuditSink, record_key_in_use
+from app.audit_sink import ACCESS_CHAIN, AuditSink, record_key_in_use, record_policy_in_force
 from app.core.db import make_engine
 from audit import Keyring, Signer
 from audit.store import AuditStore
@@ -60,3 +60,15 @@ def test_flush_seals_all_greenhouses_at_once_and_a_bad_chain_holds_up_no_other(s
     assert [e.payload["seq"] for e in store.tail_entries("gb", 10)] == [1, 2, 3, 4, 5]
     assert [e.payload["seq"] for e in store.tail_entries("ga", 10)] == [1, 2, 3, 4]
     assert all(r.ok for r in store.verify())
+
+
+def test_the_policy_in_force_is_recorded_when_it_changes(store: AuditStore) -> None:
+    assert record_policy_in_force(store, ["ppo-a", "ppo-a"], T0) == "policy_in_use"
+    assert record_policy_in_force(store, ["ppo-a"], T0) is None
+    store.append(ACCESS_CHAIN, "login", "olga", {"username": "olga"}, T0 + timedelta(seconds=1))
+    assert record_policy_in_force(store, ["ppo-b"], T0 + timedelta(seconds=2)) == "policy_change"
+    assert record_policy_in_force(store, ["ppo-a"], T0 + timedelta(seconds=3)) == "policy_change"  # rollback
+    entries = store.tail_entries(ACCESS_CHAIN, 10)
+    assert [(e.kind, e.payload["from_versions"], e.payload["to_versions"]) for e in entries if e.kind != "login"] == [
+        ("policy_in_use", None, ["ppo-a"]), ("policy_change", ["ppo-a"], ["ppo-b"]),
+        ("policy_change", ["ppo-b"], ["ppo-a"])]

@@ -69,6 +69,9 @@ def test_decisions_flow_end_to_end_and_estop_survives_restart(service_env):
             assert listed[gh]["mode"] == "auto" and listed[gh]["last_decision"]["seq"] == 5
             rows = client.get(f"/api/greenhouses/{gh}/decisions").json()
             assert [r["seq"] for r in rows] == [5, 4, 3, 2, 1]
+            # The edge box's acks reach the decisions' rows (the writer stores them in journal order).
+            assert _wait(lambda: [r["ack_status"] for r in client.get(f"/api/greenhouses/{gh}/decisions").json()]
+                         == ["applied"] * 5), "acks recorded"
 
             assert client.post(f"/api/greenhouses/{gh}/estop", json={"actor": "op1", "reason": ""}).status_code == 422
             assert client.post(f"/api/greenhouses/{gh}/estop",
@@ -105,9 +108,12 @@ def test_decisions_flow_end_to_end_and_estop_survives_restart(service_env):
     assert result.ok, result.reason
     kinds = [r.kind for r in store.iter_records(gh)]
     assert kinds.count("decision") == 6 and kinds.count("estop") == 1 and kinds.count("estop_reset") == 1
+    acks = [e.payload for e in store.tail_entries(gh, 100) if e.kind == "command_ack"]
+    assert len(acks) >= 5 and {a["status"] for a in acks} == {"applied"}
     # The key in use was recorded once (two starts on the same key), before the logins it sealed.
     access = [r.kind for r in store.iter_records(ACCESS_CHAIN)]
     assert access[0] == "key_in_use" and access.count("key_in_use") == 1 and "key_rotation" not in access
+    assert access.count("policy_in_use") == 1 and "policy_change" not in access
 
 
 def test_service_refuses_to_start_without_audit_keys_outside_demo(service_env, monkeypatch):
