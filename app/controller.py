@@ -248,6 +248,10 @@ class GreenhouseController:
         self.prev_action = safe_state(self.z)
         self.valve_failed = np.zeros(self.z)
         """1.0 for a valve commanded open that stayed closed, until it is seen open (as in the twin)."""
+        self.last_cmd_id: uuid.UUID | None = None
+        self.last_cmd_refused = False
+        """The edge box answered the last command ``rejected`` or ``expired``: its valves were never
+        told to move, so closed feedback says nothing about them."""
         self.valve_changed_at: list[datetime | None] = [None] * self.z
         self.water_today_l = np.zeros(self.z)
         self.lights_hours_today = 0.0
@@ -303,7 +307,7 @@ class GreenhouseController:
         mismatch = np.flatnonzero(prev_valves != (valve_fb >= 0.5))
         if self.last_ts is not None and mismatch.size:
             alarms.append("valve_feedback_mismatch:" + ",".join(str(i) for i in mismatch))
-        if self.last_ts is not None and dt_s >= VALVE_JUDGE_S:
+        if self.last_ts is not None and dt_s >= VALVE_JUDGE_S and not self.last_cmd_refused:
             self.valve_failed = valve_failure_latch(np, self.valve_failed, prev_valves, valve_fb >= 0.5)
         failed = np.flatnonzero(self.valve_failed >= 0.5)
         if failed.size:
@@ -412,6 +416,7 @@ class GreenhouseController:
         command = Command(cmd_id=self.new_cmd_id(), ts=ts, seq=self.cmd_seq, ttl_s=self.ttl_s, mode=mode,
                           valves=[int(v >= 0.5) for v in safe[: self.z]], pump_pct=float(safe[self.z]),
                           light_pct=float(safe[self.z + 1]), policy_version=self.proposer.policy_version)
+        self.last_cmd_id, self.last_cmd_refused = command.cmd_id, False
         est = step.estimate
         assert est is not None
         return ControlDecision(
@@ -449,6 +454,11 @@ class GreenhouseController:
                                telemetry={}, estimate=None, member_actions=[], voted=_action_dict(safe, self.z),
                                clipped=_action_dict(safe, self.z), rules_fired=[], confidence=1.0,
                                low_confidence=False, command=command, alarms=["telemetry_stale"])
+
+    def note_ack(self, cmd_id: uuid.UUID, status: str) -> None:
+        """The edge box's answer to a command; only the latest command's matters here."""
+        if cmd_id == self.last_cmd_id:
+            self.last_cmd_refused = status in ("rejected", "expired")
 
     def safe_command(self, ts: datetime) -> Command:
         """Everything off, as a fresh command (watchdog, e-stop): also becomes the previous action."""

@@ -314,6 +314,9 @@ class Runtime:
         one too: the trail says what the edge box answered, and the row update is idempotent)."""
         if ack.status != "applied":
             self._alarm(gh, f"command_{ack.status}")
+        ctl = self.controllers.get(gh)
+        if ctl is not None:
+            ctl.note_ack(ack.cmd_id, ack.status)
         self._record_ack(gh, ack.cmd_id, ack.status, ack.reason, ack.ts)
 
     def _record_ack(self, gh: str, cmd_id: UUID, status: str, reason: str | None, ts: datetime) -> None:

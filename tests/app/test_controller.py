@@ -209,3 +209,19 @@ def test_a_valve_that_does_not_open_is_latched_failed_until_seen_open():
     seen = np.array([0, 0, 1, 0, 0, 0, 0.0, 0.0])  # an operator's test opened it
     d = restored.on_telemetry(_telemetry(twin, None, 2, seen))
     assert not any(a.startswith("valve_failed") for a in d.alarms) and restored.valve_failed.sum() == 0
+
+
+def test_a_refused_command_says_nothing_about_its_valves():
+    """The edge box rejected (or let expire) the last command: its valves never moved, so closed
+    feedback must not latch them failed (that would leave the zones dry until someone tests them)."""
+    ctl = _controller()
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    d = ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8)))
+    ctl.prev_action = np.array([0, 0, 1, 1, 0, 0, 70.0, 0.0])
+    ctl.note_ack(uuid.UUID(int=999), "rejected")  # another command's answer changes nothing
+    assert not ctl.last_cmd_refused
+    ctl.note_ack(d.command.cmd_id, "rejected")
+    d = ctl.on_telemetry(_telemetry(twin, None, 1, np.zeros(8)))
+    assert ctl.valve_failed.sum() == 0 and not any(a.startswith("valve_failed") for a in d.alarms)
+
