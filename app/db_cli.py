@@ -15,8 +15,7 @@ from app.core.db import (
     alembic_config,
     current_revisions,
     make_engine,
-    make_session_factory,
-    require_current_schema,
+    migrated_session,
 )
 from app.models import SOIL_TYPES, Greenhouse, Zone
 from app.mqtt.topics import validate_gh_id
@@ -87,27 +86,22 @@ def add_greenhouse(
     if not daily_water_cap_l > 0:
         raise ValueError(f"daily_water_cap_l must be > 0, got {daily_water_cap_l}")
     d = SOIL_DEFAULTS[soil]
-    engine = make_engine(_url(url))
-    try:
-        require_current_schema(engine)
-        with make_session_factory(engine)() as session:
-            gh = Greenhouse(id=gh_id, name=name or gh_id, zones=zones)
-            gh.zone_rows = [
-                Zone(
-                    index=i,
-                    soil_type=soil,
-                    target_low_vwc=d.target_low_vwc,
-                    target_high_vwc=d.target_high_vwc,
-                    saturation_vwc=d.saturation_vwc,
-                    daily_water_cap_l=daily_water_cap_l,
-                )
-                for i in range(zones)
-            ]
-            session.add(gh)
-            try:
-                session.commit()
-            except IntegrityError as exc:
-                raise GreenhouseExists(f"greenhouse {gh_id!r} already exists") from exc
-            return gh
-    finally:
-        engine.dispose()
+    with migrated_session(_url(url)) as session:
+        gh = Greenhouse(id=gh_id, name=name or gh_id, zones=zones)
+        gh.zone_rows = [
+            Zone(
+                index=i,
+                soil_type=soil,
+                target_low_vwc=d.target_low_vwc,
+                target_high_vwc=d.target_high_vwc,
+                saturation_vwc=d.saturation_vwc,
+                daily_water_cap_l=daily_water_cap_l,
+            )
+            for i in range(zones)
+        ]
+        session.add(gh)
+        try:
+            session.commit()
+        except IntegrityError as exc:
+            raise GreenhouseExists(f"greenhouse {gh_id!r} already exists") from exc
+        return gh

@@ -41,7 +41,7 @@ class ExportResult:
 def export_demos(url: str, out: Path, zones: int = 6, greenhouse: str | None = None,
                  since: datetime | None = None, until: datetime | None = None) -> ExportResult:
     """Write the operator overrides in range to ``out``; ValueError if there are none."""
-    from app.core.db import make_engine, make_session_factory, require_current_schema
+    from app.core.db import migrated_session
     from app.models import Decision
     from policy.bc import make_demo_batch, save_demos
     from twin.spec import ObservationSpec
@@ -55,13 +55,8 @@ def export_demos(url: str, out: Path, zones: int = 6, greenhouse: str | None = N
         stmt = stmt.where(Decision.ts >= since)
     if until is not None:
         stmt = stmt.where(Decision.ts < until)
-    engine = make_engine(url)
-    try:
-        require_current_schema(engine)
-        with make_session_factory(engine)() as session:
-            rows = session.execute(stmt.order_by(Decision.ts, Decision.id)).all()
-    finally:
-        engine.dispose()
+    with migrated_session(url) as session:
+        rows = session.execute(stmt.order_by(Decision.ts, Decision.id)).all()
     obs, act, who, when, skipped = [], [], [], [], 0
     for ts, actor, estimate, clipped in rows:
         o = (estimate or {}).get("observation")

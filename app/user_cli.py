@@ -12,8 +12,7 @@ import argparse
 import getpass
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TextIO
 
@@ -42,19 +41,12 @@ def add_user_arguments(parser: argparse.ArgumentParser) -> None:
     dis.add_argument("--state-dir", default="state", help="the service's state folder (demo-mode audit keys)")
 
 
-@contextmanager
-def _session(url: str | None) -> Iterator[Session]:
+def _session(url: str | None) -> AbstractContextManager[Session]:
     """A session on a migrated database (``SchemaOutOfDate`` otherwise)."""
     from app.core.config import get_settings
-    from app.core.db import make_engine, make_session_factory, require_current_schema
+    from app.core.db import migrated_session
 
-    engine = make_engine(url or get_settings().database_url)
-    try:
-        require_current_schema(engine)
-        with make_session_factory(engine)() as session:
-            yield session
-    finally:
-        engine.dispose()
+    return migrated_session(url or get_settings().database_url)
 
 
 class _AccessTrail:

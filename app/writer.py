@@ -42,7 +42,7 @@ from app.recorder import DecisionRecorder
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str, int]
-"""(kind, greenhouse, seq): a record's identity (an ack's seq is its command's)."""
+"""(kind, greenhouse, seq): a record's identity (an ack's "seq" is :func:`ack_key` of its cmd_id)."""
 AUDIT_TO_JOB_KIND = {"decision": "decision", "command_ack": "ack"}
 """Job kind of an audit record kind; every other kind is a mode change."""
 
@@ -117,8 +117,13 @@ class DecisionStore:
         to_audit = jobs
         if skip_stored:
             to_audit = self._not_audited(jobs)
-            jobs = self._not_stored(jobs)
-        self._explain(jobs)
+            needed = {id(j) for j in to_audit}
+            stored_now = self._not_stored(jobs)
+            needed |= {id(j) for j in stored_now}
+            self._explain([j for j in jobs if id(j) in needed])  # a row and its audit record carry the explanation
+            jobs = stored_now
+        else:
+            self._explain(jobs)
         self.recorder.record_many([(j.kind, j.row) for j in jobs])
         if self.audit is not None:
             for j in to_audit:
@@ -274,14 +279,12 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
                 conn.send(("stored", len(done), [(j.key, j.summary() if j.kind == "decision" else None)
                                                   for j in done], [now - j.journaled_at for j in done]))
                 jobs = []
-                if audit is None:
-                    reader.delete_consumed()
             now_m = time.monotonic()
             if audit is not None and (now_m - last_audit >= cfg.audit_flush_busy_s or
                                       (not read and now_m - last_audit >= cfg.audit_flush_s) or stopping):
                 audit.flush()
                 last_audit = now_m
-            if audit is not None and not jobs and audit.pending == 0:
+            if not jobs and (audit is None or audit.pending == 0):
                 # A journal segment goes only once its audit events are sealed, not just its rows
                 # stored: a writer killed in between replays it and seals what is missing.
                 reader.delete_consumed()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from audit.canonical import bytes_field, canonical_json, coerce_ts, require_hash, require_seq, require_text
 from audit.crypto import Signer, verify_signature
@@ -32,9 +32,10 @@ def _statement(kind: str, greenhouse_id: str, seq: int, head_hash: str, ts: str)
 
 
 @dataclass(frozen=True, slots=True)
-class SignedCheckpoint:
-    """A signed claim "the chain of ``greenhouse_id`` had ``head_hash`` at ``seq``"; pins history."""
+class _Statement:
+    """A signed claim about one chain head; the subclass's ``TYPE`` tag is part of what is signed."""
 
+    TYPE: ClassVar[str]
     greenhouse_id: str
     seq: int
     head_hash: str
@@ -46,39 +47,36 @@ class SignedCheckpoint:
 
     def message(self) -> bytes:
         """The bytes the signature covers."""
-        return _statement(CHECKPOINT_TYPE, self.greenhouse_id, self.seq, self.head_hash, self.ts)
+        return _statement(self.TYPE, self.greenhouse_id, self.seq, self.head_hash, self.ts)
 
 
 @dataclass(frozen=True, slots=True)
-class Anchor:
+class SignedCheckpoint(_Statement):
+    """A signed claim "the chain of ``greenhouse_id`` had ``head_hash`` at ``seq``"; pins history."""
+
+    TYPE: ClassVar[str] = CHECKPOINT_TYPE
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor(_Statement):
     """A signed claim "records 1..``seq`` were purged; record ``seq`` had ``head_hash``"."""
 
-    greenhouse_id: str
-    seq: int
-    head_hash: str
-    ts: str
-    signature: bytes
-
-    def __post_init__(self) -> None:
-        bytes_field(self, "signature")
-
-    def message(self) -> bytes:
-        """The bytes the signature covers."""
-        return _statement(ANCHOR_TYPE, self.greenhouse_id, self.seq, self.head_hash, self.ts)
+    TYPE: ClassVar[str] = ANCHOR_TYPE
 
 
-def _signed(signer: Signer, type_tag: str, greenhouse_id: str, seq: int, head_hash: str,
-            ts: str | datetime | None) -> tuple[str, bytes]:
-    """(timestamp, signature) of a statement about a chain head; the type tag keeps a checkpoint
-    from ever passing as an anchor, or the reverse."""
+S = TypeVar("S", bound=_Statement)
+
+
+def _sign(cls: type[S], signer: Signer, greenhouse_id: str, seq: int, head_hash: str,
+          ts: str | datetime | None) -> S:
     require_text("greenhouse_id", greenhouse_id)
     require_seq(seq, 1)
     require_hash("head_hash", head_hash)
     ts = coerce_ts(ts)
-    return ts, signer.sign(_statement(type_tag, greenhouse_id, seq, head_hash, ts))
+    return cls(greenhouse_id, seq, head_hash, ts, signer.sign(_statement(cls.TYPE, greenhouse_id, seq, head_hash, ts)))
 
 
-def _verify(public_key: Ed25519PublicKey, st: SignedCheckpoint | Anchor, what: str) -> None:
+def _verify(public_key: Ed25519PublicKey, st: _Statement, what: str) -> None:
     if not verify_signature(public_key, st.signature, st.message()):
         raise AuditTamperError(f"{what} signature invalid", greenhouse_id=st.greenhouse_id, seq=st.seq)
 
@@ -87,8 +85,7 @@ def sign_checkpoint(
     signer: Signer, greenhouse_id: str, seq: int, head_hash: str, ts: str | datetime | None = None
 ) -> SignedCheckpoint:
     """Sign the chain head ``(seq, head_hash)``; ``ts`` (signing time) defaults to now."""
-    ts, sig = _signed(signer, CHECKPOINT_TYPE, greenhouse_id, seq, head_hash, ts)
-    return SignedCheckpoint(greenhouse_id, seq, head_hash, ts, sig)
+    return _sign(SignedCheckpoint, signer, greenhouse_id, seq, head_hash, ts)
 
 
 def verify_checkpoint(public_key: Ed25519PublicKey, cp: SignedCheckpoint) -> None:
@@ -100,8 +97,7 @@ def sign_anchor(
     signer: Signer, greenhouse_id: str, seq: int, head_hash: str, ts: str | datetime | None = None
 ) -> Anchor:
     """Authorise a purge of records ``1..seq``; ``head_hash`` is the ``record_hash`` of record ``seq``."""
-    ts, sig = _signed(signer, ANCHOR_TYPE, greenhouse_id, seq, head_hash, ts)
-    return Anchor(greenhouse_id, seq, head_hash, ts, sig)
+    return _sign(Anchor, signer, greenhouse_id, seq, head_hash, ts)
 
 
 def verify_anchor(public_key: Ed25519PublicKey, anchor: Anchor) -> None:

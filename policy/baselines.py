@@ -73,7 +73,7 @@ class ThresholdExpert:
         span = xp.maximum(high - low, 1e-3)
         level = (theta - low) / span
         was_open = obs[:, sl["valve_open"]] >= 0.5
-        # A zone whose valve failed to open is left alone until it is retried (twin.hydraulics).
+        # A zone whose valve failed to open is left alone until the valve is seen open (twin.hydraulics).
         healthy = obs[:, sl["valve_failed"]] < 0.5
         want = ((level < self.refill) | (was_open & (level < self.stop))) & healthy
         if self.max_open < self.zones:

@@ -17,8 +17,8 @@ damages the pump: that greenhouse goes on to the end of the episode without irri
 controller still runs the lights), and every step counts. Masking the greenhouse from the
 failure on instead would drop exactly the stretch where its crop suffers for the failure,
 so a controller that wrecks its pump early would score better per step than one that keeps
-irrigating through a fault (survivor bias); both conventions are reported by
-:func:`evaluate_many` with ``masked=True`` for comparison.
+irrigating through a fault (survivor bias). :func:`evaluate_many` also returns the masked
+figures (its ``masked`` argument), for comparison.
 """
 
 from __future__ import annotations

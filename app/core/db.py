@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +96,16 @@ def require_current_schema(engine: Engine) -> None:
         raise SchemaOutOfDate(
             f"database at {sorted(current) or 'no revision'}, code expects {sorted(head)}: run `greentwin db upgrade`"
         )
+
+
+@contextmanager
+def migrated_session(url: str) -> Iterator[Session]:
+    """A session on the database at ``url`` for a one-off command; ``SchemaOutOfDate`` if the schema
+    is behind. The engine is disposed afterwards (a command should not leave a pool behind)."""
+    engine = make_engine(url)
+    try:
+        require_current_schema(engine)
+        with make_session_factory(engine)() as session:
+            yield session
+    finally:
+        engine.dispose()

@@ -363,10 +363,9 @@ class CuttableProxy:
 
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
-            while chunk := src.recv(65536):
-                dst.sendall(chunk)
-        except OSError:
-            pass
+            with contextlib.suppress(OSError):  # either side cut: the proxy's whole point
+                while chunk := src.recv(65536):
+                    dst.sendall(chunk)
         finally:
             _close(src)
             _close(dst)

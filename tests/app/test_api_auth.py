@@ -292,5 +292,5 @@ def test_service_refuses_to_start_without_a_secret_outside_demo(tmp_path: Path) 
     engine = make_engine(url)
     runtime = Runtime(settings, make_session_factory(engine), state_dir=tmp_path / "state")
     with pytest.raises(AuthConfigError, match="GREENTWIN_SECRET_KEY"), TestClient(create_app(settings, runtime=runtime)):
-        pass
+        pytest.fail("the service started without a token secret")
     engine.dispose()

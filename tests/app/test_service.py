@@ -122,7 +122,7 @@ def test_service_refuses_to_start_without_audit_keys_outside_demo(service_env, m
     monkeypatch.delenv("GREENTWIN_AUDIT_SIGNING_KEY", raising=False)
     with pytest.raises(AuditKeyError, match="outside demo"), \
             TestClient(create_app(settings.model_copy(update={"environment": "dev"}), state_dir=state_dir)):
-        pass
+        pytest.fail("the service started without audit keys")
 
 
 def test_service_refuses_a_schema_that_is_behind(tmp_path):
@@ -131,4 +131,4 @@ def test_service_refuses_a_schema_that_is_behind(tmp_path):
     from app.core.db import SchemaOutOfDate
 
     with pytest.raises(SchemaOutOfDate, match="greentwin db upgrade"), TestClient(create_app(settings)):
-        pass
+        pytest.fail("the service started on a schema that is behind")

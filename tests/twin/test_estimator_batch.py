@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twin import FaultConfig, GreenhouseTwin
-from twin.climate import crop_coefficient
+from tests.twin.recording import record_threshold_run
+from twin import FaultConfig
 from twin.estimator import GreenhouseEstimator, ZoneEstimator, models_from_twin_params, update_many
 
 B, STEPS = 2, 200
@@ -20,23 +20,8 @@ B, STEPS = 2, 200
 @pytest.fixture(scope="module")
 def recorded() -> dict[str, np.ndarray]:
     faults = FaultConfig(sensor_drift=0.03, comm_loss=0.1, sensor_offline=0.03)
-    twin = GreenhouseTwin(num_instances=B, seed=4, sensor_noise=0.05, faults=faults)
-    obs = twin.reset()
-    cfg, z, sl = twin.config, twin.config.zones, twin.observation_spec.slices
-    out: dict[str, list[np.ndarray]] = {"probes": [], "irr": [], "etc": []}
-    for _ in range(STEPS):
-        dry = obs[:, sl["moisture"]] < obs[:, sl["target_low"]] + 0.01
-        action = np.zeros((B, z + 2), dtype=np.float32)
-        action[:, :z] = dry
-        action[:, z] = np.where(dry.any(axis=1), 70.0, 0.0)
-        kc, _ = crop_coefficient(np, cfg.crop, twin.params.crop_day0 + (twin.state.step + 0.5) * cfg.dt_s / 86400.0)
-        obs, _, terminated, _, info = twin.step(action)
-        assert not terminated.any()
-        out["probes"].append(np.asarray(info["readings"]["soil_vwc"], dtype=np.float64))
-        out["irr"].append(np.asarray(info["irrigation_mm"], dtype=np.float64))
-        out["etc"].append(np.asarray(info["et0_mm_h"] * kc * cfg.dt_h, dtype=np.float64))
-    rec = {k: np.stack(v) for k, v in out.items()}
-    rec["models"] = [models_from_twin_params(twin.params, i, cfg.dt_s) for i in range(B)]  # type: ignore[assignment]
+    twin, rec = record_threshold_run(B, STEPS, 4, faults)
+    rec["models"] = [models_from_twin_params(twin.params, i, twin.config.dt_s) for i in range(B)]  # type: ignore[assignment]
     return rec
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.twin.recording import record_threshold_run
 from twin import FaultConfig, GreenhouseTwin
 from twin.backend import make_backend
-from twin.climate import crop_coefficient
 from twin.config import EstimatorConfig
 from twin.estimator import GreenhouseEstimator
 from twin.kalman import KalmanState, initial_kalman, kalman_step
@@ -23,24 +23,7 @@ B, STEPS = 4, 300
 
 def _record(seed: int = 3) -> tuple[GreenhouseTwin, dict[str, np.ndarray]]:
     faults = FaultConfig(sensor_drift=0.03, comm_loss=0.1, sensor_offline=0.02)
-    twin = GreenhouseTwin(num_instances=B, seed=seed, sensor_noise=0.05, faults=faults, moisture_estimate=False)
-    obs = twin.reset()
-    cfg, z = twin.config, twin.config.zones
-    sl = twin.observation_spec.slices
-    out: dict[str, list[np.ndarray]] = {"probes": [], "irr": [], "etc": [], "theta": []}
-    for _ in range(STEPS):
-        dry = obs[:, sl["moisture"]] < obs[:, sl["target_low"]] + 0.01
-        action = np.zeros((B, z + 2), dtype=np.float32)
-        action[:, :z] = dry
-        action[:, z] = np.where(dry.any(axis=1), 70.0, 0.0)
-        kc, _ = crop_coefficient(np, cfg.crop, twin.params.crop_day0 + (twin.state.step + 0.5) * cfg.dt_s / 86400.0)
-        obs, _, terminated, _, info = twin.step(action)
-        assert not terminated.any()
-        out["probes"].append(np.asarray(info["readings"]["soil_vwc"], dtype=np.float64))
-        out["irr"].append(np.asarray(info["irrigation_mm"], dtype=np.float64))
-        out["etc"].append(np.asarray(info["et0_mm_h"] * kc * cfg.dt_h, dtype=np.float64)[:, None])
-        out["theta"].append(np.asarray(twin.state.theta, dtype=np.float64))
-    return twin, {k: np.stack(v) for k, v in out.items()}
+    return record_threshold_run(B, STEPS, seed, faults, moisture_estimate=False)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +45,7 @@ def _run_batched(backend_name: str, twin: GreenhouseTwin, rec: dict[str, np.ndar
     thetas, flags = [], []
     for t in range(STEPS):
         state = kalman_step(backend.xp, EstimatorConfig(), params, state, cast(rec["probes"][t]),
-                            cast(rec["irr"][t]), cast(rec["etc"][t]), twin.config.dt_h)
+                            cast(rec["irr"][t]), cast(rec["etc"][t][:, None]), twin.config.dt_h)
         thetas.append(np.asarray(state.theta, dtype=np.float64))
         flags.append(np.asarray(state.drifting) > 0.5)
     return np.stack(thetas), np.stack(flags)
@@ -74,7 +57,7 @@ def _run_filterpy(twin: GreenhouseTwin, rec: dict[str, np.ndarray]) -> tuple[np.
     for i in range(B):
         est = GreenhouseEstimator.from_twin_params(_params64(twin), i, twin.config.dt_s)
         for t in range(STEPS):
-            out = est.update(rec["probes"][t, i], rec["irr"][t, i], rec["etc"][t, i, 0])
+            out = est.update(rec["probes"][t, i], rec["irr"][t, i], rec["etc"][t, i])
             thetas[t, i] = [e.theta for e in out]
             flags[t, i] = [[s == "drifting" for s in e.probe_status] for e in out]
     return thetas, flags
