@@ -48,12 +48,16 @@ def _tuned_expert(retune: bool) -> ThresholdExpert:
         except FileNotFoundError:
             print("no tuned threshold cached: tuning now", file=sys.stderr)
     scenarios = training_suite()
-    t0 = time.perf_counter()
-    expert, train_score = tuning.tune_threshold(scenarios)
-    tuning.save_tuned_threshold(expert, train_score, scenarios)
-    print(f"tuned threshold: refill {expert.refill:g}, stop {expert.stop:g}, pump {expert.pump_pct:g} % "
-          f"(training score {train_score:.4f}, {time.perf_counter() - t0:.0f} s) -> {tuning.TUNED_PATH}")
-    return expert
+    tuned = {}
+    for interlocked, path in ((False, tuning.TUNED_PATH), (True, tuning.SERVED_PATH)):
+        t0 = time.perf_counter()
+        found, train_score = tuning.tune_threshold(scenarios, interlocked=interlocked)
+        tuning.save_tuned_threshold(found, train_score, scenarios, path)
+        what = "served threshold (behind the interlock)" if interlocked else "tuned threshold"
+        print(f"{what}: refill {found.refill:g}, stop {found.stop:g}, pump {found.pump_pct:g} % "
+              f"(training score {train_score:.4f}, {time.perf_counter() - t0:.0f} s) -> {path}")
+        tuned[interlocked] = found
+    return tuned[False]  # the baseline; the served one is the residual prior and the service's fallback
 
 
 def _policy_controller(directory: str) -> Controller:

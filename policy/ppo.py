@@ -32,7 +32,7 @@ from policy.distributed import context as rank_context
 from policy.gae import compute_gae
 from policy.networks import ActorCritic
 from policy.residual import ExpertPrior, interlock
-from policy.tuning import load_tuned_threshold
+from policy.tuning import SERVED_PATH, load_tuned_threshold
 from twin import GreenhouseTwin
 from twin.spec import ObservationSpec
 from twin.types import TwinParams, TwinState
@@ -128,7 +128,8 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
     gen = torch.Generator(device=device).manual_seed(cfg.seed)  # minibatch shuffles and demo draws
     twin = make_twin(cfg, instance_offset=ctx.rank * cfg.num_envs) if twin is None else twin
     zones, obs_dim, act_dim = twin.config.zones, twin.observation_spec.dim, twin.action_spec.dim
-    expert = dataclasses.replace(load_tuned_threshold(), zones=zones) if cfg.residual else None
+    # The residual prior is the threshold tuned behind the interlock the rollouts and the service apply.
+    expert = dataclasses.replace(load_tuned_threshold(SERVED_PATH), zones=zones) if cfg.residual else None
     agent = ActorCritic(obs_dim, zones, cfg.hidden, cfg.shared_torso, residual=expert,
                         prior_logit=cfg.residual_prior_logit).to(device)
     ctx.prepare(agent)

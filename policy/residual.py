@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -80,3 +80,18 @@ def expert_prior(expert: ThresholdExpert, obs: torch.Tensor) -> ExpertPrior:
     """The expert's valves and pump/lights fractions for raw observations [B, obs_dim]."""
     action = expert(obs)
     return ExpertPrior(action[:, : expert.zones] >= 0.5, action[:, expert.zones:] / 100.0)
+
+
+class Interlocked:
+    """A batched controller ``obs -> action`` (numpy or torch) behind :func:`interlock`, as the
+    service runs every proposal; returns numpy."""
+
+    def __init__(self, controller: Any, zones: int = 6) -> None:
+        self.controller = controller
+        self.zones = zones
+
+    def __call__(self, obs: Any) -> Any:
+        o = torch.as_tensor(obs.numpy() if hasattr(obs, "numpy") else obs, dtype=torch.float32)
+        a = self.controller(obs)
+        a = torch.as_tensor(a.detach().numpy() if hasattr(a, "detach") else a, dtype=torch.float32)
+        return interlock(a, self.zones, o).numpy()

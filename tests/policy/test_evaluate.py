@@ -206,10 +206,13 @@ def test_cli_writes_json(tmp_path: Path, capsys) -> None:
     assert run_eval(missing) == 2
 
 
-def test_service_falls_back_to_the_tuned_threshold(tmp_path: Path) -> None:
-    from policy.tuning import load_tuned_threshold, served_expert
+def test_service_falls_back_to_the_threshold_tuned_behind_its_interlock(tmp_path: Path) -> None:
+    from policy.tuning import SERVED_PATH, load_tuned_record, load_tuned_threshold, served_expert
 
-    tuned = load_tuned_threshold()
+    tuned = load_tuned_threshold(SERVED_PATH)
     served = served_expert(4)
     assert (served.refill, served.stop, served.pump_pct, served.zones) == (tuned.refill, tuned.stop, tuned.pump_pct, 4)
+    # Both records come from one grid on the same training seeds; the FAO-56 rule keeps refill in the band.
+    baseline, behind = load_tuned_record(), load_tuned_record(SERVED_PATH)
+    assert baseline["train_seeds"] == behind["train_seeds"] and min(baseline["refill"], behind["refill"]) >= 0.0
     assert served_expert(3, tmp_path / "missing.json") == ThresholdExpert(zones=3)  # never tuned: factory setting
