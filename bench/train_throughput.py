@@ -2,8 +2,10 @@
 
 Both learn the same greenhouse (10-minute steps, 14-day episodes, the 'small' preset's twin):
 
-* ours: :func:`policy.ppo.train`, preset ``small`` (256 torch-twin instances x 64 steps per
-  iteration, 4 epochs of 4 minibatches, behaviour-cloning warm start), learning included;
+* ours: :func:`policy.ppo.train`, preset ``small``, the recipe of the shipped ensemble (1,024
+  torch-twin instances x 16 steps per iteration, 4 epochs of 4 minibatches, residual on the
+  threshold tuned behind the interlock; ``--set residual=false`` for the behaviour-cloning warm
+  start instead), learning included;
 * SB3: ``PPO("MlpPolicy")`` on a ``DummyVecEnv`` of 16 single-instance ``GreenhouseEnv``
   (``twin/gym_adapters.py``) behind ``VecNormalize`` (observations and rewards, as our trainer
   normalises both), ``n_steps=256`` per env so it updates every 4096 steps; SB3 defaults otherwise
@@ -21,8 +23,11 @@ same suite. Seven days, because over three a controller that never irrigates out
 (the soil starts inside its band); the never-irrigate score is printed as the floor. Runs are
 evaluated every ``--eval-every`` seconds of training time and stop at their time cap.
 
-Torch runs on one thread by default (``--threads``): on a shared two-core machine, OpenMP threads
-of small SB3 minibatches wait for time slices and slow SB3 down tenfold, which would flatter ours.
+Each trainer runs with the torch thread count that is fastest for it on this machine, and the
+table says which: SB3 on one thread (``--sb3-threads``; on a shared two-core machine, OpenMP
+threads of its 64-sample minibatches wait for time slices and slow it down tenfold), ours on every
+core (``--ours-threads``, default: torch's own choice), since its 4,096-sample minibatches and
+batched twin do use them. ``--threads N`` sets both.
 
 Finally a profile of the trainer's iteration at the small preset: twin step vs policy forward
 vs PPO update (wrapped calls, first iteration discarded as warm-up).
@@ -133,7 +138,7 @@ def run_ours(cfg: PPOConfig, seconds: float, eval_every: float, evaluator: Evalu
 
     report = RunReport("ours", f"policy.ppo preset small{' residual' if cfg.residual else ''}: {cfg.num_envs} "
                                f"torch-twin instances x {cfg.num_steps} steps/iteration, {cfg.update_epochs} epochs "
-                               f"x {cfg.num_minibatches} minibatches, {cfg.device}")
+                               f"x {cfg.num_minibatches} minibatches, {cfg.device}, {torch.get_num_threads()} threads")
     eval_agent = ActorCritic(ObservationSpec(6).dim, 6, cfg.hidden, cfg.shared_torso).to(cfg.device)
     clock = TrainClock()
     last_eval = -float("inf")
@@ -178,7 +183,7 @@ def run_sb3(seconds: float, eval_every: float, evaluator: Evaluator, n_envs: int
     from twin.gym_adapters import GreenhouseEnv
 
     report = RunReport("SB3", f"PPO MlpPolicy, DummyVecEnv x {n_envs} GreenhouseEnv"
-                              f"{', VecNormalize' if normalize else ''}, n_steps {n_steps}, cpu")
+                              f"{', VecNormalize' if normalize else ''}, n_steps {n_steps}, cpu, {torch.get_num_threads()} threads")
     clock = TrainClock()
     venv: Any = DummyVecEnv([functools.partial(GreenhouseEnv, seed=seed + i, **twin_kwargs) for i in range(n_envs)])
     if normalize:
@@ -334,6 +339,17 @@ def print_profile(cfg: PPOConfig, mean: dict[str, float]) -> None:
 # ---- main ----------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _threads(n: int) -> Iterator[None]:
+    """Torch intra-op threads set to ``n`` for one trainer's run, restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ours-seconds", type=float, default=150.0, help="training time cap of our trainer")
@@ -348,7 +364,10 @@ def main() -> None:
     parser.add_argument("--sb3-n-steps", type=int, default=256, help="SB3 rollout length per env")
     parser.add_argument("--no-vecnormalize", action="store_true", help="SB3 on raw observations and rewards")
     parser.add_argument("--profile-iterations", type=int, default=4, help="trainer iterations profiled (0: skip)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads for both trainers")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for both trainers")
+    parser.add_argument("--ours-threads", type=int, default=None,
+                        help="torch threads for our trainer (default: torch's default, every core)")
+    parser.add_argument("--sb3-threads", type=int, default=1, help="torch threads for SB3 (default 1: fastest)")
     parser.add_argument("--skip", choices=["ours", "sb3"], action="append", default=[], help="leave a run out")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 30 s caps, 1 scenario x 8 greenhouses x 2 days, 2 profiled iterations")
@@ -357,7 +376,10 @@ def main() -> None:
     if args.quick:
         args.ours_seconds, args.sb3_seconds, args.eval_every = 30.0, 30.0, 15.0
         args.eval_scenarios, args.eval_instances, args.eval_days, args.profile_iterations = 1, 8, 2.0, 2
-    torch.set_num_threads(args.threads)
+    default_threads = torch.get_num_threads()
+    ours_threads = args.threads or args.ours_threads or default_threads
+    sb3_threads = args.threads or args.sb3_threads
+    torch.set_num_threads(sb3_threads)  # the shared evaluations run on one setting for everyone
 
     cfg = PPOConfig.preset("small", seed=0, **parse_overrides(args.overrides))
     evaluator = Evaluator(held_out_suite(args.eval_scenarios, days=args.eval_days, instances=args.eval_instances))
@@ -368,18 +390,20 @@ def main() -> None:
           f"score {expert_score:.3f} (reward {expert_m.reward_mean:.3f}, hard terminations "
           f"{expert_m.hard_terminations}) on {evaluator.greenhouses} held-out greenhouses x {args.eval_days:g} d; "
           f"never irrigating scores {score(dry_m, evaluator.greenhouses):.3f}; expert level = a policy score "
-          f">= {expert_score:.3f} on the same suite; torch threads {torch.get_num_threads()}")
+          f">= {expert_score:.3f} on the same suite; torch threads: ours {ours_threads}, SB3 {sb3_threads}")
     if score(dry_m, evaluator.greenhouses) >= expert_score:
         print("warning: never irrigating matches the expert on this suite; it is too short to rank policies")
 
     reports: list[RunReport] = []
     if "ours" not in args.skip:
         print(f"\ntraining ours for up to {args.ours_seconds:g} s ...", flush=True)
-        reports.append(run_ours(cfg, args.ours_seconds, args.eval_every, evaluator))
+        with _threads(ours_threads):
+            reports.append(run_ours(cfg, args.ours_seconds, args.eval_every, evaluator))
     if "sb3" not in args.skip:
         print(f"\ntraining SB3 for up to {args.sb3_seconds:g} s ...", flush=True)
-        reports.append(run_sb3(args.sb3_seconds, args.eval_every, evaluator, args.sb3_envs, args.sb3_n_steps,
-                               cfg.twin_kwargs(), cfg.seed, not args.no_vecnormalize))
+        with _threads(sb3_threads):
+            reports.append(run_sb3(args.sb3_seconds, args.eval_every, evaluator, args.sb3_envs, args.sb3_n_steps,
+                                   cfg.twin_kwargs(), cfg.seed, not args.no_vecnormalize))
 
     print("\nenv-steps/s of training (learning included, evaluations excluded):")
     for r in reports:
@@ -399,8 +423,9 @@ def main() -> None:
 
     profile: dict[str, float] = {}
     if args.profile_iterations > 0:
-        profile = profile_trainer(cfg.replace(bc_pretrain_updates=20), max(2, args.profile_iterations))
-        print_profile(cfg, profile)
+        with _threads(ours_threads):
+            profile = profile_trainer(cfg.replace(bc_pretrain_updates=20), max(2, args.profile_iterations))
+            print_profile(cfg, profile)
 
     if args.json:
         with open(args.json, "w") as fh:
