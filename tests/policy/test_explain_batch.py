@@ -71,7 +71,10 @@ def test_shipped_ensemble_proposes_as_its_members_act(shipped: Ensemble) -> None
     with torch.no_grad():
         expected = np.stack([m.act(torch.from_numpy(x)).numpy() for m in shipped.members])
     got = shipped.propose_many(x)
-    assert np.array_equal(got, np.clip(expected, 0.0, np.array([1.0] * ZONES + [100.0, 100.0], np.float32)))
+    expected = np.clip(expected, 0.0, np.array([1.0] * ZONES + [100.0, 100.0], np.float32))
+    # Stacked (K, N) matmuls and per-member ones may round apart in the last bits; valves may not.
+    assert np.array_equal(got[..., :ZONES], expected[..., :ZONES])
+    np.testing.assert_allclose(got[..., ZONES:], expected[..., ZONES:], rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(shipped.propose(x[4]), got[:, 4], atol=1e-4)  # a batch of one may round apart
     with pytest.raises(ValueError, match="batch"):
         shipped.propose_many(x[0])

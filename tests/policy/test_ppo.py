@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -31,7 +33,13 @@ def test_config_derived_sizes_and_presets() -> None:
     assert cfg.batch_size == cfg.num_envs * cfg.num_steps
     assert cfg.minibatch_size * cfg.num_minibatches == cfg.batch_size
     assert cfg.num_iterations == cfg.total_steps // cfg.batch_size
-    assert PPOConfig.preset("full").num_envs > PPOConfig.preset("small").num_envs
+    full, small = PPOConfig.preset("full"), PPOConfig.preset("small")
+    assert full.batch_size > small.batch_size and full.total_steps > small.total_steps
+    # 'small' is the shipped ensemble's recipe: residual, as recorded in every shipped member.
+    shipped = json.loads((Path(__file__).parents[2] / "policy/shipped/member_0/meta.json").read_text())
+    assert small.residual and shipped["train_config"]["residual"] is True
+    assert (small.num_envs, small.num_steps, small.total_steps) == tuple(
+        shipped["train_config"][k] for k in ("num_envs", "num_steps", "total_steps"))
     with pytest.raises(ValueError):
         PPOConfig(num_envs=10, num_steps=3, num_minibatches=4)
     with pytest.raises(ValueError):
