@@ -15,6 +15,7 @@ from policy.baselines import RandomController, ThresholdExpert, TimerSchedule
 from policy.evaluate import (
     TRAINING_SEEDS,
     Controller,
+    ControllerMetrics,
     EnsembleController,
     Scenario,
     evaluate_all,
@@ -122,11 +123,18 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"  scenario {done}/{total} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
 
     masked: dict[str, dict[str, float | int]] = {}
-    results = evaluate_all(controllers, scenarios, progress, masked=masked)
+    intact: dict[str, ControllerMetrics] = {}
+    paired = [n for n in ("policy", "expert") if n in controllers]
+    results = evaluate_all(controllers, scenarios, progress, masked=masked, intact=intact, intact_among=paired)
     print(format_table(results))
     if any(m["hard_terminations"] for m in results.values()):
         print("\nthe same, counting only the steps before a hard termination (survivor-biased; for comparison):")
         print(format_table(masked))
+    if any(results[n]["hard_terminations"] for n in paired):
+        kept = intact["timer"].greenhouses
+        print(f"\npaired: only the {kept} of {greenhouses} greenhouses where no {' or '.join(paired)} pump was "
+              "wrecked (the same greenhouses for every controller):")
+        print(format_table({n: intact[n].as_dict() for n in paired + ["timer"]}) if kept else "  none")
     print(f"{time.perf_counter() - t0:.1f} s")
     json_path = getattr(args, "json", None)
     if json_path:

@@ -24,7 +24,7 @@ figures (its ``masked`` argument), for comparison.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -132,9 +132,13 @@ class ControllerMetrics:
     """Greenhouses whose episode ended in a hard limit (overcurrent, dead-heading, relief valve)."""
     reward_mean: float
     """Mean reward per counted greenhouse-step."""
+    greenhouses: int = field(default=0, compare=False)
+    """How many greenhouses the figures cover (not part of the eval JSON)."""
 
     def as_dict(self) -> dict[str, float | int]:
-        return asdict(self)
+        """The eval JSON's metrics (:data:`METRIC_KEYS`)."""
+        d = asdict(self)
+        return {k: d[k] for k in METRIC_KEYS}
 
 
 @dataclass
@@ -208,8 +212,14 @@ def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list
     return [(tally.block(sl), masked.block(sl)) for sl in blocks]
 
 
-def _metrics(tallies: Sequence[_Tally]) -> ControllerMetrics:
+def _metrics(tallies: Sequence[_Tally], keep: np.ndarray | None = None) -> ControllerMetrics:
+    """Metrics over the greenhouses of ``tallies`` (scenarios in order), or only those ``keep`` marks."""
     t = _Tally(**{k: np.concatenate([getattr(x, k) for x in tallies]) for k in _Tally.__dataclass_fields__})
+    if keep is not None:
+        t = _Tally(**{k: v[keep] for k, v in t.__dict__.items()})
+    if t.reward.size == 0:
+        nan = float("nan")
+        return ControllerMetrics(nan, nan, nan, nan, 0, nan, greenhouses=0)
     steps = max(float(t.steps.sum()), 1.0)
     return ControllerMetrics(
         water_l_per_m2=float(t.water_l.mean()),
@@ -218,17 +228,22 @@ def _metrics(tallies: Sequence[_Tally]) -> ControllerMetrics:
         energy_kwh=float(t.energy_kwh.mean()),
         hard_terminations=int(t.terminated.sum()),
         reward_mean=float(t.reward.sum() / steps),
+        greenhouses=int(t.reward.size),
     )
 
 
 def evaluate_many(controllers: Sequence[Controller], scenarios: Sequence[Scenario],
-                  progress: Progress | None = None, *, masked: list[ControllerMetrics] | None = None
+                  progress: Progress | None = None, *, masked: list[ControllerMetrics] | None = None,
+                  intact: list[ControllerMetrics] | None = None, intact_among: Sequence[int] = ()
                   ) -> list[ControllerMetrics]:
     """Metrics per controller, all controllers batched together scenario by scenario.
 
     Stateful controllers (``RandomController``) are called once per step on their own block,
     scenarios in order, so fresh instances give identical results on every run. ``masked``,
     when given, receives the same metrics over the steps before each hard termination only.
+    ``intact`` receives every controller's metrics over the greenhouses that none of the
+    controllers at indices ``intact_among`` ended in a hard limit: a paired comparison on the
+    same greenhouses, free of what a wrecked pump does to water and stress.
     """
     if not controllers:
         return []
@@ -243,6 +258,11 @@ def evaluate_many(controllers: Sequence[Controller], scenarios: Sequence[Scenari
             progress(i + 1, len(scenarios))
     if masked is not None:
         masked[:] = [_metrics(t) for t in per_ctrl_masked]
+    if intact is not None:
+        wrecked = np.zeros(sum(s.instances for s in scenarios), dtype=bool)
+        for j in intact_among:
+            wrecked |= np.concatenate([t.terminated for t in per_ctrl[j]])
+        intact[:] = [_metrics(t, ~wrecked) for t in per_ctrl]
     return [_metrics(t) for t in per_ctrl]
 
 
@@ -252,15 +272,22 @@ def evaluate(controller: Controller, scenarios: Sequence[Scenario]) -> Controlle
 
 
 def evaluate_all(controllers: Mapping[str, Controller], scenarios: Sequence[Scenario],
-                 progress: Progress | None = None, *, masked: dict[str, dict[str, float | int]] | None = None
+                 progress: Progress | None = None, *, masked: dict[str, dict[str, float | int]] | None = None,
+                 intact: dict[str, ControllerMetrics] | None = None, intact_among: Sequence[str] = ()
                  ) -> dict[str, dict[str, float | int]]:
     """``{name: {metric: value}}`` for every controller on the same scenarios (the eval JSON);
-    ``masked`` receives the same over the steps before each hard termination only."""
+    ``masked`` receives the same over the steps before each hard termination only, ``intact``
+    over the greenhouses where none of the controllers named in ``intact_among`` hit a hard limit."""
     before: list[ControllerMetrics] = []
-    results = evaluate_many(list(controllers.values()), scenarios, progress, masked=before)
+    paired: list[ControllerMetrics] = []
+    names = list(controllers)
+    results = evaluate_many(list(controllers.values()), scenarios, progress, masked=before, intact=paired,
+                            intact_among=[names.index(n) for n in intact_among])
     if masked is not None:
-        masked.update({name: m.as_dict() for name, m in zip(controllers, before, strict=True)})
-    return {name: m.as_dict() for name, m in zip(controllers, results, strict=True)}
+        masked.update({name: m.as_dict() for name, m in zip(names, before, strict=True)})
+    if intact is not None:
+        intact.update(dict(zip(names, paired, strict=True)))
+    return {name: m.as_dict() for name, m in zip(names, results, strict=True)}
 
 
 def ensemble_vote(proposals: Any, zones: int) -> np.ndarray:

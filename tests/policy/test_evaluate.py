@@ -125,6 +125,32 @@ def test_after_a_hard_termination_the_greenhouse_goes_on_without_irrigation(scen
     assert single.reward_mean < single_masked[0].reward_mean
 
 
+def test_paired_metrics_leave_out_the_greenhouses_a_named_controller_wrecked(scenarios) -> None:
+    expert = load_tuned_threshold()
+
+    def wrecks_the_first(obs: np.ndarray) -> np.ndarray:
+        """The expert, except that it dead-heads the first greenhouse of every scenario."""
+        a = np.array(expert(obs), dtype=np.float32)
+        a[0] = dead_head(obs[:1])[0]
+        return a
+
+    greenhouses = sum(s.instances for s in scenarios)
+    intact: list = []
+    full = evaluate_many([wrecks_the_first, expert, TimerSchedule(zones=ZONES)], scenarios, intact=intact,
+                         intact_among=[0])
+    assert full[0].hard_terminations == len(scenarios) and full[0].greenhouses == greenhouses
+    assert [m.greenhouses for m in intact] == [greenhouses - len(scenarios)] * 3
+    assert all(m.hard_terminations == 0 for m in intact)
+    # Without the wrecked greenhouses the two controllers are the same controller on the same plants.
+    assert intact[0] == intact[1]
+    assert full[0].water_l_per_m2 < full[1].water_l_per_m2  # the wrecked pump irrigates nothing
+    assert intact[1] != full[1]  # and the left-out greenhouses did weigh in the full figures
+    nothing: list = []
+    evaluate_many([dead_head, expert], scenarios, intact=nothing, intact_among=[0])
+    assert nothing[1].greenhouses == 0 and np.isnan(nothing[1].water_l_per_m2)
+    assert set(nothing[1].as_dict()) == set(METRIC_KEYS)
+
+
 def test_seed_sets_disjoint() -> None:
     assert set(TRAINING_SEEDS).isdisjoint(HELD_OUT_SEEDS)
     suite = held_out_suite()
