@@ -133,7 +133,9 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
     agent = ActorCritic(obs_dim, zones, cfg.hidden, cfg.shared_torso, residual=expert,
                         prior_logit=cfg.residual_prior_logit).to(device)
     ctx.prepare(agent)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5)
+    # foreach: one fused kernel per update step over all parameters instead of one per tensor
+    # (the default on CUDA only); on CPU it cuts the update's optimiser time, same arithmetic.
+    optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5, foreach=True)
 
     # ---- expert demonstrations for the BC term --------------------------------------------
     expert_demos = cfg.bc_demo_steps > 0 and not cfg.residual  # residual starts at the expert
@@ -153,7 +155,7 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
             optimizer.zero_grad()
             bc_loss(agent, demo_obs[pick], demo_act[pick], demo_open_rate, cfg.bc_valve_balance).loss.backward()
             ctx.average_gradients(agent)
-            nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+            nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm, foreach=True)
             optimizer.step()
 
     # ---- rollout storage --------------------------------------------------------------------
@@ -265,7 +267,7 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
                 optimizer.zero_grad()
                 loss.backward()
                 ctx.average_gradients(agent)
-                nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm, foreach=True)
                 optimizer.step()
                 sums += torch.stack([pg_loss.detach(), v_loss.detach(), entropy_mean.detach(), approx_kl,
                                      clipfrac, bc_value.detach(), torch.ones((), device=device)])
