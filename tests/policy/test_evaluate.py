@@ -211,6 +211,26 @@ def test_tuning_picks_best_candidate_and_round_trips(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["train_seeds"] == [0]
 
 
+def test_tuning_behind_the_interlock_scores_what_the_service_runs() -> None:
+    from policy.residual import Interlocked
+    from policy.tuning import score as tuning_score
+
+    train = training_suite(n=1, days=1.0, instances=2)
+    one = ThresholdExpert(zones=ZONES, refill=0.45, stop=0.9, pump_pct=85.0)
+    grid = ThresholdGrid(refill=(one.refill,), stop=(one.stop,), pump_pct=(one.pump_pct,))
+    found, got = tune_threshold(train, grid, interlocked=True)
+    assert found == one
+    assert got == tuning_score(evaluate(Interlocked(one), train), 2)
+    # The wrapper is the serving rule: the pump never runs on one valve, nor on none.
+    obs = GreenhouseTwin(256, seed=5).reset()
+    low = ThresholdExpert(zones=ZONES, refill=0.15, stop=0.9)
+    action = Interlocked(low)(obs)
+    n_open = (action[:, :ZONES] >= 0.5).sum(axis=1)
+    assert (low(obs)[:, :ZONES].sum(axis=1) == 1).sum() > 5  # the bare rule would pump on one valve
+    assert (action[:, ZONES] > 0).any()
+    assert not ((action[:, ZONES] > 0) & (n_open < 2)).any()
+
+
 def test_shipped_tuned_threshold_loads() -> None:
     expert = load_tuned_threshold()
     assert 0.0 <= expert.refill < expert.stop <= 1.0
