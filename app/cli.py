@@ -185,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--days", type=float, default=30.0)
     ev.add_argument("--json", metavar="FILE", default=None, help="write {controller: metrics} here")
     ev.add_argument("--retune", action="store_true",
-                    help="re-tune the threshold expert on training seeds and rewrite policy/tuned_threshold.json")
+                    help="re-tune the threshold on training seeds, bare and behind the interlock, and rewrite "
+                         "policy/tuned_threshold.json and policy/served_threshold.json")
     ev.set_defaults(handler=_cmd_eval)
 
     from audit.report_cli import add_report_arguments  # argparse only; reportlab/pyHanko load when run

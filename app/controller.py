@@ -233,7 +233,7 @@ class GreenhouseController:
         self.crop = twin_cfg.crop
         self.climate: ClimateConfig = twin_cfg.climate
         self.gamma = psychrometric_constant(self.climate)
-        self.expert = served_expert(self.z)  # the tuned threshold, as evaluated
+        self.expert = served_expert(self.z)  # tuned behind the interlock it is served with
         self.estimator = GreenhouseEstimator(soil_models(zones, step_s, self.crop), probes_per_zone)
         self.obs_builder = ObservationBuilder(self.z, np.array([z.target_low for z in zones]),
                                               np.array([z.target_high for z in zones]))

@@ -6,7 +6,8 @@ bootstraps from the pre-reset observation), then run clipped-surrogate minibatch
 The BC term pulls the policy towards the threshold expert early on, so exploration starts
 from a controller that irrigates instead of from random valve flapping; its weight decays
 linearly to zero so PPO can improve on the teacher. With ``cfg.residual`` the network instead
-adjusts the tuned threshold expert (see :mod:`policy.networks`), starts at its level and skips BC.
+adjusts the threshold tuned behind the interlock (``served_threshold.json``, see
+:mod:`policy.networks`), starts at its level and skips expert demonstrations.
 Every action goes through :func:`policy.residual.interlock` before the twin, as in serving.
 
 Long runs can be snapshotted every few iterations and resumed from a snapshot: it holds the
