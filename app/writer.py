@@ -114,21 +114,14 @@ class DecisionStore:
     def store(self, jobs: list[Job], *, skip_stored: bool = False) -> list[Job]:
         """Store ``jobs`` in order; ``skip_stored`` first drops those already in the database (a
         replay after a crash). Returns the jobs stored by this call."""
-        to_audit = jobs
-        if skip_stored:
-            to_audit = self._not_audited(jobs)
-            needed = {id(j) for j in to_audit}
-            stored_now = self._not_stored(jobs)
-            needed |= {id(j) for j in stored_now}
-            self._explain([j for j in jobs if id(j) in needed])  # a row and its audit record carry the explanation
-            jobs = stored_now
-        else:
-            self._explain(jobs)
-        self.recorder.record_many([(j.kind, j.row) for j in jobs])
+        to_store, to_audit = (self._not_stored(jobs), self._not_audited(jobs)) if skip_stored else (jobs, jobs)
+        needed = {id(j) for j in (*to_store, *to_audit)}
+        self._explain([j for j in jobs if id(j) in needed])  # a row and its audit record carry the explanation
+        self.recorder.record_many([(j.kind, j.row) for j in to_store])
         if self.audit is not None:
             for j in to_audit:
                 self.audit.add(str(j.row["greenhouse_id"]), j.audit_kind, j.actor, j.row, j.ts)
-        return jobs
+        return to_store
 
     def _not_audited(self, jobs: list[Job]) -> list[Job]:
         """The replayed jobs whose audit records were not sealed before the crash.

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from twin.spec import ActionSpec, ObservationSpec
+from twin.spec import ActionSpec, ObservationSpec, observation_spec
 
 Array = Any
 
@@ -66,7 +66,7 @@ class ThresholdExpert:
 
     def __call__(self, obs: Array) -> Array:
         xp = _xp(obs)
-        spec = ObservationSpec(self.zones)
+        spec = observation_spec(self.zones)
         sl = spec.slices
         theta = obs[:, sl["moisture"]]
         low, high = obs[:, sl["target_low"]], obs[:, sl["target_high"]]
@@ -100,7 +100,7 @@ class TimerSchedule:
 
     def __call__(self, obs: Array) -> Array:
         xp = _xp(obs)
-        spec = ObservationSpec(self.zones)
+        spec = observation_spec(self.zones)
         hour = hour_of_day(xp, obs, spec)
         on = xp.zeros(hour.shape, dtype=xp.bool)
         for start, end in self.windows:

@@ -131,7 +131,7 @@ def run_eval(args: argparse.Namespace) -> int:
         print("\nthe same, counting only the steps before a hard termination (survivor-biased; for comparison):")
         print(format_table(masked))
     if any(results[n]["hard_terminations"] for n in paired):
-        kept = intact["timer"].greenhouses
+        kept = intact[paired[0]].greenhouses  # the same greenhouses for every controller
         print(f"\npaired: only the {kept} of {greenhouses} greenhouses where no {' or '.join(paired)} pump was "
               "wrecked (the same greenhouses for every controller):")
         print(format_table({n: intact[n].as_dict() for n in paired + ["timer"]}) if kept else "  none")

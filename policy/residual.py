@@ -14,14 +14,14 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 
 from policy.baselines import ThresholdExpert
 from safety.interlock import SINGLE_VALVE_PUMP_CAP
-from twin.spec import ObservationSpec
+from twin.spec import observation_spec
 
 
 def interlock(action: torch.Tensor, zones: int, obs: torch.Tensor | None = None,
@@ -46,7 +46,7 @@ def two_paths(action: torch.Tensor, obs: torch.Tensor, zones: int) -> torch.Tens
     other. The second valve is the healthy closed zone lowest in its target band (the next to
     need water anyway), so its water comes a little early rather than wasted.
     """
-    sl = _slices(zones)
+    sl = observation_spec(zones).slices
     failed = obs[:, sl["valve_failed"]] >= 0.5
     valves = (action[:, :zones] >= 0.5) & ~failed
     single = (action[:, zones] > 0.0) & (valves.sum(dim=1) == 1)
@@ -58,12 +58,6 @@ def two_paths(action: torch.Tensor, obs: torch.Tensor, zones: int) -> torch.Tens
         extra = torch.nn.functional.one_hot(second, zones).to(torch.bool) & (single & torch.isfinite(best))[:, None]
         valves = valves | extra
     return torch.cat([valves.to(action.dtype), action[:, zones:]], dim=1)
-
-
-@functools.cache
-def _slices(zones: int) -> dict[str, slice]:
-    """The observation layout's slices (every rollout step needs them; building the spec each time costs)."""
-    return ObservationSpec(zones).slices
 
 
 class ExpertPrior(NamedTuple):
@@ -90,8 +84,6 @@ class Interlocked:
         self.controller = controller
         self.zones = zones
 
-    def __call__(self, obs: Any) -> Any:
-        o = torch.as_tensor(obs.numpy() if hasattr(obs, "numpy") else obs, dtype=torch.float32)
-        a = self.controller(obs)
-        a = torch.as_tensor(a.detach().numpy() if hasattr(a, "detach") else a, dtype=torch.float32)
-        return interlock(a, self.zones, o).numpy()
+    def __call__(self, obs: Any) -> np.ndarray:
+        action = torch.as_tensor(np.asarray(self.controller(obs)), dtype=torch.float32)
+        return interlock(action, self.zones, torch.as_tensor(np.asarray(obs), dtype=torch.float32)).numpy()

@@ -7,27 +7,20 @@ and by each ensemble member), written for a single action so the decision path n
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-from twin.spec import ObservationSpec
+from twin.spec import observation_spec
 
 SINGLE_VALVE_PUMP_CAP = 85.0
 """Pump % allowed with exactly one valve open: one valve at full speed leaves ~91 % of shut-off
 head (relief at 90 %), so the cap keeps a margin for pump wear and valve lag."""
 
 
-@functools.cache
-def _slices(zones: int) -> dict[str, slice]:
-    return ObservationSpec(zones).slices
-
-
 def interlock_one(action: np.ndarray, obs: np.ndarray, zones: int,
                   single_valve_cap: float = SINGLE_VALVE_PUMP_CAP) -> np.ndarray:
     """Action (zones + 2,) -> a copy with failed valves closed, a second valve opened when the pump
     would run on one, no pump without a valve and a capped pump on a single one."""
-    sl = _slices(zones)
+    sl = observation_spec(zones).slices
     out = np.array(action, dtype=np.float64)
     failed = obs[sl["valve_failed"]] >= 0.5
     valves = (out[:zones] >= 0.5) & ~failed

@@ -4,8 +4,8 @@
 module is the same filter written once for whole batches, on numpy or torch, with no Python
 loop over instances or zones: the twin hands the policy the moisture it will see in service
 (an estimate with drifting probes excluded), and the service's vectorised
-:class:`twin.estimator.GreenhouseEstimator` steps its zones with it too. The state is a scalar theta per zone, so the Kalman update has
-a closed form: with n trusted probes of equal variance r,
+:class:`twin.estimator.GreenhouseEstimator` steps its zones with it too. The state is a scalar
+theta per zone, so the Kalman update has a closed form: with n trusted probes of equal variance r,
 
     P+ = 1 / (1/P- + n/r),    x+ = P+ (x-/P- + sum(z)/r).
 

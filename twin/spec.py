@@ -9,7 +9,7 @@ trained on and loading compares them, so a shifted index can never pass silently
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 import numpy as np
@@ -123,6 +123,13 @@ class ObservationSpec:
                 raise ValueError(f"observation layout mismatch in {key!r}: checkpoint has {stored.get(key)!r}, "
                                  f"twin has {mine[key]!r}")
 
+
+
+@cache
+def observation_spec(zones: int) -> ObservationSpec:
+    """The layout for ``zones`` zones, built once: controllers and interlocks read its slices on
+    every call, and a fresh spec would rebuild them each time."""
+    return ObservationSpec(zones)
 
 @dataclass(frozen=True)
 class ActionSpec:

@@ -186,17 +186,11 @@ def test_ensemble_vote_median_and_majority() -> None:
         def propose(self, obs):
             return np.stack([ThresholdExpert(zones=ZONES)(obs)] * 3)
 
-    def interlocked_expert(obs: np.ndarray) -> np.ndarray:
-        import torch
-
-        from policy.residual import interlock
-
-        raw = torch.from_numpy(ThresholdExpert(zones=ZONES)(obs))
-        return interlock(raw, ZONES, torch.from_numpy(obs)).numpy()
+    from policy.residual import Interlocked
 
     # Unanimous members: the ensemble is the expert behind the same interlock as every served action.
     s = scenarios_from_seeds(HELD_OUT_SEEDS[0], HELD_OUT_SEEDS[0], days=0.5, instances=2)
-    assert evaluate(EnsembleController(Members(), ZONES), s) == evaluate(interlocked_expert, s)
+    assert evaluate(EnsembleController(Members(), ZONES), s) == evaluate(Interlocked(ThresholdExpert(zones=ZONES)), s)
 
 
 def test_tuning_picks_best_candidate_and_round_trips(tmp_path: Path) -> None:
