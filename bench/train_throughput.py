@@ -33,7 +33,7 @@ Finally a profile of the trainer's iteration at the small preset: twin step vs p
 vs PPO update (wrapped calls, first iteration discarded as warm-up).
 
     python bench/train_throughput.py [--ours-seconds 150] [--sb3-seconds 180] [--eval-every 40]
-                                     [--profile-iterations 4] [--quick] [--json FILE]
+                                     [--profile-iterations 4] [--device cpu|cuda|auto] [--quick] [--json FILE]
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ import torch
 from policy.config import PPOConfig
 from policy.evaluate import ControllerMetrics, Scenario, evaluate, evaluate_many, held_out_suite
 from policy.networks import ActorCritic
-from policy.train_cli import parse_overrides
+from policy.train_cli import parse_overrides, resolve_device
 from policy.tuning import load_tuned_threshold, score
 from twin.spec import ObservationSpec
 
@@ -360,6 +360,8 @@ def main() -> None:
     parser.add_argument("--eval-days", type=float, default=7.0, help="evaluation episode length [days]")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a field of our PPOConfig, as in greentwin train (e.g. residual=true)")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu",
+                        help="torch device of our trainer (auto: cuda when present); SB3 stays on the CPU")
     parser.add_argument("--sb3-envs", type=int, default=16)
     parser.add_argument("--sb3-n-steps", type=int, default=256, help="SB3 rollout length per env")
     parser.add_argument("--no-vecnormalize", action="store_true", help="SB3 on raw observations and rewards")
@@ -381,7 +383,7 @@ def main() -> None:
     sb3_threads = args.threads or args.sb3_threads
     torch.set_num_threads(sb3_threads)  # the shared evaluations run on one setting for everyone
 
-    cfg = PPOConfig.preset("small", seed=0, **parse_overrides(args.overrides))
+    cfg = PPOConfig.preset("small", seed=0, device=resolve_device(args.device), **parse_overrides(args.overrides))
     evaluator = Evaluator(held_out_suite(args.eval_scenarios, days=args.eval_days, instances=args.eval_instances))
     expert = load_tuned_threshold()
     expert_m, dry_m = evaluate_many([expert, _never_irrigate], evaluator.scenarios)

@@ -3,7 +3,12 @@
 Baseline (same run): gymnasium's SyncVectorEnv over B=64 single-instance ``GreenhouseEnv``s,
 i.e. what an RL user gets by wrapping a one-greenhouse simulator.
 
-    python bench/twin_throughput.py [--sizes 1,64,4096,65536] [--backends numpy,torch] [--seconds 3] [--threads N]
+    python bench/twin_throughput.py [--sizes 1,64,4096,65536] [--backends numpy,torch] [--devices cpu,cuda]
+                                    [--seconds 3] [--threads N] [--compile-sizes 4096,65536] [--json FILE]
+
+CUDA rows appear when a GPU is present (``bench/device_check.sh`` runs this on a lent one). A
+configuration that fails (an out-of-memory size, a compiler missing) prints its error as its row
+and the run goes on, so one run on a rented machine always reports what it could measure.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -67,33 +73,46 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,64,4096,65536")
     parser.add_argument("--backends", default="numpy,torch")
+    parser.add_argument("--devices", default="cpu,cuda", help="torch devices timed; cuda only when present")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--threads", type=int, default=0,
                         help="torch threads (0: torch's default); 1 gives steadier numbers on a shared machine")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--compile-sizes", default="4096,65536",
-                        help="sizes also timed with torch.compile (each costs ~40 s of compilation); '' for none")
+                        help="sizes also timed with torch.compile (each costs ~40 s of compilation on a CPU); "
+                             "'' for none")
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     sizes = [int(s) for s in args.sizes.split(",")]
-    targets = [(name, "cpu", False) for name in args.backends.split(",")]
+    devices = args.devices.split(",")
+    backends = args.backends.split(",")
     compile_sizes = {int(s) for s in args.compile_sizes.split(",") if s}
-    if "torch" in args.backends and compile_sizes:
+    targets = [(name, "cpu", False) for name in backends] if "cpu" in devices else []
+    if "cpu" in devices and "torch" in backends and compile_sizes:
         targets.append(("torch", "cpu", True))
-    if torch.cuda.is_available():
-        targets += [("torch", "cuda", False), ("torch", "cuda", True)]
+    if "cuda" in devices and "torch" in backends and torch.cuda.is_available():
+        targets.append(("torch", "cuda", False))
+        if compile_sizes:
+            targets.append(("torch", "cuda", True))
 
     baseline = time_sync_vector(64, args.seconds)
     print(f"baseline: gymnasium SyncVectorEnv of 64 single-instance envs: {baseline:,.0f} instance-steps/s")
-    results: dict[str, dict[str, float]] = {"baseline_sync_vector_64": {"steps_per_s": baseline}}
+    results: dict[str, dict[str, Any]] = {"baseline_sync_vector_64": {"steps_per_s": baseline}}
     print(f"{'backend':<20} {'B':>8} {'inst-steps/s':>14} {'x baseline':>11} {'bytes/inst':>11}")
     for name, device, compiled in targets:
         for b in sizes:
-            if compiled and device == "cpu" and b not in compile_sizes:
+            if compiled and b not in compile_sizes:
                 continue
-            rate, nbytes = time_batched(name, b, args.seconds, device, compiled)
             label = f"{name}/{device}" + ("+compile" if compiled else "")
+            try:
+                rate, nbytes = time_batched(name, b, args.seconds, device, compiled)
+            except Exception as exc:  # noqa: BLE001 - report the row and measure the rest
+                results[f"{label}/B={b}"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                print(f"{label:<20} {b:>8} failed: {type(exc).__name__}: {str(exc)[:200]}")
+                if device.startswith("cuda"):
+                    torch.cuda.empty_cache()
+                continue
             results[f"{label}/B={b}"] = {"steps_per_s": rate, "ratio": rate / baseline, "bytes_per_instance": nbytes}
             print(f"{label:<20} {b:>8} {rate:>14,.0f} {rate / baseline:>11.1f} {nbytes:>11}")
     if args.json:

@@ -65,9 +65,11 @@ def test_short_training_beats_random_controller() -> None:
     assert trained > random + 0.5
 
 
-def test_same_seed_gives_identical_weights() -> None:
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device (bench/device_check.sh runs it on a lent GPU)"))])
+def test_same_seed_gives_identical_weights(device: str) -> None:
     cfg = PPOConfig.preset("tiny", num_envs=16, num_steps=16, total_steps=16 * 16 * 2, bc_demo_steps=16,
-                           bc_pretrain_updates=10, bc_decay_steps=1000)
+                           bc_pretrain_updates=10, bc_decay_steps=1000, device=device)
     a = train(cfg).agent.state_dict()
     b = train(cfg).agent.state_dict()
     assert a.keys() == b.keys()

@@ -11,6 +11,8 @@ from twin import TERMINATION_REASONS, FaultConfig, GreenhouseTwin, ObservationSp
 from twin.checks import SpecViolation, check_observation
 
 ALL_FAULTS = FaultConfig.all_on(0.05)
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
+                                   reason="needs a CUDA device (bench/device_check.sh runs it on a lent GPU)")
 
 
 def _np(a):
@@ -52,6 +54,17 @@ def test_numpy_and_torch_agree():
     o_t, r_t = _rollout(GreenhouseTwin(5, backend="torch", seed=4, faults=ALL_FAULTS), actions)
     np.testing.assert_allclose(o_np, o_t, rtol=2e-4, atol=2e-3)
     np.testing.assert_allclose(r_np, r_t, rtol=1e-3, atol=1e-3)
+
+
+@requires_cuda
+def test_cuda_twin_is_deterministic_and_agrees_with_numpy():
+    actions = _random_actions(5, 80, seed=3)
+    o1, r1 = _rollout(GreenhouseTwin(5, backend="torch", device="cuda", seed=4, faults=ALL_FAULTS), actions)
+    o2, r2 = _rollout(GreenhouseTwin(5, backend="torch", device="cuda", seed=4, faults=ALL_FAULTS), actions)
+    assert np.array_equal(o1, o2, equal_nan=True) and np.array_equal(r1, r2)
+    o_np, r_np = _rollout(GreenhouseTwin(5, backend="numpy", seed=4, faults=ALL_FAULTS), actions)
+    np.testing.assert_allclose(o_np, o1, rtol=2e-4, atol=2e-3)
+    np.testing.assert_allclose(r_np, r1, rtol=1e-3, atol=1e-3)
 
 
 def test_instance_trajectory_does_not_depend_on_batch_size():
