@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--retune", action="store_true",
                     help="re-tune the threshold on training seeds, bare and behind the interlock, and rewrite "
                          "policy/tuned_threshold.json and policy/served_threshold.json")
+    ev.add_argument("--jobs", type=int, default=0,
+                    help="worker processes sharing the scenarios (0: one per CPU core); results do not depend on it")
     ev.set_defaults(handler=_cmd_eval)
 
     from audit.report_cli import add_report_arguments  # argparse only; reportlab/pyHanko load when run

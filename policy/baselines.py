@@ -14,6 +14,7 @@ on the same library.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,9 +115,16 @@ class TimerSchedule:
 class RandomController:
     """Uniform random valves, pump and lights from a seeded numpy generator."""
 
-    def __init__(self, zones: int = 6, seed: int = 0) -> None:
+    def __init__(self, zones: int = 6, seed: int | Sequence[int] = 0) -> None:
         self.spec = ActionSpec(zones)
+        self.seed = seed
         self.rng = np.random.default_rng(seed)
+
+    def for_scenario(self, scenario_seed: int) -> RandomController:
+        """A fresh controller whose draws depend on this one's seed and the scenario's alone, so an
+        evaluation scores the same whichever scenarios ran before and in whichever process."""
+        own = list(self.seed) if isinstance(self.seed, Sequence) else [self.seed]
+        return RandomController(self.spec.zones, seed=[*own, scenario_seed])
 
     def __call__(self, obs: Array) -> Array:
         b = obs.shape[0]

@@ -18,6 +18,7 @@ from policy.evaluate import (
     ControllerMetrics,
     EnsembleController,
     Scenario,
+    default_jobs,
     evaluate_all,
     held_out_suite,
     scenarios_from_seeds,
@@ -40,7 +41,7 @@ def parse_seeds(text: str) -> tuple[int, int]:
     return a, b
 
 
-def _tuned_expert(retune: bool) -> ThresholdExpert:
+def _tuned_expert(retune: bool, jobs: int) -> ThresholdExpert:
     from policy import tuning
 
     if not retune:
@@ -52,7 +53,7 @@ def _tuned_expert(retune: bool) -> ThresholdExpert:
     tuned = {}
     for interlocked, path in ((False, tuning.TUNED_PATH), (True, tuning.SERVED_PATH)):
         t0 = time.perf_counter()
-        found, train_score = tuning.tune_threshold(scenarios, interlocked=interlocked)
+        found, train_score = tuning.tune_threshold(scenarios, interlocked=interlocked, jobs=jobs)
         tuning.save_tuned_threshold(found, train_score, scenarios, path)
         what = "served threshold (behind the interlock)" if interlocked else "tuned threshold"
         print(f"{what}: refill {found.refill:g}, stop {found.stop:g}, pump {found.pump_pct:g} % "
@@ -108,15 +109,21 @@ def run_eval(args: argparse.Namespace) -> int:
         except Exception as exc:  # a bad checkpoint is reported, not a traceback
             print(f"error: cannot load policy from {policy_dir}: {exc}", file=sys.stderr)
             return 2
-    expert = _tuned_expert(bool(getattr(args, "retune", False)))
+    requested = int(getattr(args, "jobs", 0) or 0)
+    if requested < 0:
+        print(f"error: --jobs must be 0 (one per CPU core) or more, got {requested}", file=sys.stderr)
+        return 2
+    expert = _tuned_expert(bool(getattr(args, "retune", False)), requested or default_jobs(len(training_suite())))
     controllers["expert"] = expert
     controllers["timer"] = TimerSchedule(zones=ZONES)
     controllers["random"] = RandomController(zones=ZONES, seed=0)
 
     greenhouses = sum(s.instances for s in scenarios)
+    jobs = requested or default_jobs(len(scenarios))
     print(f"evaluating {', '.join(controllers)} on {len(scenarios)} scenarios (seeds {scenarios[0].seed}-"
-          f"{scenarios[-1].seed}, {greenhouses} greenhouses x {scenarios[0].days:g} days); expert: refill "
-          f"{expert.refill:g}, stop {expert.stop:g}, pump {expert.pump_pct:g} %")
+          f"{scenarios[-1].seed}, {greenhouses} greenhouses x {scenarios[0].days:g} days, {jobs} "
+          f"process{'es' if jobs > 1 else ''}); expert: refill {expert.refill:g}, stop {expert.stop:g}, "
+          f"pump {expert.pump_pct:g} %")
     t0 = time.perf_counter()
 
     def progress(done: int, total: int) -> None:
@@ -125,7 +132,8 @@ def run_eval(args: argparse.Namespace) -> int:
     masked: dict[str, dict[str, float | int]] = {}
     intact: dict[str, ControllerMetrics] = {}
     paired = [n for n in ("policy", "expert") if n in controllers]
-    results = evaluate_all(controllers, scenarios, progress, masked=masked, intact=intact, intact_among=paired)
+    results = evaluate_all(controllers, scenarios, progress, masked=masked, intact=intact, intact_among=paired,
+                           jobs=jobs)
     print(format_table(results))
     if any(m["hard_terminations"] for m in results.values()):
         print("\nthe same, counting only the steps before a hard termination (survivor-biased; for comparison):")

@@ -19,11 +19,19 @@ failure on instead would drop exactly the stretch where its crop suffers for the
 so a controller that wrecks its pump early would score better per step than one that keeps
 irrigating through a fault (survivor bias). :func:`evaluate_many` also returns the masked
 figures (its ``masked`` argument), for comparison.
+
+Scenarios are independent, so ``jobs > 1`` runs them in that many worker processes with the
+same results bit for bit: a controller with state (``RandomController``) restarts its draws for
+every scenario from ``for_scenario(seed)``, whichever process runs it and whatever ran before.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import pickle
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -174,6 +182,7 @@ def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list
 
     Per controller: (every step, irrigation off after a hard termination; steps before it only).
     """
+    controllers = [c.for_scenario(scenario.seed) if hasattr(c, "for_scenario") else c for c in controllers]
     cfg = scenario.config()
     backend = make_backend("numpy", "cpu")
     model = TwinModel(cfg, backend, scenario.seed)
@@ -234,36 +243,69 @@ def _metrics(tallies: Sequence[_Tally], keep: np.ndarray | None = None) -> Contr
 
 def evaluate_many(controllers: Sequence[Controller], scenarios: Sequence[Scenario],
                   progress: Progress | None = None, *, masked: list[ControllerMetrics] | None = None,
-                  intact: list[ControllerMetrics] | None = None, intact_among: Sequence[int] = ()
-                  ) -> list[ControllerMetrics]:
+                  intact: list[ControllerMetrics] | None = None, intact_among: Sequence[int] = (),
+                  jobs: int = 1) -> list[ControllerMetrics]:
     """Metrics per controller, all controllers batched together scenario by scenario.
 
-    Stateful controllers (``RandomController``) are called once per step on their own block,
-    scenarios in order, so fresh instances give identical results on every run. ``masked``,
-    when given, receives the same metrics over the steps before each hard termination only.
-    ``intact`` receives every controller's metrics over the greenhouses that none of the
-    controllers at indices ``intact_among`` ended in a hard limit: a paired comparison on the
-    same greenhouses, free of what a wrecked pump does to water and stress.
+    ``masked``, when given, receives the same metrics over the steps before each hard
+    termination only. ``intact`` receives every controller's metrics over the greenhouses that
+    none of the controllers at indices ``intact_among`` ended in a hard limit: a paired
+    comparison on the same greenhouses, free of what a wrecked pump does to water and stress.
+    ``jobs > 1`` runs the scenarios in that many processes (the controllers must pickle);
+    the results are the same as with one.
     """
     if not controllers:
         return []
-    per_ctrl: list[list[_Tally]] = [[] for _ in controllers]
-    per_ctrl_masked: list[list[_Tally]] = [[] for _ in controllers]
-    for i, scenario in enumerate(scenarios):
-        for acc, acc_masked, (tally, before) in zip(per_ctrl, per_ctrl_masked,
-                                                    _run_scenario(scenario, controllers), strict=True):
-            acc.append(tally)
-            acc_masked.append(before)
-        if progress is not None:
-            progress(i + 1, len(scenarios))
+    runs = _run_scenarios(scenarios, controllers, progress, jobs)
+    per_ctrl = [[run[j][0] for run in runs] for j in range(len(controllers))]
     if masked is not None:
-        masked[:] = [_metrics(t) for t in per_ctrl_masked]
+        masked[:] = [_metrics([run[j][1] for run in runs]) for j in range(len(controllers))]
     if intact is not None:
         wrecked = np.zeros(sum(s.instances for s in scenarios), dtype=bool)
         for j in intact_among:
             wrecked |= np.concatenate([t.terminated for t in per_ctrl[j]])
         intact[:] = [_metrics(t, ~wrecked) for t in per_ctrl]
     return [_metrics(t) for t in per_ctrl]
+
+
+def default_jobs(scenarios: int) -> int:
+    """One worker per CPU core this process may use, never more than there are scenarios."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, scenarios))
+
+
+def _run_scenarios(scenarios: Sequence[Scenario], controllers: Sequence[Controller], progress: Progress | None,
+                   jobs: int) -> list[list[tuple[_Tally, _Tally]]]:
+    """:func:`_run_scenario` for every scenario, in order, on ``jobs`` processes (1: this one)."""
+    total = len(scenarios)
+    if jobs <= 1 or total <= 1:
+        runs = []
+        for i, scenario in enumerate(scenarios):
+            runs.append(_run_scenario(scenario, controllers))
+            if progress is not None:
+                progress(i + 1, total)
+        return runs
+    try:
+        pickle.dumps(list(controllers))
+    except Exception as exc:
+        raise ValueError(f"jobs > 1 needs controllers that can be pickled to the worker processes: {exc}") from exc
+    # spawn, not fork: a forked copy of a process that has started torch's thread pools can hang.
+    with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_one_thread_per_worker) as pool:
+        futures = [pool.submit(_run_scenario, scenario, list(controllers)) for scenario in scenarios]
+        for done, _ in enumerate(as_completed(futures), 1):
+            if progress is not None:
+                progress(done, total)
+        return [f.result() for f in futures]
+
+
+def _one_thread_per_worker() -> None:
+    """Workers share the cores between them: each computes on one thread."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def evaluate(controller: Controller, scenarios: Sequence[Scenario]) -> ControllerMetrics:
@@ -273,8 +315,8 @@ def evaluate(controller: Controller, scenarios: Sequence[Scenario]) -> Controlle
 
 def evaluate_all(controllers: Mapping[str, Controller], scenarios: Sequence[Scenario],
                  progress: Progress | None = None, *, masked: dict[str, dict[str, float | int]] | None = None,
-                 intact: dict[str, ControllerMetrics] | None = None, intact_among: Sequence[str] = ()
-                 ) -> dict[str, dict[str, float | int]]:
+                 intact: dict[str, ControllerMetrics] | None = None, intact_among: Sequence[str] = (),
+                 jobs: int = 1) -> dict[str, dict[str, float | int]]:
     """``{name: {metric: value}}`` for every controller on the same scenarios (the eval JSON);
     ``masked`` receives the same over the steps before each hard termination only, ``intact``
     over the greenhouses where none of the controllers named in ``intact_among`` hit a hard limit."""
@@ -282,7 +324,7 @@ def evaluate_all(controllers: Mapping[str, Controller], scenarios: Sequence[Scen
     paired: list[ControllerMetrics] = []
     names = list(controllers)
     results = evaluate_many(list(controllers.values()), scenarios, progress, masked=before, intact=paired,
-                            intact_among=[names.index(n) for n in intact_among])
+                            intact_among=[names.index(n) for n in intact_among], jobs=jobs)
     if masked is not None:
         masked.update({name: m.as_dict() for name, m in zip(names, before, strict=True)})
     if intact is not None:

@@ -57,11 +57,12 @@ def score(metrics: ControllerMetrics, greenhouses: int) -> float:
 
 
 def tune_threshold(train_scenarios: Sequence[Scenario] | None = None, grid: ThresholdGrid | None = None,
-                   zones: int = 6, progress: Progress | None = None, *, interlocked: bool = False
-                   ) -> tuple[ThresholdExpert, float]:
+                   zones: int = 6, progress: Progress | None = None, *, interlocked: bool = False,
+                   jobs: int = 1) -> tuple[ThresholdExpert, float]:
     """Best threshold expert on the training scenarios and its training score (full grid: pump speed
     interacts with the stop point, since a faster pump overshoots it more within one step).
-    ``interlocked`` scores each candidate behind the serving interlock (``served_threshold.json``)."""
+    ``interlocked`` scores each candidate behind the serving interlock (``served_threshold.json``);
+    ``jobs`` worker processes share the scenarios (same result)."""
     scenarios = list(train_scenarios) if train_scenarios is not None else training_suite()
     grid = grid or ThresholdGrid()
     candidates = [ThresholdExpert(zones=zones, refill=r, stop=s, pump_pct=p)
@@ -75,7 +76,7 @@ def tune_threshold(train_scenarios: Sequence[Scenario] | None = None, grid: Thre
         run: list[Any] = [Interlocked(c) for c in candidates]
     else:
         run = list(candidates)
-    scores = [score(m, greenhouses) for m in evaluate_many(run, scenarios, progress)]
+    scores = [score(m, greenhouses) for m in evaluate_many(run, scenarios, progress, jobs=jobs)]
     best = max(range(len(scores)), key=lambda j: (scores[j], -j))  # first of equals: grid order breaks ties
     return candidates[best], scores[best]
 

@@ -167,6 +167,34 @@ def test_evaluation_is_deterministic(scenarios) -> None:
     assert evaluate_all(baselines(), scenarios) == evaluate_all(baselines(), scenarios)
 
 
+def test_worker_processes_give_the_same_results_bit_for_bit(scenarios) -> None:
+    """Two processes share the scenarios (the shipped ensemble pickled to them, one torch thread
+    each): every metric, masked and paired ones too, equals the one-process run."""
+    from policy.eval_cli import _policy_controller
+
+    def run(jobs: int) -> tuple[dict, dict, dict]:
+        masked: dict = {}
+        intact: dict = {}
+        controllers = {"policy": _policy_controller(str(Path(__file__).parents[2] / "policy/shipped")), **baselines()}
+        results = evaluate_all(controllers, scenarios, masked=masked, intact=intact,
+                               intact_among=["policy", "expert"], jobs=jobs)
+        return results, masked, {k: v.as_dict() for k, v in intact.items()}
+
+    assert run(2) == run(1)
+
+
+def test_a_random_controller_scores_a_scenario_alike_whatever_ran_before(scenarios) -> None:
+    used = RandomController(zones=ZONES, seed=0)
+    evaluate(used, scenarios[:1])
+    assert evaluate(used, scenarios[1:]) == evaluate(RandomController(zones=ZONES, seed=0), scenarios[1:])
+    assert evaluate(RandomController(zones=ZONES, seed=1), scenarios[1:]) != evaluate(used, scenarios[1:])
+
+
+def test_worker_processes_need_controllers_that_pickle(scenarios) -> None:
+    with pytest.raises(ValueError, match="pickled"):
+        evaluate_many([lambda obs: dead_head(obs)], scenarios, jobs=2)
+
+
 def test_ensemble_vote_median_and_majority() -> None:
     k, n = 3, 2
     p = np.zeros((k, n, ZONES + 2), dtype=np.float32)
