@@ -27,16 +27,15 @@ every scenario from ``for_scenario(seed)``, whichever process runs it and whatev
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import pickle
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from policy.processes import spawn_pool, usable_cores
 from twin.backend import make_backend
 from twin.config import FaultConfig, TwinConfig
 from twin.dynamics import TwinModel
@@ -270,8 +269,7 @@ def evaluate_many(controllers: Sequence[Controller], scenarios: Sequence[Scenari
 
 def default_jobs(scenarios: int) -> int:
     """One worker per CPU core this process may use, never more than there are scenarios."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cores, scenarios))
+    return max(1, min(usable_cores(), scenarios))
 
 
 def _run_scenarios(scenarios: Sequence[Scenario], controllers: Sequence[Controller], progress: Progress | None,
@@ -289,23 +287,12 @@ def _run_scenarios(scenarios: Sequence[Scenario], controllers: Sequence[Controll
         pickle.dumps(list(controllers))
     except Exception as exc:
         raise ValueError(f"jobs > 1 needs controllers that can be pickled to the worker processes: {exc}") from exc
-    # spawn, not fork: a forked copy of a process that has started torch's thread pools can hang.
-    with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_one_thread_per_worker) as pool:
+    with spawn_pool(min(jobs, total), threads=1) as pool:
         futures = [pool.submit(_run_scenario, scenario, list(controllers)) for scenario in scenarios]
         for done, _ in enumerate(as_completed(futures), 1):
             if progress is not None:
                 progress(done, total)
         return [f.result() for f in futures]
-
-
-def _one_thread_per_worker() -> None:
-    """Workers share the cores between them: each computes on one thread."""
-    os.environ["OMP_NUM_THREADS"] = "1"
-    os.environ["MKL_NUM_THREADS"] = "1"
-    import torch
-
-    torch.set_num_threads(1)
 
 
 def evaluate(controller: Controller, scenarios: Sequence[Scenario]) -> ControllerMetrics:

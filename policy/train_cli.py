@@ -38,6 +38,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="step the twin in W worker processes over shared memory (default 0: in-process)")
     parser.add_argument("--demos", action="append", default=[], metavar="FILE.npz",
                         help="operator demonstrations for the BC term (`greentwin demos export`; repeatable)")
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="members trained at once on CPU cores, each in its own process (default 0: one per "
+                             "core on a CPU run, else 1); the same --jobs on the same machine gives the same weights")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -113,17 +116,23 @@ def run_train(args: argparse.Namespace) -> int:
 def _train_members(args: argparse.Namespace, device: str, world_size: int) -> int:
     from policy.checkpoint import CheckpointError
     from policy.config import PPOConfig
-    from policy.ensemble import train_ensemble
+    from policy.ensemble import default_jobs, train_ensemble
 
     try:
         if args.members < 1:
             raise ValueError("--members must be >= 1")
+        if args.jobs < 0:
+            raise ValueError("--jobs must be 0 (one per core) or more")
         changes = parse_overrides(args.overrides)
         if args.workers is not None:
             changes["workers"] = args.workers
         if args.demos:
             changes["demo_files"] = tuple(str(Path(d).resolve()) for d in args.demos)
         cfg = PPOConfig.preset(args.preset, seed=args.seed, device=device, **changes)
+        jobs = args.jobs or default_jobs(cfg, args.members)
+        if jobs > 1 and (device != "cpu" or cfg.workers or world_size > 1):
+            raise ValueError("--jobs > 1 trains members side by side on CPU cores: not with a GPU, twin workers "
+                             "or torchrun ranks")
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -131,11 +140,12 @@ def _train_members(args: argparse.Namespace, device: str, world_size: int) -> in
     eval_steps = args.eval_steps if args.eval_steps is not None else max(1, round(86400.0 / cfg.dt_s))
     where, each = (f"{world_size} ranks on {device}", "per rank") if world_size > 1 else (device, "each")
     where += f" with {cfg.workers} twin workers" if cfg.workers else ""
+    where += f", {min(jobs, args.members)} members at a time" if jobs > 1 else ""
     print(f"training {args.members} member(s), preset {args.preset} on {where}: {cfg.num_iterations} iterations "
           f"x {cfg.batch_size} env steps {each} -> {out}")
     try:
         result = train_ensemble(cfg, args.members, out, progress=not args.no_progress,
-                                snapshot_every=args.snapshot_every, eval_steps=eval_steps)
+                                snapshot_every=args.snapshot_every, eval_steps=eval_steps, jobs=jobs)
     except CheckpointError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -73,6 +73,30 @@ def test_members_must_share_a_layout() -> None:
         Ensemble([], "test")
 
 
+def test_members_train_side_by_side_as_they_train_in_turn(tmp_path: Path) -> None:
+    """Two worker processes each train a member; every member's weights equal the in-process
+    training of that member at the workers' thread count, and the manifest lists both."""
+    parallel = train_ensemble(CFG, 2, tmp_path / "side", progress=False, jobs=2)
+    assert [m.status for m in parallel.members] == ["trained", "trained"]
+    threads = parallel.members[0].metrics["torch_threads"]
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        in_turn = train_ensemble(CFG, 2, tmp_path / "turn", progress=False, jobs=1)
+    finally:
+        torch.set_num_threads(before)
+    assert in_turn.policy_version == parallel.policy_version
+    assert read_ensemble_manifest(tmp_path / "side")["policy_version"] == parallel.policy_version
+    for k in range(2):
+        a = torch.load(tmp_path / "side" / f"member_{k}" / "weights.pt", weights_only=True)
+        b = torch.load(tmp_path / "turn" / f"member_{k}" / "weights.pt", weights_only=True)
+        assert all(torch.equal(a[key], b[key]) for key in a), k
+    again = train_ensemble(CFG, 2, tmp_path / "side", progress=False, jobs=2)
+    assert [m.status for m in again.members] == ["skipped", "skipped"]
+    with pytest.raises(ValueError, match="CPU"):
+        train_ensemble(CFG.replace(device="cuda"), 2, tmp_path / "gpu", progress=False, jobs=2)
+
+
 def test_resume_skips_finished_members_and_loads_as_an_ensemble(tmp_path: Path) -> None:
     first = train_ensemble(CFG, 1, tmp_path, progress=False, eval_steps=4, eval_envs=4)
     assert [m.status for m in first.members] == ["trained"]
