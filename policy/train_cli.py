@@ -39,8 +39,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--demos", action="append", default=[], metavar="FILE.npz",
                         help="operator demonstrations for the BC term (`greentwin demos export`; repeatable)")
     parser.add_argument("--jobs", type=int, default=0,
-                        help="members trained at once on CPU cores, each in its own process (default 0: one per "
-                             "core on a CPU run, else 1); the same --jobs on the same machine gives the same weights")
+                        help="members trained at once on CPU cores, each in its own process (default 0: one per two "
+                             "cores on a CPU run, else 1); the same --jobs on the same machine gives the same weights")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
