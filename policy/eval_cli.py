@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from policy import tuning
 from policy.baselines import RandomController, ThresholdExpert, TimerSchedule
 from policy.evaluate import (
     TRAINING_SEEDS,
@@ -24,6 +25,7 @@ from policy.evaluate import (
     scenarios_from_seeds,
     training_suite,
 )
+from policy.residual import Interlocked
 
 ZONES = 6
 
@@ -42,8 +44,6 @@ def parse_seeds(text: str) -> tuple[int, int]:
 
 
 def _tuned_expert(retune: bool, jobs: int) -> ThresholdExpert:
-    from policy import tuning
-
     if not retune:
         try:
             return tuning.load_tuned_threshold()
@@ -117,13 +117,19 @@ def run_eval(args: argparse.Namespace) -> int:
     controllers["expert"] = expert
     controllers["timer"] = TimerSchedule(zones=ZONES)
     controllers["random"] = RandomController(zones=ZONES, seed=0)
+    # What the service runs without a policy, and where the residual policy starts: a policy
+    # that does not beat this row has learned nothing the interlock and the tuning did not give.
+    served = tuning.served_expert(ZONES)
+    controllers["served"] = Interlocked(served, zones=ZONES)
 
     greenhouses = sum(s.instances for s in scenarios)
     jobs = requested or default_jobs(len(scenarios))
     print(f"evaluating {', '.join(controllers)} on {len(scenarios)} scenarios (seeds {scenarios[0].seed}-"
           f"{scenarios[-1].seed}, {greenhouses} greenhouses x {scenarios[0].days:g} days, {jobs} "
-          f"process{'es' if jobs > 1 else ''}); expert: refill {expert.refill:g}, stop {expert.stop:g}, "
-          f"pump {expert.pump_pct:g} %")
+          f"process{'es' if jobs > 1 else ''}); expert: the tuned threshold (refill {expert.refill:g}, stop "
+          f"{expert.stop:g}, pump {expert.pump_pct:g} %); served: the threshold tuned behind the interlock (refill "
+          f"{served.refill:g}, stop {served.stop:g}, pump {served.pump_pct:g} %), the service's fallback and the "
+          "residual policy's starting point")
     t0 = time.perf_counter()
 
     def progress(done: int, total: int) -> None:
@@ -142,7 +148,7 @@ def run_eval(args: argparse.Namespace) -> int:
         kept = intact[paired[0]].greenhouses  # the same greenhouses for every controller
         print(f"\npaired: only the {kept} of {greenhouses} greenhouses where no {' or '.join(paired)} pump was "
               "wrecked (the same greenhouses for every controller):")
-        print(format_table({n: intact[n].as_dict() for n in paired + ["timer"]}) if kept else "  none")
+        print(format_table({n: intact[n].as_dict() for n in paired + ["served", "timer"]}) if kept else "  none")
     print(f"{time.perf_counter() - t0:.1f} s")
     json_path = getattr(args, "json", None)
     if json_path:

@@ -264,7 +264,7 @@ def test_cli_writes_json(tmp_path: Path, capsys) -> None:
                               json=str(out), retune=False)
     assert run_eval(args) == 0
     data = json.loads(out.read_text())
-    assert list(data) == ["expert", "timer", "random"]
+    assert list(data) == ["expert", "timer", "random", "served"]
     assert all(tuple(m) == METRIC_KEYS for m in data.values())
     assert "reward/step" in capsys.readouterr().out
     assert parse_seeds("3-5") == (3, 5) and parse_seeds("7") == (7, 7)
