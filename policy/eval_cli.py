@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -138,8 +139,12 @@ def run_eval(args: argparse.Namespace) -> int:
     masked: dict[str, dict[str, float | int]] = {}
     intact: dict[str, ControllerMetrics] = {}
     paired = [n for n in ("policy", "expert") if n in controllers]
-    results = evaluate_all(controllers, scenarios, progress, masked=masked, intact=intact, intact_among=paired,
-                           jobs=jobs)
+    try:
+        results = evaluate_all(controllers, scenarios, progress, masked=masked, intact=intact, intact_among=paired,
+                               jobs=jobs)
+    except BrokenProcessPool:
+        print("error: a worker process died (killed for memory?); rerun with --jobs 1", file=sys.stderr)
+        return 1
     print(format_table(results))
     if any(m["hard_terminations"] for m in results.values()):
         print("\nthe same, counting only the steps before a hard termination (survivor-biased; for comparison):")

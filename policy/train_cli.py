@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,10 @@ def _train_members(args: argparse.Namespace, device: str, world_size: int) -> in
     except CheckpointError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenProcessPool:
+        print("error: a member's worker process died (killed for memory?); rerun to resume its member from "
+              "its last snapshot, with --jobs 1 if it happens again", file=sys.stderr)
+        return 1
     for m in result.members:
         train_m = (m.metrics or {}).get("train", {})
         eval_m = (m.metrics or {}).get("eval")
