@@ -21,7 +21,7 @@
 #     DEVICE=cpu TWIN_SIZES=1024 COMPILE_SIZES= TRAIN_ENVS=1024 TRAIN_SECONDS=10 bash bench/device_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/greentwin-device}
+OUT=${OUT:-$(mktemp -d)}
 DEVICE=${DEVICE:-cuda}
 PY=${PYTHON:-python3}
 WHEELS=${WHEELS:-.whl}
@@ -30,11 +30,13 @@ COMPILE_SIZES=${COMPILE_SIZES-1048576}
 TRAIN_ENVS=${TRAIN_ENVS:-262144}
 TRAIN_SECONDS=${TRAIN_SECONDS:-60}
 mkdir -p "$OUT"
+echo "results under $OUT"
 
 if [ -d "$WHEELS" ]; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/greentwin-site \
+    site=$(mktemp -d)
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
         "$WHEELS"/*.whl || { echo "installing the carried wheels failed" >&2; exit 1; }
-    export PYTHONPATH=/tmp/greentwin-site
+    export PYTHONPATH=$site
 fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 

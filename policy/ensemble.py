@@ -265,11 +265,29 @@ def default_jobs(cfg: PPOConfig, members: int) -> int:
     as good as a second process there, so two cores train in turn (and keep the two-thread
     weights). A GPU, twin worker processes or torch.distributed ranks train in turn too.
     """
-    from policy.distributed import context
-
-    if cfg.device != "cpu" or cfg.workers > 0 or context().active:
+    if _side_by_side_refused(cfg):
         return 1
     return max(1, min(usable_cores() // 2, members))
+
+
+def check_jobs(cfg: PPOConfig, jobs: int) -> None:
+    """ValueError unless ``jobs`` members can train at once under ``cfg``."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    reason = _side_by_side_refused(cfg)
+    if jobs > 1 and reason:
+        raise ValueError(f"jobs > 1 trains members side by side on CPU cores, not with {reason}")
+
+
+def _side_by_side_refused(cfg: PPOConfig) -> str:
+    """Why members of ``cfg`` must train in turn ('' when they may train side by side)."""
+    from policy.distributed import context
+
+    if cfg.device != "cpu":
+        return "a GPU"
+    if cfg.workers > 0:
+        return "twin worker processes"
+    return "torchrun ranks" if context().active else ""
 
 
 def train_ensemble(cfg: PPOConfig, members: int, out_dir: str | Path, *, progress: bool = True,
@@ -286,8 +304,7 @@ def train_ensemble(cfg: PPOConfig, members: int, out_dir: str | Path, *, progres
     """
     if members < 1:
         raise ValueError("members must be >= 1")
-    if jobs > 1 and cfg.device != "cpu":
-        raise ValueError("jobs > 1 trains members side by side on CPU cores; a GPU run trains them in turn")
+    check_jobs(cfg, jobs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     expected = run_hash(cfg)

@@ -45,12 +45,15 @@ def parse_seeds(text: str) -> tuple[int, int]:
 
 
 def _tuned_expert(retune: bool, jobs: int) -> ThresholdExpert:
+    """The tuned threshold; with ``retune`` (or none saved) both tunings run first, on ``jobs``
+    processes (0: one per core)."""
     if not retune:
         try:
             return tuning.load_tuned_threshold()
         except FileNotFoundError:
             print("no tuned threshold cached: tuning now", file=sys.stderr)
     scenarios = training_suite()
+    jobs = jobs or default_jobs(len(scenarios))
     tuned = {}
     for interlocked, path in ((False, tuning.TUNED_PATH), (True, tuning.SERVED_PATH)):
         t0 = time.perf_counter()
@@ -114,7 +117,7 @@ def run_eval(args: argparse.Namespace) -> int:
     if requested < 0:
         print(f"error: --jobs must be 0 (one per CPU core) or more, got {requested}", file=sys.stderr)
         return 2
-    expert = _tuned_expert(bool(getattr(args, "retune", False)), requested or default_jobs(len(training_suite())))
+    expert = _tuned_expert(bool(getattr(args, "retune", False)), requested)
     controllers["expert"] = expert
     controllers["timer"] = TimerSchedule(zones=ZONES)
     controllers["random"] = RandomController(zones=ZONES, seed=0)

@@ -117,7 +117,7 @@ def run_train(args: argparse.Namespace) -> int:
 def _train_members(args: argparse.Namespace, device: str, world_size: int) -> int:
     from policy.checkpoint import CheckpointError
     from policy.config import PPOConfig
-    from policy.ensemble import default_jobs, train_ensemble
+    from policy.ensemble import check_jobs, default_jobs, train_ensemble
 
     try:
         if args.members < 1:
@@ -131,9 +131,7 @@ def _train_members(args: argparse.Namespace, device: str, world_size: int) -> in
             changes["demo_files"] = tuple(str(Path(d).resolve()) for d in args.demos)
         cfg = PPOConfig.preset(args.preset, seed=args.seed, device=device, **changes)
         jobs = args.jobs or default_jobs(cfg, args.members)
-        if jobs > 1 and (device != "cpu" or cfg.workers or world_size > 1):
-            raise ValueError("--jobs > 1 trains members side by side on CPU cores: not with a GPU, twin workers "
-                             "or torchrun ranks")
+        check_jobs(cfg, jobs)
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
