@@ -44,9 +44,44 @@ def layer_init(layer: nn.Linear, gain: float = math.sqrt(2.0), bias: float = 0.0
     return layer
 
 
+class _SigmoidTanh(torch.autograd.Function):
+    """tanh as 2 sigmoid(2x) - 1: the same function to float rounding (|difference| < 3e-7).
+
+    ``torch.tanh`` on CPU runs a scalar-precise kernel: 4,096 x 64 takes 285 us on two cores,
+    where ``sigmoid`` takes 32 us. The four tanh layers were a fifth of a PPO minibatch update.
+    Backward uses the saved output, as tanh's own does: d tanh = 1 - y^2.
+    """
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return torch.mul(x, 2.0).sigmoid_().mul_(2.0).sub_(1.0)
+
+    @staticmethod
+    def setup_context(ctx: torch.autograd.function.FunctionCtx, inputs: tuple[torch.Tensor],
+                      output: torch.Tensor) -> None:
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        (y,) = ctx.saved_tensors  # type: ignore[attr-defined]
+        return torch.ops.aten.tanh_backward(grad, y)
+
+
+def fast_tanh(x: torch.Tensor) -> torch.Tensor:
+    """Hyperbolic tangent, several times faster than ``torch.tanh`` on CPU (see :class:`_SigmoidTanh`)."""
+    return _SigmoidTanh.apply(x)  # type: ignore[no-any-return]
+
+
+class Tanh(nn.Module):
+    """The torso's activation: :func:`fast_tanh` as a layer (no parameters, so state_dicts are unchanged)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fast_tanh(x)
+
+
 def mlp(in_dim: int, hidden: int) -> nn.Sequential:
-    return nn.Sequential(layer_init(nn.Linear(in_dim, hidden)), nn.Tanh(),
-                         layer_init(nn.Linear(hidden, hidden)), nn.Tanh())
+    return nn.Sequential(layer_init(nn.Linear(in_dim, hidden)), Tanh(),
+                         layer_init(nn.Linear(hidden, hidden)), Tanh())
 
 
 class ActorCritic(nn.Module):
