@@ -20,19 +20,27 @@ import numpy as np
 import torch
 
 from policy.baselines import ThresholdExpert
-from safety.interlock import SINGLE_VALVE_PUMP_CAP
+from safety.interlock import PUMP_MIN_RUNNING_PCT, SINGLE_VALVE_PUMP_CAP
 from twin.spec import observation_spec
 
 
 def interlock(action: torch.Tensor, zones: int, obs: torch.Tensor | None = None,
-              single_valve_cap: float = SINGLE_VALVE_PUMP_CAP) -> torch.Tensor:
-    """Action [B, zones + 2] with the pump forced to 0 when every valve is closed and capped at
-    ``single_valve_cap`` when exactly one is open. With the observation, failed valves are
-    closed and the pump never runs on a single path (see :func:`two_paths`). Pure."""
+              single_valve_cap: float = SINGLE_VALVE_PUMP_CAP,
+              min_running: float = PUMP_MIN_RUNNING_PCT) -> torch.Tensor:
+    """Action [B, zones + 2] with the pump forced to 0 when every valve is closed, raised to
+    ``min_running`` when it runs slower (the clipper's minimum speed) and capped at
+    ``single_valve_cap`` when exactly one valve is open. With the observation, failed valves
+    are closed and the pump never runs on a single path (see :func:`two_paths`). Pure.
+
+    The minimum speed matters to learning, not only to the plant: the reward barely changes with
+    pump speed (behind this interlock the served threshold scores 0.7037 at 70 %, 0.7041 at 25 %,
+    0.7040 at 10 % on six held-out scenarios), so PPO follows the small energy saving down, and
+    without a floor it reached 3-4 %, where the flow no longer keeps up with the crop."""
     if obs is not None:
         action = two_paths(action, obs, zones)
     n_open = (action[:, :zones] >= 0.5).sum(dim=1)
     pump = action[:, zones]
+    pump = torch.where((pump > 0.0) & (pump < min_running), torch.full_like(pump, min_running), pump)
     pump = torch.where(n_open == 0, torch.zeros_like(pump),
                        torch.where(n_open == 1, pump.clamp(max=single_valve_cap), pump))
     return torch.cat([action[:, :zones], pump[:, None], action[:, zones + 1:]], dim=1)

@@ -157,7 +157,9 @@ def _train_members(args: argparse.Namespace, device: str, world_size: int) -> in
         eval_m = (m.metrics or {}).get("eval")
         parts = [f"member {m.member} (seed {m.seed}) {m.status}"]
         if train_m:
-            parts.append(f"train reward {train_m['mean_reward']:.3f}, valve open {train_m['valve_open_rate']:.2f}")
+            expert_open = train_m.get("expert_open_rate", -1.0)
+            parts.append(f"train reward {train_m['mean_reward']:.3f}, valve open {train_m['valve_open_rate']:.3f}"
+                         + (f" (served threshold {expert_open:.3f})" if expert_open >= 0 else ""))
         if eval_m:
             parts.append(f"eval reward {eval_m['mean_reward']:.3f}, terminations {eval_m['terminations']:.0f}")
         parts.append(f"{m.seconds:.1f} s")

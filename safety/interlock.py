@@ -14,12 +14,18 @@ from twin.spec import observation_spec
 SINGLE_VALVE_PUMP_CAP = 85.0
 """Pump % allowed with exactly one valve open: one valve at full speed leaves ~91 % of shut-off
 head (relief at 90 %), so the cap keeps a margin for pump wear and valve lag."""
+PUMP_MIN_RUNNING_PCT = 20.0
+"""Slowest a running pump turns (``pump_min_pct`` of ``default_limits.toml``, which the clipper
+applies after the vote): a command between 0 and this is raised to it. In the interlock too, so
+training and evaluation see the speed the plant will run, not one the clipper would change."""
 
 
 def interlock_one(action: np.ndarray, obs: np.ndarray, zones: int,
-                  single_valve_cap: float = SINGLE_VALVE_PUMP_CAP) -> np.ndarray:
+                  single_valve_cap: float = SINGLE_VALVE_PUMP_CAP,
+                  min_running: float = PUMP_MIN_RUNNING_PCT) -> np.ndarray:
     """Action (zones + 2,) -> a copy with failed valves closed, a second valve opened when the pump
-    would run on one, no pump without a valve and a capped pump on a single one."""
+    would run on one, no pump without a valve, a running pump at least ``min_running`` and a
+    capped pump on a single valve."""
     sl = observation_spec(zones).slices
     out = np.array(action, dtype=np.float64)
     failed = obs[sl["valve_failed"]] >= 0.5
@@ -35,6 +41,9 @@ def interlock_one(action: np.ndarray, obs: np.ndarray, zones: int,
     n_open = int(valves.sum())
     if n_open == 0:
         out[zones] = 0.0
-    elif n_open == 1:
-        out[zones] = min(out[zones], single_valve_cap)
+    else:
+        if 0.0 < out[zones] < min_running:
+            out[zones] = min_running
+        if n_open == 1:
+            out[zones] = min(out[zones], single_valve_cap)
     return out

@@ -38,8 +38,8 @@ def test_config_derived_sizes_and_presets() -> None:
     # 'small' is the shipped ensemble's recipe: residual, as recorded in every shipped member.
     shipped = json.loads((Path(__file__).parents[2] / "policy/shipped/member_0/meta.json").read_text())
     assert small.residual and shipped["train_config"]["residual"] is True
-    assert (small.num_envs, small.num_steps, small.total_steps) == tuple(
-        shipped["train_config"][k] for k in ("num_envs", "num_steps", "total_steps"))
+    recipe = ("num_envs", "num_steps", "total_steps", "gamma", "stagger_starts", "lr", "update_epochs")
+    assert tuple(getattr(small, k) for k in recipe) == tuple(shipped["train_config"][k] for k in recipe)
     with pytest.raises(ValueError):
         PPOConfig(num_envs=10, num_steps=3, num_minibatches=4)
     with pytest.raises(ValueError):
@@ -56,6 +56,7 @@ def test_short_training_beats_random_controller() -> None:
     m = result.metrics[-1]
     assert m.env_steps == 64 * 32 * 6 and m.steps_per_s > 0 and m.bc_coef == 0.0
     assert all(torch.isfinite(torch.tensor(list(x[1:]))).all() for x in result.metrics)
+    assert all(0.0 <= x.expert_open_rate <= 1.0 for x in result.metrics)  # the served threshold's, on the same states
 
     trained, _ = mean_reward(cfg, result.agent.act)
     random, _ = mean_reward(cfg, RandomController(seed=EVAL_SEED))
@@ -77,3 +78,23 @@ def test_same_seed_gives_identical_weights(device: str) -> None:
         assert torch.equal(a[key], b[key]), key
     c = train(cfg.replace(seed=1)).agent.state_dict()
     assert not torch.equal(a["actor_head.weight"], c["actor_head.weight"])
+
+
+def test_stagger_spreads_the_instances_clocks_over_a_day() -> None:
+    from policy.ppo import stagger_clocks
+    from policy.tuning import served_expert
+    from twin.spec import observation_spec
+
+    cfg = PPOConfig.preset("tiny", num_envs=96)  # hourly steps: 24 per day
+    twin = make_twin(cfg)
+    obs = twin.reset()
+    assert len(set(twin.state.step.tolist())) == 1  # every episode starts at midnight, in step
+    obs = stagger_clocks(twin, obs, 24, torch.Generator().manual_seed(0), served_expert(6), 6)
+    steps = twin.state.step
+    assert int(steps.min()) >= 1 and int(steps.max()) <= 24
+    assert len(set(steps.tolist())) >= 20  # 96 instances over 24 phases
+    sl = observation_spec(6).slices
+    assert len(set(torch.round(obs[:, sl["hour_sin"]].squeeze(1), decimals=4).tolist())) >= 10  # what the policy sees
+    again = make_twin(cfg)
+    again_obs = stagger_clocks(again, again.reset(), 24, torch.Generator().manual_seed(0), served_expert(6), 6)
+    assert torch.equal(again.state.step, steps) and torch.equal(again_obs, obs)  # seeded

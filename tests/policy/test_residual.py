@@ -8,6 +8,7 @@ from policy.config import PPOConfig
 from policy.networks import ActorCritic
 from policy.ppo import make_twin, train
 from policy.residual import SINGLE_VALVE_PUMP_CAP, interlock
+from safety.interlock import PUMP_MIN_RUNNING_PCT
 from policy.tuning import load_tuned_threshold
 from twin.spec import ObservationSpec
 
@@ -61,8 +62,12 @@ def test_interlock_never_pumps_against_closed_valves() -> None:
     assert (n_open == 0).any() and (n_open == 1).any()
     assert (out[n_open == 0, ZONES] == 0).all()
     assert (out[n_open == 1, ZONES] <= SINGLE_VALVE_PUMP_CAP).all()
+    running = out[n_open >= 1, ZONES]
+    assert (running[running > 0] >= PUMP_MIN_RUNNING_PCT).all()  # the clipper's minimum speed
     many = n_open >= 2
-    assert torch.equal(out[many], action[many])
+    slow = (action[:, ZONES] > 0) & (action[:, ZONES] < PUMP_MIN_RUNNING_PCT)
+    assert (many & slow).any() and (out[many & slow, ZONES] == PUMP_MIN_RUNNING_PCT).all()
+    assert torch.equal(out[many & ~slow], action[many & ~slow])
     assert torch.equal(out[:, :ZONES], action[:, :ZONES]) and torch.equal(out[:, -1], action[:, -1])
 
     agent = ActorCritic(53, ZONES)  # plain mode: act is interlocked too
@@ -85,6 +90,8 @@ def test_short_residual_training_stays_at_expert_level() -> None:
     cfg = PPOConfig.preset("tiny", residual=True, num_steps=32, total_steps=64 * 32 * 4)
     result = train(cfg)
     assert result.agent.is_residual and result.metrics[-1].bc_coef == 0.0
+    for m in result.metrics:  # the drift watch: the policy's open rate next to its expert's on the same states
+        assert 0.0 < m.expert_open_rate < 1.0 and abs(m.valve_open_rate - m.expert_open_rate) < 0.1
     expert = dataclasses.replace(load_tuned_threshold(), zones=ZONES)
     trained, trained_terms = rollout(cfg, result.agent.act)
     reference, _ = rollout(cfg, expert)

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from policy.residual import interlock
-from safety.interlock import interlock_one
+from safety.interlock import PUMP_MIN_RUNNING_PCT, interlock_one
 from twin.spec import ObservationSpec
 
 ZONES = 6
@@ -32,3 +32,11 @@ def test_numpy_interlock_equals_the_batched_torch_one() -> None:
     assert ((one[:, :ZONES] > action[:, :ZONES]).any(1)).sum() > 200
     assert ((one[:, :ZONES] < action[:, :ZONES]).any(1)).sum() > 200
     assert (one[:, :ZONES].sum(1) == 1).any()
+    slow = (action[:, ZONES] > 0) & (action[:, ZONES] < PUMP_MIN_RUNNING_PCT) & (one[:, :ZONES].sum(1) >= 1)
+    assert slow.sum() > 100 and (one[slow, ZONES] == PUMP_MIN_RUNNING_PCT).all()
+
+
+def test_min_running_speed_is_the_clippers() -> None:
+    from safety.limits import SafetyLimits
+
+    assert SafetyLimits.default().pump_min_pct == PUMP_MIN_RUNNING_PCT
