@@ -3,7 +3,7 @@
 Both learn the same greenhouse (10-minute steps, 14-day episodes, the 'small' preset's twin):
 
 * ours: :func:`policy.ppo.train`, preset ``small``, the recipe of the shipped ensemble (1,024
-  torch-twin instances x 16 steps per iteration, 4 epochs of 4 minibatches, residual on the
+  torch-twin instances x 64 steps per iteration, 4 epochs of 4 minibatches, residual on the
   threshold tuned behind the interlock; ``--set residual=false`` for the behaviour-cloning warm
   start instead), learning included, trained as ``greentwin train --members 5`` trains it: members
   with seeds 0..4 back to back (``--ours-members``) within the time cap;
