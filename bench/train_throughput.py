@@ -294,6 +294,7 @@ def profile_trainer(cfg: PPOConfig, iterations: int) -> dict[str, float]:
     patches = [
         (GreenhouseTwin, "step", timers.wrap(GreenhouseTwin.step, "rollout: twin step")),
         (ActorCritic, "get_action_and_value", timers.wrap(ActorCritic.get_action_and_value, forward_label)),
+        (ActorCritic, "evaluate_actions", timers.wrap(ActorCritic.evaluate_actions, forward_label)),
         (ActorCritic, "sample", timers.wrap(ActorCritic.sample, forward_label)),
         (ActorCritic, "prior", timers.wrap(ActorCritic.prior, "rollout: expert prior")),
         (ActorCritic, "get_value", timers.wrap(ActorCritic.get_value, forward_label)),

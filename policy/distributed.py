@@ -9,7 +9,7 @@ What keeps the ranks one model (:class:`RankContext`, called from :func:`policy.
 
 * parameters and buffers are broadcast from rank 0 at the start;
 * gradients are averaged with one ``all_reduce`` after every backward. Not DDP: the actor-critic
-  is driven through ``get_action_and_value`` / ``bc_loss`` rather than ``forward``, and an update
+  is driven through ``evaluate_actions`` / ``bc_loss`` rather than ``forward``, and an update
   runs two passes (PPO and BC) before its one backward, which DDP's forward hooks do not cover;
 * the observation normaliser merges the batch moments of all ranks (:class:`SyncedRunningMeanStd`);
 * the reward scaler keeps per-instance statistics for all ``world_size * num_envs`` instances on

@@ -370,7 +370,8 @@ def _train_member(cfg: PPOConfig, k: int, members: int, out: Path, progress: boo
             # open: the rollout's valve-open share, then the served threshold's on the same states
             opened = f"{m.valve_open_rate:.3f}/{m.expert_open_rate:.3f}"
             bar.set_postfix(sps=f"{m.steps_per_s:.0f}", reward=f"{m.mean_reward:.3f}", pg=f"{m.policy_loss:.3f}",
-                            vf=f"{m.value_loss:.3f}", bc=f"{m.bc_loss:.3f}", kl=f"{m.approx_kl:.4f}", open=opened,
+                            vf=f"{m.value_loss:.3f}", bc=f"{m.bc_loss:.3f}", kl=f"{m.approx_kl:.4f}",
+                            prior_kl=f"{m.prior_kl:.4f}", open=opened,
                             refresh=False)
 
         result = train(member_cfg, progress=report, resume=resume, snapshot=save_snapshot,

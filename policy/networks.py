@@ -17,10 +17,11 @@ architecture (the head has the same shape in both modes).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 from torch import nn
-from torch.distributions import Bernoulli, Beta
+from torch.distributions import Bernoulli, Beta, kl_divergence
 
 from policy.baselines import ThresholdExpert
 from policy.normalize import RunningMeanStd
@@ -35,6 +36,28 @@ RESIDUAL_KAPPA = 20.0
 """Initial Beta concentration (alpha + beta - 2) around the expert's pump and lights (sd ~0.1)."""
 RESIDUAL_MEAN_EPS = 1e-3
 """Expert pump/lights fractions are clamped into (eps, 1 - eps) before taking their logit."""
+
+
+class ActionEvaluation(NamedTuple):
+    """:meth:`ActorCritic.evaluate_actions`: per-sample tensors [B]."""
+
+    logprob: torch.Tensor
+    entropy: torch.Tensor
+    value: torch.Tensor
+    prior_kl: torch.Tensor | None
+
+
+def _residual_distributions(prior: ExpertPrior, prior_logit: float, logit_adj: torch.Tensor,
+                            conc_adj: torch.Tensor) -> tuple[Bernoulli, Beta]:
+    """Residual mode's distributions: the expert's valve choice at ``±prior_logit`` plus the head's
+    adjustment; pump and lights Betas whose mode is the expert's setting moved on the logit scale."""
+    logits = logit_adj + prior_logit * (2.0 * prior.valves.to(logit_adj.dtype) - 1.0)
+    mode = torch.sigmoid(torch.logit(prior.cont.to(conc_adj.dtype).clamp(RESIDUAL_MEAN_EPS, 1.0 - RESIDUAL_MEAN_EPS))
+                         + conc_adj[:, :2])
+    kappa = RESIDUAL_KAPPA * conc_adj[:, 2:].clamp(-5.0, 5.0).exp()
+    # alpha, beta > 1 so the mode (alpha - 1) / (alpha + beta - 2) is exactly `mode`.
+    return (Bernoulli(logits=logits, validate_args=False),
+            Beta(1.0 + mode * kappa, 1.0 + (1.0 - mode) * kappa, validate_args=False))
 
 
 def layer_init(layer: nn.Linear, gain: float = math.sqrt(2.0), bias: float = 0.0) -> nn.Linear:
@@ -164,17 +187,40 @@ class ActorCritic(nn.Module):
         if expert is not None:
             if prior is None:
                 prior = expert_prior(expert, obs)
-            logits = logits + prior_logit * (2.0 * prior.valves.to(logits.dtype) - 1.0)
-            mode = torch.sigmoid(torch.logit(prior.cont.to(conc.dtype).clamp(RESIDUAL_MEAN_EPS, 1.0 - RESIDUAL_MEAN_EPS))
-                                 + conc[:, :2])
-            kappa = RESIDUAL_KAPPA * conc[:, 2:].clamp(-5.0, 5.0).exp()
-            # alpha, beta > 1 so the mode (alpha - 1) / (alpha + beta - 2) is exactly `mode`.
-            return (Bernoulli(logits=logits, validate_args=False),
-                    Beta(1.0 + mode * kappa, 1.0 + (1.0 - mode) * kappa, validate_args=False))
+            return _residual_distributions(prior, prior_logit, logits, conc)
         # >= 1 keeps the density finite at the edges; exp (not softplus) lets BC reach the near-0
         # pump of "all valves closed" within a few hundred steps.
         conc = 1.0 + conc.clamp(-10.0, 8.0).exp()
         return Bernoulli(logits=logits, validate_args=False), Beta(conc[:, :2], conc[:, 2:], validate_args=False)
+
+    def prior_distributions(self, prior: ExpertPrior) -> tuple[Bernoulli, Beta]:
+        """The untrained residual policy's distributions (zero adjustments) for the expert's decision:
+        the reference of :meth:`evaluate_actions`' ``prior_kl``."""
+        _, prior_logit = self._residual_settings()
+        zeros = torch.zeros((prior.valves.shape[0], self.zones + 4), dtype=prior.cont.dtype,
+                            device=prior.cont.device)
+        return _residual_distributions(prior, prior_logit, zeros[:, : self.zones], zeros[:, self.zones:])
+
+    def evaluate_actions(self, obs: torch.Tensor, action: torch.Tensor, prior: ExpertPrior | None = None,
+                         with_prior_kl: bool = False) -> ActionEvaluation:
+        """What the PPO update needs of stored actions, from one forward pass: log-prob [B], entropy [B],
+        value [B] and, with ``with_prior_kl`` (residual mode), KL(policy || untrained residual) [B],
+        the divergence from the expert's decision that :attr:`PPOConfig.prior_kl_coef` charges for."""
+        x = self.obs_rms.normalize(obs)
+        expert = self.expert()
+        if expert is not None and prior is None:
+            prior = expert_prior(expert, obs)
+        valves, cont = self._distributions(obs, x, prior)
+        _, v, u = self._draw(valves, cont, action)
+        logprob = valves.log_prob(v).sum(1) + cont.log_prob(u).sum(1)
+        entropy = valves.entropy().sum(1) + cont.entropy().sum(1)
+        prior_kl = None
+        if with_prior_kl:
+            if prior is None:
+                raise ValueError("the KL to the prior needs a residual policy")
+            valves0, cont0 = self.prior_distributions(prior)
+            prior_kl = kl_divergence(valves, valves0).sum(1) + kl_divergence(cont, cont0).sum(1)
+        return ActionEvaluation(logprob, entropy, self._value(x), prior_kl)
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         """State value [B]."""

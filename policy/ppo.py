@@ -67,6 +67,8 @@ class IterationMetrics(NamedTuple):
     """The share of valves the served threshold would open on the same observations (the residual
     prior, in residual mode). A valve open rate falling away from it is the policy drifting drier
     than the fallback controller. -1: not recorded (snapshots from before this field)."""
+    prior_kl: float = 0.0
+    """Residual mode: mean KL(policy || untrained residual) over the update's samples (0 when not charged)."""
 
 
 def stagger_clocks(twin: Any, obs: torch.Tensor, steps: int, gen: torch.Generator, controller: ThresholdExpert,
@@ -276,7 +278,8 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
         b_prior_valves, b_prior_cont = prior_valves_buf.reshape(-1, zones), prior_cont_buf.reshape(-1, 2)
         bc_coef = cfg.bc_coef * max(0.0, 1.0 - (env_steps - T * B) / cfg.bc_decay_steps) if use_bc else 0.0
         actor_on = 1.0 if iteration > cfg.critic_warmup_iterations else 0.0
-        sums = torch.zeros(7, device=device)  # pg, v, entropy, kl, clipfrac, bc, count
+        sums = torch.zeros(8, device=device)  # pg, v, entropy, kl, clipfrac, bc, prior kl, count
+        anchored = agent.is_residual and cfg.prior_kl_coef > 0
         for _ in range(cfg.update_epochs):
             perm = torch.randperm(cfg.batch_size, generator=gen, device=device)
             for mb in perm.split(cfg.minibatch_size):
@@ -285,7 +288,8 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
                                                         for x in (b_obs, b_act, b_logp, b_adv, b_ret))
                 prior = ExpertPrior(b_prior_valves.index_select(0, mb), b_prior_cont.index_select(0, mb)) \
                     if agent.is_residual else None
-                _, new_logp, entropy, new_value = agent.get_action_and_value(mb_obs, mb_act, prior)
+                ev = agent.evaluate_actions(mb_obs, mb_act, prior, with_prior_kl=anchored)
+                new_logp, entropy, new_value = ev.logprob, ev.entropy, ev.value
                 log_ratio = new_logp - mb_logp
                 ratio = log_ratio.exp()
                 with torch.no_grad():
@@ -298,6 +302,10 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
                 v_loss = 0.5 * (new_value - mb_ret).square().mean()
                 entropy_mean = entropy.mean()
                 loss = actor_on * (pg_loss - cfg.ent_coef * entropy_mean) + cfg.vf_coef * v_loss
+                prior_kl = torch.zeros((), device=device)
+                if ev.prior_kl is not None:
+                    prior_kl = ev.prior_kl.mean()
+                    loss = loss + cfg.prior_kl_coef * prior_kl
 
                 bc_value = torch.zeros((), device=device)
                 if bc_coef > 0:
@@ -312,18 +320,18 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
                 nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm, foreach=True)
                 optimizer.step()
                 sums += torch.stack([pg_loss.detach(), v_loss.detach(), entropy_mean.detach(), approx_kl,
-                                     clipfrac, bc_value.detach(), torch.ones((), device=device)])
+                                     clipfrac, bc_value.detach(), prior_kl.detach(), torch.ones((), device=device)])
 
         # Normaliser moves only between iterations, so stored log-probs match the update's.
         agent.update_obs_stats(b_obs)
-        pg, vl, ent, kl, cf, bc, _ = (sums / sums[-1]).tolist()
+        pg, vl, ent, kl, cf, bc, pkl, _ = (sums / sums[-1]).tolist()
         m = ctx.reduce_metrics(IterationMetrics(
             iteration=iteration, env_steps=env_steps, steps_per_s=steps_per_s,
             mean_reward=float(rew_buf.mean()), policy_loss=pg, value_loss=vl, entropy=ent, approx_kl=kl,
             clipfrac=cf, bc_loss=bc, bc_coef=bc_coef,
             valve_open_rate=float((act_buf[..., :zones] >= 0.5).float().mean()), lr=lr,
             expert_open_rate=float(prior_valves_buf.float().mean() if agent.is_residual
-                                   else (served(b_obs)[:, :zones] >= 0.5).float().mean())))
+                                   else (served(b_obs)[:, :zones] >= 0.5).float().mean()), prior_kl=pkl))
         metrics.append(m)
         if progress is not None and ctx.is_main:
             progress(m)

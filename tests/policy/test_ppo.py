@@ -38,7 +38,7 @@ def test_config_derived_sizes_and_presets() -> None:
     # 'small' is the shipped ensemble's recipe: residual, as recorded in every shipped member.
     shipped = json.loads((Path(__file__).parents[2] / "policy/shipped/member_0/meta.json").read_text())
     assert small.residual and shipped["train_config"]["residual"] is True
-    recipe = ("num_envs", "num_steps", "total_steps", "gamma", "stagger_starts", "lr", "update_epochs")
+    recipe = ("num_envs", "num_steps", "total_steps", "gamma", "stagger_starts", "prior_kl_coef", "lr", "update_epochs")
     assert tuple(getattr(small, k) for k in recipe) == tuple(shipped["train_config"][k] for k in recipe)
     with pytest.raises(ValueError):
         PPOConfig(num_envs=10, num_steps=3, num_minibatches=4)

@@ -134,3 +134,40 @@ def test_pump_never_runs_on_one_path_nor_on_a_failed_valve() -> None:
     assert torch.equal(added[single].float().argmax(1), lowest_healthy_closed[single])
     untouched = ~single & ~(valves_in & failed).any(1)
     assert torch.equal(out[untouched], interlock(action, ZONES)[untouched])
+
+
+def test_prior_kl_is_zero_at_the_expert_and_grows_with_the_adjustment() -> None:
+    obs = expert_observations(steps=20)
+    expert = dataclasses.replace(load_tuned_threshold(), zones=ZONES)
+    agent = ActorCritic(obs.shape[1], ZONES, residual=expert)
+    agent.update_obs_stats(obs)
+    with torch.no_grad():
+        action = agent.get_action_and_value(obs)[0]
+        _, logp, entropy, value = agent.get_action_and_value(obs, action)
+        ev = agent.evaluate_actions(obs, action, with_prior_kl=True)
+    # evaluate_actions is get_action_and_value's evaluation plus the KL, from the same forward pass
+    assert torch.equal(ev.logprob, logp) and torch.equal(ev.entropy, entropy) and torch.equal(ev.value, value)
+    assert ev.prior_kl is not None and float(ev.prior_kl.abs().max()) < 1e-5  # the untrained residual is its prior
+    assert agent.evaluate_actions(obs, action).prior_kl is None
+    with torch.no_grad():
+        agent.actor_head.bias.add_(0.5)  # move every valve logit and the pump/lights modes off the expert's
+        moved = agent.evaluate_actions(obs, action, with_prior_kl=True).prior_kl
+        agent.actor_head.bias.add_(0.5)
+        further = agent.evaluate_actions(obs, action, with_prior_kl=True).prior_kl
+    assert moved is not None and further is not None
+    assert bool((moved > 0).all()) and float(further.mean()) > 2.0 * float(moved.mean())
+    plain = ActorCritic(obs.shape[1], ZONES)
+    try:
+        plain.evaluate_actions(obs, action, with_prior_kl=True)
+    except ValueError as exc:
+        assert "residual" in str(exc)
+    else:
+        raise AssertionError("a plain policy has no prior to measure against")
+
+
+def test_the_prior_kl_is_charged_in_training() -> None:
+    cfg = PPOConfig.preset("tiny", residual=True, num_steps=32, total_steps=64 * 32 * 3)
+    charged = train(cfg).metrics
+    assert all(m.prior_kl > 0 for m in charged[1:])  # the first update starts at the prior itself
+    free = train(cfg.replace(prior_kl_coef=0.0)).metrics
+    assert all(m.prior_kl == 0.0 for m in free)
