@@ -279,7 +279,8 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
         bc_coef = cfg.bc_coef * max(0.0, 1.0 - (env_steps - T * B) / cfg.bc_decay_steps) if use_bc else 0.0
         actor_on = 1.0 if iteration > cfg.critic_warmup_iterations else 0.0
         sums = torch.zeros(8, device=device)  # pg, v, entropy, kl, clipfrac, bc, prior kl, count
-        anchored = agent.is_residual and cfg.prior_kl_coef > 0
+        # The KL leash on a quarter of each (shuffled) minibatch: unbiased, a quarter of the cost.
+        kl_rows = max(1, cfg.minibatch_size // 4) if agent.is_residual and cfg.prior_kl_coef > 0 else 0
         for _ in range(cfg.update_epochs):
             perm = torch.randperm(cfg.batch_size, generator=gen, device=device)
             for mb in perm.split(cfg.minibatch_size):
@@ -288,7 +289,7 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
                                                         for x in (b_obs, b_act, b_logp, b_adv, b_ret))
                 prior = ExpertPrior(b_prior_valves.index_select(0, mb), b_prior_cont.index_select(0, mb)) \
                     if agent.is_residual else None
-                ev = agent.evaluate_actions(mb_obs, mb_act, prior, with_prior_kl=anchored)
+                ev = agent.evaluate_actions(mb_obs, mb_act, prior, prior_kl_rows=kl_rows)
                 new_logp, entropy, new_value = ev.logprob, ev.entropy, ev.value
                 log_ratio = new_logp - mb_logp
                 ratio = log_ratio.exp()

@@ -144,21 +144,23 @@ def test_prior_kl_is_zero_at_the_expert_and_grows_with_the_adjustment() -> None:
     with torch.no_grad():
         action = agent.get_action_and_value(obs)[0]
         _, logp, entropy, value = agent.get_action_and_value(obs, action)
-        ev = agent.evaluate_actions(obs, action, with_prior_kl=True)
+        ev = agent.evaluate_actions(obs, action, prior_kl_rows=obs.shape[0])
     # evaluate_actions is get_action_and_value's evaluation plus the KL, from the same forward pass
     assert torch.equal(ev.logprob, logp) and torch.equal(ev.entropy, entropy) and torch.equal(ev.value, value)
     assert ev.prior_kl is not None and float(ev.prior_kl.abs().max()) < 1e-5  # the untrained residual is its prior
     assert agent.evaluate_actions(obs, action).prior_kl is None
+    first = agent.evaluate_actions(obs, action, prior_kl_rows=16).prior_kl
+    assert first is not None and first.shape == (16,)
     with torch.no_grad():
         agent.actor_head.bias.add_(0.5)  # move every valve logit and the pump/lights modes off the expert's
-        moved = agent.evaluate_actions(obs, action, with_prior_kl=True).prior_kl
+        moved = agent.evaluate_actions(obs, action, prior_kl_rows=obs.shape[0]).prior_kl
         agent.actor_head.bias.add_(0.5)
-        further = agent.evaluate_actions(obs, action, with_prior_kl=True).prior_kl
+        further = agent.evaluate_actions(obs, action, prior_kl_rows=obs.shape[0]).prior_kl
     assert moved is not None and further is not None
     assert bool((moved > 0).all()) and float(further.mean()) > 2.0 * float(moved.mean())
     plain = ActorCritic(obs.shape[1], ZONES)
     try:
-        plain.evaluate_actions(obs, action, with_prior_kl=True)
+        plain.evaluate_actions(obs, action, prior_kl_rows=8)
     except ValueError as exc:
         assert "residual" in str(exc)
     else:
