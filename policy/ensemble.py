@@ -31,7 +31,6 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 from numpy.typing import ArrayLike
 from tqdm import tqdm  # type: ignore[import-untyped]
 
@@ -49,7 +48,7 @@ from policy.checkpoint import (
     write_ensemble_manifest,
 )
 from policy.config import PPOConfig
-from policy.networks import ACTION_SCALE, RESIDUAL_KAPPA, RESIDUAL_MEAN_EPS, ActorCritic, Tanh, fast_tanh
+from policy.networks import ACTION_SCALE, RESIDUAL_KAPPA, RESIDUAL_MEAN_EPS, ActorCritic, fast_tanh
 from policy.ppo import IterationMetrics, TrainSnapshot, make_twin, train
 from policy.processes import spawn_pool, usable_cores
 from policy.residual import ExpertPrior, expert_prior, interlock
@@ -134,8 +133,8 @@ def _stackable(members: Sequence[ActorCritic]) -> bool:
                       for layer in m.actor_torso)
         return torso, tuple(m.actor_head.weight.shape), m.is_residual, next(m.parameters()).device
     first = layout(members[0])
-    return all(layout(m) == first for m in members[1:]) and [type(layer) for layer in members[0].actor_torso] == [
-        nn.Linear, Tanh, nn.Linear, Tanh]
+    return all(layout(m) == first for m in members[1:]) and [t for t, _ in first[0]] == [
+        "Linear", "Tanh", "Linear", "Tanh"]
 
 
 @torch.no_grad()

@@ -60,6 +60,13 @@ def _residual_distributions(prior: ExpertPrior, prior_logit: float, logit_adj: t
             Beta(1.0 + mode * kappa, 1.0 + (1.0 - mode) * kappa, validate_args=False))
 
 
+def _logprob_and_entropy(valves: Bernoulli, cont: Beta, v: torch.Tensor, u: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Joint log-prob [B] of valve samples ``v`` and pump/lights fractions ``u``, and the entropy [B]."""
+    return (valves.log_prob(v).sum(1) + cont.log_prob(u).sum(1),
+            valves.entropy().sum(1) + cont.entropy().sum(1))
+
+
 def layer_init(layer: nn.Linear, gain: float = math.sqrt(2.0), bias: float = 0.0) -> nn.Linear:
     """Orthogonal weights, constant bias (the CleanRL / PPO-implementation-details default)."""
     nn.init.orthogonal_(layer.weight, gain)
@@ -209,18 +216,17 @@ class ActorCritic(nn.Module):
         :attr:`PPOConfig.prior_kl_coef` charges for. The update's rows come shuffled, so the first n
         are a random sample: its mean is unbiased, and the Beta KL's lgamma and digamma (a fifth of an
         update over all rows) cost a quarter as much on a quarter of them."""
-        x = self.obs_rms.normalize(obs)
-        expert = self.expert()
-        if expert is not None and prior is None:
-            prior = expert_prior(expert, obs)
-        valves, cont = self._distributions(obs, x, prior)
-        _, v, u = self._draw(valves, cont, action)
-        logprob = valves.log_prob(v).sum(1) + cont.log_prob(u).sum(1)
-        entropy = valves.entropy().sum(1) + cont.entropy().sum(1)
-        prior_kl = None
-        if prior_kl_rows > 0:
+        if prior_kl_rows > 0 and prior is None:
+            prior = self.prior(obs)
             if prior is None:
                 raise ValueError("the KL to the prior needs a residual policy")
+        x = self.obs_rms.normalize(obs)
+        valves, cont = self._distributions(obs, x, prior)
+        _, v, u = self._draw(valves, cont, action)
+        logprob, entropy = _logprob_and_entropy(valves, cont, v, u)
+        prior_kl = None
+        if prior_kl_rows > 0:
+            assert prior is not None
             n = prior_kl_rows
             valves0, cont0 = self.prior_distributions(ExpertPrior(prior.valves[:n], prior.cont[:n]))
             head_valves = Bernoulli(logits=valves.logits[:n], validate_args=False)
@@ -244,9 +250,7 @@ class ActorCritic(nn.Module):
         x = self.obs_rms.normalize(obs)
         valves, cont = self._distributions(obs, x, prior)
         action, v, u = self._draw(valves, cont, action)
-        logprob = valves.log_prob(v).sum(1) + cont.log_prob(u).sum(1)
-        entropy = valves.entropy().sum(1) + cont.entropy().sum(1)
-        return action, logprob, entropy, self._value(x)
+        return action, *_logprob_and_entropy(valves, cont, v, u), self._value(x)
 
     def sample(self, obs: torch.Tensor, prior: ExpertPrior | None = None
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -18,7 +18,6 @@ uninterrupted one (bit-identical on CPU for the same device and thread count).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -33,7 +32,7 @@ from policy.distributed import context as rank_context
 from policy.gae import compute_gae
 from policy.networks import ActorCritic
 from policy.residual import ExpertPrior, interlock
-from policy.tuning import SERVED_PATH, load_tuned_threshold, served_expert
+from policy.tuning import served_expert
 from twin import GreenhouseTwin
 from twin.spec import ObservationSpec
 from twin.types import TwinParams, TwinState
@@ -170,7 +169,9 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
     twin = make_twin(cfg, instance_offset=ctx.rank * cfg.num_envs) if twin is None else twin
     zones, obs_dim, act_dim = twin.config.zones, twin.observation_spec.dim, twin.action_spec.dim
     # The residual prior is the threshold tuned behind the interlock the rollouts and the service apply.
-    expert = dataclasses.replace(load_tuned_threshold(SERVED_PATH), zones=zones) if cfg.residual else None
+    # The service's fallback: the residual prior, the stagger's driver and the open-rate yardstick.
+    served = served_expert(zones)
+    expert = served if cfg.residual else None
     agent = ActorCritic(obs_dim, zones, cfg.hidden, cfg.shared_torso, residual=expert,
                         prior_logit=cfg.residual_prior_logit).to(device)
     ctx.prepare(agent)
@@ -215,7 +216,6 @@ def _train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | Non
     scaler = ctx.reward_scaler(B, cfg.gamma, device) if cfg.scale_rewards else None
 
     next_obs = twin.reset()
-    served = served_expert(zones)  # the service's fallback: staggers the clocks, and is the open-rate yardstick
     if resume is None and cfg.stagger_starts:
         next_obs = stagger_clocks(twin, next_obs, int(round(86_400.0 / cfg.dt_s)), gen, served, zones)
     metrics: list[IterationMetrics] = []

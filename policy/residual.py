@@ -40,7 +40,7 @@ def interlock(action: torch.Tensor, zones: int, obs: torch.Tensor | None = None,
         action = two_paths(action, obs, zones)
     n_open = (action[:, :zones] >= 0.5).sum(dim=1)
     pump = action[:, zones]
-    pump = torch.where((pump > 0.0) & (pump < min_running), torch.full_like(pump, min_running), pump)
+    pump = torch.where(pump > 0.0, pump.clamp(min=min_running), pump)  # a running pump runs at min or more
     pump = torch.where(n_open == 0, torch.zeros_like(pump),
                        torch.where(n_open == 1, pump.clamp(max=single_valve_cap), pump))
     return torch.cat([action[:, :zones], pump[:, None], action[:, zones + 1:]], dim=1)

@@ -8,8 +8,8 @@ from policy.config import PPOConfig
 from policy.networks import ActorCritic
 from policy.ppo import make_twin, train
 from policy.residual import SINGLE_VALVE_PUMP_CAP, interlock
-from safety.interlock import PUMP_MIN_RUNNING_PCT
 from policy.tuning import load_tuned_threshold
+from safety.interlock import PUMP_MIN_RUNNING_PCT
 from twin.spec import ObservationSpec
 
 ZONES = 6
