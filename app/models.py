@@ -1,5 +1,6 @@
 """Service tables: greenhouses and zones (configuration), control decisions and mode changes (history),
-the sealed audit trail, and the API's users with their roles.
+and the API's users with their roles. The sealed audit trail's tables belong to :mod:`audit.tables`;
+:data:`SCHEMA` names both metadatas, the whole schema the migrations build.
 
 ``Decision`` and ``ModeChange`` are append-only records until the sealed audit store takes them
 over; the only later write is a decision's ``ack_status`` when the edge box answers.
@@ -11,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    CHAR,
     JSON,
     BigInteger,
     CheckConstraint,
@@ -20,7 +20,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
-    LargeBinary,
+    MetaData,
     String,
     UniqueConstraint,
     func,
@@ -30,12 +30,13 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.auth.roles import ROLES
 from app.core.db import Base
+from audit.tables import AuditBase
 
 SOIL_TYPES = ("sand", "loam", "clay")
 MODES = ("auto", "manual", "estop")
 ACK_STATUSES = ("pending", "applied", "rejected", "expired", "timeout")
+# No wider than the audit trail's chain key (``audit.tables.CHAIN_ID_MAX_LEN``): every greenhouse has a chain.
 GH_ID_MAX_LEN = 63
-AUDIT_STATEMENT_KINDS = ("checkpoint", "anchor")
 # "operator:" + name must fit the 64-character actor columns of decisions and mode changes.
 USERNAME_MAX_LEN = 48
 
@@ -43,6 +44,9 @@ USERNAME_MAX_LEN = 48
 JsonType = JSON().with_variant(JSONB(), "postgresql")
 # SQLite only auto-increments an ``INTEGER PRIMARY KEY``; PostgreSQL gets 64-bit ids.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+SCHEMA: tuple[MetaData, ...] = (Base.metadata, AuditBase.metadata)
+"""Every table the migrations manage: the service's and the audit trail's (Alembic's targets)."""
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -150,64 +154,6 @@ class ModeChange(Base):
     from_mode: Mapped[str | None] = mapped_column(String(8))
     to_mode: Mapped[str] = mapped_column(String(8))
     reason: Mapped[str] = mapped_column(String(500), default="")
-
-
-# -- sealed audit trail (audit.store) ---------------------------------------------------------
-# Append-only: migration 0002 installs triggers that refuse UPDATE, and DELETE outside a purge.
-# No foreign key to ``greenhouse``: the trail must outlive (and not depend on) configuration rows.
-
-
-class AuditRecord(Base):
-    """One ``audit.SealedRecord``; every column but ``ts_at`` feeds the record hash, so none may change."""
-
-    __tablename__ = "audit_record"
-    __table_args__ = (
-        CheckConstraint("seq >= 1", name="seq_pos"),
-        Index(None, "greenhouse_id", "ts_at"),
-    )
-
-    greenhouse_id: Mapped[str] = mapped_column(String(GH_ID_MAX_LEN), primary_key=True)
-    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    # The exact text that was hashed and bound into the AAD; ``ts_at`` is the same instant for queries.
-    ts: Mapped[str] = mapped_column(String(32))
-    ts_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    kind: Mapped[str] = mapped_column(String(64))
-    actor: Mapped[str] = mapped_column(String(200))
-    key_id: Mapped[str] = mapped_column(String(8))
-    nonce: Mapped[bytes] = mapped_column(LargeBinary(12))
-    ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
-    prev_hash: Mapped[str] = mapped_column(CHAR(64))
-    record_hash: Mapped[str] = mapped_column(CHAR(64))
-
-
-class AuditCheckpoint(Base):
-    """A signed checkpoint or purge anchor of one greenhouse's chain; never changed or deleted."""
-
-    __tablename__ = "audit_checkpoint"
-    __table_args__ = (
-        CheckConstraint(_in("kind", AUDIT_STATEMENT_KINDS), name="kind"),
-        CheckConstraint("seq >= 1", name="seq_pos"),
-    )
-
-    greenhouse_id: Mapped[str] = mapped_column(String(GH_ID_MAX_LEN), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(10), primary_key=True)
-    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    head_hash: Mapped[str] = mapped_column(CHAR(64))
-    ts: Mapped[str] = mapped_column(String(32))
-    signature: Mapped[bytes] = mapped_column(LargeBinary(64))
-
-
-class AuditPurgeToken(Base):
-    """SQLite's stand-in for PostgreSQL's ``SET LOCAL``: a row exists only inside a purge transaction.
-
-    SQLite triggers cannot read session state, so the purge inserts a row here, deletes the
-    purged records (the trigger checks for the row) and deletes the row before committing.
-    Unused on PostgreSQL, where the trigger reads the ``greentwin.audit_purge`` setting.
-    """
-
-    __tablename__ = "audit_purge_token"
-
-    greenhouse_id: Mapped[str] = mapped_column(String(GH_ID_MAX_LEN), primary_key=True)
 
 
 # -- API users (app.auth) ----------------------------------------------------------------------

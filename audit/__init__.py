@@ -3,7 +3,10 @@
 :mod:`audit.crypto` owns keys and primitives (AES-256-GCM, Ed25519); :mod:`audit.canonical`
 the canonical encodings; :mod:`audit.sealing` records and the chain writer;
 :mod:`audit.statements` signed checkpoints and anchors; :mod:`audit.verify` verification
-(:mod:`audit.chain` gathers those four); :mod:`audit.errors` the exceptions.
+(:mod:`audit.chain` gathers those four); :mod:`audit.errors` the exceptions. Storage is
+optional and separate: :mod:`audit.tables` (the tables, on their own SQLAlchemy metadata) and
+:mod:`audit.store` (append, verify, purge over any SQLAlchemy engine); nothing here knows the
+service that hosts the trail.
 """
 
 from __future__ import annotations

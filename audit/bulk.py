@@ -32,9 +32,9 @@ from typing import Any
 from sqlalchemy import Connection, Dialect, insert
 from sqlalchemy.exc import DBAPIError
 
-from app.models import AuditRecord
 from audit.canonical import parse_iso_utc
 from audit.sealing import SealedRecord
+from audit.tables import AuditRecord
 
 _COLUMNS = ("greenhouse_id", "seq", "ts", "ts_at", "kind", "actor", "key_id", "nonce", "ciphertext",
             "prev_hash", "record_hash")

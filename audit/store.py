@@ -34,7 +34,6 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select, text, union
 
-from app.models import AuditCheckpoint, AuditPurgeToken, AuditRecord
 from audit.bulk import bulk_writer
 from audit.chain import (
     Anchor,
@@ -53,6 +52,7 @@ from audit.chain import (
 from audit.crypto import Keyring, Signer
 from audit.errors import AuditTamperError
 from audit.pipeline import SealAhead
+from audit.tables import AuditCheckpoint, AuditPurgeToken, AuditRecord
 
 MIN_RETENTION_DAYS = 180
 """Records younger than this are never purged, whatever the caller asks for."""

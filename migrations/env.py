@@ -11,12 +11,13 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection, pool
 
-import app.models  # noqa: F401  (registers every table on Base.metadata)
 from app.core.config import Settings
-from app.core.db import Base, make_engine
+from app.core.db import make_engine
+from app.models import SCHEMA
 
 config = context.config
-target_metadata = Base.metadata
+# The service's tables and the audit trail's live on separate metadatas; Alembic compares both.
+target_metadata = list(SCHEMA)
 
 # Only the `alembic` command line configures logging; programmatic callers keep theirs.
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

@@ -1,4 +1,4 @@
-"""Database plumbing: one metadata with stable constraint names, engines, sessions, schema check."""
+"""Database plumbing: the service's metadata with stable constraint names, engines, sessions, schema check."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ ALEMBIC_INI = REPO_ROOT / "alembic.ini"
 
 
 class Base(DeclarativeBase):
-    """Declarative base for every service table; ``Base.metadata`` is alembic's target."""
+    """Declarative base for every service table; ``app.models.SCHEMA`` lists it for Alembic."""
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 

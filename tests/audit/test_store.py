@@ -17,10 +17,10 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from app import db_cli
 from app.core.db import make_engine
-from app.models import AuditRecord
 from audit import AuditEvent, Keyring, Signer, compute_record_hash, iso_utc, parse_iso_utc
 from audit.cli import run_purge, run_verify
 from audit.store import AuditStore
+from audit.tables import AuditRecord
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 GHS = ("gh-a", "gh-b")
