@@ -30,7 +30,7 @@ greenhouse id can name it (ids start with ``[a-z0-9]``)."""
 
 def service_audit_keys(settings: Settings, state_dir: Path) -> tuple[Keyring, Signer]:
     """The configured keys; the demo generates and keeps its own; otherwise refuse to start."""
-    from audit.cli import load_keyring, load_signer
+    from app.audit_keys import load_keyring, load_signer
 
     keyring, signer = load_keyring(settings), load_signer()
     if keyring is not None and signer is not None:

@@ -4,24 +4,20 @@ Each greenhouse gets its own MQTT client, as a real edge box would, so its retai
 ``online`` status and ``offline`` last will are its own and a broker disconnect fault hits only it.
 Commands are applied at most once per cmd_id, dropped when older than their TTL, and a greenhouse
 whose commands stop arriving for longer than the last TTL falls back to the safe state (all off).
+What a box decides lives in :mod:`app.plant_sim_edge`; this module owns the twin, the pacing,
+the MQTT clients and the operator's fault buttons.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import math
-import signal
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from types import FrameType
-from typing import Any, Final, Literal, get_args
+from typing import Any
 from uuid import UUID
 
 import numpy as np
@@ -50,46 +46,18 @@ from app.mqtt.topics import (
     telemetry_topic,
     validate_gh_id,
 )
+from app.plant_sim_edge import (
+    DRIFT_VWC_PER_STEP,
+    FAULT_KINDS,
+    AckStatus,
+    FaultKind,
+    GreenhouseState,
+    salvage_cmd_id,
+)
 from safety.action import safe_state
 from twin.env import GreenhouseTwin
 
 logger = logging.getLogger(__name__)
-
-AckStatus = Literal["applied", "rejected", "expired"]
-FaultKind = Literal["sensor_nan", "drift", "stuck_valve", "broker_disconnect"]
-FAULT_KINDS: Final[tuple[str, ...]] = get_args(FaultKind)
-DRIFT_VWC_PER_STEP: Final = 0.005
-"""Injected probe drift, large enough to show within a few steps."""
-REMEMBERED_CMD_IDS: Final = 1024
-"""Per greenhouse; enough to cover any redelivery window, bounded so memory stays flat."""
-
-
-@dataclass
-class GreenhouseState:
-    """What one emulated edge box knows; guarded by the simulator's lock."""
-
-    gh: str
-    zones: int
-    client: mqtt.Client
-    boot_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    seq: int = 0
-    action: np.ndarray = field(init=False)
-    """Applied set-points [valves..., pump %, light %]; starts in the safe state."""
-    applied_count: int = 0
-    last_command_at: float | None = None
-    last_ttl_s: float | None = None
-    failsafe: bool = False
-    estop: bool = False
-    outcomes: OrderedDict[UUID, tuple[AckStatus, str | None]] = field(default_factory=OrderedDict)
-    nan_zone: int | None = None
-    drift_vwc: float = 0.0
-    drifting: bool = False
-    stuck: dict[int, float] = field(default_factory=dict)
-    subscribed: threading.Event = field(default_factory=threading.Event)
-    sub_mid: int | None = None
-
-    def __post_init__(self) -> None:
-        self.action = safe_state(self.zones)
 
 
 class PlantSim:
@@ -184,7 +152,7 @@ class PlantSim:
         with self._lock:
             now = self._clock()
             for st in self.state.values():
-                self._check_watchdog(st, now)
+                st.check_watchdog(now)
                 if st.drifting:
                     st.drift_vwc += DRIFT_VWC_PER_STEP
             actions = np.stack([self._effective_action(st) for st in self.state.values()])
@@ -194,7 +162,8 @@ class PlantSim:
             readings = {k: np.asarray(v) for k, v in info["readings"].items()}
             out: dict[str, Telemetry] = {}
             for gh, st in self.state.items():
-                tel = self._telemetry(st, readings, self._index[gh], commanded[gh])
+                tel = st.telemetry(readings, self._index[gh], commanded[gh], self.sim_time,
+                                   self.rated_current_a)
                 st.seq += 1
                 out[gh] = tel
         for gh, tel in out.items():
@@ -211,43 +180,6 @@ class PlantSim:
         for zone, pos in st.stuck.items():
             action[zone] = pos
         return action
-
-    def _check_watchdog(self, st: GreenhouseState, now: float) -> None:
-        """Commands stopped arriving for longer than the last TTL: the service is gone, go safe."""
-        if st.last_command_at is None or st.last_ttl_s is None or st.failsafe:
-            return
-        if now - st.last_command_at > st.last_ttl_s:
-            logger.warning("%s: no valid command for %.1f s (> ttl %.1f s); safe state", st.gh,
-                           now - st.last_command_at, st.last_ttl_s)
-            st.action = safe_state(st.zones)
-            st.failsafe = True
-
-    def _telemetry(self, st: GreenhouseState, r: dict[str, np.ndarray], i: int, action: np.ndarray) -> Telemetry:
-        """Contract payload from raw readings; NaN becomes None, values saturate at the schema's limits."""
-        soil = np.clip(r["soil_vwc"][i].astype(np.float64), 0.0, 1.0)
-        if st.drifting and not math.isnan(soil[0, 0]):
-            soil[0, 0] = min(1.0, soil[0, 0] + st.drift_vwc)
-        if st.nan_zone is not None:
-            soil[st.nan_zone, :] = np.nan
-        z = st.zones
-        current = _finite(r["pump_current_frac"][i], 0.0) * self.rated_current_a
-        return Telemetry(
-            ts=self.sim_time,
-            boot_id=st.boot_id,
-            seq=st.seq,
-            soil_vwc=[[None if math.isnan(v) else float(v) for v in row] for row in soil.tolist()],
-            air_temp_c=_opt(r["air_temp_c"][i], -40.0, 70.0),
-            air_rh_pct=_opt(r["air_rh_pct"][i], 0.0, 100.0),
-            par_umol_m2_s=_opt(r["par_umol_m2_s"][i], 0.0, 3000.0),
-            co2_ppm=_opt(r["co2_ppm"][i], 0.0, 10000.0),
-            leaf_temp_c=_opt(r["leaf_temp_c"][i], -40.0, 70.0),
-            flow_l_min=min(max(_finite(r["flow_l_min"][i], 0.0), 0.0), 1000.0),
-            pump_current_a=min(max(current, 0.0), 100.0),
-            valve_open=[int(v >= 0.5) for v in action[:z]],
-            pump_pct=float(np.clip(action[z], 0.0, 100.0)),
-            light_pct=float(np.clip(action[z + 1], 0.0, 100.0)),
-            estop=st.estop,
-        )
 
     # --- commands ----------------------------------------------------------------------------
 
@@ -267,36 +199,14 @@ class PlantSim:
         try:
             cmd = parse_payload(raw, Command)
         except PayloadError as exc:
-            return "rejected", f"{exc.reason_code}: {exc.detail}"[:200], _salvage_cmd_id(raw)
+            return "rejected", f"{exc.reason_code}: {exc.detail}"[:200], salvage_cmd_id(raw)
         with self._lock:
-            previous = st.outcomes.get(cmd.cmd_id)
-            if previous is not None:
-                # At most once: a redelivered or retried cmd_id gets its original answer, never a second apply.
-                logger.info("%s: duplicate command %s, re-acking %s", st.gh, cmd.cmd_id, previous[0])
-                return previous[0], previous[1], cmd.cmd_id
-            status, reason = self._decide(st, cmd)
-            st.outcomes[cmd.cmd_id] = (status, reason)
-            while len(st.outcomes) > REMEMBERED_CMD_IDS:
-                st.outcomes.popitem(last=False)
+            status, reason = st.answer(cmd, lambda: self._decide(st, cmd))
         return status, reason, cmd.cmd_id
 
     def _decide(self, st: GreenhouseState, cmd: Command) -> tuple[AckStatus, str | None]:
-        now = self._clock()
-        age = now - cmd.ts.timestamp()
-        if age > cmd.ttl_s:
-            return "expired", f"{age:.1f} s old > ttl {cmd.ttl_s:g} s"
-        if len(cmd.valves) != st.zones:
-            return "rejected", f"zone_count: {len(cmd.valves)} valves for {st.zones} zones"
-        if st.estop:
-            return "rejected", "estop latched"
-        # A valid command feeds the watchdog even in estop mode: the service is alive.
-        st.last_command_at, st.last_ttl_s, st.failsafe = now, cmd.ttl_s, False
-        if cmd.mode == "estop":
-            st.action = safe_state(st.zones)
-        else:
-            st.action = np.array([*cmd.valves, cmd.pump_pct, cmd.light_pct], dtype=np.float64)
-        st.applied_count += 1
-        return "applied", None
+        """Judge a new command against this simulator's clock (the hook a recording subclass wraps)."""
+        return st.decide(cmd, self._clock())
 
     # --- operator actions and faults ---------------------------------------------------------
 
@@ -379,58 +289,3 @@ class PlantSim:
         if self._started:
             logger.warning("%s: MQTT connection lost (%s)", st.gh, reason_code)
 
-
-def _finite(x: Any, default: float) -> float:
-    v = float(x)
-    return v if math.isfinite(v) else default
-
-
-def _opt(x: Any, lo: float, hi: float) -> float | None:
-    """A reading, None when missing, clamped to the sensor's range like a saturated sensor."""
-    v = float(x)
-    return None if not math.isfinite(v) else min(max(v, lo), hi)
-
-
-def _salvage_cmd_id(raw: bytes) -> UUID | None:
-    """Best effort: a rejected command can only be acked if its cmd_id is readable."""
-    try:
-        obj = json.loads(raw)
-        return UUID(str(obj["cmd_id"])) if isinstance(obj, dict) else None
-    except (ValueError, TypeError, KeyError, RecursionError):
-        return None
-
-
-def run_plant_sim(args: argparse.Namespace) -> int:
-    """``greentwin plant-sim``: run the emulator until Ctrl-C / SIGTERM."""
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    url = getattr(args, "mqtt_url", None)
-    if url is None:
-        from app.core.config import get_settings
-
-        url = get_settings().mqtt_url
-    greenhouses = [g.strip() for g in str(args.greenhouses).split(",") if g.strip()]
-    try:
-        sim = PlantSim(url, greenhouses, speed=args.speed, dt_s=args.dt_s, seed=getattr(args, "seed", 0),
-                       zones=getattr(args, "zones", 6))
-    except ValueError as exc:
-        logger.error("plant-sim: %s", exc)
-        return 2
-    stop = threading.Event()
-
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        logger.info("signal %d: stopping plant-sim", signum)
-        stop.set()
-
-    previous = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        if not sim.start():
-            logger.warning("not all edge boxes connected yet; paho keeps retrying in the background")
-        logger.info("plant-sim: %s, one step (%g s simulated) every %g s", ", ".join(greenhouses), sim.dt_s,
-                    sim.dt_s / sim.speed)
-        sim.run(stop)
-    finally:
-        sim.close()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    return 0

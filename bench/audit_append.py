@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
-from app import db_cli
+from app.cli import db as db_cli
 from app.core.db import make_engine
 from audit import AuditEvent, Keyring, Signer, canonical_json
 from audit.store import AuditStore

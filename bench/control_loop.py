@@ -163,8 +163,8 @@ def generate(cfg: dict[str, Any], conn: Any) -> None:
 
 def _register(url: str, ghs: list[str]) -> None:
     """Greenhouses as ``greentwin greenhouse add`` registers them, in one transaction."""
+    from app.cli.db import DEFAULT_DAILY_WATER_CAP_L, SOIL_DEFAULTS
     from app.core.db import make_engine, make_session_factory
-    from app.db_cli import DEFAULT_DAILY_WATER_CAP_L, SOIL_DEFAULTS
     from app.models import Greenhouse, Zone
 
     d = SOIL_DEFAULTS["loam"]
@@ -190,8 +190,8 @@ def run(n: int, mode: str, seconds: float, args: argparse.Namespace, workdir: Pa
     """One scenario: a fresh database and service, ``n`` greenhouses for ``seconds``."""
     from sqlalchemy import func, select
 
-    from app import db_cli
     from app.audit_sink import AuditSink
+    from app.cli import db as db_cli
     from app.core.config import Settings
     from app.core.db import make_engine, make_session_factory
     from app.models import Decision

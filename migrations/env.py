@@ -1,7 +1,7 @@
 """Alembic environment: the URL comes from the caller, never from alembic.ini.
 
 Order: an open connection in ``config.attributes["connection"]`` (tests, the service),
-``config.attributes["url"]`` (``app.db_cli``), ``alembic -x url=...``, then ``Settings().database_url``.
+``config.attributes["url"]`` (``app.cli.db``), ``alembic -x url=...``, then ``Settings().database_url``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Agronomist PDF reports: what the controller did to one greenhouse over a period, and why.
 
-:func:`collect_report_data` reads the database in one streaming pass into a :class:`ReportData`
-(:mod:`audit.report.collect`, records in :mod:`audit.report.data`); :func:`render_report` lays
+The host fills a :class:`ReportData` (records in :mod:`audit.report.data`; the service's
+``app.reports.collect_report_data`` reads its database in one streaming pass); :func:`render_report` lays
 it out with reportlab's platypus (:mod:`audit.report.layout`) and draws every chart and
 saliency heat map with ``reportlab.graphics`` (:mod:`audit.report.charts`,
 :mod:`audit.report.heatmap`). Signing is :mod:`audit.signing`'s job.
@@ -9,7 +9,6 @@ saliency heat map with ``reportlab.graphics`` (:mod:`audit.report.charts`,
 
 from __future__ import annotations
 
-from audit.report.collect import collect_report_data
 from audit.report.data import (
     DETAIL_LIMIT,
     LOW_CONFIDENCE_THRESHOLD,
@@ -46,7 +45,6 @@ __all__ = [
     "SaliencyMap",
     "ZoneBand",
     "ZoneStats",
-    "collect_report_data",
     "iso",
     "render_report",
     "watermark_text",

@@ -1,6 +1,6 @@
 """What a report shows, as plain data: totals, hourly summaries, the decision log, saliency maps.
 
-:func:`audit.report.collect.collect_report_data` fills a :class:`ReportData`; the layout
+:func:`app.reports.collect.collect_report_data` fills a :class:`ReportData`; the layout
 (:mod:`audit.report.layout`) only reads it, so both sides can be tested on their own.
 """
 

@@ -11,8 +11,8 @@ the signed checkpoints catch whoever gets past them (a superuser can disable tri
   so it cannot leak into the next transaction of a pooled connection), a row in
   ``audit_purge_token`` for the greenhouse on SQLite (which cannot read session settings).
 
-Check constraint names go through ``op.f()``: without it the naming convention prefixes
-``ck_<table>_`` a second time (as happened in 0001).
+Check constraint names go through ``op.f()``, which marks them as final: a plain name would get
+the naming convention's ``ck_<table>_`` prefix a second time.
 
 Revision ID: 0002
 Revises: 0001

@@ -18,11 +18,11 @@ import pypdf
 import pytest
 from fastapi.testclient import TestClient
 
-from app import db_cli
 from app.audit_sink import service_audit_keys
 from app.auth.service import ACCESS_CHAIN, AuthConfigError
 from app.auth.tokens import TokenSigner
 from app.auth.users import create_user, disable_user
+from app.cli import db as db_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app

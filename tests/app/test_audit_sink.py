@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from app import db_cli
 from app.audit_sink import ACCESS_CHAIN, AuditSink, record_key_in_use, record_policy_in_force
+from app.cli import db as db_cli
 from app.core.db import make_engine
 from audit import Keyring, Signer
 from audit.store import AuditStore

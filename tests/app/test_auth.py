@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import db_cli
 from app.auth import passwords
 from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.service import AuthConfigError, service_secret_key
 from app.auth.tokens import TokenError, TokenExpired, TokenSigner
 from app.auth.users import UnknownUser, UserExists, create_user, disable_user, list_users, validate_username
+from app.cli import db as db_cli
 from app.cli import main as cli_main
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory

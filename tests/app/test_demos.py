@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from app import db_cli
+from app.cli import db as db_cli
 from app.cli import main as cli_main
 from app.controller import ExpertProposer, GreenhouseController, ZoneSetup
 from app.core.db import make_engine, make_session_factory

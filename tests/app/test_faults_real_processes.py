@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import make_url, select
 from sqlalchemy.orm import Session
 
-from app import db_cli
+from app.cli import db as db_cli
 from app.core.db import make_engine
 from app.models import Decision, ModeChange
 from app.mqtt.topics import Command

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, inspect, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app import db_cli
+from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate, head_revisions, make_engine, schema_is_current
 from app.models import SCHEMA, Decision, Greenhouse, ModeChange, Zone
 

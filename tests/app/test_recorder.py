@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select
 
-from app import db_cli
+from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision
 from app.recorder import DecisionRecorder

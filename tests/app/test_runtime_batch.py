@@ -14,7 +14,7 @@ import numpy as np
 import paho.mqtt.client as mqtt
 from sqlalchemy import select
 
-from app import db_cli
+from app.cli import db as db_cli
 from app.controller import Pending
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory

@@ -8,9 +8,9 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from app import db_cli
 from app.audit_sink import ACCESS_CHAIN, service_audit_keys
 from app.auth.users import create_user
+from app.cli import db as db_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from app import db_cli
+from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.journal import DecisionJournal
 from app.models import Decision

@@ -15,11 +15,12 @@ import pypdf
 import pytest
 from sqlalchemy import insert
 
-from app import db_cli
+from app.cli import db as db_cli
+from app.cli import report as report_cli
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, ModeChange
-from audit import report_cli
-from audit.report import collect_report_data, render_report, watermark_text
+from app.reports import collect_report_data
+from audit.report import render_report, watermark_text
 from audit.signing import generate_identity, sign_pdf, verify_pdf
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)

@@ -11,11 +11,12 @@ import pypdf
 import pytest
 from sqlalchemy import insert
 
-from app import db_cli
+from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision
-from audit.report import collect_report_data, render_report
-from audit.report.collect import feature_names, saliency_map
+from app.reports import collect_report_data
+from app.reports.collect import feature_names, saliency_map
+from audit.report import render_report
 from audit.report.heatmap import SECTION_TITLE
 from twin.spec import ObservationSpec
 

@@ -15,10 +15,10 @@ import pytest
 from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from app import db_cli
+from app.cli import db as db_cli
+from app.cli.audit import run_purge, run_verify
 from app.core.db import make_engine
 from audit import AuditEvent, Keyring, Signer, compute_record_hash, iso_utc, parse_iso_utc
-from audit.cli import run_purge, run_verify
 from audit.store import AuditStore
 from audit.tables import AuditRecord
 

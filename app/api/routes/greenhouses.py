@@ -13,8 +13,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
-from app import db_cli
 from app.api.deps import AdminUser, OperatorUser, RuntimeDep, SessionDep, get_current_user
+from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate
 from app.models import Decision, ModeChange
 

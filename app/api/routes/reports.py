@@ -1,7 +1,7 @@
 """Signed PDF report of one greenhouse's period, for agronomists (and admins).
 
 The document is built by the same code as ``greentwin report`` (``audit.report`` to collect and
-render, ``audit.signing`` to sign, the signing identity of ``audit.report_cli``), in a worker
+render, ``audit.signing`` to sign, the signing identity of ``app.cli.report``), in a worker
 thread so the event loop keeps serving the control loops; at most two builds run at once.
 """
 
@@ -71,8 +71,9 @@ def _verification(runtime: Runtime, gh: str) -> str:
 
 def build_signed_report(runtime: Runtime, gh: str, start: datetime, end: datetime, generated_by: str) -> bytes:
     """Collect, render and sign (blocking: run it in a worker thread). ``LookupError`` for an unknown greenhouse."""
-    from audit import report_cli
-    from audit.report import collect_report_data, render_report
+    from app.cli import report as report_cli
+    from app.reports import collect_report_data
+    from audit.report import render_report
     from audit.signing import sign_pdf
 
     with runtime.sessions() as session:

@@ -111,9 +111,9 @@ def load_signing_identity(args: argparse.Namespace) -> SigningIdentity:
 
 def audit_verification(url: str, greenhouse_id: str) -> str:
     """One line on the sealed audit trail of ``greenhouse_id``, for the report (never raises)."""
+    from app.audit_keys import load_keyring, load_signer
     from app.core.config import get_settings
     from app.core.db import make_engine
-    from audit.cli import load_keyring, load_signer
     from audit.errors import AuditError
     from audit.store import AuditStore
 
@@ -149,7 +149,8 @@ def run_report(args: argparse.Namespace) -> int:
     """``greentwin report --greenhouse GH --from ISO --to ISO --out FILE.pdf [--url URL]``."""
     from app.core.config import get_settings
     from app.core.db import SchemaOutOfDate, make_engine, make_session_factory, require_current_schema
-    from audit.report import collect_report_data, render_report
+    from app.reports import collect_report_data
+    from audit.report import render_report
     from audit.signing import sign_pdf
 
     try:

@@ -1,10 +1,8 @@
 """Handlers behind ``greentwin audit verify``, ``audit purge`` and ``audit keygen``.
 
-Key material, in order: the keyring JSON in ``GREENTWIN_AUDIT_KEYS``, else
-``Settings().audit_key`` (keyring JSON text, or the path of a keyring JSON file); the Ed25519
-signing key from the PEM file named by ``GREENTWIN_AUDIT_SIGNING_KEY``. In ``dev``/``demo`` a
-missing key is generated for this run with a warning (such keys open nothing stored earlier);
-in ``prod`` it is an error, because a made-up key would make every record look tampered.
+Keys come from :mod:`app.audit_keys`. In ``dev``/``demo`` a missing key is generated for this
+run with a warning (such keys open nothing stored earlier); in ``prod`` it is an error, because
+a made-up key would make every record look tampered.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.audit_keys import SIGNING_KEY_ENV, load_keyring, load_signer
 from app.core.config import Settings, get_settings
 from audit.crypto import DEFAULT_KEYS_ENV, Keyring, Signer
 from audit.errors import AuditError, AuditKeyError
@@ -24,34 +23,7 @@ if TYPE_CHECKING:
 
     from audit.store import AuditStore
 
-SIGNING_KEY_ENV = "GREENTWIN_AUDIT_SIGNING_KEY"
 EXIT_OK, EXIT_TAMPER, EXIT_USAGE = 0, 1, 2
-
-
-def load_keyring(settings: Settings) -> Keyring | None:
-    """The configured keyring, or None when none is configured."""
-    if os.environ.get(DEFAULT_KEYS_ENV):
-        return Keyring.from_env()
-    if settings.audit_key is None:
-        return None
-    value = settings.audit_key.get_secret_value().strip()
-    if value.startswith("{"):
-        return Keyring.from_json(value)
-    if Path(value).is_file():
-        return Keyring.from_file(value)
-    raise AuditKeyError("GREENTWIN_AUDIT_KEY must be keyring JSON or the path of a keyring JSON file")
-
-
-def load_signer() -> Signer | None:
-    """The signing key from the PEM file in ``GREENTWIN_AUDIT_SIGNING_KEY``, or None when unset."""
-    path = os.environ.get(SIGNING_KEY_ENV)
-    if not path:
-        return None
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise AuditKeyError(f"cannot read {SIGNING_KEY_ENV} file {path!r}: {exc.strerror}") from None
-    return Signer.from_pem(data)
 
 
 def load_keys(settings: Settings) -> tuple[Keyring, Signer]:

@@ -106,7 +106,7 @@ def run_serve(args: argparse.Namespace) -> int:
 def run_demo(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app import db_cli
+    from app.cli import db as db_cli
     from app.core.config import Settings
     from app.main import create_app
     from app.mqtt.bridge import parse_mqtt_url

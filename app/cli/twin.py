@@ -1,4 +1,7 @@
-"""``greentwin simulate`` and ``greentwin validate-env``: the twin from the command line."""
+"""``greentwin simulate`` and ``greentwin validate-env``: the twin driven by the policy's baseline controllers.
+
+A command, not part of the twin: the twin knows no controller, so this lives with the other commands.
+"""
 
 from __future__ import annotations
 

@@ -10,19 +10,19 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from twin.cli import simulate
+    from app.cli.twin import simulate
 
     return simulate(args)
 
 
 def _cmd_validate_env(args: argparse.Namespace) -> int:
-    from twin.cli import validate_env
+    from app.cli.twin import validate_env
 
     return validate_env(args)
 
 
 def _cmd_db(args: argparse.Namespace) -> int:
-    from app import db_cli
+    from app.cli import db as db_cli
 
     if args.db_command == "upgrade":
         db_cli.upgrade(args.url, args.revision)
@@ -34,7 +34,7 @@ def _cmd_db(args: argparse.Namespace) -> int:
 
 
 def _cmd_greenhouse_add(args: argparse.Namespace) -> int:
-    from app import db_cli
+    from app.cli import db as db_cli
     from app.core.db import SchemaOutOfDate
 
     try:
@@ -48,13 +48,13 @@ def _cmd_greenhouse_add(args: argparse.Namespace) -> int:
 
 
 def _cmd_user(args: argparse.Namespace) -> int:
-    from app import user_cli
+    from app.cli import user as user_cli
 
     return user_cli.main(args)
 
 
 def _cmd_demos(args: argparse.Namespace) -> int:
-    from app import demos_cli
+    from app.cli import demos as demos_cli
 
     return demos_cli.main(args)
 
@@ -66,7 +66,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from audit import cli as audit_cli
+    from app.cli import audit as audit_cli
 
     if args.audit_command == "verify":
         return audit_cli.run_verify(args)
@@ -76,19 +76,19 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from app.service_cli import run_serve
+    from app.cli.service import run_serve
 
     return run_serve(args)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from app.service_cli import run_demo
+    from app.cli.service import run_demo
 
     return run_demo(args)
 
 
 def _cmd_plant_sim(args: argparse.Namespace) -> int:
-    from app.plant_sim import run_plant_sim
+    from app.cli.plant_sim import run_plant_sim
 
     return run_plant_sim(args)
 
@@ -100,7 +100,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from audit import report_cli
+    from app.cli import report as report_cli
 
     return report_cli.main(args)
 
@@ -144,13 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--url", default=None)
     add.set_defaults(handler=_cmd_greenhouse_add)
 
-    from app.user_cli import add_user_arguments  # argparse only
+    from app.cli.user import add_user_arguments  # argparse only
 
     usr = sub.add_parser("user", help="API accounts: add (with roles), list, disable")
     add_user_arguments(usr)
     usr.set_defaults(handler=_cmd_user)
 
-    from app.demos_cli import add_demos_arguments  # argparse only
+    from app.cli.demos import add_demos_arguments  # argparse only
 
     dem = sub.add_parser("demos", help="export operator overrides as demonstrations for training")
     add_demos_arguments(dem)
@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="worker processes sharing the scenarios (0: one per CPU core); results do not depend on it")
     ev.set_defaults(handler=_cmd_eval)
 
-    from audit.report_cli import add_report_arguments  # argparse only; reportlab/pyHanko load when run
+    from app.cli.report import add_report_arguments  # argparse only; reportlab/pyHanko load when run
 
     rep = sub.add_parser("report", help="signed PDF report of one greenhouse's period; `report verify FILE.pdf`")
     add_report_arguments(rep)
@@ -224,7 +224,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
     return handler(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,49 @@
+"""``greentwin plant-sim``: the edge-box emulator as a process, until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from types import FrameType
+
+from app.plant_sim import PlantSim
+
+logger = logging.getLogger(__name__)
+
+
+def run_plant_sim(args: argparse.Namespace) -> int:
+    """``greentwin plant-sim``: run the emulator until Ctrl-C / SIGTERM."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    url = getattr(args, "mqtt_url", None)
+    if url is None:
+        from app.core.config import get_settings
+
+        url = get_settings().mqtt_url
+    greenhouses = [g.strip() for g in str(args.greenhouses).split(",") if g.strip()]
+    try:
+        sim = PlantSim(url, greenhouses, speed=args.speed, dt_s=args.dt_s, seed=getattr(args, "seed", 0),
+                       zones=getattr(args, "zones", 6))
+    except ValueError as exc:
+        logger.error("plant-sim: %s", exc)
+        return 2
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        logger.info("signal %d: stopping plant-sim", signum)
+        stop.set()
+
+    previous = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if not sim.start():
+            logger.warning("not all edge boxes connected yet; paho keeps retrying in the background")
+        logger.info("plant-sim: %s, one step (%g s simulated) every %g s", ", ".join(greenhouses), sim.dt_s,
+                    sim.dt_s / sim.speed)
+        sim.run(stop)
+    finally:
+        sim.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return 0
