@@ -1,4 +1,9 @@
-"""The ``greentwin`` command line: one entry point, subcommands import lazily."""
+"""The ``greentwin`` command line: one entry point, subcommands import lazily.
+
+Each command group has its module here (``db``, ``user``, ``demos``, ``audit``, ``report``,
+``service``, ``plant_sim``, ``twin``); training and evaluation live with the learner
+(``policy.train_cli``, ``policy.eval_cli``). Only the argparse setup runs on ``--help``.
+"""
 
 from __future__ import annotations
 
