@@ -17,8 +17,10 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from app.mqtt.bridge import CommandTracker, MqttBridge, parse_mqtt_url
+from app.mqtt.bridge import MqttBridge
+from app.mqtt.connection import parse_mqtt_url
 from app.mqtt.topics import Ack, Command, Telemetry, ack_topic, command_topic, encode, telemetry_topic
+from app.mqtt.tracker import CommandTracker
 
 mqtt_mark = pytest.mark.mqtt
 
