@@ -140,3 +140,15 @@ def test_a_cycle_is_reported_as_its_path() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"b"}, "d": set()}
     assert find_cycle(graph) == ["b", "c", "b"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+CONTROL_ORDER = ("records", "step", "observation", "estimation", "proposal", "explain", "finish", "batch", "controller")
+"""app/control/'s modules in reading order (its package docstring lists them so)."""
+
+
+def test_the_control_path_reads_top_down() -> None:
+    graph = import_graph(project_modules())
+    assert {m for m in graph if m.startswith("app.control.")} == {f"app.control.{n}" for n in CONTROL_ORDER}
+    for i, name in enumerate(CONTROL_ORDER):
+        later = {"app.control", *(f"app.control.{n}" for n in CONTROL_ORDER[i:])}
+        assert not graph[f"app.control.{name}"] & later, f"app.control.{name} imports a module read after it"

@@ -47,7 +47,7 @@ class DecisionBatch:
         self.steps = []
         for item in self.items:
             try:
-                self.steps.append(estimation.begin(item.ctl, item))
+                self.steps.append(estimation.begin(item))
             except Exception as exc:
                 if self.strict:
                     raise

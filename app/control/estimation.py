@@ -43,9 +43,9 @@ def soil_models(zones: list[ZoneSetup], dt_s: float, crop: CropConfig) -> list[Z
 # ---- 1. accounting ------------------------------------------------------------------------------
 
 
-def begin(ctl: GreenhouseController, item: Pending) -> Step:
+def begin(item: Pending) -> Step:
     """Time step, day roll-over, water and light accounting: everything before the estimate."""
-    tel, alarms = item.tel, []
+    ctl, tel, alarms = item.ctl, item.tel, []
     ts = tel.ts
     dt_s = ctl.step_s if ctl.last_ts is None else min(max((ts - ctl.last_ts).total_seconds(), 1.0), 3600.0)
     ctl.roll_day(ts)
