@@ -41,12 +41,12 @@ class Housekeeping:
         while True:
             await asyncio.sleep(period_s)
             try:
-                self.round(datetime.now(UTC))
+                self.tick(datetime.now(UTC))
                 await self.snapshot_all()
             except Exception:  # housekeeping must never die; the next round retries
                 log.exception("housekeeping round failed")
 
-    def round(self, now: datetime) -> None:
+    def tick(self, now: datetime) -> None:
         """Stale greenhouses get the safe state; overdue commands are re-sent or given up; the
         writer is restarted if it died."""
         stale = [d for gh, ctl in self.controllers.items()
