@@ -97,8 +97,7 @@ class Dispatcher:
 
     def record_ack(self, gh: str, cmd_id: UUID, status: str, reason: str | None, ts: datetime) -> None:
         """The edge box's answer (or its absence) goes on the decision's row and into the audit trail."""
-        row = {"greenhouse_id": gh, "cmd_id": str(cmd_id), "status": status, "reason": reason, "ts": ts}
-        self.writer.appended(self.journal.append([Job("ack", row, "command_ack", "edge", ts).entry()]))
+        self.writer.appended(self.journal.append([Job.ack(gh, cmd_id, status, reason, ts).entry()]))
 
     def save_snapshot(self, gh: str) -> None:
         """Write this greenhouse's snapshot now (durable when this returns)."""

@@ -81,3 +81,9 @@ class Job:
     def mode_change(cls, event: ModeEvent) -> Job:
         """A mode change's record, sealed as an e-stop, its reset or a mode change."""
         return cls("mode_change", event.row(), event.audit_kind, event.actor, event.ts)
+
+    @classmethod
+    def ack(cls, gh: str, cmd_id: uuid.UUID, status: str, reason: str | None, ts: datetime) -> Job:
+        """The edge box's answer to a command (or ``timeout``), sealed as ``command_ack``."""
+        row = {"greenhouse_id": gh, "cmd_id": str(cmd_id), "status": status, "reason": reason, "ts": ts}
+        return cls("ack", row, "command_ack", "edge", ts)
