@@ -23,7 +23,7 @@ from uuid import UUID
 import numpy as np
 import paho.mqtt.client as mqtt
 
-from app.mqtt.bridge import (
+from app.mqtt.connection import (
     ONLINE,
     QOS,
     RECONNECT_MAX_S,

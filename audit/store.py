@@ -159,6 +159,11 @@ class AuditStore:
             for chain in self._chains.values():
                 chain.keyring = keyring
 
+    @property
+    def signer(self) -> Signer:
+        """The checkpoint and anchor signing key (another process rebuilds the same store with it)."""
+        return self._signer
+
     # -- writing ----------------------------------------------------------------------
 
     def append(

@@ -81,7 +81,7 @@ def generate(cfg: dict[str, Any], conn: Any) -> None:
     """Child process: publish telemetry on schedule, ack commands, time the round trips."""
     import paho.mqtt.client as mqtt
 
-    from app.mqtt.bridge import no_delay, parse_mqtt_url
+    from app.mqtt.connection import no_delay, parse_mqtt_url
     from twin import GreenhouseTwin
 
     n, zones, ghs, mode = cfg["n"], 6, cfg["greenhouses"], cfg["mode"]

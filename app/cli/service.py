@@ -109,7 +109,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from app.cli import db as db_cli
     from app.core.config import Settings
     from app.main import create_app
-    from app.mqtt.bridge import parse_mqtt_url
+    from app.mqtt.connection import parse_mqtt_url
     from app.plant_sim import PlantSim
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")

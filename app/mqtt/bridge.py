@@ -2,29 +2,26 @@
 
 Runs paho's network thread, validates every inbound payload at the edge (a bad one is logged,
 counted by reason and dropped, it never reaches a handler or raises out of a paho callback),
-drops duplicate / out-of-order / stale telemetry, and tracks which commands still await an ack.
-Handlers run on the asyncio loop when one is given, so service code never touches paho's thread.
+drops duplicate / out-of-order / stale telemetry, and tracks which commands still await an ack
+(:mod:`app.mqtt.tracker`). Handlers run on the asyncio loop when one is given, so service code
+never touches paho's thread. Connecting is :mod:`app.mqtt.connection`'s business.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
-from urllib.parse import unquote, urlsplit
-from uuid import UUID
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
 from pydantic import BaseModel
 
+from app.mqtt.connection import OFFLINE, ONLINE, QOS, make_client, parse_mqtt_url
 from app.mqtt.topics import (
     Ack,
     Command,
@@ -38,15 +35,11 @@ from app.mqtt.topics import (
     parse_topic,
     subscription,
 )
+from app.mqtt.tracker import CommandTracker, PendingCommand
 
 logger = logging.getLogger(__name__)
 
 SERVICE_STATUS_TOPIC: Final = "greentwin/service/status"
-ONLINE: Final = b"online"
-OFFLINE: Final = b"offline"
-QOS: Final = 1
-RECONNECT_MIN_S: Final = 1
-RECONNECT_MAX_S: Final = 30
 DEFAULT_ZONES: Final = 6
 
 # Bridge-level reasons on top of topics.REASON_CODES (payload errors).
@@ -56,138 +49,6 @@ TelemetryHandler = Callable[[str, Telemetry], Any]
 AckHandler = Callable[[str, Ack], Any]
 EstopHandler = Callable[[str, EstopEvent], Any]
 RejectHandler = Callable[[str | None, str, str], Any]
-
-
-# --- connection helpers (shared with the plant simulator) -------------------------------------
-
-
-@dataclass(frozen=True)
-class MqttTarget:
-    """Where and how to connect, parsed from ``mqtt[s]://[user[:pass]@]host[:port]``."""
-
-    host: str
-    port: int
-    tls: bool
-    username: str | None = None
-    password: str | None = None
-
-
-def parse_mqtt_url(url: str) -> MqttTarget:
-    """Parse a broker URL; ValueError for schemes we cannot honour (rather than silently going plain-text)."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme in ("mqtt", "tcp"):
-        tls, default_port = False, 1883
-    elif scheme in ("mqtts", "ssl"):
-        tls, default_port = True, 8883
-    else:
-        raise ValueError(f"unsupported MQTT URL scheme {parts.scheme!r} in {url!r}: use mqtt:// or mqtts://")
-    if not parts.hostname:
-        raise ValueError(f"MQTT URL {url!r} has no host")
-    return MqttTarget(
-        host=parts.hostname,
-        port=parts.port or default_port,
-        tls=tls,
-        username=unquote(parts.username) if parts.username else None,
-        password=unquote(parts.password) if parts.password else None,
-    )
-
-
-def no_delay(client: mqtt.Client, userdata: Any, sock: Any) -> None:
-    """``on_socket_open``: send each MQTT packet at once (TCP_NODELAY).
-
-    With Nagle's algorithm a small packet waits for the ACK of the previous one, and the peer
-    delays that ACK by up to 40 ms: every telemetry -> command round trip paid it. paho leaves
-    the option unset; the broker needs ``set_tcp_nodelay true`` for its side (deploy/mosquitto.conf).
-    """
-    with contextlib.suppress(OSError, AttributeError):  # websockets or a non-TCP transport
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-def make_client(target: MqttTarget, client_id: str, will_topic: str) -> mqtt.Client:
-    """A VERSION2 client with a retained ``offline`` will, capped exponential reconnect back-off and
-    no Nagle delay."""
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311, clean_session=True)
-    client.on_socket_open = no_delay
-    if target.username is not None:
-        client.username_pw_set(target.username, target.password)
-    if target.tls:
-        client.tls_set()
-    client.will_set(will_topic, OFFLINE, qos=QOS, retain=True)
-    client.reconnect_delay_set(min_delay=RECONNECT_MIN_S, max_delay=RECONNECT_MAX_S)
-    return client
-
-
-# --- pending-ack tracking -----------------------------------------------------------------------
-
-
-@dataclass
-class PendingCommand:
-    """One published command awaiting its ack; ``attempts`` counts publications of this cmd_id."""
-
-    gh: str
-    command: Command
-    sent_at: float
-    attempts: int = 1
-
-    @property
-    def cmd_id(self) -> UUID:
-        return self.command.cmd_id
-
-
-class CommandTracker:
-    """Commands published but not yet acknowledged.
-
-    ``expired`` hands each overdue command back exactly once per publication (no repeated alarms);
-    the caller alarms and may re-publish the same cmd_id (the edge box applies it at most once)
-    until ``max_attempts`` publications have been made. Thread-safe: acks arrive on paho's thread.
-    """
-
-    def __init__(self, ack_timeout_s: float = 10.0, max_attempts: int = 3,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if ack_timeout_s <= 0 or max_attempts < 1:
-            raise ValueError("ack_timeout_s must be > 0 and max_attempts >= 1")
-        self.ack_timeout_s = ack_timeout_s
-        self.max_attempts = max_attempts
-        self._clock = clock
-        self._pending: dict[UUID, PendingCommand] = {}
-        self._attempts: dict[UUID, int] = {}
-        self._lock = threading.Lock()
-
-    def record(self, gh: str, command: Command, now: float | None = None) -> PendingCommand:
-        """Note a publication; publishing a cmd_id again (a retry) bumps its attempt count."""
-        sent = self._clock() if now is None else now
-        with self._lock:
-            attempts = self._attempts.get(command.cmd_id, 0) + 1
-            self._attempts[command.cmd_id] = attempts
-            entry = PendingCommand(gh=gh, command=command, sent_at=sent, attempts=attempts)
-            self._pending[command.cmd_id] = entry
-            return entry
-
-    def resolve(self, cmd_id: UUID) -> PendingCommand | None:
-        """An ack (of any status) arrived; None if the command was unknown or already given up on."""
-        with self._lock:
-            self._attempts.pop(cmd_id, None)
-            return self._pending.pop(cmd_id, None)
-
-    def expired(self, now: float | None = None) -> list[PendingCommand]:
-        """Remove and return commands with no ack within ``ack_timeout_s`` of their last publication."""
-        t = self._clock() if now is None else now
-        with self._lock:
-            overdue = [p for p in self._pending.values() if t - p.sent_at >= self.ack_timeout_s]
-            for p in overdue:
-                del self._pending[p.cmd_id]
-                if p.attempts >= self.max_attempts:
-                    self._attempts.pop(p.cmd_id, None)  # given up: forget it entirely
-            return overdue
-
-    def can_retry(self, entry: PendingCommand) -> bool:
-        """Whether another publication of this cmd_id is still allowed."""
-        return entry.attempts < self.max_attempts
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._pending)
 
 
 # --- the bridge ---------------------------------------------------------------------------------
@@ -304,6 +165,12 @@ class MqttBridge:
             return {"accepted": self._stats.accepted, "rejected": dict(self._stats.rejected),
                     "reconnects": self._stats.reconnects}
 
+    @property
+    def reconnects(self) -> int:
+        """Connections made after the first (the service counts them as a metric)."""
+        with self._lock:
+            return self._stats.reconnects
+
     # --- outbound ----------------------------------------------------------------------------
 
     def publish_command(self, gh: str, command: Command) -> mqtt.MQTTMessageInfo:
@@ -314,6 +181,14 @@ class MqttBridge:
         retried and an ack time-out raised for nothing)."""
         self.tracker.record(gh, command)
         return self.client.publish(command_topic(gh), encode(command), qos=QOS, retain=False)
+
+    def overdue_commands(self) -> list[PendingCommand]:
+        """Commands whose ack is overdue, each handed out once per publication (see :class:`CommandTracker`)."""
+        return self.tracker.expired()
+
+    def can_retry(self, entry: PendingCommand) -> bool:
+        """Whether ``entry`` may be published again (:meth:`retry`) or is given up."""
+        return self.tracker.can_retry(entry)
 
     def retry(self, entry: PendingCommand) -> mqtt.MQTTMessageInfo | None:
         """Re-publish an overdue command with its original cmd_id; None once attempts are used up."""

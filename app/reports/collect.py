@@ -3,7 +3,7 @@
 Memory stays bounded whatever the period (``yield_per``): totals, per-hour summaries, at most
 ``max_log_entries`` decisions and ``max_heatmaps`` saliency maps are kept, never the rows.
 
-Accounting (the same conventions as :class:`app.controller.GreenhouseController`):
+Accounting (the same conventions as :class:`app.control.controller.GreenhouseController`):
 
 * each decision stands for the interval ``(previous decision, this decision]``, clamped to
   [1 s, 3600 s] like the controller's ``dt``; the first decision a greenhouse ever made has no
@@ -22,19 +22,23 @@ Accounting (the same conventions as :class:`app.controller.GreenhouseController`
 
 from __future__ import annotations
 
-import json
-import math
-import textwrap
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.models import Decision, Greenhouse, ModeChange, Zone
+from app.reports.describe import (
+    describe_action,
+    describe_explanation,
+    describe_rule,
+    json_floats,
+    json_number,
+    saliency_map,
+)
 from audit.report.data import (
     DETAIL_LIMIT,
     HEATMAP_FEATURES,
@@ -49,112 +53,12 @@ from audit.report.data import (
     ModeChangeEntry,
     PolicyUse,
     ReportData,
-    SaliencyMap,
     ZoneStats,
     require_aware,
     utc,
 )
 
 _STREAM_BATCH = 1000
-
-
-def _floats(value: Any, n: int) -> list[float | None]:
-    """``n`` numbers from a JSON list (None where missing or not a number)."""
-    out: list[float | None] = [None] * n
-    if isinstance(value, list):
-        for i, v in enumerate(value[:n]):
-            if type(v) is float or type(v) is int:  # not bool; JSON numbers decode to exactly these
-                out[i] = float(v) if math.isfinite(v) else None
-    return out
-
-
-def _num(mapping: Any, key: str) -> float:
-    v = mapping.get(key) if isinstance(mapping, dict) else None
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else 0.0
-
-
-def _describe_rule(firing: Any) -> tuple[str, str]:
-    """(rule id, readable firing) for one ``rules_fired`` entry of any shape."""
-    if isinstance(firing, Mapping):
-        rule = str(firing.get("rule", "?"))
-        text = rule
-        if "actuator" in firing:
-            text += f" on {firing['actuator']}"
-        if "before" in firing or "after" in firing:
-            text += f": {_short(firing.get('before'))} -> {_short(firing.get('after'))}"
-        return rule, text
-    return str(firing), str(firing)
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    if isinstance(value, float):
-        text = f"{value:.3g}"
-    else:
-        text = value if isinstance(value, str) else json.dumps(value, default=str, separators=(",", ":"))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _describe_explanation(explanation: Any) -> str:
-    """Key: value pairs of the explanation dict, empty values left out."""
-    if not isinstance(explanation, Mapping):
-        return "" if explanation is None else _short(explanation, 300)
-    parts = [f"{k}: {_short(v, 120)}" for k, v in explanation.items()
-             if k != "history" and v not in (None, [], {}, "", False)]
-    history = explanation.get("history")
-    if isinstance(history, Mapping):  # the lead-up and its saliency: drawn as a heat map, not printed
-        steps = history.get("observations")
-        parts.append(f"history: {len(steps) if isinstance(steps, list) else '?'} steps (saliency heat map)")
-    return "; ".join(parts)
-
-
-def _describe_action(clipped: Any) -> str:
-    if not isinstance(clipped, Mapping):
-        return ""
-    valves = clipped.get("valves")
-    open_ = [str(i) for i, v in enumerate(valves) if v] if isinstance(valves, list) else []
-    return ("\n".join(textwrap.wrap(f"valves {','.join(open_) or '-'}", 22))
-            + f"\npump {_num(clipped, 'pump_pct'):.0f}% light {_num(clipped, 'light_pct'):.0f}%")
-
-
-@cache
-def feature_names(dim: int, zones: int) -> tuple[str, ...]:
-    """Names of an observation's ``dim`` features (``twin.spec`` layout, e.g. 'moisture[3]').
-
-    The layout for ``zones`` zones when its size matches, else the zone count ``dim`` implies
-    (the greenhouse may have been re-zoned since), else 'feature i'.
-    """
-    from twin.spec import ObservationSpec  # here, not at import: the twin package loads scipy
-
-    fixed = ObservationSpec(0).dim
-    per_zone = ObservationSpec(1).dim - fixed
-    for z in (zones, (dim - fixed) // per_zone):
-        if z >= 1 and ObservationSpec(z).dim == dim:
-            return ObservationSpec(z).names
-    return tuple(f"feature {i}" for i in range(dim))
-
-
-def saliency_map(row: Any, ts: datetime, zones: int, top: int) -> SaliencyMap | None:
-    """The heat-map data of a decision whose explanation carries ``history.saliency`` (T x D), else None.
-
-    Keeps the ``top`` features with the largest total |attribution| over the steps; values that
-    are missing or not finite stay None (drawn as "no value").
-    """
-    explanation = row.explanation if isinstance(row.explanation, Mapping) else {}
-    history = explanation.get("history")
-    steps = history.get("saliency") if isinstance(history, Mapping) else None
-    if not isinstance(steps, list) or not steps or not isinstance(steps[0], list) or not steps[0]:
-        return None
-    dim = len(steps[0])
-    if any(not isinstance(step, list) or len(step) != dim for step in steps):
-        return None
-    grid = [_floats(step, dim) for step in steps]  # [t][feature]
-    totals = [sum(abs(step[i] or 0.0) for step in grid) for i in range(dim)]
-    ranked = sorted((i for i in range(dim) if totals[i] > 0), key=lambda i: -totals[i])[:top]
-    names = feature_names(dim, zones)
-    total = sum(totals)
-    return SaliencyMap(ts, int(row.seq), str(row.actor), float(row.confidence),
-                       tuple(names[i] for i in ranked), tuple(tuple(step[i] for step in grid) for i in ranked),
-                       dim, 100.0 * sum(totals[i] for i in ranked) / total if total > 0 else 0.0)
 
 
 class _Collector:
@@ -201,8 +105,8 @@ class _Collector:
         d.last_decision = ts
 
         # water: measured flow over the interval, split over the valves open during it
-        litres = _num(tel, "flow_l_min") * dt_h * 60.0
-        feedback = [v or 0.0 for v in _floats(tel.get("valve_open"), self.z)]
+        litres = json_number(tel, "flow_l_min") * dt_h * 60.0
+        feedback = [v or 0.0 for v in json_floats(tel.get("valve_open"), self.z)]
         open_valves = feedback if any(v >= 0.5 for v in feedback) else self.prev_valves
         open_idx = [i for i, v in enumerate(open_valves) if v >= 0.5]
         if litres > 0:
@@ -213,21 +117,21 @@ class _Collector:
                     hour.water_l[i] += share
             else:
                 d.water_unattributed_l += litres
-        self.prev_valves = [v or 0.0 for v in _floats(clipped.get("valves"), self.z)]
+        self.prev_valves = [v or 0.0 for v in json_floats(clipped.get("valves"), self.z)]
         self.prev_ts = ts
 
         # lights and energy
         if "light_pct" in tel:
-            light = _num(tel, "light_pct")
+            light = json_number(tel, "light_pct")
             hour.light_pct_sum += light
             hour.light_n += 1
             d.lamp_hours += light / 100.0 * dt_h
             area = self.z * self.energy.zone_area_m2
             d.energy_lamps_kwh += self.energy.lamp_power_w_m2 * area * light / 100.0 * dt_h / 1000.0
-        d.energy_pump_kwh += self.energy.pump_rated_kw * _num(tel, "pump_pct") / 100.0 * dt_h
+        d.energy_pump_kwh += self.energy.pump_rated_kw * json_number(tel, "pump_pct") / 100.0 * dt_h
 
         # moisture against each zone's band
-        theta = _floats(row.estimate.get("theta") if isinstance(row.estimate, dict) else None, self.z)
+        theta = json_floats(row.estimate.get("theta") if isinstance(row.estimate, dict) else None, self.z)
         for i, th in enumerate(theta):
             if th is None:
                 continue
@@ -255,7 +159,7 @@ class _Collector:
             flags.append("clipped")
             d.decisions_clipped += 1
             hour.clipped += 1
-        described = [_describe_rule(f) for f in rules]
+        described = [describe_rule(f) for f in rules]
         self.clips.update(rule for rule, _ in described)
         if mode == "manual":
             flags.append("manual")
@@ -282,8 +186,8 @@ class _Collector:
         if flags:
             d.notable_total += 1
         if keep_all or (flags and len(d.log) < self.max_log):
-            entry = DecisionEntry(ts, int(row.seq), actor, mode, float(row.confidence), _describe_action(clipped),
-                                  tuple(text for _, text in described), _describe_explanation(row.explanation),
+            entry = DecisionEntry(ts, int(row.seq), actor, mode, float(row.confidence), describe_action(clipped),
+                                  tuple(text for _, text in described), describe_explanation(row.explanation),
                                   tuple(flags))
             if keep_all:
                 self.all_entries.append(entry)
@@ -343,7 +247,7 @@ def collect_report_data(
     prev = None
     if prev_row is not None:
         valves = prev_row.clipped.get("valves") if isinstance(prev_row.clipped, Mapping) else None
-        prev = (utc(prev_row.ts), [v or 0.0 for v in _floats(valves, len(zones))])
+        prev = (utc(prev_row.ts), [v or 0.0 for v in json_floats(valves, len(zones))])
 
     collector = _Collector(data, energy=energy or EnergyModel(), threshold=low_confidence_threshold,
                            detail_limit=detail_limit, max_log_entries=max_log_entries,

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from app.controller import ExpertProposer, GreenhouseController, ZoneSetup
+from app.control import ExpertProposer, GreenhouseController, ZoneSetup
 from app.mqtt.topics import Telemetry
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from app.controller import (
+from app.control import (
     DecisionBatch,
     ExpertProposer,
     GreenhouseController,

@@ -10,7 +10,7 @@ import torch
 
 from app.cli import db as db_cli
 from app.cli import main as cli_main
-from app.controller import ExpertProposer, GreenhouseController, ZoneSetup
+from app.control import ExpertProposer, GreenhouseController, ZoneSetup
 from app.core.db import make_engine, make_session_factory
 from app.mqtt.topics import Telemetry
 from app.recorder import DecisionRecorder

@@ -15,7 +15,7 @@ import paho.mqtt.client as mqtt
 from sqlalchemy import select
 
 from app.cli import db as db_cli
-from app.controller import Pending
+from app.control import Pending
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, ModeChange
@@ -65,7 +65,7 @@ def test_journaled_decisions_of_a_crashed_run_are_stored_once_with_explanations(
     async def decide() -> None:  # the writer never runs: the process "dies" with everything journaled
         for k in range(3):
             items = [Pending(first.controllers[gh], _telemetry(k)) for gh in ghs]
-            await first._decide(items, [time.perf_counter()] * len(items))
+            await first.intake.decide(items, [time.perf_counter()] * len(items))
         first.estop("gb", "op1", "leak")
 
     asyncio.run(decide())  # no writer process was started: nothing is stored, everything is journaled

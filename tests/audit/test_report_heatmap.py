@@ -15,7 +15,7 @@ from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision
 from app.reports import collect_report_data
-from app.reports.collect import feature_names, saliency_map
+from app.reports.describe import feature_names, saliency_map
 from audit.report import render_report
 from audit.report.heatmap import SECTION_TITLE
 from twin.spec import ObservationSpec

@@ -1,11 +1,10 @@
-"""Everything about a published decision that may wait: explanations, database rows, audit records.
+"""The writer process: everything about a published decision that may wait.
 
 It runs in a separate process that tails the journal (see :mod:`app.journal`), so the control
 loop does not share its interpreter lock with this work (in one process, every lock hand-over
-to a busy writer thread cost the loop milliseconds, many times per batch). Each round takes whatever was journaled since the last one, explains all
-its ensemble decisions in one batched integrated-gradients pass, writes all rows in one
-transaction (group commit; the spool while the database is down), queues the audit events in
-the same order and seals them every ``audit_flush_s``. Under load the rounds grow by themselves,
+to a busy writer thread cost the loop milliseconds, many times per batch). Each round takes
+whatever was journaled since the last one and stores it (:class:`app.writer.store.DecisionStore`);
+the audit events are sealed every ``audit_flush_s``. Under load the rounds grow by themselves,
 so the cost per decision falls as the rate rises. The process reports what it stored, so the
 service can show it and an operator action can wait until its record is readable.
 """
@@ -23,162 +22,20 @@ import signal
 import sys
 import threading
 import time
-import uuid
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
-from sqlalchemy.exc import OperationalError
+from typing import Any
 
 from app.audit_sink import AuditSink
-from app.controller import ExplainRequest, Proposer, explain_decisions
+from app.control.proposal import Proposer, load_proposer
 from app.journal import JournalReader
 from app.recorder import DecisionRecorder
+from app.writer.jobs import Job, Key
+from app.writer.store import DecisionStore
 
 log = logging.getLogger(__name__)
-
-Key = tuple[str, str, int]
-"""(kind, greenhouse, seq): a record's identity (an ack's "seq" is :func:`ack_key` of its cmd_id)."""
-AUDIT_TO_JOB_KIND = {"decision": "decision", "command_ack": "ack"}
-"""Job kind of an audit record kind; every other kind is a mode change."""
-
-
-def ack_key(cmd_id: str) -> int:
-    """An ack's place in :data:`Key`: acks have no seq of their own, their command id is unique."""
-    return uuid.UUID(str(cmd_id)).int >> 66
-
-
-@dataclass
-class Job:
-    """One record to store; ``request`` is set for an ensemble decision still to be explained.
-
-    An ``ack`` is the edge box's answer to a command (or ``timeout``): ``row`` carries the cmd_id,
-    status and reason; it updates the decision's ``ack_status`` and is sealed as ``command_ack``."""
-
-    kind: Literal["decision", "mode_change", "ack"]
-    row: dict[str, Any]
-    audit_kind: str
-    actor: str
-    ts: datetime
-    request: ExplainRequest | None = None
-    zones: int | None = None
-    journaled_at: float = field(default_factory=time.time)
-
-    @property
-    def key(self) -> Key:
-        if self.kind == "ack":
-            return self.kind, str(self.row["greenhouse_id"]), ack_key(self.row["cmd_id"])
-        return self.kind, str(self.row["greenhouse_id"]), int(self.row["seq"])
-
-    def entry(self) -> dict[str, Any]:
-        """The journal entry: the row, its audit labels and what its explanation needs."""
-        r = self.request
-        explain = None if r is None else {
-            "obs": r.obs, "confidence": r.confidence, "zones": self.zones,
-            "history": None if r.history is None else [r.history[0], r.history[1]]}
-        return {"kind": self.kind, "row": self.row, "audit_kind": self.audit_kind, "actor": self.actor,
-                "explain": explain, "t": self.journaled_at}
-
-    @classmethod
-    def from_entry(cls, e: dict[str, Any]) -> Job:
-        x = e.get("explain")
-        request = None
-        if x:
-            history = None if x["history"] is None else (np.asarray(x["history"][0], dtype=np.float32),
-                                                         np.asarray(x["history"][1], dtype=np.float32))
-            request = ExplainRequest(np.asarray(x["obs"], dtype=np.float32), float(x["confidence"]), history)
-        return cls(e["kind"], e["row"], e["audit_kind"], e["actor"], e["row"]["ts"], request,
-                   None if not x else x.get("zones"), float(e.get("t", time.time())))
-
-    def summary(self) -> dict[str, Any]:
-        """What the service shows as a greenhouse's last decision."""
-        r = self.row
-        return {"seq": r["seq"], "ts": r["ts"].isoformat(), "actor": r["actor"], "mode": r["mode"],
-                "clipped": r["clipped"], "confidence": r["confidence"], "alarms": r["explanation"]["alarms"],
-                "estimate": r["estimate"]}
-
-
-class DecisionStore:
-    """One round: explain, write (one transaction or one spool append), queue the audit events."""
-
-    def __init__(self, recorder: DecisionRecorder, proposer_for: Callable[[int | None], Proposer | None], *,
-                 audit: AuditSink | None = None) -> None:
-        self.recorder = recorder
-        self.proposer_for = proposer_for
-        self.audit = audit
-
-    def store(self, jobs: list[Job], *, skip_stored: bool = False) -> list[Job]:
-        """Store ``jobs`` in order; ``skip_stored`` first drops those already in the database (a
-        replay after a crash). Returns the jobs stored by this call."""
-        to_store, to_audit = (self._not_stored(jobs), self._not_audited(jobs)) if skip_stored else (jobs, jobs)
-        needed = {id(j) for j in (*to_store, *to_audit)}
-        self._explain([j for j in jobs if id(j) in needed])  # a row and its audit record carry the explanation
-        self.recorder.record_many([(j.kind, j.row) for j in to_store])
-        if self.audit is not None:
-            for j in to_audit:
-                self.audit.add(str(j.row["greenhouse_id"]), j.audit_kind, j.actor, j.row, j.ts)
-        return to_store
-
-    def _not_audited(self, jobs: list[Job]) -> list[Job]:
-        """The replayed jobs whose audit records were not sealed before the crash.
-
-        Events are sealed in journal order, so the sealed ones are among each chain's newest
-        records; a margin covers records appended to the chain from elsewhere meanwhile. If the
-        trail cannot be read now, nothing is skipped: a second record of an event is visible in
-        the trail, a missing one is not.
-        """
-        if self.audit is None:
-            return []
-        per_greenhouse = Counter(gh for _, gh, _ in (j.key for j in jobs))
-        sealed: set[Key] = set()
-        try:
-            for gh, count in per_greenhouse.items():
-                for e in self.audit.store.tail_entries(gh, count + 64):
-                    kind = AUDIT_TO_JOB_KIND.get(e.kind, "mode_change")
-                    seq = ack_key(e.payload["cmd_id"]) if kind == "ack" else e.payload.get("seq")
-                    if isinstance(seq, int):
-                        sealed.add((kind, gh, seq))
-        except Exception as exc:
-            log.warning("cannot read the audit trail while replaying (%s): re-sealing %d events",
-                        exc.__class__.__name__, len(jobs))
-        return [j for j in jobs if j.key not in sealed]
-
-    def _not_stored(self, jobs: list[Job]) -> list[Job]:
-        stored: set[Key] = set()
-        try:
-            for kind in ("decision", "mode_change"):
-                keys = [(g, q) for k, g, q in (j.key for j in jobs) if k == kind]
-                stored |= {(kind, g, q) for g, q in self.recorder.stored_keys(kind, keys)}
-        except OperationalError:  # cannot tell: all go to the spool, whose write-back skips stored rows
-            log.warning("database unavailable while replaying %d journaled records: spooling them all", len(jobs))
-        return [j for j in jobs if j.key not in stored]
-
-    def _explain(self, jobs: list[Job]) -> None:
-        groups: dict[int, tuple[Proposer, list[Job]]] = {}
-        for j in jobs:
-            if j.request is None:
-                continue
-            proposer = self.proposer_for(j.zones)
-            if proposer is None or not hasattr(proposer, "members"):
-                continue
-            groups.setdefault(id(proposer), (proposer, []))[1].append(j)
-        for proposer, group in groups.values():
-            try:
-                explanations = explain_decisions(proposer, [j.request for j in group])  # type: ignore[misc]
-            except Exception as exc:  # a decision is stored even if its explanation cannot be made
-                log.exception("explaining %d decisions failed", len(group))
-                explanations = [{"error": f"explanation failed: {exc.__class__.__name__}"} for _ in group]
-            for j, explanation in zip(group, explanations, strict=True):
-                j.row["explanation"] = {**explanation, **(j.row.get("explanation") or {})}
-                j.request = None
-
-
-# ---- the writer process ------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class WriterConfig:
@@ -236,8 +93,6 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
         if given is not None or zones is None:
             return given
         if zones not in loaded:
-            from app.runtime import load_proposer
-
             loaded[zones] = load_proposer(cfg.policy_dir, zones)
             if "torch" in sys.modules:  # one thread: this process should not crowd the control loop
                 sys.modules["torch"].set_num_threads(1)

@@ -1,0 +1,93 @@
+"""Decisions for several greenhouses at once: the control path's stages in the order they run.
+
+    begin     estimation.begin      accounting: time step, water and light, valve feedback
+    estimate  estimation.estimate   crop water demand, one Kalman update over every zone
+    observe   estimation.observe    e-stop reported by telemetry, the policy's observation
+    propose   proposal.propose      one ensemble forward per proposer
+    finish    proposal.choose       e-stop / manual / vote / expert fallback, interlock
+              finish.finish         safety clipper, command, decision record
+
+The vectorisable stages (estimate, propose) run once for the whole batch; the others per
+greenhouse. Each greenhouse's state changes exactly as its own ``on_telemetry`` would change it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.control import estimation, proposal
+from app.control.finish import finish
+from app.control.records import ControlDecision
+from app.control.step import Pending, Step
+
+
+class DecisionBatch:
+    """Decisions for several greenhouses (one message each) with the vectorisable work done once.
+
+    A caller may run other work (an e-stop) between the stages, and :meth:`finish` reads the
+    mode at that moment.
+
+    ``strict=False`` (the service): a message that fails a stage drops out of the batch alone
+    and lands in :attr:`failed`; a failed vectorised stage is retried one greenhouse at a time
+    to find it. ``strict=True`` (``on_telemetry``, tests, benchmarks) raises.
+    """
+
+    def __init__(self, items: list[Pending], *, strict: bool = True) -> None:
+        if len({id(i.ctl) for i in items}) != len(items):
+            raise ValueError("a batch holds at most one message per greenhouse (the next one waits for it)")
+        self.items = items
+        self.strict = strict
+        self.steps: list[Step] = []
+        self.failed: list[tuple[Pending, BaseException]] = []
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def begin(self) -> None:
+        self.steps = []
+        for item in self.items:
+            try:
+                self.steps.append(estimation.begin(item))
+            except Exception as exc:
+                if self.strict:
+                    raise
+                self.failed.append((item, exc))
+
+    def estimate(self) -> None:
+        self._vectorised(estimation.estimate)
+
+    def observe(self, lo: int = 0, hi: int | None = None) -> None:
+        self._each(estimation.observe, self.steps[lo:hi])
+
+    def propose(self) -> None:
+        self._vectorised(proposal.propose)
+
+    def finish(self, i: int) -> ControlDecision:
+        step = self.steps[i]
+        return finish(step, proposal.choose(step))
+
+    def run(self) -> list[ControlDecision]:
+        """Every stage in one go (tests, benchmarks, the single-message path)."""
+        self.begin()
+        self.estimate()
+        self.observe()
+        self.propose()
+        return [self.finish(i) for i in range(len(self.steps))]
+
+    def _each(self, fn: Callable[[Step], None], steps: list[Step]) -> None:
+        for step in steps:
+            try:
+                fn(step)
+            except Exception as exc:
+                if self.strict:
+                    raise
+                self.failed.append((step.item, exc))
+                self.steps.remove(step)
+
+    def _vectorised(self, fn: Callable[[list[Step]], None]) -> None:
+        try:
+            fn(self.steps)
+        except Exception:
+            if self.strict:
+                raise
+            self._each(lambda step: fn([step]), list(self.steps))

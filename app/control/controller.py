@@ -1,0 +1,212 @@
+"""One greenhouse's controller: its state, its modes, and the entry point of a decision.
+
+telemetry -> accounting -> Kalman estimate -> observation -> every ensemble member's action ->
+vote (low confidence: threshold expert) -> safety clipper -> command -> decision record.
+The stages live in :mod:`app.control.estimation`, :mod:`app.control.proposal` and
+:mod:`app.control.finish`, in that order; :mod:`app.control.batch` runs them for several
+greenhouses at once, and :meth:`GreenhouseController.on_telemetry` is a batch of one.
+
+The controller does no I/O: a decision is returned, to be published and recorded by the caller,
+so the same code runs under the MQTT service, the benchmarks and the tests, and its state can be
+snapshotted and restored after a restart (e-stop latch, mode, estimator, dwell timers, daily totals).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from app.control.batch import DecisionBatch
+from app.control.estimation import soil_models
+from app.control.explain import explain_decisions
+from app.control.finish import COMMAND_IDS, command, watchdog_decision
+from app.control.observation import ObservationBuilder
+from app.control.proposal import Proposer
+from app.control.records import ControlDecision, Mode, ModeEvent, ZoneSetup
+from app.control.step import Pending
+from app.mqtt.topics import Command, Telemetry
+from policy.tuning import served_expert
+from safety import SafetyLimits, safe_state
+from twin.climate import psychrometric_constant
+from twin.config import ClimateConfig, TwinConfig
+from twin.estimator import GreenhouseEstimator
+
+SNAPSHOT_VERSION = 1
+
+
+class GreenhouseController:
+    """Decisions for one greenhouse; see the module docstring for the pipeline."""
+
+    def __init__(self, greenhouse_id: str, zones: list[ZoneSetup], proposer: Proposer, limits: SafetyLimits, *,
+                 probes_per_zone: int = 2, step_s: float = 60.0, disagreement_threshold: float = 0.35,
+                 command_ttl_s: float = 30.0, max_age_s: float = 120.0,
+                 cmd_id_factory: Callable[[], uuid.UUID] | None = None) -> None:
+        self.gh = greenhouse_id
+        self.zones = zones
+        self.z = len(zones)
+        self.proposer = proposer
+        self.limits = limits
+        self.step_s = step_s
+        self.threshold = disagreement_threshold
+        self.ttl_s = command_ttl_s
+        self.max_age_s = max_age_s
+        self.new_cmd_id = cmd_id_factory or COMMAND_IDS
+        twin_cfg = TwinConfig(zones=self.z)
+        self.crop = twin_cfg.crop
+        self.climate: ClimateConfig = twin_cfg.climate
+        self.gamma = psychrometric_constant(self.climate)
+        self.expert = served_expert(self.z)  # tuned behind the interlock it is served with
+        self.estimator = GreenhouseEstimator(soil_models(zones, step_s, self.crop), probes_per_zone)
+        self.obs_builder = ObservationBuilder(self.z, np.array([z.target_low for z in zones]),
+                                              np.array([z.target_high for z in zones]))
+        self.saturation = np.array([z.saturation for z in zones])
+        self.mode: Mode = "auto"
+        self.estop_latched = False
+        self.manual_action = safe_state(self.z)
+        self.manual_actor = "operator:manual"
+        """Who set the manual action: its decisions are that operator's demonstrations."""
+        self.seq = 0
+        self.cmd_seq = 0
+        self.prev_action = safe_state(self.z)
+        self.valve_failed = np.zeros(self.z)
+        """1.0 for a valve commanded open that stayed closed, until it is seen open (as in the twin)."""
+        self.last_cmd_id: uuid.UUID | None = None
+        self.last_cmd_refused = False
+        """The edge box answered the last command ``rejected`` or ``expired``: its valves were never
+        told to move, so closed feedback says nothing about them."""
+        self.valve_changed_at: list[datetime | None] = [None] * self.z
+        self.water_today_l = np.zeros(self.z)
+        self.lights_hours_today = 0.0
+        self.day: str | None = None
+        self.last_ts: datetime | None = None
+        self.history: Any = None  # policy.explain.ExplanationHistory, created with the first explanation
+
+    # ---- the decision --------------------------------------------------------------------------
+    def on_telemetry(self, tel: Telemetry, forecast_temp_c: np.ndarray | None = None,
+                     forecast_solar_w_m2: np.ndarray | None = None) -> ControlDecision:
+        """One accepted telemetry message -> one decision, explanation included (a batch of one)."""
+        batch = DecisionBatch([Pending(self, tel, forecast_temp_c, forecast_solar_w_m2)])
+        decision = batch.run()[0]
+        if decision.explain is not None:
+            decision.explanation = explain_decisions(self.proposer, [decision.explain])[0]
+        return decision
+
+    @property
+    def wants_policy(self) -> bool:
+        """The ensemble decides: auto mode and no e-stop."""
+        return not self.estop_latched and self.mode == "auto"
+
+    @property
+    def effective_mode(self) -> Mode:
+        """The mode a command carries: a latched e-stop overrides the selected mode."""
+        return "estop" if self.estop_latched else self.mode
+
+    def watchdog(self, now: datetime) -> ControlDecision | None:
+        """Stale telemetry: send the safe state and raise an alarm (None while telemetry is fresh)."""
+        if self.last_ts is None or (now - self.last_ts) <= timedelta(seconds=self.max_age_s):
+            return None
+        return watchdog_decision(self, now)
+
+    def note_ack(self, cmd_id: uuid.UUID, status: str) -> None:
+        """The edge box's answer to a command; only the latest command's matters here."""
+        if cmd_id == self.last_cmd_id:
+            self.last_cmd_refused = status in ("rejected", "expired")
+
+    def safe_command(self, ts: datetime) -> Command:
+        """Everything off, as a fresh command (watchdog, e-stop): also becomes the previous action."""
+        self.prev_action = safe_state(self.z)
+        return command(self, ts, self.prev_action)
+
+    # ---- modes ---------------------------------------------------------------------------------
+    def estop(self, actor: str, reason: str, ts: datetime) -> ModeEvent:
+        """Latch the e-stop: everything off until an authorised reset."""
+        self.estop_latched = True
+        return self._mode_event("estop", actor, reason, ts)
+
+    def reset_estop(self, actor: str, reason: str, ts: datetime) -> ModeEvent:
+        if not reason.strip():
+            raise ValueError("an e-stop reset needs a reason")
+        if not self.estop_latched:
+            raise ValueError("no e-stop is latched")
+        self.estop_latched = False
+        return self._mode_event("auto", actor, reason, ts)
+
+    def set_mode(self, mode: Mode, actor: str, reason: str, ts: datetime,
+                 manual_action: np.ndarray | None = None) -> ModeEvent:
+        """Switch between auto and manual; e-stop goes through :meth:`estop` / :meth:`reset_estop`."""
+        if self.estop_latched:
+            raise ValueError("e-stop is latched: reset it first")
+        if mode not in ("auto", "manual"):
+            raise ValueError(f"set_mode takes 'auto' or 'manual', got {mode!r}")
+        if mode == "manual":
+            if manual_action is None or np.shape(manual_action) != (self.z + 2,):
+                raise ValueError(f"manual mode needs an action of {self.z + 2} values")
+            self.manual_action = np.asarray(manual_action, dtype=np.float64)
+            self.manual_actor = actor if actor.startswith("operator:") else f"operator:{actor}"
+        return self._mode_event(mode, actor, reason, ts)
+
+    def _mode_event(self, to: Mode, actor: str, reason: str, ts: datetime) -> ModeEvent:
+        self.seq += 1
+        event = ModeEvent(self.gh, self.seq, ts, actor, self.mode, to, reason)
+        self.mode = to
+        return event
+
+    # ---- bookkeeping ---------------------------------------------------------------------------
+    def roll_day(self, ts: datetime) -> None:
+        """A new calendar day resets the daily water and light totals the caps are counted against."""
+        day = ts.date().isoformat()
+        if day != self.day:
+            self.day = day
+            self.water_today_l = np.zeros(self.z)
+            self.lights_hours_today = 0.0
+
+    def valve_ages(self, ts: datetime) -> np.ndarray:
+        """Seconds each valve has held its state (dwell limits); never switched counts as very old."""
+        return np.array([1e9 if t is None else (ts - t).total_seconds() for t in self.valve_changed_at])
+
+    def track_valves(self, action: np.ndarray, ts: datetime) -> None:
+        """Note when each valve of ``action`` changes state against the previous action."""
+        for i in range(self.z):
+            if (action[i] >= 0.5) != (self.prev_action[i] >= 0.5):
+                self.valve_changed_at[i] = ts
+
+    # ---- persistence ---------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able state to persist; restore with :meth:`restore` after a restart."""
+        return {"version": SNAPSHOT_VERSION, "mode": self.mode, "estop_latched": self.estop_latched,
+                "manual_action": self.manual_action.tolist(), "manual_actor": self.manual_actor,
+                "seq": self.seq, "cmd_seq": self.cmd_seq,
+                "prev_action": self.prev_action.tolist(), "valve_failed": self.valve_failed.tolist(),
+                "valve_changed_at": [None if t is None else t.isoformat() for t in self.valve_changed_at],
+                "water_today_l": self.water_today_l.tolist(), "lights_hours_today": self.lights_hours_today,
+                "day": self.day, "last_ts": None if self.last_ts is None else self.last_ts.isoformat(),
+                "estimator": self.estimator.state_dict(),
+                "irrigation_24h_mm": self.obs_builder.irrigation_24h_mm.tolist(),
+                "held": dict(self.obs_builder.held),
+                "first_ts": None if self.obs_builder.first_ts is None else self.obs_builder.first_ts.isoformat()}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        if snap.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(f"controller snapshot version {snap.get('version')!r}, expected {SNAPSHOT_VERSION}")
+
+        def when(v: str | None) -> datetime | None:
+            return None if v is None else datetime.fromisoformat(v)
+
+        self.mode, self.estop_latched = snap["mode"], bool(snap["estop_latched"])
+        self.manual_action = np.asarray(snap["manual_action"], dtype=np.float64)
+        self.manual_actor = str(snap.get("manual_actor", "operator:manual"))
+        self.seq, self.cmd_seq = int(snap["seq"]), int(snap["cmd_seq"])
+        self.prev_action = np.asarray(snap["prev_action"], dtype=np.float64)
+        self.valve_failed = np.asarray(snap.get("valve_failed", np.zeros(self.z)), dtype=np.float64)
+        self.valve_changed_at = [when(v) for v in snap["valve_changed_at"]]
+        self.water_today_l = np.asarray(snap["water_today_l"], dtype=np.float64)
+        self.lights_hours_today, self.day = float(snap["lights_hours_today"]), snap["day"]
+        self.last_ts = when(snap["last_ts"])
+        self.estimator.load_state_dict(snap["estimator"])
+        self.obs_builder.irrigation_24h_mm = np.asarray(snap["irrigation_24h_mm"], dtype=np.float64)
+        self.obs_builder.held = dict(snap["held"])
+        self.obs_builder.first_ts = when(snap["first_ts"])

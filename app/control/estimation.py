@@ -1,0 +1,140 @@
+"""Stages 1-3 of a decision: accounting, estimation and the policy's observation.
+
+:func:`begin` books the water and light since the last message (from the measured flow, not the
+command) and checks the valve feedback; :func:`estimate` computes every greenhouse's crop water
+demand and runs one Kalman update over all their zones; :func:`observe` latches an e-stop the
+telemetry reports and builds the observation the policy sees.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.control.step import Pending, Step
+from app.mqtt.topics import Telemetry
+from twin.climate import PAR_PER_W_M2, crop_coefficient, reference_et0, saturation_vapour_kpa
+from twin.config import SOIL_INDEX, SOIL_TYPES, CropConfig
+from twin.estimator import PROBE_STATUS, ZoneSoilModel, update_many
+from twin.hydraulics import valve_failure_latch
+
+if TYPE_CHECKING:
+    from app.control.controller import GreenhouseController
+    from app.control.records import ZoneSetup
+
+VALVE_JUDGE_S = 5.0
+"""A valve is judged failed only on telemetry at least this long after the command (it opens in ~1-3 s)."""
+
+
+def soil_models(zones: list[ZoneSetup], dt_s: float, crop: CropConfig) -> list[ZoneSoilModel]:
+    """Estimator process models for registered zones, from the soil class table."""
+    out = []
+    for z in zones:
+        soil = SOIL_TYPES[SOIL_INDEX[z.soil_type]]
+        fc, wp = soil.field_capacity, soil.wilting_point
+        out.append(ZoneSoilModel(field_capacity=fc, wilting_point=wp, saturation=min(soil.saturation, z.saturation),
+                                 drain_frac=1.0 - soil.hourly_retention ** (dt_s / 3600.0),
+                                 inv_stress_span=1.0 / ((1.0 - crop.depletion_fraction) * (fc - wp)),
+                                 root_mm=z.root_mm, dt_s=dt_s))
+    return out
+
+
+# ---- 1. accounting ------------------------------------------------------------------------------
+
+
+def begin(item: Pending) -> Step:
+    """Time step, day roll-over, water and light accounting: everything before the estimate."""
+    ctl, tel, alarms = item.ctl, item.tel, []
+    ts = tel.ts
+    dt_s = ctl.step_s if ctl.last_ts is None else min(max((ts - ctl.last_ts).total_seconds(), 1.0), 3600.0)
+    ctl.roll_day(ts)
+    zone_water = account(ctl, tel, dt_s, alarms)
+    ctl.water_today_l += zone_water
+    ctl.lights_hours_today += tel.light_pct / 100.0 * dt_s / 3600.0
+    builder = ctl.obs_builder
+    builder.add_irrigation(zone_water, dt_s)
+    day = builder.crop_day0 + (0.0 if builder.first_ts is None else (ts - builder.first_ts).total_seconds() / 86400.0)
+    return Step(ctl, item, dt_s, alarms, zone_water, day)
+
+
+def account(ctl: GreenhouseController, tel: Telemetry, dt_s: float, alarms: list[str]) -> np.ndarray:
+    """Water per zone from the measured flow (not the command), with feedback checks."""
+    z = ctl.z
+    valve_fb = np.asarray(tel.valve_open, dtype=np.float64)
+    litres = tel.flow_l_min * dt_s / 60.0
+    n_open = valve_fb.sum()
+    prev_valves = ctl.prev_action[:z] >= 0.5
+    if litres > 0.5 and n_open == 0:
+        alarms.append("flow_without_open_valve")
+    if prev_valves.any() and ctl.prev_action[z] > 0 and n_open > 0 and tel.flow_l_min < 0.05:
+        alarms.append("valve_open_no_flow")
+    mismatch = np.flatnonzero(prev_valves != (valve_fb >= 0.5))
+    if ctl.last_ts is not None and mismatch.size:
+        alarms.append("valve_feedback_mismatch:" + ",".join(str(i) for i in mismatch))
+    if ctl.last_ts is not None and dt_s >= VALVE_JUDGE_S and not ctl.last_cmd_refused:
+        ctl.valve_failed = valve_failure_latch(np, ctl.valve_failed, prev_valves, valve_fb >= 0.5)
+    failed = np.flatnonzero(ctl.valve_failed >= 0.5)
+    if failed.size:
+        alarms.append("valve_failed:" + ",".join(str(i) for i in failed))
+    return valve_fb * (litres / n_open) if n_open > 0 else np.zeros(z)
+
+
+# ---- 2. estimation ------------------------------------------------------------------------------
+
+
+def etc_inputs(step: Step) -> tuple[float, float, float, float]:
+    """(air temperature, actual vapour pressure, natural and lamp radiation) for the step's ET0."""
+    ctl, tel = step.ctl, step.item.tel
+    held = ctl.obs_builder.held
+    temp = tel.air_temp_c if tel.air_temp_c is not None else held["air_temp"]
+    rh = tel.air_rh_pct if tel.air_rh_pct is not None else held["air_rh"]
+    par = tel.par_umol_m2_s if tel.par_umol_m2_s is not None else 0.0
+    lamp_par = ctl.climate.lamp_par_umol_m2_s * tel.light_pct / 100.0
+    es = float(saturation_vapour_kpa(np, np.float64(temp)))
+    return (temp, rh / 100.0 * es, max(par - lamp_par, 0.0) / PAR_PER_W_M2,
+            0.5 * ctl.climate.lamp_power_w_m2 * tel.light_pct / 100)
+
+
+def estimate(steps: list[Step]) -> None:
+    """ET demand per greenhouse (vectorised per climate), then every zone's Kalman update at once."""
+    groups: dict[tuple[Any, ...], list[Step]] = {}
+    for step in steps:
+        c = step.ctl
+        groups.setdefault((c.climate, c.crop, c.gamma), []).append(step)
+    for (climate, crop, gamma), group in groups.items():
+        temp, vapour, rs_nat, rs_lamp = (np.array(v, dtype=np.float64)
+                                         for v in zip(*(etc_inputs(s) for s in group), strict=True))
+        demand = reference_et0(np, climate, gamma, temp, vapour, rs_nat, rs_lamp)
+        kc, _ = crop_coefficient(np, crop, np.array([s.day for s in group]))
+        etc = demand.et0_mm_h * kc * np.array([s.dt_s for s in group]) / 3600.0
+        for step, e in zip(group, etc.tolist(), strict=True):
+            step.etc_mm = e
+    soils = [np.array([[np.nan if v is None else v for v in zone] for zone in s.item.tel.soil_vwc],
+                      dtype=np.float64) for s in steps]
+    estimates = update_many([s.ctl.estimator for s in steps], soils,
+                            [s.zone_water / s.ctl.obs_builder.zone_area_m2 for s in steps],
+                            [s.etc_mm for s in steps])
+    for step, est in zip(steps, estimates, strict=True):
+        step.estimate = est
+
+
+# ---- 3. observation -----------------------------------------------------------------------------
+
+
+def observe(step: Step) -> None:
+    """Estimate -> e-stop latch from telemetry -> the policy's observation."""
+    ctl, item = step.ctl, step.item
+    tel, est = item.tel, step.estimate
+    assert est is not None
+    step.moisture = est.theta
+    step.sensor_ok = ~est.filled | (est.status == PROBE_STATUS.index("ok")).any(axis=1)
+    if tel.estop and not ctl.estop_latched:
+        step.events.append(ctl.estop("edge:estop", "telemetry reports the e-stop pressed", tel.ts))
+    fc_t = item.forecast_temp_c if item.forecast_temp_c is not None else np.full(6, tel.air_temp_c or 20.0)
+    fc_s = item.forecast_solar_w_m2 if item.forecast_solar_w_m2 is not None else np.zeros(6)
+    step.obs, held = ctl.obs_builder.build(
+        ts=tel.ts, moisture=step.moisture, readings=tel.model_dump(), valve_open=np.asarray(tel.valve_open, float),
+        pump_pct=tel.pump_pct, light_pct=tel.light_pct, pump_current_a=tel.pump_current_a,
+        forecast_temp_c=fc_t, forecast_solar_w_m2=fc_s, valve_failed=ctl.valve_failed)
+    step.alarms += [f"held:{name}" for name in held]

@@ -1,0 +1,120 @@
+"""Stage 6 of a decision: the safety clipper, the command and the decision record.
+
+The chosen action (:func:`app.control.proposal.choose`) goes through the safety clipper with the
+plant's state as the controller knows it; an e-stop latched meanwhile still wins. The clipped
+action becomes the command and the previous action of the next decision; the decision record
+says what every stage saw and did.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from app.control.explain import capture
+from app.control.proposal import Choice
+from app.control.records import ControlDecision, Mode, action_dict
+from app.control.step import Step
+from app.mqtt.topics import Command
+from safety import ClipContext, clip, safe_state
+
+if TYPE_CHECKING:
+    from app.control.controller import GreenhouseController
+
+
+class CommandIds:
+    """Random (version 4) command UUIDs drawn from the OS 256 at a time.
+
+    ``uuid.uuid4`` asks the OS for 16 bytes per command; each call lets other threads take the
+    interpreter lock and the control loop wait to get it back, once per command. One draw per
+    256 commands gives the same kind of id at a fraction of the waits.
+    """
+
+    def __init__(self, per_draw: int = 256) -> None:
+        self.per_draw = per_draw
+        self._buf = b""
+        self._pos = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> uuid.UUID:
+        with self._lock:
+            if self._pos >= len(self._buf):
+                self._buf, self._pos = os.urandom(16 * self.per_draw), 0
+            raw = self._buf[self._pos:self._pos + 16]
+            self._pos += 16
+        return uuid.UUID(bytes=raw, version=4)
+
+
+COMMAND_IDS = CommandIds()
+"""The process's command ids (a controller may be given its own factory: tests, replays)."""
+
+
+def clip_context(step: Step) -> ClipContext:
+    """The plant as the clipper needs it: previous action, valve ages, today's totals, moisture."""
+    ctl, tel = step.ctl, step.item.tel
+    moisture, sensor_ok = step.moisture, step.sensor_ok
+    assert moisture is not None and sensor_ok is not None
+    natural_par = math.nan if tel.par_umol_m2_s is None else \
+        float(tel.par_umol_m2_s) - ctl.climate.lamp_par_umol_m2_s * tel.light_pct / 100
+    return ClipContext(dt_s=step.dt_s, prev_action=ctl.prev_action, valve_state_age_s=ctl.valve_ages(tel.ts),
+                       zone_water_today_l=ctl.water_today_l, moisture_vwc=np.where(sensor_ok, moisture, np.nan),
+                       sensor_ok=sensor_ok, saturation_vwc=ctl.saturation, natural_par_umol=natural_par,
+                       lights_on_hours_today=ctl.lights_hours_today,
+                       valve_failed=None if ctl.mode == "manual" else ctl.valve_failed >= 0.5)
+
+
+def command(ctl: GreenhouseController, ts: datetime, action: np.ndarray) -> Command:
+    """``action`` as the next command of this greenhouse (its mode as it stands now)."""
+    ctl.cmd_seq += 1
+    return Command(cmd_id=ctl.new_cmd_id(), ts=ts, seq=ctl.cmd_seq, ttl_s=ctl.ttl_s, mode=ctl.effective_mode,
+                   valves=[int(v >= 0.5) for v in action[: ctl.z]], pump_pct=float(action[ctl.z]),
+                   light_pct=float(action[ctl.z + 1]), policy_version=ctl.proposer.policy_version)
+
+
+def finish(step: Step, choice: Choice) -> ControlDecision:
+    """Safety clip -> command -> decision record; the controller moves on to the clipped action."""
+    ctl, tel, obs = step.ctl, step.item.tel, step.obs
+    assert obs is not None and step.estimate is not None and step.moisture is not None
+    ts = tel.ts
+    safe, report = clip(choice.action, clip_context(step), ctl.limits)
+    if ctl.estop_latched:
+        safe = safe_state(ctl.z)
+    request = None
+    if len(choice.members) and hasattr(ctl.proposer, "members"):
+        request = capture(ctl, obs, safe, choice.confidence)
+    ctl.track_valves(safe, ts)
+    ctl.prev_action = np.array(safe, dtype=np.float64)
+    ctl.last_ts = ts
+    ctl.seq += 1
+    cmd = command(ctl, ts, safe)
+    ctl.last_cmd_id, ctl.last_cmd_refused = cmd.cmd_id, False
+    est = step.estimate
+    return ControlDecision(
+        greenhouse_id=ctl.gh, seq=ctl.seq, ts=ts, actor=choice.actor, mode=cmd.mode,
+        telemetry=tel.model_dump(mode="json"),
+        estimate={"theta": step.moisture.tolist(), "std": est.std.tolist(), "probe_status": est.probe_status(),
+                  "filled": est.filled.tolist()},
+        member_actions=choice.members.tolist(), voted=action_dict(np.asarray(choice.action), ctl.z),
+        clipped=action_dict(safe, ctl.z),
+        rules_fired=[{"rule": f.rule_id, "actuator": f.actuator, "before": f.before, "after": f.after}
+                     for f in report.firings],
+        confidence=float(choice.confidence), low_confidence=bool(choice.low_confidence), command=cmd,
+        alarms=step.alarms, observation=obs.tolist(), events=step.events, explain=request)
+
+
+def watchdog_decision(ctl: GreenhouseController, now: datetime) -> ControlDecision:
+    """Stale telemetry: the safe state as a fresh command, recorded with a ``telemetry_stale`` alarm."""
+    ctl.seq += 1
+    safe = safe_state(ctl.z)
+    cmd = ctl.safe_command(now)
+    mode: Mode = cmd.mode
+    return ControlDecision(greenhouse_id=ctl.gh, seq=ctl.seq, ts=now, actor="watchdog", mode=mode,
+                           telemetry={}, estimate=None, member_actions=[], voted=action_dict(safe, ctl.z),
+                           clipped=action_dict(safe, ctl.z), rules_fired=[], confidence=1.0,
+                           low_confidence=False, command=cmd, alarms=["telemetry_stale"])

@@ -1,0 +1,120 @@
+"""Stages 4-5 of a decision: every ensemble member proposes an action, then one is chosen.
+
+:func:`propose` runs one forward per proposer for all the greenhouses the policy decides;
+:func:`choose` reads the mode at that moment: an e-stop proposes the safe state, manual mode the
+operator's action, auto mode the members' vote, or the threshold expert when the members
+disagree too much. Whatever the policy proposes is interlocked before the safety clipper sees it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from app.control.step import Step
+from policy.baselines import ThresholdExpert
+from policy.tuning import served_expert
+from safety import safe_state, vote
+from safety.interlock import interlock_one
+
+log = logging.getLogger(__name__)
+
+
+class Proposer(Protocol):
+    """An ensemble as the controller sees it."""
+
+    policy_version: str
+
+    def propose(self, obs: np.ndarray) -> np.ndarray:
+        """(D,) observation -> (K, Z + 2) member actions."""
+        ...
+
+
+@dataclass(frozen=True)
+class ExpertProposer:
+    """The threshold expert as a one-member ensemble (no trained policy available)."""
+
+    expert: ThresholdExpert
+    policy_version: str = "expert"
+
+    def propose(self, obs: np.ndarray) -> np.ndarray:
+        return np.asarray(self.expert(obs[None, :].astype(np.float32)), dtype=np.float64)
+
+    def propose_many(self, obs: np.ndarray) -> np.ndarray:
+        """(N, D) -> (1, N, Z + 2): the expert is batched already."""
+        return np.asarray(self.expert(obs.astype(np.float32)), dtype=np.float64)[None]
+
+
+def load_proposer(policy_dir: Path, zones: int) -> Proposer:
+    """The shipped (or configured) ensemble; the threshold expert when there is none."""
+    if (policy_dir / "ensemble.json").exists():
+        from policy.ensemble import load_ensemble
+
+        return load_ensemble(policy_dir, expected_zones=zones)
+    log.warning("no policy ensemble at %s: the threshold expert decides", policy_dir)
+    return ExpertProposer(served_expert(zones))
+
+
+def propose_many(proposer: Proposer, obs: np.ndarray) -> np.ndarray:
+    """(N, D) observations -> (K, N, Z + 2): one call when the proposer takes a batch (the ensemble does)."""
+    many = getattr(proposer, "propose_many", None)
+    if many is not None:
+        return np.asarray(many(obs))
+    return np.stack([np.asarray(proposer.propose(o)) for o in obs], axis=1)
+
+
+# ---- 4. proposal --------------------------------------------------------------------------------
+
+
+def propose(steps: list[Step]) -> None:
+    """One forward per proposer for every greenhouse the policy decides (auto mode, no e-stop)."""
+    groups: dict[int, list[Step]] = {}
+    for step in steps:
+        if step.ctl.wants_policy:
+            groups.setdefault(id(step.ctl.proposer), []).append(step)
+    for group in groups.values():
+        proposals = propose_many(group[0].ctl.proposer, np.stack([s.obs for s in group]))  # type: ignore[misc]
+        for k, step in enumerate(group):
+            step.members = proposals[:, k]
+
+
+# ---- 5. vote ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The action a decision goes on with, before the safety clipper, and who chose it."""
+
+    action: np.ndarray
+    actor: str
+    members: np.ndarray
+    """(K, Z + 2) member actions; empty unless the policy decided."""
+    confidence: float = 1.0
+    low_confidence: bool = False
+
+
+def choose(step: Step) -> Choice:
+    """E-stop, manual action, the members' vote or, with low confidence, the threshold expert.
+
+    Reads the mode *now*: an e-stop or a mode change that arrived while the batch was being
+    prepared applies to this decision."""
+    ctl, obs = step.ctl, step.obs
+    assert obs is not None
+    if ctl.estop_latched:
+        return Choice(safe_state(ctl.z), "estop", np.zeros((0, ctl.z + 2)))
+    if ctl.mode == "manual":
+        return Choice(ctl.manual_action, ctl.manual_actor, np.zeros((0, ctl.z + 2)))
+    members = step.members if step.members is not None else ctl.proposer.propose(obs)
+    decision = vote(members, disagreement_threshold=ctl.threshold, zones=ctl.z)
+    proposed, actor = decision.action, f"policy:{ctl.proposer.policy_version}"
+    if decision.low_confidence:
+        proposed = np.asarray(ctl.expert(obs[None, :])[0], dtype=np.float64)
+        actor = "expert:low_confidence"
+    # The vote of interlocked members need not be interlocked (nor is the expert): no pump on a
+    # single path, no command to a failed valve. Manual mode is the operator's own test.
+    proposed = interlock_one(proposed, obs, ctl.z)
+    return Choice(proposed, actor, members, decision.confidence, decision.low_confidence)

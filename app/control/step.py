@@ -1,0 +1,49 @@
+"""One message on its way through the control path: what waits (:class:`Pending`) and what each
+stage has added so far (:class:`Step`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from app.control.records import ModeEvent
+from app.mqtt.topics import Telemetry
+from twin.estimator import GreenhouseEstimate
+
+if TYPE_CHECKING:
+    from app.control.controller import GreenhouseController
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One greenhouse's accepted telemetry, waiting for its decision."""
+
+    ctl: GreenhouseController
+    tel: Telemetry
+    forecast_temp_c: np.ndarray | None = None
+    forecast_solar_w_m2: np.ndarray | None = None
+
+
+@dataclass
+class Step:
+    """A decision between its stages; each stage fills the fields below its own."""
+
+    ctl: GreenhouseController
+    item: Pending
+    # accounting (estimation.begin)
+    dt_s: float
+    alarms: list[str]
+    zone_water: np.ndarray
+    day: float
+    events: list[ModeEvent] = field(default_factory=list)
+    # evapotranspiration and the Kalman update (estimation.estimate)
+    etc_mm: float = 0.0
+    estimate: GreenhouseEstimate | None = None
+    # the policy's view (estimation.observe)
+    moisture: np.ndarray | None = None
+    sensor_ok: np.ndarray | None = None
+    obs: np.ndarray | None = None
+    # every member's action, batched (proposal.propose)
+    members: np.ndarray | None = None

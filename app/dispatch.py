@@ -1,0 +1,110 @@
+"""How a decided batch leaves the control loop: journal, then publish, then count.
+
+A decision is journaled (one write per chunk) before its command is published, so a crash can
+lose a command but never publish one that is not on record; the writer process stores what the
+journal holds (:mod:`app.writer`). Mode changes take the same way, with a snapshot of the
+controller in between, so a latched e-stop outlives a crash before anything acts on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from app.control import ControlDecision, GreenhouseController, ModeEvent
+from app.journal import DecisionJournal
+from app.metrics import Metrics
+from app.mqtt.bridge import MqttBridge
+from app.mqtt.topics import Command
+from app.snapshots import SnapshotStore
+from app.writer import Job, WriterProcess
+
+log = logging.getLogger(__name__)
+
+ALARMS_KEPT = 500
+"""Recent alarms the service keeps for the API; the metrics count them all."""
+
+
+@dataclass
+class Alarm:
+    greenhouse_id: str
+    ts: datetime
+    kind: str
+
+
+class Dispatcher:
+    """The service's outbound side: journal, snapshots of new latches, commands, metrics, alarms."""
+
+    def __init__(self, controllers: dict[str, GreenhouseController], journal: DecisionJournal,
+                 writer: WriterProcess, snapshots: SnapshotStore, metrics: Metrics) -> None:
+        self.controllers = controllers
+        self.journal = journal
+        self.writer = writer
+        self.snapshots = snapshots
+        self.metrics = metrics
+        self.bridge: MqttBridge | None = None
+        """Set once the service is connected; without it nothing is published (tests, replays)."""
+        self.alarms: list[Alarm] = []
+
+    def emit(self, decisions: list[ControlDecision], arrived: list[float] | None = None) -> None:
+        """Journal (one write) -> snapshot new latches -> publish -> count; the writer stores the rest."""
+        if not decisions:
+            return
+        entries: list[dict[str, Any]] = []
+        for d in decisions:
+            entries += [Job.mode_change(ev).entry() for ev in d.events]
+            entries.append(Job.decision(d, self.controllers[d.greenhouse_id].z).entry())
+        self.writer.appended(self.journal.append(entries))
+        for d in decisions:
+            if d.events:  # telemetry reported the e-stop: the latch outlives a crash before anything acts
+                self.metrics.estops.labels(d.greenhouse_id, "telemetry").inc()
+                self.save_snapshot(d.greenhouse_id)
+        if self.bridge is not None:
+            for d in decisions:
+                self.bridge.publish_command(d.greenhouse_id, d.command)
+        now = time.perf_counter()
+        for k, d in enumerate(decisions):
+            self._count(d, None if arrived is None else now - arrived[k])
+
+    def _count(self, d: ControlDecision, latency_s: float | None) -> None:
+        gh = d.greenhouse_id
+        self.metrics.decisions.labels(gh, d.actor.split(":")[0]).inc()
+        for firing in d.rules_fired:
+            self.metrics.safety_clips.labels(gh, firing["rule"]).inc()
+        if d.low_confidence:
+            self.metrics.low_confidence.labels(gh).inc()
+        for kind in d.alarms:
+            if not kind.startswith("held:"):
+                self.alarm(gh, kind)
+        if latency_s is not None:
+            self.metrics.decision_latency.labels(gh).observe(latency_s)
+
+    def apply_mode_event(self, event: ModeEvent, command: Command | None = None) -> threading.Event:
+        """Journal the mode change, snapshot the controller, then act (``command``); returns an event
+        set once its record is stored."""
+        job = Job.mode_change(event)
+        stored = self.writer.waiter(job.key)
+        self.writer.appended(self.journal.append([job.entry()]))
+        self.save_snapshot(event.greenhouse_id)
+        if command is not None and self.bridge is not None:
+            self.bridge.publish_command(event.greenhouse_id, command)
+        return stored
+
+    def record_ack(self, gh: str, cmd_id: UUID, status: str, reason: str | None, ts: datetime) -> None:
+        """The edge box's answer (or its absence) goes on the decision's row and into the audit trail."""
+        self.writer.appended(self.journal.append([Job.ack(gh, cmd_id, status, reason, ts).entry()]))
+
+    def save_snapshot(self, gh: str) -> None:
+        """Write this greenhouse's snapshot now (durable when this returns)."""
+        self.snapshots.save(gh, self.controllers[gh].snapshot())
+
+    def alarm(self, gh: str, kind: str) -> None:
+        self.metrics.alarms.labels(gh, kind.split(":")[0]).inc()
+        self.alarms.append(Alarm(gh, datetime.now(UTC), kind))
+        del self.alarms[:-ALARMS_KEPT]
+        log.warning("alarm %s: %s", gh, kind)

@@ -1,0 +1,80 @@
+"""Commands published and not yet acknowledged, with their re-send budget."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+from app.mqtt.topics import Command
+
+
+@dataclass
+class PendingCommand:
+    """One published command awaiting its ack; ``attempts`` counts publications of this cmd_id."""
+
+    gh: str
+    command: Command
+    sent_at: float
+    attempts: int = 1
+
+    @property
+    def cmd_id(self) -> UUID:
+        return self.command.cmd_id
+
+
+class CommandTracker:
+    """Commands published but not yet acknowledged.
+
+    ``expired`` hands each overdue command back exactly once per publication (no repeated alarms);
+    the caller alarms and may re-publish the same cmd_id (the edge box applies it at most once)
+    until ``max_attempts`` publications have been made. Thread-safe: acks arrive on paho's thread.
+    """
+
+    def __init__(self, ack_timeout_s: float = 10.0, max_attempts: int = 3,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if ack_timeout_s <= 0 or max_attempts < 1:
+            raise ValueError("ack_timeout_s must be > 0 and max_attempts >= 1")
+        self.ack_timeout_s = ack_timeout_s
+        self.max_attempts = max_attempts
+        self._clock = clock
+        self._pending: dict[UUID, PendingCommand] = {}
+        self._attempts: dict[UUID, int] = {}
+        self._lock = threading.Lock()
+
+    def record(self, gh: str, command: Command, now: float | None = None) -> PendingCommand:
+        """Note a publication; publishing a cmd_id again (a retry) bumps its attempt count."""
+        sent = self._clock() if now is None else now
+        with self._lock:
+            attempts = self._attempts.get(command.cmd_id, 0) + 1
+            self._attempts[command.cmd_id] = attempts
+            entry = PendingCommand(gh=gh, command=command, sent_at=sent, attempts=attempts)
+            self._pending[command.cmd_id] = entry
+            return entry
+
+    def resolve(self, cmd_id: UUID) -> PendingCommand | None:
+        """An ack (of any status) arrived; None if the command was unknown or already given up on."""
+        with self._lock:
+            self._attempts.pop(cmd_id, None)
+            return self._pending.pop(cmd_id, None)
+
+    def expired(self, now: float | None = None) -> list[PendingCommand]:
+        """Remove and return commands with no ack within ``ack_timeout_s`` of their last publication."""
+        t = self._clock() if now is None else now
+        with self._lock:
+            overdue = [p for p in self._pending.values() if t - p.sent_at >= self.ack_timeout_s]
+            for p in overdue:
+                del self._pending[p.cmd_id]
+                if p.attempts >= self.max_attempts:
+                    self._attempts.pop(p.cmd_id, None)  # given up: forget it entirely
+            return overdue
+
+    def can_retry(self, entry: PendingCommand) -> bool:
+        """Whether another publication of this cmd_id is still allowed."""
+        return entry.attempts < self.max_attempts
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pending)
