@@ -38,6 +38,7 @@ from app.mqtt.topics import (
     parse_topic,
     subscription,
 )
+from twin.config import DEFAULT_ZONES
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,6 @@ OFFLINE: Final = b"offline"
 QOS: Final = 1
 RECONNECT_MIN_S: Final = 1
 RECONNECT_MAX_S: Final = 30
-DEFAULT_ZONES: Final = 6
 
 # Bridge-level reasons on top of topics.REASON_CODES (payload errors).
 BridgeReason = Literal["bad_topic", "unknown_greenhouse", "duplicate", "out_of_order", "stale"]
