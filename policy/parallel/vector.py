@@ -150,7 +150,8 @@ def _shutdown(handles: list[_Handle], buf: SharedBuffers, errors: ErrorLog, wait
 
 
 class ShmVectorTwin:
-    """B twin instances over W worker processes, with the :class:`~twin.env.GreenhouseTwin` interface.
+    """B twin instances over W worker processes, with the :class:`~twin.env.GreenhouseTwin` interface
+    (both implement :class:`policy.rollout.VectorTwin`, what PPO trains on).
 
     >>> with ShmVectorTwin(64, 2, seed=0) as twin:  # doctest: +SKIP
     ...     obs = twin.reset()
