@@ -55,6 +55,7 @@ from app.plant_sim_edge import (
     salvage_cmd_id,
 )
 from safety.action import safe_state
+from twin.config import DEFAULT_ZONES
 from twin.env import GreenhouseTwin
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class PlantSim:
     """
 
     def __init__(self, url: str, greenhouses: list[str], *, speed: float = 1.0, dt_s: float = 60, seed: int = 0,
-                 zones: int = 6, clock: Callable[[], float] = time.time, start_time: datetime | None = None,
+                 zones: int = DEFAULT_ZONES, clock: Callable[[], float] = time.time, start_time: datetime | None = None,
                  twin_overrides: dict[str, Any] | None = None) -> None:
         if not greenhouses:
             raise ValueError("at least one greenhouse is needed")

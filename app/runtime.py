@@ -47,6 +47,7 @@ from app.recorder import DecisionRecorder
 from app.snapshots import SnapshotStore
 from app.writer import DecisionStore, Job, WriterConfig, WriterProcess
 from safety import SafetyLimits
+from twin.config import DEFAULT_ZONES
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -142,7 +143,7 @@ class Runtime:
         """Store what a previous run journaled (so published) but had not stored yet: once, in order."""
         entries = self.journal.recover()
         if entries:
-            store = DecisionStore(self.recorder, lambda zones: self._proposer_for(zones or 6), audit=self.audit)
+            store = DecisionStore(self.recorder, lambda zones: self._proposer_for(zones or DEFAULT_ZONES), audit=self.audit)
             done = store.store([Job.from_entry(e) for e in entries], skip_stored=True)
             log.warning("journal: %d records of a previous run were not stored yet; stored them now", len(done))
             if self.audit is not None:

@@ -166,15 +166,16 @@ def _register(url: str, ghs: list[str]) -> None:
     from app.cli.db import DEFAULT_DAILY_WATER_CAP_L, SOIL_DEFAULTS
     from app.core.db import make_engine, make_session_factory
     from app.models import Greenhouse, Zone
+    from twin.config import DEFAULT_ZONES
 
     d = SOIL_DEFAULTS["loam"]
     engine = make_engine(url)
     with make_session_factory(engine).begin() as s:
         for gh in ghs:
-            row = Greenhouse(id=gh, name=gh, zones=6)
+            row = Greenhouse(id=gh, name=gh, zones=DEFAULT_ZONES)
             row.zone_rows = [Zone(index=i, soil_type="loam", target_low_vwc=d.target_low_vwc,
                                   target_high_vwc=d.target_high_vwc, saturation_vwc=d.saturation_vwc,
-                                  daily_water_cap_l=DEFAULT_DAILY_WATER_CAP_L) for i in range(6)]
+                                  daily_water_cap_l=DEFAULT_DAILY_WATER_CAP_L) for i in range(DEFAULT_ZONES)]
             s.add(row)
     engine.dispose()
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from twin.config import DEFAULT_ZONES
 from twin.spec import ActionSpec, ObservationSpec, observation_spec
 
 Array = Any
@@ -53,7 +54,7 @@ def _assemble(xp: Any, valves: Array, pump: Array, lights: Array) -> Array:
 class ThresholdExpert:
     """Refill/stop hysteresis per zone; pump speed fixed while any valve is open."""
 
-    zones: int = 6
+    zones: int = DEFAULT_ZONES
     refill: float = 0.2
     """Open below low + refill * (high - low)."""
     stop: float = 0.9
@@ -92,7 +93,7 @@ class ThresholdExpert:
 class TimerSchedule:
     """Every zone irrigated in fixed daily windows (hours of day, start inclusive)."""
 
-    zones: int = 6
+    zones: int = DEFAULT_ZONES
     windows: tuple[tuple[float, float], ...] = ((6.0, 6.5), (16.0, 16.5))
     pump_pct: float = 70.0
     lights: bool = True
@@ -115,7 +116,7 @@ class TimerSchedule:
 class RandomController:
     """Uniform random valves, pump and lights from a seeded numpy generator."""
 
-    def __init__(self, zones: int = 6, seed: int | Sequence[int] = 0) -> None:
+    def __init__(self, zones: int = DEFAULT_ZONES, seed: int | Sequence[int] = 0) -> None:
         self.spec = ActionSpec(zones)
         self.seed = seed
         self.rng = np.random.default_rng(seed)

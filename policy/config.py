@@ -140,7 +140,7 @@ class PPOConfig:
         * gamma 0.999 with 64-step rollouts: 0.695 after 9.8 M steps (lights creeping up);
         * the same with the KL leash to the expert (``prior_kl_coef`` 0.03): 0.704.
 
-        So training longer is now safe, not better: no recipe here has beaten its prior, and
+        So with the leash training longer is safe, not better: no recipe here has beaten its prior, and
         'full' still needs the evaluation gate before it serves.
         """
         presets: dict[str, dict[str, Any]] = {

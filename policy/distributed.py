@@ -21,7 +21,7 @@ What keeps the ranks one model (:class:`RankContext`, called from :func:`policy.
   throughput), and ``env_steps``, which counts per rank as ``total_steps`` does.
 
 Only rank 0 calls the progress and snapshot callbacks. With one process (no process group, or a
-group of one) every hook is a no-op, so single-process training is unchanged bit for bit.
+group of one) every hook is a no-op, so single-process training is the plain loop, bit for bit.
 """
 
 from __future__ import annotations

@@ -27,8 +27,7 @@ from policy.evaluate import (
     training_suite,
 )
 from policy.residual import Interlocked
-
-ZONES = 6
+from twin.config import DEFAULT_ZONES as ZONES
 
 
 def parse_seeds(text: str) -> tuple[int, int]:

@@ -37,7 +37,7 @@ import numpy as np
 
 from policy.processes import spawn_pool, usable_cores
 from twin.backend import make_backend
-from twin.config import FaultConfig, TwinConfig
+from twin.config import DEFAULT_ZONES, FaultConfig, TwinConfig
 from twin.dynamics import TwinModel
 
 Controller = Callable[[Any], Any]
@@ -335,7 +335,7 @@ def ensemble_vote(proposals: Any, zones: int) -> np.ndarray:
 class EnsembleController:
     """Controller voting over an ensemble's proposals (anything with ``propose(obs) -> (K, N, Z + 2)``)."""
 
-    def __init__(self, ensemble: Any, zones: int = 6) -> None:
+    def __init__(self, ensemble: Any, zones: int = DEFAULT_ZONES) -> None:
         self.ensemble = ensemble
         self.zones = zones
 

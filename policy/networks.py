@@ -17,6 +17,7 @@ architecture (the head has the same shape in both modes).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
@@ -47,17 +48,45 @@ class ActionEvaluation(NamedTuple):
     prior_kl: torch.Tensor | None
 
 
-def _residual_distributions(prior: ExpertPrior, prior_logit: float, logit_adj: torch.Tensor,
-                            conc_adj: torch.Tensor) -> tuple[Bernoulli, Beta]:
-    """Residual mode's distributions: the expert's valve choice at ``±prior_logit`` plus the head's
-    adjustment; pump and lights Betas whose mode is the expert's setting moved on the logit scale."""
-    logits = logit_adj + prior_logit * (2.0 * prior.valves.to(logit_adj.dtype) - 1.0)
-    mode = torch.sigmoid(torch.logit(prior.cont.to(conc_adj.dtype).clamp(RESIDUAL_MEAN_EPS, 1.0 - RESIDUAL_MEAN_EPS))
-                         + conc_adj[:, :2])
-    kappa = RESIDUAL_KAPPA * conc_adj[:, 2:].clamp(-5.0, 5.0).exp()
+def action_parameters(out: torch.Tensor, zones: int, prior: ExpertPrior | None = None,
+                      prior_logit: float | torch.Tensor = RESIDUAL_PRIOR_LOGIT
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Valve logits [..., zones] and the pump/lights Betas' (alpha, beta) [..., 2] from the actor's
+    output [..., zones + 4]; any leading axes (a member axis included) broadcast.
+
+    Plain mode (``prior`` None): the head gives the logits and log-concentrations directly.
+    Residual mode: the expert's valve choice at ``±prior_logit`` plus the head's adjustment, and
+    Betas whose mode is the expert's setting moved on the logit scale by the head.
+    """
+    logits, conc = out[..., :zones], out[..., zones:]
+    if prior is None:
+        # >= 1 keeps the density finite at the edges; exp (not softplus) lets BC reach the near-0
+        # pump of "all valves closed" within a few hundred steps.
+        c = 1.0 + conc.clamp(-10.0, 8.0).exp()
+        return logits, c[..., :2], c[..., 2:]
+    logits = logits + prior_logit * (2.0 * prior.valves.to(logits.dtype) - 1.0)
+    mode = torch.sigmoid(torch.logit(prior.cont.to(conc.dtype).clamp(RESIDUAL_MEAN_EPS, 1.0 - RESIDUAL_MEAN_EPS))
+                         + conc[..., :2])
+    kappa = RESIDUAL_KAPPA * conc[..., 2:].clamp(-5.0, 5.0).exp()
     # alpha, beta > 1 so the mode (alpha - 1) / (alpha + beta - 2) is exactly `mode`.
-    return (Bernoulli(logits=logits, validate_args=False),
-            Beta(1.0 + mode * kappa, 1.0 + (1.0 - mode) * kappa, validate_args=False))
+    return logits, 1.0 + mode * kappa, 1.0 + (1.0 - mode) * kappa
+
+
+def _distributions_of(params: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> tuple[Bernoulli, Beta]:
+    logits, alpha, beta = params
+    return Bernoulli(logits=logits, validate_args=False), Beta(alpha, beta, validate_args=False)
+
+
+def deterministic_action(out: torch.Tensor, zones: int, prior: ExpertPrior | None = None,
+                         prior_logit: float | torch.Tensor = RESIDUAL_PRIOR_LOGIT) -> torch.Tensor:
+    """Serving's action [..., zones + 2] from the actor's output, before the interlock: a valve opens
+    iff its probability is >= 0.5; pump and lights sit at the Beta's mean, or at its mode in residual
+    mode (so the untrained residual policy is the expert). Leading axes broadcast as in
+    :func:`action_parameters`."""
+    logits, a, b = action_parameters(out, zones, prior, prior_logit)
+    u = a / (a + b) if prior is None else (a - 1.0) / (a + b - 2.0)
+    dtype = out.dtype
+    return torch.cat([(torch.sigmoid(logits) >= 0.5).to(dtype), u.to(dtype) * ACTION_SCALE], dim=-1)
 
 
 def _logprob_and_entropy(valves: Bernoulli, cont: Beta, v: torch.Tensor, u: torch.Tensor
@@ -112,6 +141,12 @@ class Tanh(nn.Module):
 def mlp(in_dim: int, hidden: int) -> nn.Sequential:
     return nn.Sequential(layer_init(nn.Linear(in_dim, hidden)), Tanh(),
                          layer_init(nn.Linear(hidden, hidden)), Tanh())
+
+
+def _run(layers: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:
+    for layer in layers:
+        x = layer(x)
+    return x
 
 
 class ActorCritic(nn.Module):
@@ -175,6 +210,21 @@ class ActorCritic(nn.Module):
         state_dict.setdefault(prefix + "residual_cfg", torch.zeros(5, dtype=torch.float64))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)  # type: ignore[arg-type]
 
+    def actor_layers(self) -> tuple[nn.Module, ...]:
+        """The actor's forward pass, in order: the observation normaliser, the torso, the head.
+        :meth:`forward` runs them; :func:`policy.ensemble.forward_members` runs the same layers
+        of several members side by side."""
+        return (self.obs_rms, *self.actor_torso, self.actor_head)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """The actor's raw output [B, zones + 4] for raw observations: valve logits, then the
+        pump/lights concentration terms (see :func:`action_parameters`)."""
+        return _run(self.actor_layers(), obs)
+
+    def _actor_out(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` from observations the normaliser has already seen to."""
+        return _run(self.actor_layers()[1:], x)
+
     def distributions(self, obs: torch.Tensor, prior: ExpertPrior | None = None) -> tuple[Bernoulli, Beta]:
         """Valve Bernoullis [B, zones] and pump/lights Betas [B, 2] for raw observations.
 
@@ -187,18 +237,11 @@ class ActorCritic(nn.Module):
     def _distributions(self, obs: torch.Tensor, x: torch.Tensor, prior: ExpertPrior | None
                        ) -> tuple[Bernoulli, Beta]:
         """:meth:`distributions` given ``x``, the normalised ``obs`` (the value head shares it)."""
-        h = self.actor_torso(x)
-        out = self.actor_head(h)
-        logits, conc = out[:, : self.zones], out[:, self.zones:]
         expert, prior_logit = self._residual_settings()
-        if expert is not None:
-            if prior is None:
-                prior = expert_prior(expert, obs)
-            return _residual_distributions(prior, prior_logit, logits, conc)
-        # >= 1 keeps the density finite at the edges; exp (not softplus) lets BC reach the near-0
-        # pump of "all valves closed" within a few hundred steps.
-        conc = 1.0 + conc.clamp(-10.0, 8.0).exp()
-        return Bernoulli(logits=logits, validate_args=False), Beta(conc[:, :2], conc[:, 2:], validate_args=False)
+        if expert is not None and prior is None:
+            prior = expert_prior(expert, obs)
+        return _distributions_of(action_parameters(self._actor_out(x), self.zones,
+                                                   prior if expert is not None else None, prior_logit))
 
     def prior_distributions(self, prior: ExpertPrior) -> tuple[Bernoulli, Beta]:
         """The untrained residual policy's distributions (zero adjustments) for the expert's decision:
@@ -206,7 +249,7 @@ class ActorCritic(nn.Module):
         _, prior_logit = self._residual_settings()
         zeros = torch.zeros((prior.valves.shape[0], self.zones + 4), dtype=prior.cont.dtype,
                             device=prior.cont.device)
-        return _residual_distributions(prior, prior_logit, zeros[:, : self.zones], zeros[:, self.zones:])
+        return _distributions_of(action_parameters(zeros, self.zones, prior, prior_logit))
 
     def evaluate_actions(self, obs: torch.Tensor, action: torch.Tensor, prior: ExpertPrior | None = None,
                          prior_kl_rows: int = 0) -> ActionEvaluation:
@@ -284,11 +327,6 @@ class ActorCritic(nn.Module):
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action for serving: valve open iff p >= 0.5, pump and lights at the Beta mean
         (the mode in residual mode, so the untrained policy is the expert), then the pump interlock."""
-        valves, cont = self.distributions(obs)
-        if self.is_residual:
-            a, b = cont.concentration1, cont.concentration0
-            u = (a - 1.0) / (a + b - 2.0)
-        else:
-            u = cont.mean
-        action = torch.cat([(valves.probs >= 0.5).to(obs.dtype), u.to(obs.dtype) * ACTION_SCALE], dim=1)
-        return interlock(action, self.zones, obs)
+        expert, prior_logit = self._residual_settings()
+        prior = None if expert is None else expert_prior(expert, obs)
+        return interlock(deterministic_action(self(obs), self.zones, prior, prior_logit), self.zones, obs)

@@ -41,6 +41,10 @@ class RunningMeanStd(nn.Module):
         self.var.copy_(m2 / total)
         self.count.copy_(total)
 
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`normalize`: the normaliser as the first layer of a network."""
+        return self.normalize(x)
+
     def normalize(self, x: torch.Tensor, clip: float = 10.0, eps: float = 1e-8) -> torch.Tensor:
         """(x - mean) / std, clipped so one outlier reading cannot saturate the network."""
         mean = self.mean.to(x.dtype)

@@ -20,7 +20,9 @@ import numpy as np
 import torch
 
 from policy.baselines import ThresholdExpert
-from safety.interlock import PUMP_MIN_RUNNING_PCT, SINGLE_VALVE_PUMP_CAP
+from safety.interlock import SINGLE_VALVE_PUMP_CAP
+from safety.limits import PUMP_MIN_RUNNING_PCT
+from twin.config import DEFAULT_ZONES
 from twin.spec import observation_spec
 
 
@@ -88,7 +90,7 @@ class Interlocked:
     """A batched controller ``obs -> action`` (numpy or torch) behind :func:`interlock`, as the
     service runs every proposal; returns numpy."""
 
-    def __init__(self, controller: Any, zones: int = 6) -> None:
+    def __init__(self, controller: Any, zones: int = DEFAULT_ZONES) -> None:
         self.controller = controller
         self.zones = zones
 

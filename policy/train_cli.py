@@ -117,7 +117,7 @@ def run_train(args: argparse.Namespace) -> int:
 def _train_members(args: argparse.Namespace, device: str, world_size: int) -> int:
     from policy.checkpoint import CheckpointError
     from policy.config import PPOConfig
-    from policy.ensemble import check_jobs, default_jobs, train_ensemble
+    from policy.ensemble_training import check_jobs, default_jobs, train_ensemble
 
     try:
         if args.members < 1:

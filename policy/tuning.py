@@ -25,6 +25,7 @@ from typing import Any
 
 from policy.baselines import ThresholdExpert
 from policy.evaluate import ControllerMetrics, Progress, Scenario, evaluate_many, training_suite
+from twin.config import DEFAULT_ZONES
 from twin.env import TWIN_VERSION
 
 TUNED_PATH = Path(__file__).with_name("tuned_threshold.json")
@@ -57,7 +58,7 @@ def score(metrics: ControllerMetrics, greenhouses: int) -> float:
 
 
 def tune_threshold(train_scenarios: Sequence[Scenario] | None = None, grid: ThresholdGrid | None = None,
-                   zones: int = 6, progress: Progress | None = None, *, interlocked: bool = False,
+                   zones: int = DEFAULT_ZONES, progress: Progress | None = None, *, interlocked: bool = False,
                    jobs: int = 1) -> tuple[ThresholdExpert, float]:
     """Best threshold expert on the training scenarios and its training score (full grid: pump speed
     interacts with the stop point, since a faster pump overshoots it more within one step).

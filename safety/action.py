@@ -10,8 +10,9 @@ from typing import Final
 
 import numpy as np
 
-DEFAULT_ZONES: Final = 6
-"""Irrigation zones of a standard greenhouse (count)."""
+from twin.config import DEFAULT_ZONES
+
+__all__ = ["DEFAULT_ZONES", "LIGHTS", "PUMP", "action_size", "safe_state", "valve_name"]
 
 PUMP: Final = -2
 """Index of the pump speed [% of full speed], counted from the end."""

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from safety.limits import PUMP_MIN_RUNNING_PCT
 from twin.spec import observation_spec
+
+__all__ = ["PUMP_MIN_RUNNING_PCT", "SINGLE_VALVE_PUMP_CAP", "interlock_one"]
 
 SINGLE_VALVE_PUMP_CAP = 85.0
 """Pump % allowed with exactly one valve open: one valve at full speed leaves ~91 % of shut-off
 head (relief at 90 %), so the cap keeps a margin for pump wear and valve lag."""
-PUMP_MIN_RUNNING_PCT = 20.0
-"""Slowest a running pump turns (``pump_min_pct`` of ``default_limits.toml``, which the clipper
-applies after the vote): a command between 0 and this is raised to it. In the interlock too, so
-training and evaluation see the speed the plant will run, not one the clipper would change."""
 
 
 def interlock_one(action: np.ndarray, obs: np.ndarray, zones: int,

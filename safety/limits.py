@@ -11,12 +11,17 @@ import functools
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Final, Self
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from safety.action import DEFAULT_ZONES
+
+PUMP_MIN_RUNNING_PCT: Final = 20.0
+"""Slowest a running pump turns [% of full speed]: the clipper's default ``pump_min_pct`` and the
+floor of the pump interlock (:mod:`safety.interlock`), so training and evaluation see the speed
+the plant will run, not one the clipper would change."""
 
 DEFAULT_LIMITS_PATH = Path(__file__).with_name("default_limits.toml")
 
@@ -30,7 +35,7 @@ class SafetyLimits(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     zones: int = Field(DEFAULT_ZONES, ge=1, le=256, description="irrigation zones [count]")
-    pump_min_pct: float = Field(20.0, ge=0.0, le=100.0, description="lowest running pump speed [%]")
+    pump_min_pct: float = Field(PUMP_MIN_RUNNING_PCT, ge=0.0, le=100.0, description="lowest running pump speed [%]")
     pump_max_pct: float = Field(100.0, gt=0.0, le=100.0, description="highest pump speed [%]")
     max_open_valves: int = Field(4, ge=0, description="valves the pump can feed at once [count]")
     zone_daily_water_cap_l: NonNegative | tuple[NonNegative, ...] = Field(

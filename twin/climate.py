@@ -14,7 +14,13 @@ from typing import Any
 
 from twin.backend import Array
 from twin.config import ClimateConfig, CropConfig
-from twin.et0 import atmospheric_pressure_kpa, psychrometric_constant_kpa_per_c
+from twin.et0 import (
+    SVP_C_C,
+    SVP_SLOPE_K,
+    atmospheric_pressure_kpa,
+    psychrometric_constant_kpa_per_c,
+    saturation_vapour_kpa,
+)
 
 W_M2_TO_MJ_M2_H = 0.0036
 LAMP_RADIANT_SHARE = 0.5
@@ -22,11 +28,6 @@ LAMP_RADIANT_SHARE = 0.5
 PAR_PER_W_M2 = 2.05
 """umol/m2/s of PAR per W/m2 of global solar radiation."""
 OUTSIDE_CO2_PPM = 420.0
-
-
-def saturation_vapour_kpa(xp: Any, t_c: Array) -> Array:
-    """FAO-56 eq. 11."""
-    return 0.6108 * xp.exp(17.27 * t_c / (t_c + 237.3))
 
 
 def crop_coefficient(xp: Any, crop: CropConfig, day: Array) -> tuple[Array, Array]:
@@ -67,7 +68,7 @@ def reference_et0(xp: Any, cfg: ClimateConfig, gamma: float, air_temp: Array, va
     """Inside hourly ET0 (FAO-56 eq. 53) for natural light and natural + lamp light."""
     u2 = cfg.inside_wind_m_s
     es = saturation_vapour_kpa(xp, air_temp)
-    delta = 4098.0 * es / ((air_temp + 237.3) * (air_temp + 237.3))
+    delta = SVP_SLOPE_K * es / ((air_temp + SVP_C_C) * (air_temp + SVP_C_C))  # eq. 13, es computed once
     ea = xp.minimum(vapour_kpa, es)
     denom = 1.0 / (delta + gamma * (1.0 + 0.34 * u2))
     aero = gamma * (37.0 * u2) / (air_temp + 273.0) * (es - ea) * denom

@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 
 @dataclass(frozen=True)
@@ -174,11 +174,16 @@ class EstimatorConfig:
     """Factor on Q (variance) while two or more trusted probes agree the prediction is off."""
 
 
+DEFAULT_ZONES: Final = 6
+"""Irrigation zones of a standard greenhouse [count]: the twin's default, and the safety layer's,
+the service's and the policy's wherever a zone count is not given."""
+
+
 @dataclass(frozen=True)
 class TwinConfig:
     """Everything that defines a twin instance family."""
 
-    zones: int = 6
+    zones: int = DEFAULT_ZONES
     probes_per_zone: int = 2
     dt_s: float = 600.0
     """Control step [s]: 60 for real time, 600 (10 min) for training and evaluation."""

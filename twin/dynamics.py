@@ -16,11 +16,11 @@ from twin.climate import (
     crop_kc,
     psychrometric_constant,
     reference_et0,
-    saturation_vapour_kpa,
     season_stage,
     step_air,
 )
 from twin.config import TwinConfig
+from twin.et0 import saturation_vapour_kpa
 from twin.hydraulics import step_hydraulics, valve_failure_latch
 from twin.kalman import KalmanState, kalman_step
 from twin.randomize import initial_state, sample_params

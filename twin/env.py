@@ -103,6 +103,19 @@ class GreenhouseTwin:
         self.params.scatter_(idx, params)
         self.state.scatter_(idx, state)
 
+    def episodes(self) -> tuple[TwinParams, TwinState]:
+        """Copies of every instance's params and state: a resumable snapshot of the episodes in flight."""
+        rows = self.backend.arange(self.num_instances)
+        return (TwinParams(**{k: v[rows] for k, v in self.params.arrays().items()}),
+                TwinState(**{k: v[rows] for k, v in self.state.arrays().items()}))
+
+    def restore_episodes(self, params: TwinParams, state: TwinState, ids: Array | None = None) -> None:
+        """Overwrite the instances ``ids`` (local rows; all when None) with these rows of params and
+        state, as :meth:`episodes` returned them: resuming a snapshot, or restarting some episodes."""
+        idx = self.backend.arange(self.num_instances) if ids is None else self.backend.asarray(ids, self.backend.int)
+        self.params.scatter_(idx, params)
+        self.state.scatter_(idx, state)
+
     def step(self, actions: Array) -> tuple[Array, Array, Array, Array, dict[str, Any]]:
         """Apply actions of shape (B, zones + 2) and advance one control step."""
         action = self._as_action(actions)

@@ -27,6 +27,7 @@ __all__ = [
     "greenhouse_hourly_net_radiation_mj_m2_h",
     "net_longwave_radiation_mj_m2_day",
     "psychrometric_constant_kpa_per_c",
+    "saturation_vapour_kpa",
     "saturation_vapour_pressure_kpa",
     "svp_slope_kpa_per_c",
 ]
@@ -102,7 +103,13 @@ def _as_arrays(*values: Any) -> tuple[Any, tuple[Array, ...]]:
 def saturation_vapour_pressure_kpa(t_c: Any) -> Array:
     """e°(T) in kPa (eq. 11); the vapour pressure of air saturated at T in °C."""
     xp, (t,) = _as_arrays(t_c)
-    return SVP_A_KPA * xp.exp(SVP_B * t / (t + SVP_C_C))
+    return saturation_vapour_kpa(xp, t)
+
+
+def saturation_vapour_kpa(xp: Any, t_c: Array) -> Array:
+    """Eq. 11 on an array already in namespace ``xp``, as is: no conversion, so the twin's
+    compiled step traces it and its dtype stays the caller's."""
+    return SVP_A_KPA * xp.exp(SVP_B * t_c / (t_c + SVP_C_C))
 
 
 def svp_slope_kpa_per_c(t_c: Any) -> Array:

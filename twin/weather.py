@@ -14,15 +14,12 @@ import numpy as np
 
 from twin.backend import Array, Backend
 from twin.config import WeatherConfig
+from twin.et0 import saturation_vapour_kpa
 from twin.spec import FORECAST_HOURS
 
 HOURS_PER_YEAR = 8760
 FIELDS = ("temp_c", "rh_pct", "solar_w_m2", "wind_m_s", "rain_mm_h")
 TEMP, RH, SOLAR, WIND, RAIN = range(len(FIELDS))
-
-
-def _svp_kpa(t_c: np.ndarray) -> np.ndarray:
-    return 0.6108 * np.exp(17.27 * t_c / (t_c + 237.3))
 
 
 def generate_year(rng: np.random.Generator, latitude_deg: float) -> np.ndarray:
@@ -60,7 +57,8 @@ def generate_year(rng: np.random.Generator, latitude_deg: float) -> np.ndarray:
 
     # Humidity from a dew point near the daily minimum (moister on cloudy days).
     dew = (t_mean - 0.5 * diurnal_range) - 2.0 + 3.0 * cover_day
-    rh = np.clip(100.0 * _svp_kpa(dew)[:, None] / _svp_kpa(temp), 15.0, 100.0)
+    rh = np.clip(100.0 * saturation_vapour_kpa(np, dew)[:, None] / saturation_vapour_kpa(np, temp),
+                 15.0, 100.0)
 
     # Wind at 2 m: log-normal daily mean with persistence, stronger in the afternoon.
     wind_day = np.exp(np.log(2.5) + lfilter([1.0], [1.0, -0.6], rng.normal(0, 0.3, 365)))

@@ -11,6 +11,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from twin.config import DEFAULT_ZONES
+
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -142,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     ghs = gh.add_subparsers(dest="gh_command", required=True)
     add = ghs.add_parser("add", help="register a greenhouse with its zones")
     add.add_argument("gh_id", metavar="GH")
-    add.add_argument("--zones", type=int, default=6)
+    add.add_argument("--zones", type=int, default=DEFAULT_ZONES)
     add.add_argument("--soil", choices=["sand", "loam", "clay"], default="loam")
     add.add_argument("--name", default=None)
     add.add_argument("--daily-water-cap-l", type=float, default=250.0)
@@ -219,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--speed", type=float, default=1.0)
     sim.add_argument("--dt-s", type=float, default=60.0)
     sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--zones", type=int, default=6)
+    sim.add_argument("--zones", type=int, default=DEFAULT_ZONES)
     sim.add_argument("--mqtt-url", default=None, help="default: GREENTWIN_MQTT_URL")
     sim.set_defaults(handler=_cmd_plant_sim)
     return parser

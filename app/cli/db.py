@@ -19,6 +19,7 @@ from app.core.db import (
 )
 from app.models import SOIL_TYPES, Greenhouse, Zone
 from app.mqtt.topics import validate_gh_id
+from twin.config import DEFAULT_ZONES
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def current(url: str | None = None) -> str | None:
 def add_greenhouse(
     url: str | None,
     gh_id: str,
-    zones: int = 6,
+    zones: int = DEFAULT_ZONES,
     soil: str = "loam",
     name: str | None = None,
     daily_water_cap_l: float = DEFAULT_DAILY_WATER_CAP_L,

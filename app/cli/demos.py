@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import select
 
+from twin.config import DEFAULT_ZONES
+
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
@@ -24,7 +26,7 @@ def add_demos_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="demos_command", required=True)
     exp = sub.add_parser("export", help="operator overrides as a .npz of demonstrations for `greentwin train --demos`")
     exp.add_argument("--out", required=True, metavar="FILE.npz")
-    exp.add_argument("--zones", type=int, default=6, help="greenhouses with this many zones (one layout per file)")
+    exp.add_argument("--zones", type=int, default=DEFAULT_ZONES, help="greenhouses with this many zones (one layout per file)")
     exp.add_argument("--greenhouse", metavar="GH", default=None, help="default: every greenhouse")
     exp.add_argument("--from", dest="since", type=datetime.fromisoformat, default=None, metavar="ISO")
     exp.add_argument("--to", dest="until", type=datetime.fromisoformat, default=None, metavar="ISO")
@@ -38,7 +40,7 @@ class ExportResult:
     """Override decisions without a stored observation (recorded before it was kept) or of another layout."""
 
 
-def export_demos(url: str, out: Path, zones: int = 6, greenhouse: str | None = None,
+def export_demos(url: str, out: Path, zones: int = DEFAULT_ZONES, greenhouse: str | None = None,
                  since: datetime | None = None, until: datetime | None = None) -> ExportResult:
     """Write the operator overrides in range to ``out``; ValueError if there are none."""
     from app.core.db import migrated_session

@@ -9,6 +9,7 @@ import threading
 from types import FrameType
 
 from app.plant_sim import PlantSim
+from twin.config import DEFAULT_ZONES
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ def run_plant_sim(args: argparse.Namespace) -> int:
     greenhouses = [g.strip() for g in str(args.greenhouses).split(",") if g.strip()]
     try:
         sim = PlantSim(url, greenhouses, speed=args.speed, dt_s=args.dt_s, seed=getattr(args, "seed", 0),
-                       zones=getattr(args, "zones", 6))
+                       zones=getattr(args, "zones", DEFAULT_ZONES))
     except ValueError as exc:
         logger.error("plant-sim: %s", exc)
         return 2

@@ -18,6 +18,8 @@ import threading
 import time
 from pathlib import Path
 
+from twin.config import DEFAULT_ZONES
+
 log = logging.getLogger(__name__)
 
 
@@ -122,7 +124,7 @@ def run_demo(args: argparse.Namespace) -> int:
     db_cli.upgrade(url)
     for gh in ("gh1", "gh2"):
         with contextlib.suppress(ValueError):  # already registered on an earlier run
-            db_cli.add_greenhouse(url, gh, zones=6, soil="loam")
+            db_cli.add_greenhouse(url, gh, zones=DEFAULT_ZONES, soil="loam")
     logins = demo_logins(url)
 
     target = parse_mqtt_url(settings.mqtt_url)

@@ -36,11 +36,11 @@ from app.mqtt.topics import (
     subscription,
 )
 from app.mqtt.tracker import CommandTracker, PendingCommand
+from twin.config import DEFAULT_ZONES
 
 logger = logging.getLogger(__name__)
 
 SERVICE_STATUS_TOPIC: Final = "greentwin/service/status"
-DEFAULT_ZONES: Final = 6
 
 # Bridge-level reasons on top of topics.REASON_CODES (payload errors).
 BridgeReason = Literal["bad_topic", "unknown_greenhouse", "duplicate", "out_of_order", "stale"]

@@ -150,7 +150,8 @@ def _shutdown(handles: list[_Handle], buf: SharedBuffers, errors: ErrorLog, wait
 
 
 class ShmVectorTwin:
-    """B twin instances over W worker processes, with the :class:`~twin.env.GreenhouseTwin` interface.
+    """B twin instances over W worker processes, with the :class:`~twin.env.GreenhouseTwin` interface
+    (both implement :class:`policy.rollout.VectorTwin`, what PPO trains on).
 
     >>> with ShmVectorTwin(64, 2, seed=0) as twin:  # doctest: +SKIP
     ...     obs = twin.reset()
@@ -260,12 +261,23 @@ class ShmVectorTwin:
         """Copies of every instance's state, gathered from the workers (for snapshots)."""
         return TwinState(**self._gather_arrays("state"))
 
-    def restore_episodes(self, params: TwinParams, state: TwinState) -> None:
-        """Overwrite every instance's params and state (resuming a snapshot); the views of the
-        last step now show ``state.last_obs``."""
+    def episodes(self) -> tuple[TwinParams, TwinState]:
+        """Copies of every instance's params and state, gathered from the workers."""
+        return self.params, self.state
+
+    def restore_episodes(self, params: TwinParams, state: TwinState, ids: torch.Tensor | None = None) -> None:
+        """Overwrite the instances ``ids`` (all when None) with these rows of params and state
+        (resuming a snapshot, restarting some episodes); the views of the last step now show
+        ``state.last_obs``."""
         self._check_idle()
         if self._step < 0:
             self.reset()
+        if ids is not None:  # the workers load whole slices: merge the rows into everyone's episodes
+            rows = torch.as_tensor(ids).cpu()
+            all_params, all_state = self.episodes()
+            all_params.scatter_(rows, params)
+            all_state.scatter_(rows, state)
+            params, state = all_params, all_state
         k = self._step
         p = {n: np.asarray(torch.as_tensor(v).cpu()) for n, v in params.arrays().items()}
         s = {n: np.asarray(torch.as_tensor(v).cpu()) for n, v in state.arrays().items()}

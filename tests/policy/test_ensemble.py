@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-import policy.ensemble as ensemble_mod
+import policy.ensemble_training as ensemble_mod
 from policy.checkpoint import CheckpointError, read_ensemble_manifest
 from policy.config import PPOConfig
-from policy.ensemble import Ensemble, load_ensemble, train_ensemble
+from policy.ensemble import Ensemble, StackedMembers, forward_members, load_ensemble
+from policy.ensemble_training import train_ensemble
 from policy.networks import ActorCritic
 from safety.report import Decision
 from twin import GreenhouseTwin, ObservationSpec
@@ -64,6 +65,18 @@ def test_decide_votes_over_the_members() -> None:
     assert np.array_equal(d.action[ZONES:], np.median(p[:, ZONES:], axis=0))
     with pytest.raises(ValueError, match="one observation"):
         ens.decide(observations(2))
+
+
+def test_members_run_side_by_side_as_each_runs_alone() -> None:
+    members = [untrained(k) for k in range(3)]
+    x = torch.from_numpy(observations(5))
+    with torch.no_grad():
+        got = forward_members(members, x)
+        assert got.shape == (3, 5, ZONES + 4)
+        for k, m in enumerate(members):  # the same layers, the same kernels on the same shapes
+            torch.testing.assert_close(got[k], m(x), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="architecture"):
+        StackedMembers([untrained(0), ActorCritic(ObservationSpec(ZONES).dim, ZONES, hidden=8)])
 
 
 def test_members_must_share_a_layout() -> None:
