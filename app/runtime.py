@@ -119,6 +119,8 @@ class Runtime:
         self.controllers: dict[str, GreenhouseController] = {}
         self.alarms: list[Alarm] = []
         self.last_decision: dict[str, dict[str, Any]] = {}
+        self.last_telemetry: dict[str, Telemetry] = {}
+        """Each greenhouse's latest accepted telemetry (read-only for the dashboard's live view)."""
         self.bridge: MqttBridge | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._reconnects_seen = 0
@@ -245,6 +247,7 @@ class Runtime:
     def on_telemetry(self, gh: str, tel: Telemetry) -> None:
         """Queue for the next micro-batch (messages of one greenhouse are decided in arrival order)."""
         self.metrics.telemetry.labels("accepted", "").inc()
+        self.last_telemetry[gh] = tel
         if self._stopping:
             return
         queue = self._inbox.setdefault(gh, deque())
