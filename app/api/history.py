@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ def _num(v: Any) -> float:
 
 
 def _rows(session: Session, gh: str, start: datetime, end: datetime) -> Sequence[Any]:
+    start, end = start.astimezone(UTC), end.astimezone(UTC)  # SQLite compares the stored UTC text
     return session.execute(
         select(Decision.ts, Decision.telemetry, Decision.estimate)
         .where(Decision.greenhouse_id == gh, Decision.ts >= start, Decision.ts < end, Decision.actor != "watchdog")
@@ -56,7 +57,7 @@ def history(session: Session, gh: str, zones: int, bands: list[tuple[float, floa
     rows = _rows(session, gh, start, end)
     span_s = (end - start).total_seconds()
     bucket_s = span_s / points
-    t = np.array([(r.ts if r.ts.tzinfo else r.ts.replace(tzinfo=start.tzinfo)).timestamp() for r in rows])
+    t = np.array([(r.ts if r.ts.tzinfo else r.ts.replace(tzinfo=UTC)).timestamp() for r in rows])
     idx = np.clip(((t - start.timestamp()) // bucket_s).astype(np.int64), 0, points - 1) if len(rows) else \
         np.zeros(0, dtype=np.int64)
     moisture = np.full((len(rows), zones), np.nan)
@@ -82,6 +83,7 @@ def time_in_band_pct(session: Session, gh: str, bands: list[tuple[float, float]]
     lo = np.array([b[0] for b in bands])
     hi = np.array([b[1] for b in bands])
     inside = total = 0
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
     for r in session.execute(select(Decision.estimate).where(
             Decision.greenhouse_id == gh, Decision.ts >= start, Decision.ts < end,
             Decision.actor != "watchdog")).scalars():
