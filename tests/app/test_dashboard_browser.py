@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -251,3 +252,24 @@ def test_alarm_acknowledge_records_the_operator(stack: dict[str, Any], browser: 
     p.shot("alarms")
     p.close()
 
+
+
+def test_a_dropped_stream_shows_its_age_and_reconnects(stack: dict[str, Any], browser: Any) -> None:
+    """Last in the module: it restarts the service under the open page."""
+    service: Service = stack["service"]
+    p = Page(browser, stack["base"], "olga")
+    page = p.greenhouse()
+    assert page.locator("#conn").is_hidden()
+    Proc.stop(service)  # the process only: its HTTP client serves the restart below
+    page.wait_for_selector("#conn:not([hidden])", timeout=30000)
+    assert re.fullmatch(r"Disconnected: last update \d+ s ago\. Reconnecting…", page.inner_text("#conn"))
+    p.shot("disconnected")
+    page.evaluate("window.__sameDocument = true")
+    service.start()
+    page.wait_for_selector("#conn", state="hidden", timeout=60000)
+    before = page.inner_text("#climate")
+    page.wait_for_function("(b) => document.querySelector('#climate').innerText !== b", arg=before, timeout=30000)
+    assert page.evaluate("window.__sameDocument") is True, "live again without a reload"
+    # The page's own requests failed while the service was down: those errors are expected here.
+    p.errors.clear()
+    p.close()
