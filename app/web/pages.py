@@ -50,6 +50,7 @@ def _render(request: Request, name: str, session: tuple[Principal, str], **conte
     runtime = request.app.state.runtime
     return templates.TemplateResponse(request, name, {
         "user": user, "roles": sorted(user.roles), "is_operator": "operator" in user.roles,
+        "can_report": bool(user.roles & {"agronomist", "admin"}),
         "csrf": csrf_token(token), "site_tz": runtime.settings.site_timezone,
         "greenhouses": sorted(runtime.controllers), **context}, headers={"Cache-Control": "no-store"})
 

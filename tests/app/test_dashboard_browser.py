@@ -12,6 +12,7 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from app import db_cli
 from app.auth.users import create_user
 from app.core.db import make_engine, make_session_factory
 from app.mqtt.topics import Ack, encode
+from audit.signing import load_certificate, verify_pdf
 from tests.app.procs import (
     MOSQUITTO,
     AuditKeys,
@@ -179,6 +181,16 @@ def test_manual_valve_goes_out_on_mqtt_and_comes_back_confirmed(stack: dict[str,
         timeout=30000)
     assert page.inner_text(".tile[data-zone='1'] .valve-commanded") == "open"
     p.shot("manual-valve")
+    # The pump with every valve shut: the safety layer clips it, and the page says which rule did.
+    for i in range(ZONES):
+        page.set_checked(f"#valve-{i}", False)
+    page.fill("#manual-pump", "80")
+    page.fill("#reason", "pump against closed valves")
+    page.click("#manual-apply")
+    page.wait_for_function("() => document.querySelector('#actuators').innerText.includes('clipped: pump.')",
+                           timeout=30000)
+    assert "Pump commanded\t0 %" in page.inner_text("#actuators")
+    p.shot("manual-clipped")
     page.fill("#reason", "back to the policy")
     page.click("#mode-auto")
     page.wait_for_selector(".badge.mode-auto")
@@ -216,7 +228,7 @@ def _bearer(stack: dict[str, Any], user: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {r.json()['access_token']}"}
 
 
-def test_a_user_without_the_operator_role_sees_no_controls_and_is_refused(stack: dict[str, Any],
+def test_an_agronomist_sees_no_controls_is_refused_and_downloads_a_signed_report(stack: dict[str, Any],
                                                                             browser: Any) -> None:
     p = Page(browser, stack["base"], "vera", width=820)  # tablet width
     page = p.greenhouse()
@@ -229,6 +241,13 @@ def test_a_user_without_the_operator_role_sees_no_controls_and_is_refused(stack:
     status = r.status
     assert status == 403
     p.shot("agronomist-tablet")
+    with page.expect_download() as info:
+        page.click("#report-download")
+    pdf = Path(info.value.path()).read_bytes()
+    cert = load_certificate(stack["service"].state_dir / "report-signing" / "report-cert.pem")
+    with ThreadPoolExecutor(1) as pool:  # verify_pdf runs its own event loop; Playwright's holds this thread
+        outcome = pool.submit(verify_pdf, pdf, cert).result()
+    assert outcome.ok, outcome.reason
     p.close()
 
 

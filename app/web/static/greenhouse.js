@@ -205,6 +205,19 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   }
 
+  const report = $("report-form");
+  if (report) {
+    const day = (d) => d.toISOString().slice(0, 10);
+    const today = new Date();
+    $("report-to").value = day(new Date(today.getTime() + 86400e3));
+    $("report-from").value = day(new Date(today.getTime() - 6 * 86400e3));
+    report.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const q = new URLSearchParams({ from: `${$("report-from").value}T00:00:00Z`, to: `${$("report-to").value}T00:00:00Z` });
+      location.href = `/api/greenhouses/${gh}/report.pdf?${q}`;
+    });
+  }
+
   GT.api("GET", `/api/greenhouses/${gh}/live`).then(render).catch(() => {});
   GT.stream(`/api/stream?gh=${encodeURIComponent(gh)}`, { live: render });
   loadHistory().catch(() => {});
