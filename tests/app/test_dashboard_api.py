@@ -183,8 +183,18 @@ def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
     assert r.status_code == 422 and "offset" in r.json()["detail"]
 
 
-def test_history_averages_a_week_of_minutes_into_hourly_buckets(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'h.sqlite3'}"
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def history_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Both databases: the buckets are computed by each one's own SQL (julianday vs extract(epoch))."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'h.sqlite3'}"
+        return
+    with request.getfixturevalue("make_pg_database")("gt_dash_hist") as url:
+        yield url
+
+
+def test_history_averages_a_week_of_minutes_into_hourly_buckets(history_url: str) -> None:
+    url = history_url
     db_cli.upgrade(url)
     db_cli.add_greenhouse(url, "gh1", zones=6, soil="loam")
     start = datetime(2026, 6, 1, tzinfo=UTC)
