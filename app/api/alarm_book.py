@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from app.api.schemas import AlarmAck, AlarmPublic
 from app.audit_sink import ACCESS_CHAIN
-from app.runtime import Runtime
+from app.runtime import Alarm, Runtime
 
 CRITICAL_PREFIXES = ("valve_failed", "flow_without_open_valve", "telemetry_stale", "valve_open_no_flow",
                      "command_rejected")
@@ -48,13 +48,23 @@ class AlarmBook:
         self.runtime = runtime
         self._acks: dict[str, _Ack] = {}
         self._lock = threading.Lock()
+        self._cache: tuple[tuple[int, int, int], list[AlarmPublic]] | None = None
+        self._version = 0
 
     def list(self, gh: str | None = None) -> list[AlarmPublic]:
-        """Groups, newest first; unacknowledged ones first of all."""
+        """Groups, newest first; unacknowledged ones first of all. Regrouped only when an alarm or an
+        acknowledgement came in: every open live stream asks for the counts every second."""
+        alarms = self.runtime.alarms
+        key = (len(alarms), id(alarms[-1]) if alarms else 0, self._version)
+        cache = self._cache
+        if cache is None or cache[0] != key:
+            cache = (key, self._group(list(alarms)))
+            self._cache = cache
+        return [a for a in cache[1] if gh is None or a.greenhouse_id == gh]
+
+    def _group(self, alarms: list[Alarm]) -> list[AlarmPublic]:
         groups: dict[str, dict[str, object]] = {}
-        for alarm in list(self.runtime.alarms):
-            if gh is not None and alarm.greenhouse_id != gh:
-                continue
+        for alarm in alarms:
             key = alarm_id(alarm.greenhouse_id, alarm.kind)
             g = groups.get(key)
             if g is None:
@@ -91,5 +101,6 @@ class AlarmBook:
                                 "through": match.last_at.isoformat()}, now)
         with self._lock:
             self._acks[key] = _Ack(actor, now, match.last_at)
+            self._version += 1
         return AlarmAck(id=key, greenhouse_id=match.greenhouse_id, kind=match.kind, acknowledged_by=actor,
                         acknowledged_at=now, through=match.last_at)

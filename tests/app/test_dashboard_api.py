@@ -227,3 +227,30 @@ def test_history_averages_a_week_of_minutes_into_hourly_buckets(history_url: str
     assert h.ts[0] == start + timedelta(minutes=30)
     assert in_band is not None and abs(in_band - 100 * (theta <= 0.25).mean()) < 1e-9
     print(f"history of 7 days x 1 min x 6 zones -> 336 points: best {min(timings) * 1e3:.0f} ms")
+
+
+def test_alarm_groups_acknowledge_up_to_now_and_reopen_on_a_new_occurrence() -> None:
+    from types import SimpleNamespace
+
+    from app.api.alarm_book import AlarmBook, UnknownAlarm
+    from app.runtime import Alarm
+
+    t0 = datetime(2026, 6, 1, tzinfo=UTC)
+    runtime = SimpleNamespace(alarms=[Alarm("gh1", t0, "ack_timeout"), Alarm("gh1", t0 + timedelta(seconds=5),
+                                                                             "ack_timeout"),
+                                      Alarm("gh2", t0 + timedelta(seconds=1), "valve_failed:2")], audit=None)
+    book = AlarmBook(runtime)  # type: ignore[arg-type]
+    groups = {(a.greenhouse_id, a.kind): a for a in book.list()}
+    timeout, failed = groups[("gh1", "ack_timeout")], groups[("gh2", "valve_failed:2")]
+    assert (timeout.count, timeout.first_at, timeout.last_at, timeout.severity) == (2, t0, t0 + timedelta(seconds=5),
+                                                                                    "warning")
+    assert failed.severity == "critical" and book.unacknowledged("gh1") == 1 and book.unacknowledged("gh2") == 1
+    ack = book.acknowledge(timeout.id, "operator:olga")
+    assert ack.through == timeout.last_at and book.unacknowledged("gh1") == 0
+    [acked] = book.list("gh1")
+    assert acked.acknowledged and acked.acknowledged_by == "operator:olga"
+    runtime.alarms.append(Alarm("gh1", t0 + timedelta(seconds=9), "ack_timeout"))
+    [again] = book.list("gh1")
+    assert not again.acknowledged and again.count == 3, "a new occurrence after the acknowledgement reopens it"
+    with pytest.raises(UnknownAlarm):
+        book.acknowledge("f" * 16, "operator:olga")
