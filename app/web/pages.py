@@ -57,7 +57,8 @@ def _render(request: Request, name: str, session: tuple[Principal, str], **conte
 
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str = "/") -> Response:
-    safe_next = next if next.startswith("/") and not next.startswith("//") else "/"
+    # Only a path on this site: '//host' and '/\\host' are other sites to a browser.
+    safe_next = next if next.startswith("/") and not next.startswith(("//", "/\\")) and "\\" not in next else "/"
     if _user(request) is not None:
         return RedirectResponse(safe_next, status_code=303)
     return templates.TemplateResponse(request, "login.html", {"next": safe_next},

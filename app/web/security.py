@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from http.cookies import SimpleCookie
 from urllib.parse import urlsplit
 
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.deps import SESSION_COOKIE
@@ -59,17 +59,10 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 def session_cookie(scope: Scope) -> str | None:
-    """The session cookie of a request, if it has one."""
+    """The session cookie of a request, read by the same parser as the authentication reads it: a
+    stricter one would miss a cookie that still authenticates, and let its request skip the check."""
     raw = _header(scope, b"cookie")
-    if not raw:
-        return None
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(raw)
-    except Exception:  # a malformed Cookie header is no session
-        return None
-    morsel = jar.get(SESSION_COOKIE)
-    return morsel.value if morsel is not None and morsel.value else None
+    return cookie_parser(raw).get(SESSION_COOKIE) or None if raw else None
 
 
 def _same_origin(scope: Scope) -> bool:
@@ -86,8 +79,9 @@ def csrf_refusal(scope: Scope) -> str | None:
     """Why this request is refused as a possible cross-site request forgery (None: let it through)."""
     if scope["method"] in SAFE_METHODS:
         return None
-    if _header(scope, b"authorization") is not None:
+    if (_header(scope, b"authorization") or "").lower().startswith("bearer "):
         return None  # a bearer client: browsers never attach this header on their own
+    # (any other Authorization scheme is ignored by the API, which then reads the cookie: checked)
     if not _same_origin(scope):
         return "cross-origin request refused (Origin does not match this site)"
     if scope["path"] in CSRF_EXEMPT:

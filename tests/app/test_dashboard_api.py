@@ -117,6 +117,13 @@ def test_cookie_sessions_need_the_csrf_token_and_bearer_clients_do_not(client: T
         good = {"X-CSRF-Token": csrf_token(token)}
         r = client.post(url, json=body, headers={**good, "Origin": "https://evil.example"})
         assert r.status_code == 403 and "Origin" in r.json()["detail"]
+        assert client.post(url, json=body, headers={"Authorization": "Basic b3BlcmF0b3I6eA=="}).status_code == 403, \
+            "a non-bearer Authorization header does not make a cookie session exempt"
+        client.cookies.clear()
+        junk = {"Cookie": f'a="unterminated; b=\\x01; greentwin_session={token}'}
+        r = client.post(url, json=body, headers=junk)
+        assert r.status_code == 403 and "CSRF" in r.json()["detail"], "a cookie found by the API is found by the check"
+        client.cookies.set("greentwin_session", token)
         assert client.post(url, json=body, headers=good).status_code == 200
         assert client.post(url, json=body, headers={**good, "Origin": "http://testserver"}).status_code == 200
     finally:
@@ -150,7 +157,9 @@ def test_security_headers_and_pages_without_inline_script(client: TestClient) ->
         client.cookies.clear()
     r = client.get("/", follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/login?next=/"
-    assert client.get("/login?next=//evil.example").text.count('data-next="/"') == 1
+    for target in ("//evil.example", "/\\evil.example", "https://evil.example"):
+        assert client.get("/login", params={"next": target}).text.count('data-next="/"') == 1, target
+    assert 'data-next="/alarms"' in client.get("/login?next=/alarms").text
 
 
 def test_json_endpoints_are_typed_in_openapi(client: TestClient) -> None:
