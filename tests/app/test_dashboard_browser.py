@@ -144,6 +144,9 @@ def test_overview_and_a_live_value_that_changes_without_reload(stack: dict[str, 
     row = page.locator(f"#overview tr[data-gh='{GH}']")
     row.wait_for()
     assert "North house" in row.inner_text() and "online" in row.inner_text().lower()
+    first_seen = page.get_attribute(f"#overview tr[data-gh='{GH}'] .tel-age", "title")
+    page.wait_for_function(f"(b) => document.querySelector(\"#overview tr[data-gh='{GH}'] .tel-age\").title !== b",
+                           arg=first_seen, timeout=30000)  # the overview is live too
     p.shot("overview")
     page.click(f"#overview tr[data-gh='{GH}'] a")
     page.wait_for_selector(".tile[data-zone='0'] .moisture")
