@@ -188,6 +188,10 @@ def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
     assert len(live["zones"]) == 3 and live["zones"][0]["band_low_vwc"] < live["zones"][0]["band_high_vwc"]
     assert client.get("/api/greenhouses/nope/live", headers=headers).status_code == 404
     assert client.get("/api/alarms", headers=headers).json() == []
+    status = client.get("/api/greenhouses/gh1/audit-status", headers=headers).json()
+    assert status["ok"] is True and status["greenhouse_id"] == "gh1"
+    operator = {"Authorization": f"Bearer {_login(client, 'operator')}"}
+    assert client.get("/api/greenhouses/gh1/audit-status", headers=operator).status_code == 403
     r = client.get("/api/greenhouses/gh1/history", params={"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"},
                    headers=headers)
     assert r.status_code == 422

@@ -243,6 +243,8 @@ def test_an_agronomist_sees_no_controls_is_refused_and_downloads_a_signed_report
                                headers={"X-CSRF-Token": csrf or ""})
     status = r.status
     assert status == 403
+    page.wait_for_function("() => document.querySelector('#audit-status').textContent.startsWith('verified, ')",
+                           timeout=30000)
     p.shot("agronomist-tablet")
     with page.expect_download() as info:
         page.click("#report-download")

@@ -216,6 +216,12 @@ document.addEventListener("DOMContentLoaded", () => {
       const q = new URLSearchParams({ from: `${$("report-from").value}T00:00:00Z`, to: `${$("report-to").value}T00:00:00Z` });
       location.href = `/api/greenhouses/${gh}/report.pdf?${q}`;
     });
+    GT.api("GET", `/api/greenhouses/${gh}/audit-status`).then((a) => {
+      const el = $("audit-status");
+      el.textContent = a.ok ? `verified, ${a.records_checked} records (checked ${GT.timeText(a.checked_at)})`
+        : `BROKEN at record ${a.first_bad_seq}: ${a.reason}`;
+      el.className = a.ok ? "ok-text" : "bad-text";
+    }).catch((e) => { $("audit-status").textContent = e.message; });
   }
 
   GT.api("GET", `/api/greenhouses/${gh}/live`).then(render).catch(() => {});
