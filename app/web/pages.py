@@ -50,7 +50,7 @@ def _render(request: Request, name: str, session: tuple[Principal, str], **conte
     runtime = request.app.state.runtime
     return templates.TemplateResponse(request, name, {
         "user": user, "roles": sorted(user.roles), "is_operator": "operator" in user.roles,
-        "can_report": bool(user.roles & {"agronomist", "admin"}),
+        "can_report": bool(user.roles & {"agronomist", "admin"}), "is_admin": "admin" in user.roles,
         "csrf": csrf_token(token), "site_tz": runtime.settings.site_timezone,
         "greenhouses": sorted(runtime.controllers), **context}, headers={"Cache-Control": "no-store"})
 
@@ -87,3 +87,11 @@ def greenhouse_page(gh: str, request: Request) -> Response:
 @router.get("/alarms", response_class=HTMLResponse)
 def alarms_page(request: Request) -> Response:
     return _page(request, "alarms.html", page="alarms")
+
+
+@router.get("/admin/users", response_class=HTMLResponse)
+def users_page(request: Request) -> Response:
+    session = _user(request)
+    if session is not None and "admin" not in session[0].roles:
+        raise HTTPException(status_code=403, detail="forbidden: needs role admin")
+    return _page(request, "users.html", page="users")

@@ -46,10 +46,13 @@ WRITE_POLICY: dict[tuple[str, str], frozenset[str] | None] = {
     ("POST", "/api/greenhouses/{gh}/estop"): frozenset({"operator"}),
     ("POST", "/api/greenhouses/{gh}/estop/reset"): frozenset({"operator"}),
     ("POST", "/api/alarms/{alarm_id}/ack"): frozenset({"operator"}),
+    ("POST", "/api/users"): frozenset({"admin"}),
+    ("POST", "/api/users/{username}/disable"): frozenset({"admin"}),
+    ("POST", "/api/users/{username}/password"): frozenset({"admin"}),
 }
-BODIES = {"/api/greenhouses": {"id": "ghnew", "zones": 2}, "/api/greenhouses/{gh}/mode": {"mode": "auto", "reason": "test"},
+BODIES = {"/api/greenhouses": {"id": "ghnew", "zones": 2}, "/api/users": {"username": "x", "roles": ["x"]}, "/api/greenhouses/{gh}/mode": {"mode": "auto", "reason": "test"},
           "/api/greenhouses/{gh}/estop": {"reason": "role test"}, "/api/greenhouses/{gh}/estop/reset": {"reason": "test"}}
-PARAMS = {"gh": "gh1", "alarm_id": "0" * 16}
+PARAMS = {"gh": "gh1", "alarm_id": "0" * 16, "username": "nobody"}
 
 
 @pytest.fixture(scope="module")
@@ -318,3 +321,28 @@ def test_fuzzed_api_requests_never_get_a_server_error(client: TestClient, data: 
     r = client.request(method, url, params=query, json=body,
                        headers={"Authorization": f"Bearer {_FUZZ_TOKENS['operator']}"})
     assert r.status_code < 500, (method, url, query, body, r.text)
+
+
+def test_admin_adds_disables_and_resets_accounts_and_each_change_is_sealed(client: TestClient) -> None:
+    admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
+    r = client.post("/api/users", json={"username": "nina", "roles": ["operator", "agronomist"]}, headers=admin)
+    assert r.status_code == 201, r.text
+    created = r.json()
+    assert created["roles"] == ["agronomist", "operator"] and len(created["password"]) >= 12
+    assert client.post("/api/users", json={"username": "nina", "roles": ["operator"]}, headers=admin).status_code == 409
+    login = client.post("/api/auth/login", json={"username": "nina", "password": created["password"]})
+    assert login.status_code == 200
+    client.cookies.clear()
+    reset = client.post("/api/users/nina/password", headers=admin).json()
+    assert reset["password"] != created["password"]
+    assert client.get("/api/auth/me", headers={"Authorization": f"Bearer {login.json()['access_token']}"}) \
+        .status_code == 401, "a reset revokes the old tokens"
+    row = client.post("/api/users/nina/disable", headers=admin).json()
+    assert row["disabled"] is True
+    listed = {u["username"]: u for u in client.get("/api/users", headers=admin).json()}
+    assert listed["nina"]["disabled"] and listed["operator"]["roles"] == ["operator"]
+    assert client.post("/api/users/ghost/disable", headers=admin).status_code == 404
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    kinds = [(e.kind, e.actor) for e in runtime.audit.store.tail_entries("_access", 4)]
+    assert kinds == [("user_add", "admin:admin"), ("login", "nina"), ("password_reset", "admin:admin"),
+                     ("user_disable", "admin:admin")]

@@ -65,6 +65,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with make_session_factory(engine)() as session:
         create_user(session=session, username="olga", password=PW, roles=["operator"])
         create_user(session=session, username="vera", password=PW, roles=["agronomist"])
+        create_user(session=session, username="ada", password=PW, roles=["admin"])
     engine.dispose()
     broker = Mosquitto(root / "broker")
     broker.start()
@@ -276,6 +277,23 @@ def test_alarm_acknowledge_records_the_operator(stack: dict[str, Any], browser: 
     p.shot("alarms")
     p.close()
 
+
+
+def test_an_admin_adds_a_user_who_can_then_log_in(stack: dict[str, Any], browser: Any) -> None:
+    p = Page(browser, stack["base"], "ada")
+    page = p.page
+    page.click("text=Users")
+    page.wait_for_selector("#users tr[data-user='ada']")
+    page.fill("#new-username", "otto")
+    page.check("input[name=role][value=operator]")
+    page.click("#add-user-submit")
+    page.wait_for_selector("#users tr[data-user='otto']")
+    password = re.search(r"shown once, pass it on securely\): (\S+)$", page.inner_text("#users-msg"))
+    assert password is not None
+    r = stack["service"].http.post("/api/auth/login", json={"username": "otto", "password": password.group(1)})
+    assert r.status_code == 200 and r.json()["user"]["roles"] == ["operator"]
+    p.shot("users")
+    p.close()
 
 
 def test_a_dropped_stream_shows_its_age_and_reconnects(stack: dict[str, Any], browser: Any) -> None:
