@@ -8,7 +8,9 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from app.api.routes import auth, greenhouses, health, reports
+from app.api.dashboard import Dashboard
+from app.api.edge_status import EdgeStatusWatcher
+from app.api.routes import alarms, audit_status, auth, greenhouses, health, live, reports, users
 from app.audit_sink import AuditSink, record_key_in_use, service_audit_keys
 from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.service import AuthService, service_secret_key
@@ -16,6 +18,8 @@ from app.auth.tokens import TokenSigner
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory, require_current_schema
 from app.runtime import Runtime
+from app.web import pages
+from app.web.security import SecurityMiddleware
 from audit.store import AuditStore
 
 
@@ -41,10 +45,14 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
             limiter=SlidingWindowLimiter(settings.login_max_failures, settings.login_window_s),
             metrics=rt.metrics, audit=rt.audit.store if rt.audit is not None else None)
         await rt.start()
+        edge = EdgeStatusWatcher(rt.settings.mqtt_url)
+        edge.start()
+        app.state.dashboard = Dashboard(rt, edge)
         app.state.runtime = rt
         try:
             yield
         finally:
+            edge.stop()
             await rt.stop()
 
     app = FastAPI(title="greentwin", version="0.1.0", lifespan=lifespan)
@@ -52,4 +60,11 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
     app.include_router(auth.router)
     app.include_router(greenhouses.router)
     app.include_router(reports.router)
+    app.include_router(live.router)
+    app.include_router(alarms.router)
+    app.include_router(audit_status.router)
+    app.include_router(users.router)
+    app.include_router(pages.router)
+    app.mount("/static", pages.static_files(), name="static")
+    app.add_middleware(SecurityMiddleware)
     return app

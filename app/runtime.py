@@ -75,6 +75,8 @@ class Runtime:
         self._proposers: dict[int, Proposer] = {}
         self.controllers: dict[str, GreenhouseController] = {}
         self.last_decision: dict[str, dict[str, Any]] = {}
+        self.last_telemetry: dict[str, Telemetry] = {}
+        """Each greenhouse's latest accepted telemetry (read-only for the dashboard's live view)."""
         self.bridge: MqttBridge | None = None
         self.dispatch = Dispatcher(self.controllers, self.journal, self.writer, self.snapshots, self.metrics)
         self.intake = Intake(self.controllers, self.dispatch.emit, max_batch)
@@ -214,6 +216,7 @@ class Runtime:
     def on_telemetry(self, gh: str, tel: Telemetry) -> None:
         """Queue for the next micro-batch (messages of one greenhouse are decided in arrival order)."""
         self.metrics.telemetry.labels("accepted", "").inc()
+        self.last_telemetry[gh] = tel
         self.intake.put(gh, tel)
 
     def on_ack(self, gh: str, ack: Ack) -> None:

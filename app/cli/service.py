@@ -149,7 +149,8 @@ def run_demo(args: argparse.Namespace) -> int:
         while not server.started and not serve.done():
             await asyncio.sleep(0.1)
         sim_thread.start()
-        print(f"\ngreentwin demo: API on http://127.0.0.1:{args.port}  (try /docs, /api/greenhouses, /metrics)")
+        print(f"\ngreentwin demo: dashboard on http://127.0.0.1:{args.port}/  "
+              "(API: /docs, /api/greenhouses, /metrics)")
         print(f"two simulated greenhouses (gh1, gh2, loam soil) at {args.speed:g}x speed.")
         print("logins for the dashboard and POST /api/auth/login (new passwords at every start):")
         for name, password in logins.items():

@@ -56,6 +56,18 @@ class Settings(BaseSettings):
     # Failed logins allowed per username and client address within the sliding window.
     login_max_failures: int = Field(default=5, ge=1)
     login_window_s: float = Field(default=300.0, gt=0)
+    # The site's IANA time zone: the dashboard shows times in it (ISO-8601 with offset on hover).
+    site_timezone: str = "UTC"
+
+    @model_validator(mode="after")
+    def _known_time_zone(self) -> Self:
+        from zoneinfo import ZoneInfo
+
+        try:
+            ZoneInfo(self.site_timezone)
+        except (ValueError, KeyError) as exc:
+            raise ValueError(f"GREENTWIN_SITE_TIMEZONE {self.site_timezone!r} is not an IANA time zone") from exc
+        return self
 
     @model_validator(mode="after")
     def _prod_needs_real_audit_key(self) -> Self:

@@ -27,6 +27,7 @@ from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
 from app.runtime import Runtime
+from app.web.security import csrf_token
 from audit import iter_verified
 from audit.signing import load_certificate, verify_pdf
 from audit.store import AuditStore
@@ -261,7 +262,9 @@ def test_browser_session_cookie_and_logout(api: Api) -> None:
     token = r.json()["access_token"]
     me = c.get("/api/auth/me")  # the cookie alone authenticates
     assert me.status_code == 200 and me.json()["roles"] == ["operator"]
-    r = c.post("/api/auth/logout")
+    r = c.post("/api/auth/logout")  # a cookie session's write needs the page's CSRF token
+    assert r.status_code == 403 and "CSRF" in r.json()["detail"]
+    r = c.post("/api/auth/logout", headers={"X-CSRF-Token": csrf_token(token)})
     assert r.status_code == 204 and 'greentwin_session=""' in r.headers["set-cookie"]
     assert c.get("/api/auth/me").status_code == 401
     r = c.get("/api/auth/me", headers={"Authorization": f"Bearer {token}"})

@@ -52,6 +52,11 @@ def _status(exc: LoginRefused) -> tuple[int, dict[str, str]]:
     return 401, {"WWW-Authenticate": "Bearer"}
 
 
+def _secure(request: Request, runtime: RuntimeDep) -> bool:
+    """Session cookies are ``Secure`` in production and whenever the request came over TLS."""
+    return runtime.settings.environment == "prod" or request.url.scheme == "https"
+
+
 @router.post("/login")
 def login(body: LoginRequest, request: Request, response: Response, auth: AuthDep,
           runtime: RuntimeDep) -> LoginResponse:
@@ -64,17 +69,17 @@ def login(body: LoginRequest, request: Request, response: Response, auth: AuthDe
         raise HTTPException(status_code=status, detail=str(exc), headers=headers or None) from None
     user = result.principal
     response.set_cookie(SESSION_COOKIE, result.token, max_age=int(auth.signer.ttl_s), path="/", httponly=True,
-                        samesite="strict", secure=runtime.settings.environment == "prod")
+                        samesite="strict", secure=_secure(request, runtime))
     return LoginResponse(access_token=result.token, expires_at=user.expires_at, user=_public(user))
 
 
 @router.post("/logout", status_code=204)
-def logout(user: CurrentUser, auth: AuthDep, runtime: RuntimeDep) -> Response:
+def logout(user: CurrentUser, auth: AuthDep, runtime: RuntimeDep, request: Request) -> Response:
     """End every session of the caller (all tokens issued so far stop working) and clear the cookie."""
     auth.logout(user)
     response = Response(status_code=204)
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict",
-                           secure=runtime.settings.environment == "prod")
+                           secure=_secure(request, runtime))
     return response
 
 

@@ -61,6 +61,53 @@ class GreenhousePublic(BaseModel):
     controlled: bool
 
 
+class CommandValues(BaseModel):
+    valves: list[int]
+    pump_pct: float
+    light_pct: float
+
+
+class LastDecision(BaseModel):
+    seq: int
+    ts: str = Field(description="ISO-8601 with offset")
+    actor: str
+    mode: str
+    clipped: CommandValues
+    confidence: float
+    alarms: list[str]
+    estimate: dict[str, Any] | None = Field(description="Kalman estimate: theta, std, probe_status, filled")
+
+
+class GreenhouseStatus(BaseModel):
+    id: str
+    zones: int
+    mode: str
+    estop_latched: bool
+    policy_version: str
+    last_decision: LastDecision | None
+
+
+class DecisionRow(BaseModel):
+    seq: int
+    ts: str = Field(description="ISO-8601 with offset")
+    actor: str
+    mode: str
+    clipped: CommandValues
+    rules_fired: list[dict[str, Any]]
+    confidence: float
+    cmd_id: str | None
+    ack_status: str | None
+
+
+class ModeChangeRow(BaseModel):
+    seq: int
+    ts: str = Field(description="ISO-8601 with offset")
+    actor: str
+    from_mode: str | None
+    to_mode: str
+    reason: str
+
+
 class ModeEventPublic(BaseModel):
     greenhouse_id: str
     seq: int
@@ -76,30 +123,31 @@ def _known(runtime: RuntimeDep, gh: str) -> None:
 
 
 @router.get("")
-def list_greenhouses(runtime: RuntimeDep) -> list[dict[str, Any]]:
+def list_greenhouses(runtime: RuntimeDep) -> list[GreenhouseStatus]:
     """Greenhouses under control, with mode, e-stop latch and the last decision."""
-    return [{"id": gh, "zones": ctl.z, "mode": ctl.mode, "estop_latched": ctl.estop_latched,
-             "policy_version": ctl.proposer.policy_version, "last_decision": runtime.last_decision.get(gh)}
+    return [GreenhouseStatus.model_validate({"id": gh, "zones": ctl.z, "mode": ctl.mode, "estop_latched": ctl.estop_latched,
+             "policy_version": ctl.proposer.policy_version, "last_decision": runtime.last_decision.get(gh)})
             for gh, ctl in sorted(runtime.controllers.items())]
 
 
 @router.get("/{gh}/decisions")
 def decisions(gh: str, runtime: RuntimeDep, session: SessionDep,
-              limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[dict[str, Any]]:
+              limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[DecisionRow]:
     _known(runtime, gh)
     rows = session.scalars(select(Decision).where(Decision.greenhouse_id == gh).order_by(Decision.seq.desc())
                            .limit(limit))
-    return [{"seq": r.seq, "ts": r.ts.isoformat(), "actor": r.actor, "mode": r.mode, "clipped": r.clipped,
-             "rules_fired": r.rules_fired, "confidence": r.confidence, "cmd_id": r.cmd_id,
-             "ack_status": r.ack_status} for r in rows]
+    return [DecisionRow.model_validate({"seq": r.seq, "ts": r.ts.isoformat(), "actor": r.actor, "mode": r.mode,
+                                        "clipped": r.clipped, "rules_fired": r.rules_fired,
+                                        "confidence": r.confidence, "cmd_id": r.cmd_id, "ack_status": r.ack_status})
+            for r in rows]
 
 
 @router.get("/{gh}/mode-changes")
-def mode_changes(gh: str, runtime: RuntimeDep, session: SessionDep) -> list[dict[str, Any]]:
+def mode_changes(gh: str, runtime: RuntimeDep, session: SessionDep) -> list[ModeChangeRow]:
     _known(runtime, gh)
     rows = session.scalars(select(ModeChange).where(ModeChange.greenhouse_id == gh).order_by(ModeChange.seq))
-    return [{"seq": r.seq, "ts": r.ts.isoformat(), "actor": r.actor, "from_mode": r.from_mode,
-             "to_mode": r.to_mode, "reason": r.reason} for r in rows]
+    return [ModeChangeRow(seq=r.seq, ts=r.ts.isoformat(), actor=r.actor, from_mode=r.from_mode, to_mode=r.to_mode,
+                          reason=r.reason) for r in rows]
 
 
 def _public(event: Any) -> ModeEventPublic:

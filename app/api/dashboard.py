@@ -1,0 +1,92 @@
+"""What the dashboard's endpoints share: edge status, greenhouse names, cached time in band, alarms.
+
+One per app (``app.state.dashboard``), made in the lifespan next to the runtime.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+
+from app.api import history as hist
+from app.api import live_state
+from app.api.alarm_book import AlarmBook
+from app.api.edge_status import EdgeStatus, EdgeStatusWatcher
+from app.api.schemas import GreenhouseLive, GreenhouseSummary
+from app.models import Greenhouse
+from app.runtime import Runtime
+
+IN_BAND_TTL_S = 60.0
+
+
+class Dashboard:
+    def __init__(self, runtime: Runtime, edge: EdgeStatusWatcher | None) -> None:
+        self.runtime = runtime
+        self.edge_watcher = edge
+        self.alarms = AlarmBook(runtime)
+        self._names: dict[str, str] | None = None
+        self._in_band: dict[str, tuple[float, float | None]] = {}
+        self._refreshing: set[str] = set()
+        self._lock = threading.Lock()
+
+    def edge(self, gh: str) -> EdgeStatus:
+        return self.edge_watcher.get(gh) if self.edge_watcher is not None else EdgeStatus("unknown", None)
+
+    def name(self, gh: str) -> str:
+        if self._names is None:
+            with self.runtime.sessions() as s:
+                self._names = {g.id: g.name for g in s.scalars(select(Greenhouse))}
+        return self._names.get(gh, gh)
+
+    def bands(self, gh: str) -> list[tuple[float, float]]:
+        return [(z.target_low, z.target_high) for z in self.runtime.controllers[gh].zones]
+
+    def in_band(self, gh: str, *, wait: bool = False) -> float | None:
+        """Time in band over the last 24 h, cached for a minute; a stale value is refreshed in the background
+        (``wait``: compute now when there is none yet, for a page's first load)."""
+        cached = self._in_band.get(gh)
+        if cached is not None and time.monotonic() - cached[0] < IN_BAND_TTL_S:
+            return cached[1]
+        if wait and cached is None:
+            self._refresh(gh)
+        else:
+            with self._lock:
+                start = gh not in self._refreshing
+                self._refreshing.add(gh)
+            if start:
+                threading.Thread(target=self._refresh, args=(gh,), daemon=True, name=f"in-band-{gh}").start()
+        cached = self._in_band.get(gh)
+        return cached[1] if cached is not None else None
+
+    def timeline_end(self, gh: str) -> datetime:
+        """Now, or the greenhouse's latest telemetry time when that is later: a simulator at accelerated
+        time (the demo) runs ahead of the wall clock, and its trends must still show."""
+        now = datetime.now(UTC)
+        last = self.runtime.controllers[gh].last_ts
+        return max(now, last + timedelta(seconds=1)) if last is not None else now
+
+    def _refresh(self, gh: str) -> None:
+        try:
+            end = self.timeline_end(gh)
+            with self.runtime.sessions() as s:
+                value = hist.time_in_band_pct(s, gh, self.bands(gh), end - timedelta(hours=24), end)
+            self._in_band[gh] = (time.monotonic(), value)
+        finally:
+            with self._lock:
+                self._refreshing.discard(gh)
+
+    def summary(self, gh: str, *, wait: bool = False) -> GreenhouseSummary:
+        row = live_state.summary(self.runtime, gh, self.edge, in_band_pct=self.in_band(gh, wait=wait),
+                                 unacked=self.alarms.unacknowledged(gh))
+        return row.model_copy(update={"name": self.name(gh)})
+
+    def live(self, gh: str, *, wait: bool = False) -> GreenhouseLive:
+        row = live_state.live(self.runtime, gh, self.edge, in_band_pct=self.in_band(gh, wait=wait),
+                              unacked=self.alarms.unacknowledged(gh))
+        return row.model_copy(update={"name": self.name(gh)})
+
+    def overview(self, *, wait: bool = False) -> list[GreenhouseSummary]:
+        return [self.summary(gh, wait=wait) for gh in sorted(self.runtime.controllers)]

@@ -1,0 +1,81 @@
+"""Edge boxes online/offline, from their retained ``greentwin/<gh>/status`` messages.
+
+Each edge box publishes a retained ``online`` when it connects and leaves a retained ``offline``
+as its last will, so a subscriber learns every box's state at once on (re)connect. The control
+bridge does not need it; the dashboard does, so this is its own small read-only client.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from app.mqtt.topics import parse_topic, subscription
+
+log = logging.getLogger(__name__)
+
+EdgeState = Literal["online", "offline", "unknown"]
+
+
+@dataclass(frozen=True)
+class EdgeStatus:
+    state: EdgeState
+    since: datetime | None
+    """When this service saw the state arrive (the retained message carries no time)."""
+
+
+class EdgeStatusWatcher:
+    """Subscribes to every greenhouse's status topic and keeps the last state of each."""
+
+    def __init__(self, mqtt_url: str) -> None:
+        from app.mqtt.connection import parse_mqtt_url
+
+        self.target = parse_mqtt_url(mqtt_url)
+        self._lock = threading.Lock()
+        self._states: dict[str, EdgeStatus] = {}
+        self._client: mqtt.Client | None = None
+
+    def start(self) -> None:
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"greentwin-dash-{uuid.uuid4().hex[:8]}")
+        if self.target.username is not None:
+            client.username_pw_set(self.target.username, self.target.password)
+        if self.target.tls:
+            client.tls_set()
+        client.on_connect = self._on_connect
+        client.on_message = self._on_message
+        client.reconnect_delay_set(1, 30)
+        client.connect_async(self.target.host, self.target.port, keepalive=30)
+        client.loop_start()
+        self._client = client
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.disconnect()
+            self._client.loop_stop()
+            self._client = None
+
+    def get(self, gh: str) -> EdgeStatus:
+        with self._lock:
+            return self._states.get(gh, EdgeStatus("unknown", None))
+
+    def _on_connect(self, client: mqtt.Client, _u: Any, _f: Any, reason_code: Any, _p: Any) -> None:
+        if not reason_code.is_failure:
+            client.subscribe(subscription("status"), qos=1)
+
+    def _on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        try:
+            gh, _channel = parse_topic(msg.topic)
+        except ValueError:
+            return
+        text = bytes(msg.payload).decode("utf-8", errors="replace").strip().lower()
+        state: EdgeState = "online" if text == "online" else "offline" if text == "offline" else "unknown"
+        with self._lock:
+            if self._states.get(gh, EdgeStatus("unknown", None)).state != state:
+                self._states[gh] = EdgeStatus(state, datetime.now(UTC))

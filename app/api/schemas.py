@@ -1,0 +1,150 @@
+"""Typed response models of the dashboard's JSON (live state, overview, history, alarms)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+EdgeState = Literal["online", "offline", "unknown"]
+Mode = Literal["auto", "manual", "estop"]
+
+
+class ZoneLive(BaseModel):
+    index: int
+    soil: str
+    moisture_vwc: float | None = Field(description="Kalman estimate of volumetric water content (m3/m3)")
+    moisture_std: float | None
+    band_low_vwc: float
+    band_high_vwc: float
+    in_band: bool | None
+    probes_vwc: list[float | None] = Field(description="raw probe readings (m3/m3); null: no reading")
+    probe_status: list[str] = Field(description="per probe: ok, missing, drifting or offline")
+    valve_commanded: int | None = Field(description="1 open, 0 closed, as last commanded (after the safety clip)")
+    valve_confirmed: int | None = Field(description="1 open, 0 closed, as the edge box last reported")
+    valve_failed: bool = Field(description="latched: commanded open and stayed closed")
+    water_today_l: float
+    water_cap_l: float
+
+
+class ClimateLive(BaseModel):
+    air_temp_c: float | None
+    air_rh_pct: float | None
+    par_umol_m2_s: float | None
+    co2_ppm: float | None
+    leaf_temp_c: float | None
+
+
+class ActuatorsLive(BaseModel):
+    pump_commanded_pct: float | None
+    pump_confirmed_pct: float | None
+    flow_l_min: float | None
+    pump_current_a: float | None
+    light_commanded_pct: float | None
+    light_confirmed_pct: float | None
+    lights_hours_today: float
+
+
+class SafetyClip(BaseModel):
+    rule: str
+    actuator: str
+    before: float
+    after: float
+
+
+class ExplanationFactor(BaseModel):
+    feature: str
+    sentence: str
+    share_pct: float
+
+
+class DecisionPublic(BaseModel):
+    seq: int
+    ts: datetime
+    actor: str
+    mode: str
+    confidence: float
+    valves: list[int]
+    pump_pct: float
+    light_pct: float
+    clips: list[SafetyClip]
+    top_factors: list[ExplanationFactor] = Field(description="the three largest contributions (ensemble decisions)")
+    alarms: list[str]
+    ack_status: str | None
+
+
+class GreenhouseSummary(BaseModel):
+    """One overview row."""
+
+    id: str
+    name: str
+    mode: Mode
+    estop_latched: bool
+    edge: EdgeState
+    edge_since: datetime | None
+    last_telemetry_at: datetime | None
+    telemetry_age_s: float | None
+    water_today_l: float
+    water_cap_l: float
+    time_in_band_pct: float | None = Field(description="zones in their band over the last 24 h, % of samples")
+    alarms_unacknowledged: int
+    policy_version: str
+
+
+class GreenhouseLive(GreenhouseSummary):
+    """Everything the greenhouse page shows live."""
+
+    server_time: datetime
+    confidence: float | None
+    last_decision_seq: int | None
+    last_decision_at: datetime | None
+    manual_action: list[float] | None = Field(description="the held action in manual mode: valves 0/1, pump %, light %")
+    zones: list[ZoneLive]
+    climate: ClimateLive
+    actuators: ActuatorsLive
+
+
+class HistoryResponse(BaseModel):
+    """Trends, averaged server-side into at most ``points`` time buckets (empty buckets left out)."""
+
+    greenhouse_id: str
+    start: datetime
+    end: datetime
+    bucket_s: float
+    samples: int = Field(description="decisions read from the database")
+    ts: list[datetime] = Field(description="bucket centres")
+    moisture_vwc: list[list[float | None]] = Field(description="per zone, then per bucket")
+    band_low_vwc: list[float]
+    band_high_vwc: list[float]
+    flow_l_min: list[float | None]
+    pump_pct: list[float | None]
+    light_pct: list[float | None]
+    air_temp_c: list[float | None]
+    air_rh_pct: list[float | None]
+    par_umol_m2_s: list[float | None]
+    co2_ppm: list[float | None]
+
+
+class AlarmPublic(BaseModel):
+    """Occurrences of one kind of alarm in one greenhouse, grouped (they repeat every decision)."""
+
+    id: str
+    greenhouse_id: str
+    kind: str
+    severity: Literal["critical", "warning"]
+    first_at: datetime
+    last_at: datetime
+    count: int
+    acknowledged: bool
+    acknowledged_by: str | None
+    acknowledged_at: datetime | None
+
+
+class AlarmAck(BaseModel):
+    id: str
+    greenhouse_id: str
+    kind: str
+    acknowledged_by: str
+    acknowledged_at: datetime
+    through: datetime

@@ -1,0 +1,1 @@
+"""The operators' dashboard: server-rendered pages, their static assets and the security middleware."""

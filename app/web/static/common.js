@@ -1,0 +1,95 @@
+// Shared by every dashboard page: API calls with the CSRF token, site-time formatting, the live stream.
+"use strict";
+const GT = (() => {
+  const meta = (name) => { const m = document.querySelector(`meta[name="${name}"]`); return m ? m.content : ""; };
+  const tz = meta("site-tz") || "UTC";
+  const fmt = new Intl.DateTimeFormat("sv-SE", { timeZone: tz, year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+
+  async function api(method, path, body) {
+    const headers = { "Accept": "application/json" };
+    if (method !== "GET") { headers["X-CSRF-Token"] = meta("csrf-token"); }
+    if (body !== undefined) { headers["Content-Type"] = "application/json"; }
+    const r = await fetch(path, { method, headers, credentials: "same-origin",
+      body: body === undefined ? undefined : JSON.stringify(body) });
+    if (r.status === 401) { location.href = "/login?next=" + encodeURIComponent(location.pathname); }
+    const data = r.status === 204 ? null : await r.json().catch(() => null);
+    if (!r.ok) {
+      const detail = data && data.detail ? (typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail)) : r.statusText;
+      throw new Error(`${r.status}: ${detail}`);
+    }
+    return data;
+  }
+
+  // Site local time on screen, ISO-8601 with offset on hover.
+  function time(el, iso) {
+    if (!iso) { el.textContent = "–"; el.removeAttribute("title"); return; }
+    const d = new Date(iso);
+    el.textContent = fmt.format(d).replace(",", "");
+    el.title = iso;
+  }
+  function timeText(iso) { return iso ? fmt.format(new Date(iso)).replace(",", "") : "–"; }
+  function age(seconds) {
+    if (seconds === null || seconds === undefined) { return "never"; }
+    if (seconds < 90) { return `${Math.round(seconds)} s ago`; }
+    if (seconds < 5400) { return `${Math.round(seconds / 60)} min ago`; }
+    return `${(seconds / 3600).toFixed(1)} h ago`;
+  }
+  function num(v, digits, unit) {
+    if (v === null || v === undefined) { return "–"; }
+    return v.toFixed(digits) + (unit ? " " + unit : "");
+  }
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined) { e.textContent = text; }
+    return e;
+  }
+
+  // EventSource with a visible "disconnected, last update N s ago" banner and reconnect with back-off.
+  function stream(url, handlers) {
+    const banner = document.getElementById("conn");
+    let source = null, lastUpdate = Date.now(), connected = false, delay = 1000, retryTimer = null;
+    function show() {
+      if (connected) { banner.hidden = true; return; }
+      banner.hidden = false;
+      const secs = Math.round((Date.now() - lastUpdate) / 1000);
+      banner.textContent = `Disconnected: last update ${secs} s ago. Reconnecting…`;
+    }
+    function open() {
+      source = new EventSource(url);
+      source.onopen = () => { connected = true; delay = 1000; show(); };
+      for (const [name, fn] of Object.entries(handlers)) {
+        source.addEventListener(name, (ev) => { lastUpdate = Date.now(); connected = true; show(); fn(JSON.parse(ev.data)); });
+      }
+      source.addEventListener("logout", () => { location.href = "/login"; });
+      source.onerror = () => {
+        connected = false; show(); source.close();
+        clearTimeout(retryTimer);
+        retryTimer = setTimeout(open, delay);
+        delay = Math.min(delay * 2, 15000);
+      };
+    }
+    setInterval(() => {
+      // No event for 3 keep-alive periods: the connection is dead even if the socket has not noticed.
+      if (connected && Date.now() - lastUpdate > 15000) { connected = false; source.close(); open(); }
+      show();
+    }, 1000);
+    open();
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const out = document.getElementById("logout");
+    if (out) {
+      out.addEventListener("click", async () => {
+        try { await api("POST", "/api/auth/logout"); } finally { location.href = "/login"; }
+      });
+    }
+    const clock = document.getElementById("clock");
+    if (clock) {
+      const tick = () => { const now = new Date(); clock.textContent = fmt.format(now).replace(",", "") + " " + tz; clock.title = now.toISOString(); };
+      tick(); setInterval(tick, 1000);
+    }
+  });
+  return { api, time, timeText, age, num, el, stream, tz };
+})();

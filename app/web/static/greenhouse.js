@@ -1,0 +1,231 @@
+// The greenhouse page: live tiles from the stream, trends from the history API, operator controls.
+"use strict";
+document.addEventListener("DOMContentLoaded", () => {
+  const root = document.getElementById("gh");
+  const gh = root.dataset.gh;
+  const operator = root.dataset.operator === "yes";
+  const $ = (id) => document.getElementById(id);
+  let state = null, lastDecisionSeq = null, clips = [], hours = 24;
+
+  function kv(table, rows) {
+    table.replaceChildren();
+    for (const [label, value, cls] of rows) {
+      const tr = GT.el("tr"); tr.append(GT.el("th", "", label));
+      const td = GT.el("td", cls || "", value); tr.append(td); table.append(tr);
+    }
+  }
+  function onOff(v) { return v === null || v === undefined ? "–" : v ? "open" : "closed"; }
+  function clipFor(actuator) { return clips.filter((c) => c.actuator === actuator); }
+
+  function zoneTile(z) {
+    const tile = GT.el("article", "tile");
+    tile.dataset.zone = String(z.index);
+    const inBand = z.in_band === null ? "unknown" : z.in_band ? "in" : (z.moisture_vwc < z.band_low_vwc ? "dry" : "wet");
+    tile.classList.add("band-" + inBand);
+    if (z.valve_failed) { tile.classList.add("failed"); }
+    const head = GT.el("header"); head.append(GT.el("h3", "", `Zone ${z.index + 1}`), GT.el("span", "muted", z.soil));
+    const big = GT.el("div", "big");
+    big.append(GT.el("span", "value moisture", z.moisture_vwc === null ? "–" : (100 * z.moisture_vwc).toFixed(1)), GT.el("span", "unit", "% VWC"));
+    const band = GT.el("div", "band");
+    const lo = 100 * z.band_low_vwc, hi = 100 * z.band_high_vwc;
+    band.append(GT.el("span", "", `band ${lo.toFixed(0)}–${hi.toFixed(0)} %`),
+      GT.el("span", "band-state " + inBand, inBand === "in" ? "in band" : inBand === "unknown" ? "no estimate" : inBand));
+    const gauge = GT.el("div", "gauge"); const zoneBand = GT.el("span", "gauge-band"); const mark = GT.el("span", "gauge-mark");
+    const scale = (v) => Math.max(0, Math.min(100, (v - 0.05) / 0.45 * 100));
+    zoneBand.style.left = scale(z.band_low_vwc) + "%"; zoneBand.style.width = (scale(z.band_high_vwc) - scale(z.band_low_vwc)) + "%";
+    if (z.moisture_vwc !== null) { mark.style.left = scale(z.moisture_vwc) + "%"; } else { mark.hidden = true; }
+    gauge.append(zoneBand, mark);
+    const probes = GT.el("ul", "probes");
+    z.probes_vwc.forEach((p, i) => {
+      const st = z.probe_status[i] || "–";
+      const li = GT.el("li", "probe-" + st, `probe ${i + 1}: ${p === null ? "no reading" : (100 * p).toFixed(1) + " %"} · ${st}`);
+      probes.append(li);
+    });
+    const valve = GT.el("div", "valve");
+    const mismatch = z.valve_commanded !== null && z.valve_confirmed !== null && z.valve_commanded !== z.valve_confirmed;
+    valve.append(GT.el("span", "", "valve "), GT.el("b", "valve-commanded", onOff(z.valve_commanded)),
+      GT.el("span", "muted", " commanded · "), GT.el("b", "valve-confirmed" + (mismatch ? " warn-text" : ""), onOff(z.valve_confirmed)),
+      GT.el("span", "muted", " confirmed"));
+    tile.append(head, big, gauge, band, valve);
+    const wanted = state && state.manual_action ? state.manual_action[z.index] >= 0.5 : null;
+    const zclips = clipFor(`valve[${z.index}]`);
+    if (wanted !== null && wanted && z.valve_commanded === 0 && zclips.length) {
+      tile.append(GT.el("div", "clip", `clipped by safety: ${zclips.map((c) => c.rule).join(", ")}`));
+    }
+    if (z.valve_failed) { tile.append(GT.el("div", "failed-latch", "VALVE FAILED (latched)")); }
+    tile.append(GT.el("div", "water muted", `water today ${z.water_today_l.toFixed(1)} / ${z.water_cap_l.toFixed(0)} L`), probes);
+    return tile;
+  }
+
+  function render(s) {
+    state = s;
+    $("gh-name").textContent = s.name;
+    const mode = s.estop_latched ? "estop" : s.mode;
+    $("mode-badge").className = "badge mode-" + mode; $("mode-badge").textContent = s.estop_latched ? "E-STOP" : s.mode;
+    $("edge-badge").className = "badge edge-" + s.edge; $("edge-badge").textContent = "edge " + s.edge;
+    const age = $("tel-age"); age.textContent = GT.age(s.telemetry_age_s); age.title = s.last_telemetry_at || "";
+    age.className = s.telemetry_age_s === null || s.telemetry_age_s > 120 ? "stale" : "";
+    $("policy").textContent = s.policy_version;
+    $("confidence").textContent = s.confidence === null ? "–" : (100 * s.confidence).toFixed(0) + " %";
+    $("water").textContent = `${s.water_today_l.toFixed(1)} / ${s.water_cap_l.toFixed(0)} L`;
+    $("inband").textContent = s.time_in_band_pct === null ? "–" : s.time_in_band_pct.toFixed(1) + " %";
+    $("alarm-count").textContent = s.alarms_unacknowledged ? `${s.alarms_unacknowledged} open alarms` : "no open alarms";
+    $("alarm-count").className = "meta " + (s.alarms_unacknowledged ? "bad-text" : "");
+    $("estop-banner").hidden = !s.estop_latched;
+    document.body.classList.toggle("estop-active", s.estop_latched);
+    $("zones").replaceChildren(...s.zones.map(zoneTile));
+    const a = s.actuators, c = s.climate;
+    const pumpClip = clipFor("pump").map((x) => x.rule).join(", ");
+    kv($("actuators"), [
+      ["Pump commanded", GT.num(a.pump_commanded_pct, 0, "%") + (pumpClip ? ` (clipped: ${pumpClip})` : "")],
+      ["Pump confirmed", GT.num(a.pump_confirmed_pct, 0, "%")],
+      ["Flow", GT.num(a.flow_l_min, 2, "L/min")], ["Pump current", GT.num(a.pump_current_a, 2, "A")],
+      ["Lights commanded", GT.num(a.light_commanded_pct, 0, "%")], ["Lights confirmed", GT.num(a.light_confirmed_pct, 0, "%")],
+      ["Lights on today", GT.num(a.lights_hours_today, 1, "h")]]);
+    kv($("climate"), [["Air temperature", GT.num(c.air_temp_c, 1, "°C")], ["Humidity", GT.num(c.air_rh_pct, 0, "%")],
+      ["PAR", GT.num(c.par_umol_m2_s, 0, "µmol/m²/s")], ["CO₂", GT.num(c.co2_ppm, 0, "ppm")],
+      ["Leaf temperature", GT.num(c.leaf_temp_c, 1, "°C")]]);
+    if (operator) { renderControls(s); }
+    if (s.last_decision_seq !== lastDecisionSeq) { lastDecisionSeq = s.last_decision_seq; loadDecisions(); }
+  }
+
+  async function loadDecisions() {
+    const rows = await GT.api("GET", `/api/greenhouses/${gh}/recent-decisions?limit=8`).catch(() => null);
+    if (!rows) { return; }
+    clips = rows.length ? rows[0].clips : [];
+    const body = document.querySelector("#decisions tbody");
+    body.replaceChildren();
+    for (const d of rows) {
+      const tr = GT.el("tr"); const t = GT.el("td"); GT.time(t, d.ts);
+      const cmd = `valves ${d.valves.join("")} · pump ${d.pump_pct.toFixed(0)} % · light ${d.light_pct.toFixed(0)} %`;
+      const why = GT.el("td", "why");
+      if (d.top_factors.length) { const ul = GT.el("ol"); d.top_factors.forEach((f) => ul.append(GT.el("li", "", `${f.sentence} (${f.share_pct.toFixed(0)} %)`))); why.append(ul); }
+      else { why.textContent = d.actor === "watchdog" ? "stale telemetry: safe state" : "–"; }
+      const cl = GT.el("td", d.clips.length ? "clip-cell" : "", d.clips.length ? d.clips.map((c) => `${c.rule} on ${c.actuator}: ${c.before} → ${c.after}`).join("; ") : "–");
+      tr.append(t, GT.el("td", "mono", d.actor), GT.el("td", "mono", cmd), GT.el("td", "", (100 * d.confidence).toFixed(0) + " %"), why, cl, GT.el("td", "", d.ack_status || "–"));
+      body.append(tr);
+    }
+    if (state) { $("zones").replaceChildren(...state.zones.map(zoneTile)); }
+  }
+
+  // ---- trends -------------------------------------------------------------------------------
+  const charts = {};
+  function chart(id, title, series, data, yLabel) {
+    const host = $(id);
+    const width = Math.max(300, host.clientWidth || 600);
+    if (charts[id]) { charts[id].destroy(); }
+    charts[id] = new uPlot({ title, width, height: 220, series, axes: [{}, { label: yLabel }],
+      scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), GT.tz) }, data, host);
+  }
+  const palette = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2", "#4d7c0f", "#be185d"];
+  async function loadHistory() {
+    const h = await GT.api("GET", `/api/greenhouses/${gh}/history?hours=${hours}&points=${hours > 24 ? 336 : 288}`);
+    const x = h.ts.map((t) => new Date(t).getTime() / 1000);
+    const pct = (arr) => arr.map((v) => v === null ? null : 100 * v);
+    const lo = Math.min(...h.band_low_vwc), hi = Math.max(...h.band_high_vwc);
+    const mSeries = [{}], mData = [x];
+    h.moisture_vwc.forEach((s, i) => { mSeries.push({ label: `zone ${i + 1}`, stroke: palette[i % palette.length], width: 1.5 }); mData.push(pct(s)); });
+    mSeries.push({ label: "band low", stroke: "#64748b", dash: [6, 4] }, { label: "band high", stroke: "#64748b", dash: [6, 4] });
+    mData.push(x.map(() => 100 * lo), x.map(() => 100 * hi));
+    chart("chart-moisture", "Soil moisture (% VWC) with the target band", mSeries, mData, "% VWC");
+    chart("chart-water", "Irrigation and lights", [{}, { label: "flow L/min", stroke: "#2563eb", width: 1.5 },
+      { label: "pump %", stroke: "#0891b2" }, { label: "lights %", stroke: "#d97706" }], [x, h.flow_l_min, h.pump_pct, h.light_pct], "");
+    chart("chart-climate", "Climate", [{}, { label: "air °C", stroke: "#dc2626", width: 1.5 }, { label: "RH %", stroke: "#2563eb" },
+      { label: "PAR ÷10 µmol/m²/s", stroke: "#16a34a" }], [x, h.air_temp_c, h.air_rh_pct, h.par_umol_m2_s.map((v) => v === null ? null : v / 10)], "");
+  }
+  document.querySelectorAll("[data-hours]").forEach((b) => b.addEventListener("click", () => {
+    hours = Number(b.dataset.hours);
+    document.querySelectorAll("[data-hours]").forEach((o) => o.setAttribute("aria-pressed", String(o === b)));
+    loadHistory().catch(() => {});
+  }));
+
+  // ---- controls (operators only; the API refuses everyone else) ------------------------------
+  const msg = (text, bad) => { const m = $("control-msg"); if (m) { m.textContent = text; m.className = "msg" + (bad ? " bad-text" : ""); } };
+  let manualBuilt = false;
+  function renderControls(s) {
+    $("mode-auto").setAttribute("aria-pressed", String(s.mode === "auto"));
+    $("mode-manual").setAttribute("aria-pressed", String(s.mode === "manual"));
+    for (const id of ["mode-auto", "mode-manual", "estop"]) { $(id).disabled = s.estop_latched; }
+    $("manual-form").hidden = s.mode !== "manual" || s.estop_latched;
+    if (!manualBuilt) {
+      const box = $("manual-valves");
+      s.zones.forEach((z) => {
+        const label = GT.el("label", "switch"); const input = GT.el("input"); input.type = "checkbox"; input.id = `valve-${z.index}`;
+        label.append(input, GT.el("span", "", ` zone ${z.index + 1}`)); box.append(label);
+      });
+      manualBuilt = true;
+    }
+  }
+  function reason() {
+    const r = $("reason").value.trim();
+    if (r.length < 3) { msg("Give a reason (at least 3 characters): it is recorded in the audit trail.", true); $("reason").focus(); return null; }
+    return r;
+  }
+  function manualAction(fromForm) {
+    const z = state.zones.length;
+    if (!fromForm) {  // entering manual: hold what is commanded now
+      return state.zones.map((x) => x.valve_commanded ? 1 : 0).concat([state.actuators.pump_commanded_pct || 0, state.actuators.light_commanded_pct || 0]);
+    }
+    const valves = []; for (let i = 0; i < z; i++) { valves.push($(`valve-${i}`).checked ? 1 : 0); }
+    return valves.concat([Number($("manual-pump").value) || 0, Number($("manual-light").value) || 0]);
+  }
+  async function setMode(mode, action) {
+    const r = reason(); if (!r) { return; }
+    const body = { mode, reason: r };
+    if (mode === "manual") { body.manual_action = action; }
+    try { await GT.api("POST", `/api/greenhouses/${gh}/mode`, body); msg(`Mode ${mode} set; the next decision applies it.`); }
+    catch (e) { msg(e.message, true); }
+  }
+  if (operator) {
+    $("mode-auto").addEventListener("click", () => setMode("auto"));
+    $("mode-manual").addEventListener("click", () => {
+      const action = manualAction(false);
+      state.zones.forEach((z) => { $(`valve-${z.index}`).checked = action[z.index] >= 0.5; });
+      $("manual-pump").value = String(Math.round(action[state.zones.length]));
+      $("manual-light").value = String(Math.round(action[state.zones.length + 1]));
+      setMode("manual", action);
+    });
+    $("manual-form").addEventListener("submit", (ev) => { ev.preventDefault(); setMode("manual", manualAction(true)); });
+    const dialog = $("estop-dialog");
+    $("estop").addEventListener("click", () => dialog.showModal());
+    $("estop-cancel").addEventListener("click", () => dialog.close());
+    $("estop-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const r = $("estop-reason").value.trim();
+      if (r.length < 3) { return; }
+      dialog.close();
+      try { await GT.api("POST", `/api/greenhouses/${gh}/estop`, { reason: r }); msg("E-stop latched."); } catch (e) { msg(e.message, true); }
+    });
+    $("reset-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const r = $("reset-reason").value.trim();
+      if (r.length < 3) { $("reset-reason").focus(); return; }
+      try { await GT.api("POST", `/api/greenhouses/${gh}/estop/reset`, { reason: r }); $("reset-reason").value = ""; msg("E-stop reset."); }
+      catch (e) { msg(e.message, true); }
+    });
+  }
+
+  const report = $("report-form");
+  if (report) {
+    const day = (d) => d.toISOString().slice(0, 10);
+    const today = new Date();
+    $("report-to").value = day(new Date(today.getTime() + 86400e3));
+    $("report-from").value = day(new Date(today.getTime() - 6 * 86400e3));
+    report.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const q = new URLSearchParams({ from: `${$("report-from").value}T00:00:00Z`, to: `${$("report-to").value}T00:00:00Z` });
+      location.href = `/api/greenhouses/${gh}/report.pdf?${q}`;
+    });
+    GT.api("GET", `/api/greenhouses/${gh}/audit-status`).then((a) => {
+      const el = $("audit-status");
+      el.textContent = a.ok ? `verified, ${a.records_checked} records (checked ${GT.timeText(a.checked_at)})`
+        : `BROKEN at record ${a.first_bad_seq}: ${a.reason}`;
+      el.className = a.ok ? "ok-text" : "bad-text";
+    }).catch((e) => { $("audit-status").textContent = e.message; });
+  }
+
+  GT.api("GET", `/api/greenhouses/${gh}/live`).then(render).catch(() => {});
+  GT.stream(`/api/stream?gh=${encodeURIComponent(gh)}`, { live: render });
+  loadHistory().catch(() => {});
+  setInterval(() => loadHistory().catch(() => {}), 60000);
+});

@@ -1,0 +1,348 @@
+"""The dashboard's API and pages in-process: roles on every state-changing route, CSRF, headers, types, history.
+
+The role test is generated from the app's route table: a new state-changing route that is not in
+``WRITE_POLICY`` fails it, so none can slip in without a decision on who may call it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+try:
+    from fastapi.routing import iter_route_contexts
+except ImportError:  # FastAPI before 0.165: app.routes lists every route
+    iter_route_contexts = None
+
+from app import db_cli
+from app.api import history as hist
+from app.auth.roles import ROLES
+from app.auth.users import create_user
+from app.core.config import Settings
+from app.core.db import make_engine, make_session_factory
+from app.main import create_app
+from app.models import Decision
+from app.web.security import CSP, csrf_token
+
+SECRET = "dashboard-api-secret-" + "5b1e7c2d" * 4
+PW = "dashboard api password"
+WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+ANY_USER = frozenset(ROLES)
+WRITE_POLICY: dict[tuple[str, str], frozenset[str] | None] = {
+    ("POST", "/api/auth/login"): None,  # public: the password is the credential
+    ("POST", "/api/auth/logout"): ANY_USER,
+    ("POST", "/api/greenhouses"): frozenset({"admin"}),
+    ("POST", "/api/greenhouses/{gh}/mode"): frozenset({"operator"}),
+    ("POST", "/api/greenhouses/{gh}/estop"): frozenset({"operator"}),
+    ("POST", "/api/greenhouses/{gh}/estop/reset"): frozenset({"operator"}),
+    ("POST", "/api/alarms/{alarm_id}/ack"): frozenset({"operator"}),
+    ("POST", "/api/users"): frozenset({"admin"}),
+    ("POST", "/api/users/{username}/disable"): frozenset({"admin"}),
+    ("POST", "/api/users/{username}/password"): frozenset({"admin"}),
+}
+BODIES = {"/api/greenhouses": {"id": "ghnew", "zones": 2}, "/api/users": {"username": "x", "roles": ["x"]}, "/api/greenhouses/{gh}/mode": {"mode": "auto", "reason": "test"},
+          "/api/greenhouses/{gh}/estop": {"reason": "role test"}, "/api/greenhouses/{gh}/estop/reset": {"reason": "test"}}
+PARAMS = {"gh": "gh1", "alarm_id": "0" * 16, "username": "nobody"}
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    root = tmp_path_factory.mktemp("dash-api")
+    url = f"sqlite:///{root / 'gt.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam", name="North house")
+    engine = make_engine(url)
+    with make_session_factory(engine)() as session:
+        for role in ROLES:
+            create_user(session=session, username=role, password=PW, roles=[role])
+    engine.dispose()
+    settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1", policy_dir=root / "no-policy",
+                        environment="demo", secret_key=SECRET, site_timezone="Europe/Amsterdam")
+    with TestClient(create_app(settings, state_dir=root / "state")) as c:
+        yield c
+
+
+def _login(c: TestClient, user: str) -> str:
+    r = c.post("/api/auth/login", json={"username": user, "password": PW})
+    assert r.status_code == 200, r.text
+    c.cookies.clear()
+    return str(r.json()["access_token"])
+
+
+def _write_routes(c: TestClient) -> list[tuple[str, str]]:
+    """(method, path) of every state-changing route the app serves, hidden ones included."""
+    routes = c.app.routes  # type: ignore[attr-defined]
+    # FastAPI >= 0.165 keeps included routers as lazy entries; iter_route_contexts flattens them.
+    flat = list(iter_route_contexts(routes)) if iter_route_contexts is not None else routes
+    return sorted((m, r.path) for r in flat for m in set(getattr(r, "methods", None) or ()) & WRITE_METHODS)
+
+
+def test_every_state_changing_route_has_a_role_policy(client: TestClient) -> None:
+    assert set(_write_routes(client)) == set(WRITE_POLICY), "a write route without a decided role policy"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_each_role_against_every_state_changing_route(client: TestClient, role: str) -> None:
+    for method, path in _write_routes(client):
+        allowed = WRITE_POLICY[(method, path)]
+        if allowed is None:
+            continue
+        url = path.format(**PARAMS)
+        body = BODIES.get(path, {})
+        assert client.request(method, url, json=body).status_code == 401, (method, path, "no token")
+        r = client.request(method, url, json=body, headers={"Authorization": f"Bearer {_login(client, role)}"})
+        if role in allowed:
+            assert r.status_code not in (401, 403), (role, method, path, r.text)
+        else:
+            assert r.status_code == 403 and "forbidden" in r.json()["detail"], (role, method, path, r.text)
+
+
+def test_cookie_sessions_need_the_csrf_token_and_bearer_clients_do_not(client: TestClient) -> None:
+    token, other = _login(client, "operator"), _login(client, "admin")
+    url, body = "/api/greenhouses/gh1/mode", {"mode": "auto", "reason": "csrf test"}
+    client.cookies.set("greentwin_session", token)
+    try:
+        r = client.post(url, json=body)
+        assert r.status_code == 403 and "CSRF" in r.json()["detail"]
+        assert client.post(url, json=body, headers={"X-CSRF-Token": "0" * 64}).status_code == 403
+        assert client.post(url, json=body, headers={"X-CSRF-Token": csrf_token(other)}).status_code == 403, \
+            "another session's token"
+        good = {"X-CSRF-Token": csrf_token(token)}
+        r = client.post(url, json=body, headers={**good, "Origin": "https://evil.example"})
+        assert r.status_code == 403 and "Origin" in r.json()["detail"]
+        assert client.post(url, json=body, headers={"Authorization": "Basic b3BlcmF0b3I6eA=="}).status_code == 403, \
+            "a non-bearer Authorization header does not make a cookie session exempt"
+        client.cookies.clear()
+        junk = {"Cookie": f'a="unterminated; b=\\x01; greentwin_session={token}'}
+        r = client.post(url, json=body, headers=junk)
+        assert r.status_code == 403 and "CSRF" in r.json()["detail"], "a cookie found by the API is found by the check"
+        client.cookies.set("greentwin_session", token)
+        assert client.post(url, json=body, headers=good).status_code == 200
+        assert client.post(url, json=body, headers={**good, "Origin": "http://testserver"}).status_code == 200
+    finally:
+        client.cookies.clear()
+    assert client.post(url, json=body, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    r = client.post("/api/auth/login", json={"username": "operator", "password": PW},
+                    headers={"Origin": "https://evil.example"})
+    assert r.status_code == 403, "a login posted from another site"
+
+
+def test_security_headers_and_pages_without_inline_script(client: TestClient) -> None:
+    r = client.get("/login")
+    assert r.status_code == 200
+    csp = r.headers["content-security-policy"]
+    assert csp == CSP and "script-src 'self';" in csp and "unsafe-inline" not in csp
+    assert "frame-ancestors 'none'" in csp
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["referrer-policy"] == "no-referrer"
+    assert r.headers["x-frame-options"] == "DENY"
+    token = _login(client, "agronomist")
+    client.cookies.set("greentwin_session", token)
+    try:
+        for page in ("/", "/greenhouses/gh1", "/alarms"):
+            html = client.get(page).text
+            assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", html) == [], f"inline script on {page}"
+            assert re.search(r"\son[a-z]+=", html) is None, f"inline event handler on {page}"
+            for src in re.findall(r'(?:src|href)="(/static/[^"]+)"', html):
+                assert client.get(src).status_code == 200, src
+            assert f'content="{csrf_token(token)}"' in html and 'content="Europe/Amsterdam"' in html
+        assert 'id="controls"' not in client.get("/greenhouses/gh1").text, "no controls without the operator role"
+    finally:
+        client.cookies.clear()
+    r = client.get("/", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/login?next=/"
+    for target in ("//evil.example", "/\\evil.example", "https://evil.example"):
+        assert client.get("/login", params={"next": target}).text.count('data-next="/"') == 1, target
+    assert 'data-next="/alarms"' in client.get("/login?next=/alarms").text
+
+
+def test_json_endpoints_are_typed_in_openapi(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    untyped = []
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            ok = op.get("responses", {}).get("200") or op.get("responses", {}).get("201") or {}
+            content = ok.get("content", {}).get("application/json")
+            if not path.startswith("/api/") or content is None:
+                continue
+            schema = content["schema"]
+            schema = schema.get("items", schema)
+            if "$ref" not in schema:
+                untyped.append(f"{method.upper()} {path}: {schema}")
+    assert untyped == []
+    assert "GreenhouseLive" in spec["components"]["schemas"] and "HistoryResponse" in spec["components"]["schemas"]
+
+
+def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
+    headers = {"Authorization": f"Bearer {_login(client, 'agronomist')}"}
+    [row] = client.get("/api/overview", headers=headers).json()
+    assert row["id"] == "gh1" and row["name"] == "North house" and row["edge"] == "unknown"
+    assert row["telemetry_age_s"] is None and row["water_cap_l"] > 0
+    live = client.get("/api/greenhouses/gh1/live", headers=headers).json()
+    assert len(live["zones"]) == 3 and live["zones"][0]["band_low_vwc"] < live["zones"][0]["band_high_vwc"]
+    assert client.get("/api/greenhouses/nope/live", headers=headers).status_code == 404
+    assert client.get("/api/alarms", headers=headers).json() == []
+    status = client.get("/api/greenhouses/gh1/audit-status", headers=headers).json()
+    assert status["ok"] is True and status["greenhouse_id"] == "gh1"
+    operator = {"Authorization": f"Bearer {_login(client, 'operator')}"}
+    assert client.get("/api/greenhouses/gh1/audit-status", headers=operator).status_code == 403
+    r = client.get("/api/greenhouses/gh1/history", params={"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"},
+                   headers=headers)
+    assert r.status_code == 422
+    r = client.get("/api/greenhouses/gh1/history", params={"from": "2026-01-01T00:00:00"}, headers=headers)
+    assert r.status_code == 422 and "offset" in r.json()["detail"]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def history_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Both databases: the buckets are computed by each one's own SQL (julianday vs extract(epoch))."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'h.sqlite3'}"
+        return
+    with request.getfixturevalue("make_pg_database")("gt_dash_hist") as url:
+        yield url
+
+
+def test_history_averages_a_week_of_minutes_into_hourly_buckets(history_url: str) -> None:
+    url = history_url
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, "gh1", zones=6, soil="loam")
+    start = datetime(2026, 6, 1, tzinfo=UTC)
+    minutes = 7 * 24 * 60
+    rng = np.random.default_rng(0)
+    theta = 0.2 + 0.05 * rng.random((minutes, 6))
+    rows = [{"greenhouse_id": "gh1", "seq": k + 1, "ts": start + timedelta(minutes=k), "actor": "policy:x",
+             "mode": "auto", "telemetry": {"flow_l_min": float(k % 60), "air_temp_c": None if k % 2 else 20.0},
+             "estimate": {"theta": theta[k].tolist()}, "member_actions": [], "voted": {}, "clipped": {},
+             "rules_fired": [], "confidence": 1.0} for k in range(minutes)]
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    with sessions() as s:
+        s.execute(Decision.__table__.insert(), rows)
+        s.commit()
+        bands = [(0.2, 0.25)] * 6
+        h = hist.history(s, "gh1", 6, bands, start, start + timedelta(days=7), 168)
+        timings = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            hist.history(s, "gh1", 6, bands, start, start + timedelta(days=7), 336)
+            timings.append(time.perf_counter() - t0)
+        in_band = hist.time_in_band_pct(s, "gh1", bands, start, start + timedelta(days=7))
+    engine.dispose()
+    assert h.samples == minutes and len(h.ts) == 168 and h.bucket_s == 3600.0
+    assert h.flow_l_min == [29.5] * 168, "mean of 0..59 in every hour"
+    assert h.air_temp_c == [20.0] * 168, "missing readings are left out of the mean, not counted as zero"
+    expected = theta.reshape(168, 60, 6).mean(axis=1)
+    assert np.allclose(np.array(h.moisture_vwc).T, expected, atol=1e-5)
+    assert h.ts[0] == start + timedelta(minutes=30)
+    assert in_band is not None and abs(in_band - 100 * (theta <= 0.25).mean()) < 1e-9
+    print(f"history of 7 days x 1 min x 6 zones -> 336 points: best {min(timings) * 1e3:.0f} ms")
+
+
+def test_alarm_groups_acknowledge_up_to_now_and_reopen_on_a_new_occurrence() -> None:
+    from types import SimpleNamespace
+
+    from app.api.alarm_book import AlarmBook, UnknownAlarm
+    from app.runtime import Alarm
+
+    t0 = datetime(2026, 6, 1, tzinfo=UTC)
+    runtime = SimpleNamespace(alarms=[Alarm("gh1", t0, "ack_timeout"), Alarm("gh1", t0 + timedelta(seconds=5),
+                                                                             "ack_timeout"),
+                                      Alarm("gh2", t0 + timedelta(seconds=1), "valve_failed:2")], audit=None)
+    book = AlarmBook(runtime)  # type: ignore[arg-type]
+    groups = {(a.greenhouse_id, a.kind): a for a in book.list()}
+    timeout, failed = groups[("gh1", "ack_timeout")], groups[("gh2", "valve_failed:2")]
+    assert (timeout.count, timeout.first_at, timeout.last_at, timeout.severity) == (2, t0, t0 + timedelta(seconds=5),
+                                                                                    "warning")
+    assert failed.severity == "critical" and book.unacknowledged("gh1") == 1 and book.unacknowledged("gh2") == 1
+    ack = book.acknowledge(timeout.id, "operator:olga")
+    assert ack.through == timeout.last_at and book.unacknowledged("gh1") == 0
+    [acked] = book.list("gh1")
+    assert acked.acknowledged and acked.acknowledged_by == "operator:olga"
+    runtime.alarms.append(Alarm("gh1", t0 + timedelta(seconds=9), "ack_timeout"))
+    [again] = book.list("gh1")
+    assert not again.acknowledged and again.count == 3, "a new occurrence after the acknowledgement reopens it"
+    with pytest.raises(UnknownAlarm):
+        book.acknowledge("f" * 16, "operator:olga")
+
+
+# ---- fuzz: every /api/ operation from the OpenAPI document, random parameters and bodies, no 5xx ----
+
+FUZZ_SKIP = {"/api/stream",  # never ends by design
+             "/api/auth/logout",  # would end the fuzzing session itself
+             "/api/auth/login",  # Argon2 per call; its refusals are tested in test_api_auth
+             "/api/greenhouses/{gh}/report.pdf"}  # builds and signs PDFs; its inputs are tested in test_api_auth
+_json = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False)
+                     | st.text(max_size=20), lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=8)
+_param = st.one_of(st.text(max_size=30), st.integers(-10**9, 10**9).map(str), st.sampled_from(
+    ["gh1", "nope", "0" * 16, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00", "-1", "1e309", "NaN", "%00", "../.."]))
+
+
+_FUZZ_TOKENS: dict[str, str] = {}
+
+
+def _operations(spec: dict[str, object]) -> list[tuple[str, str, dict[str, object]]]:
+    ops = []
+    for path, methods in spec["paths"].items():  # type: ignore[attr-defined]
+        if path.startswith("/api/") and path not in FUZZ_SKIP:
+            ops += [(method.upper(), path, op) for method, op in methods.items()]
+    return sorted(ops, key=lambda o: (o[1], o[0]))
+
+
+def _body_fields(spec: dict[str, object], op: dict[str, object]) -> list[str]:
+    ref = (op.get("requestBody") or {}).get("content", {}).get("application/json", {}).get("schema", {}).get("$ref")  # type: ignore[attr-defined]
+    if not ref:
+        return []
+    return list(spec["components"]["schemas"][ref.rsplit("/", 1)[1]].get("properties", {}))  # type: ignore[index]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fuzzed_api_requests_never_get_a_server_error(client: TestClient, data: st.DataObject) -> None:
+    spec = client.get("/openapi.json").json()
+    method, path, op = data.draw(st.sampled_from(_operations(spec)))
+    params = op.get("parameters", [])
+    url = path.format(**{p["name"]: quote(data.draw(_param), safe="") for p in params if p["in"] == "path"})
+    query = {p["name"]: data.draw(_param) for p in params if p["in"] == "query" and data.draw(st.booleans())}
+    fields = _body_fields(spec, op)
+    body = data.draw(st.fixed_dictionaries({}, optional={f: _json for f in fields}) | _json) if fields else None
+    if "operator" not in _FUZZ_TOKENS:
+        _FUZZ_TOKENS["operator"] = _login(client, "operator")
+    r = client.request(method, url, params=query, json=body,
+                       headers={"Authorization": f"Bearer {_FUZZ_TOKENS['operator']}"})
+    assert r.status_code < 500, (method, url, query, body, r.text)
+
+
+def test_admin_adds_disables_and_resets_accounts_and_each_change_is_sealed(client: TestClient) -> None:
+    admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
+    r = client.post("/api/users", json={"username": "nina", "roles": ["operator", "agronomist"]}, headers=admin)
+    assert r.status_code == 201, r.text
+    created = r.json()
+    assert created["roles"] == ["agronomist", "operator"] and len(created["password"]) >= 12
+    assert client.post("/api/users", json={"username": "nina", "roles": ["operator"]}, headers=admin).status_code == 409
+    login = client.post("/api/auth/login", json={"username": "nina", "password": created["password"]})
+    assert login.status_code == 200
+    client.cookies.clear()
+    reset = client.post("/api/users/nina/password", headers=admin).json()
+    assert reset["password"] != created["password"]
+    assert client.get("/api/auth/me", headers={"Authorization": f"Bearer {login.json()['access_token']}"}) \
+        .status_code == 401, "a reset revokes the old tokens"
+    row = client.post("/api/users/nina/disable", headers=admin).json()
+    assert row["disabled"] is True
+    listed = {u["username"]: u for u in client.get("/api/users", headers=admin).json()}
+    assert listed["nina"]["disabled"] and listed["operator"]["roles"] == ["operator"]
+    assert client.post("/api/users/ghost/disable", headers=admin).status_code == 404
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    kinds = [(e.kind, e.actor) for e in runtime.audit.store.tail_entries("_access", 4)]
+    assert kinds == [("user_add", "admin:admin"), ("login", "nina"), ("password_reset", "admin:admin"),
+                     ("user_disable", "admin:admin")]

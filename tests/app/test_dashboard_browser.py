@@ -1,0 +1,317 @@
+"""The dashboard in a real browser (Debian's Chromium driven by Playwright) against real processes.
+
+One ``greentwin serve``, one ``greentwin plant-sim`` and a private Mosquitto serve the whole module;
+an :class:`MqttObserver` sees what the service really publishes. Screenshots of each step land in
+``test-artifacts/dashboard/`` (gitignored) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import db_cli
+from app.auth.users import create_user
+from app.core.db import make_engine, make_session_factory
+from app.mqtt.topics import Ack, encode
+from audit.signing import load_certificate, verify_pdf
+from tests.app.procs import (
+    MOSQUITTO,
+    AuditKeys,
+    Mosquitto,
+    MqttObserver,
+    Proc,
+    Service,
+    plant_sim_argv,
+    publish_all,
+    service_env,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.mqtt, pytest.mark.slow]
+
+GH = "gh1"
+ZONES = 6
+PW = "dashboard test password"
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(f"{reason} (CI=true: the browser tests must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Broker, service and plant simulator, with an operator ``olga`` and an agronomist ``vera``."""
+    if not Path(MOSQUITTO).exists():
+        _unavailable(f"mosquitto not installed at {MOSQUITTO}")
+    root = tmp_path_factory.mktemp("dash")
+    url = f"sqlite:///{root / 'gt.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, GH, zones=ZONES, soil="loam", name="North house")
+    engine = make_engine(url)
+    with make_session_factory(engine)() as session:
+        create_user(session=session, username="olga", password=PW, roles=["operator"])
+        create_user(session=session, username="vera", password=PW, roles=["agronomist"])
+        create_user(session=session, username="ada", password=PW, roles=["admin"])
+    engine.dispose()
+    broker = Mosquitto(root / "broker")
+    broker.start()
+    keys = AuditKeys.generate(root / "keys")
+    service = Service(root, service_env(database_url=url, mqtt_url=broker.url, keys=keys,
+                                        policy_dir=root / "no-policy"))
+    sim = Proc(plant_sim_argv(broker.url, [GH], speed=120), root / "plant-sim.log")
+    observer = None
+    try:
+        service.start()
+        sim.start()
+        observer = MqttObserver(broker.port, [f"greentwin/{GH}/command"])
+        wait_until(lambda: service.decisions(GH) >= 3, 60, "first decisions", context=lambda: sim.tail() + service.tail())
+        yield {"service": service, "observer": observer, "base": f"http://127.0.0.1:{service.port}",
+               "broker_port": broker.port}
+    finally:
+        if observer is not None:
+            observer.close()
+        sim.stop()
+        service.stop()
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        _unavailable(f"Chromium not installed at {CHROMIUM} (apt-get install -y chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed (pip install -e '.[dev]')")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu",
+                                                                 "--disable-background-networking"])
+        yield b
+        b.close()
+
+
+class Page:
+    """A logged-in browser tab that fails the test on any console error or CSP violation."""
+
+    def __init__(self, browser: Any, base: str, user: str, width: int = 1280) -> None:
+        self.context = browser.new_context(viewport={"width": width, "height": 900}, base_url=base)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.goto("/")
+        assert "/login" in self.page.url
+        self.page.fill("#username", user)
+        self.page.fill("#password", PW)
+        self.page.click("button[type=submit]")
+        self.page.wait_for_url(lambda u: "/login" not in u)
+
+    def greenhouse(self) -> Any:
+        """Open the greenhouse page and wait for its first live state; returns the Playwright page."""
+        self.page.goto(f"/greenhouses/{GH}")
+        self.page.wait_for_selector(".tile[data-zone='0'] .moisture")
+        return self.page
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+    def close(self) -> None:
+        self.context.close()
+        assert self.errors == [], f"console errors: {self.errors}"
+
+
+def _commands(observer: MqttObserver) -> list[dict[str, Any]]:
+    return [json.loads(m.payload) for m in observer.seen("/command")]
+
+
+def test_overview_and_a_live_value_that_changes_without_reload(stack: dict[str, Any], browser: Any) -> None:
+    p = Page(browser, stack["base"], "olga")
+    page = p.page
+    row = page.locator(f"#overview tr[data-gh='{GH}']")
+    row.wait_for()
+    assert "North house" in row.inner_text() and "online" in row.inner_text().lower()
+    first_seen = page.get_attribute(f"#overview tr[data-gh='{GH}'] .tel-age", "title")
+    page.wait_for_function(f"(b) => document.querySelector(\"#overview tr[data-gh='{GH}'] .tel-age\").title !== b",
+                           arg=first_seen, timeout=30000)  # the overview is live too
+    p.shot("overview")
+    page.click(f"#overview tr[data-gh='{GH}'] a")
+    page.wait_for_selector(".tile[data-zone='0'] .moisture")
+    page.evaluate("window.__sameDocument = true")
+    first = page.inner_text("#climate")
+    page.wait_for_function("(before) => document.querySelector('#climate').innerText !== before", arg=first,
+                           timeout=30000)
+    assert page.evaluate("window.__sameDocument") is True, "the value changed without a reload"
+    assert page.locator("#controls").is_visible()
+    page.wait_for_selector("#chart-moisture .uplot")
+    p.shot("greenhouse")
+    p.close()
+
+
+def test_manual_valve_goes_out_on_mqtt_and_comes_back_confirmed(stack: dict[str, Any], browser: Any) -> None:
+    observer: MqttObserver = stack["observer"]
+    p = Page(browser, stack["base"], "olga")
+    page = p.greenhouse()
+    page.fill("#reason", "valve test from the dashboard")
+    page.click("#mode-manual")
+    page.wait_for_selector("#manual-form:not([hidden])")
+    page.wait_for_selector(".badge.mode-manual")
+    for i in range(ZONES):
+        page.set_checked(f"#valve-{i}", i == 1)
+    page.fill("#manual-pump", "60")
+    page.click("#manual-apply")
+
+    def manual_open() -> dict[str, Any] | None:
+        return next((c for c in reversed(_commands(observer)) if c["mode"] == "manual" and c["valves"][1] == 1), None)
+
+    cmd = wait_until(manual_open, 30, "a manual command opening zone 2's valve on MQTT")
+    assert cmd["pump_pct"] > 0
+    page.wait_for_function(
+        "() => document.querySelector(\".tile[data-zone='1'] .valve-confirmed\").textContent === 'open'",
+        timeout=30000)
+    assert page.inner_text(".tile[data-zone='1'] .valve-commanded") == "open"
+    p.shot("manual-valve")
+    # The pump with every valve shut: the safety layer clips it, and the page says which rule did.
+    for i in range(ZONES):
+        page.set_checked(f"#valve-{i}", False)
+    page.fill("#manual-pump", "80")
+    page.fill("#reason", "pump against closed valves")
+    page.click("#manual-apply")
+    page.wait_for_function("() => document.querySelector('#actuators').innerText.includes('clipped: pump.')",
+                           timeout=30000)
+    assert "Pump commanded\t0 %" in page.inner_text("#actuators")
+    p.shot("manual-clipped")
+    page.fill("#reason", "back to the policy")
+    page.click("#mode-auto")
+    page.wait_for_selector(".badge.mode-auto")
+    p.close()
+
+
+def test_estop_banner_command_and_reset_with_a_reason(stack: dict[str, Any], browser: Any) -> None:
+    observer: MqttObserver = stack["observer"]
+    p = Page(browser, stack["base"], "olga")
+    page = p.greenhouse()
+    seen_before = len(_commands(observer))
+    page.click("#estop")
+    assert page.locator("#estop-dialog").is_visible(), "e-stop asks for confirmation"
+    page.click("#estop-confirm")
+    page.wait_for_selector("#estop-banner:not([hidden])")
+    wait_until(lambda: any(c["mode"] == "estop" and not any(c["valves"]) and c["pump_pct"] == 0
+                           for c in _commands(observer)[seen_before:]), 20, "the e-stop command on MQTT")
+    assert page.locator("#mode-manual").is_disabled()
+    p.shot("estop")
+    page.fill("#reset-reason", "")
+    page.click("#reset-estop")  # the browser refuses the empty reason (required)
+    assert page.locator("#estop-banner").is_visible()
+    page.fill("#reset-reason", "valves inspected, all clear")
+    page.click("#reset-estop")
+    page.wait_for_selector("#estop-banner", state="hidden")
+    changes = stack["service"].http.get(f"/api/greenhouses/{GH}/mode-changes", headers=_bearer(stack, "olga")).json()
+    assert changes[-1]["from_mode"] == "estop" and changes[-1]["actor"] == "operator:olga"
+    assert changes[-1]["reason"] == "valves inspected, all clear"
+    p.close()
+
+
+def _bearer(stack: dict[str, Any], user: str) -> dict[str, str]:
+    r = stack["service"].http.post("/api/auth/login", json={"username": user, "password": PW})
+    assert r.status_code == 200, r.text
+    return {"Authorization": f"Bearer {r.json()['access_token']}"}
+
+
+def test_an_agronomist_sees_no_controls_is_refused_and_downloads_a_signed_report(stack: dict[str, Any],
+                                                                            browser: Any) -> None:
+    p = Page(browser, stack["base"], "vera", width=820)  # tablet width
+    page = p.greenhouse()
+    assert page.locator("#controls").count() == 0 and page.locator("#estop").count() == 0
+    assert page.locator("#reset-form").count() == 0
+    csrf = page.get_attribute("meta[name=csrf-token]", "content")
+    # The browser's own session (cookie and CSRF token) asks the API directly: refused for the role.
+    r = p.context.request.post(f"/api/greenhouses/{GH}/estop", data={"reason": "not allowed"},
+                               headers={"X-CSRF-Token": csrf or ""})
+    status = r.status
+    assert status == 403
+    page.wait_for_function("() => document.querySelector('#audit-status').textContent.startsWith('verified, ')",
+                           timeout=30000)
+    p.shot("agronomist-tablet")
+    with page.expect_download() as info:
+        page.click("#report-download")
+    pdf = Path(info.value.path()).read_bytes()
+    cert = load_certificate(stack["service"].state_dir / "report-signing" / "report-cert.pem")
+    with ThreadPoolExecutor(1) as pool:  # verify_pdf runs its own event loop; Playwright's holds this thread
+        outcome = pool.submit(verify_pdf, pdf, cert).result()
+    assert outcome.ok, outcome.reason
+    p.close()
+
+
+def test_alarm_acknowledge_records_the_operator(stack: dict[str, Any], browser: Any) -> None:
+    service: Service = stack["service"]
+    headers = _bearer(stack, "olga")
+    # The edge box refusing a command is an alarm (``command_rejected``), whatever the command was.
+    ack = Ack(cmd_id=uuid.uuid4(), ts=datetime.now(UTC), status="rejected", reason="dashboard test")
+    publish_all(stack["broker_port"], [(f"greentwin/{GH}/ack", encode(ack))])
+    alarms = wait_until(lambda: [a for a in service.http.get("/api/alarms", headers=headers).json()
+                                 if a["kind"] == "command_rejected" and not a["acknowledged"]], 30, "the alarm")
+    p = Page(browser, stack["base"], "olga")
+    page = p.page
+    page.goto("/alarms")
+    target = alarms[0]["id"]
+    assert alarms[0]["severity"] == "critical"
+    button = page.locator(f"tr[data-alarm='{target}'] button")
+    button.click()
+    page.wait_for_selector(f"tr[data-alarm='{target}'].acked")
+    assert "operator:olga" in page.inner_text(f"tr[data-alarm='{target}']")
+    p.shot("alarms")
+    p.close()
+
+
+
+def test_an_admin_adds_a_user_who_can_then_log_in(stack: dict[str, Any], browser: Any) -> None:
+    p = Page(browser, stack["base"], "ada")
+    page = p.page
+    page.click("text=Users")
+    page.wait_for_selector("#users tr[data-user='ada']")
+    page.fill("#new-username", "otto")
+    page.check("input[name=role][value=operator]")
+    page.click("#add-user-submit")
+    page.wait_for_selector("#users tr[data-user='otto']")
+    password = re.search(r"shown once, pass it on securely\): (\S+)$", page.inner_text("#users-msg"))
+    assert password is not None
+    r = stack["service"].http.post("/api/auth/login", json={"username": "otto", "password": password.group(1)})
+    assert r.status_code == 200 and r.json()["user"]["roles"] == ["operator"]
+    p.shot("users")
+    p.close()
+
+
+def test_a_dropped_stream_shows_its_age_and_reconnects(stack: dict[str, Any], browser: Any) -> None:
+    """Last in the module: it restarts the service under the open page."""
+    service: Service = stack["service"]
+    p = Page(browser, stack["base"], "olga")
+    page = p.greenhouse()
+    assert page.locator("#conn").is_hidden()
+    Proc.stop(service)  # the process only: its HTTP client serves the restart below
+    page.wait_for_selector("#conn:not([hidden])", timeout=30000)
+    assert re.fullmatch(r"Disconnected: last update \d+ s ago\. Reconnecting…", page.inner_text("#conn"))
+    p.shot("disconnected")
+    page.evaluate("window.__sameDocument = true")
+    service.start()
+    page.wait_for_selector("#conn", state="hidden", timeout=60000)
+    before = page.inner_text("#climate")
+    page.wait_for_function("(b) => document.querySelector('#climate').innerText !== b", arg=before, timeout=30000)
+    assert page.evaluate("window.__sameDocument") is True, "live again without a reload"
+    # The page's own requests failed while the service was down: those errors are expected here.
+    p.errors.clear()
+    p.close()
