@@ -24,7 +24,7 @@ try:
 except ImportError:  # FastAPI before 0.165: app.routes lists every route
     iter_route_contexts = None
 
-from app import db_cli
+from app.cli import db as db_cli
 from app.api import history as hist
 from app.auth.roles import ROLES
 from app.auth.users import create_user

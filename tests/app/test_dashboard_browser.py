@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from app import db_cli
+from app.cli import db as db_cli
 from app.auth.users import create_user
 from app.core.db import make_engine, make_session_factory
 from app.mqtt.topics import Ack, encode
