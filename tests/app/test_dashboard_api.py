@@ -24,10 +24,10 @@ try:
 except ImportError:  # FastAPI before 0.165: app.routes lists every route
     iter_route_contexts = None
 
-from app.cli import db as db_cli
 from app.api import history as hist
 from app.auth.roles import ROLES
 from app.auth.users import create_user
+from app.cli import db as db_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from app.cli import db as db_cli
 from app.auth.users import create_user
+from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.mqtt.topics import Ack, encode
 from audit.signing import load_certificate, verify_pdf
