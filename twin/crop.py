@@ -12,9 +12,9 @@ below); GreenLight (Katzin et al. 2020, github.com/davkat1/GreenLight, ``setGlPa
 ``createCropModel.m``) for the simplified sink, harvest and development functions.
 
 Every function is elementwise over the batch, written once against the array namespace ``xp``
-(numpy or the twin's torch shim), float32-safe: exponent arguments are clipped and every flow
-out of a pool is clipped to what the pool holds, so an explicit step at the twin's 600 s cannot
-drive a pool negative.
+(numpy or the twin's torch shim), float32-safe: temperatures are clipped to ``T_CAN_RANGE`` and
+pools stay non-negative, which bounds every exponent, and every flow out of a pool is clipped to
+what the pool holds, so an explicit step at the twin's 600 s cannot drive a pool negative.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ R_GAS = 8.314
 """Molar gas constant, J mol-1 K-1 (GreenLight divides its 8314 J kmol-1 by 1e3)."""
 T25_K = 298.15
 SECONDS_PER_DAY = 86400.0
-_EXP_CLIP = 60.0
-"""Bound on sigmoid exponent arguments: exp(60) is finite in float32 and 1/(1 + e^60) is 0 to float32."""
+T_CAN_RANGE = (-50.0, 70.0)
+"""Canopy temperatures are clipped to this range [degC]: it bounds every exponent the model takes."""
 
 
 @dataclass(frozen=True)
@@ -180,11 +180,6 @@ class CropState(NamedTuple):
     """Cumulative dry matter allocated to fruit [mg DM m-2] (the yield account; CH2O to DM 1:1)."""
 
 
-def _sigmoid(xp: Any, x: Array) -> Array:
-    """1 / (1 + exp(-x)) with the argument clipped so float32 never overflows."""
-    return 1.0 / (1.0 + xp.exp(xp.clip(-x, -_EXP_CLIP, _EXP_CLIP)))
-
-
 def initial_crop(xp: Any, cfg: CropGrowthConfig, crop_day0: Array, air_temp: Array,
                  season_days: float = 135.0) -> CropState:
     """Initial state from the crop age (days since planting), §1.2 (vegetative or productive).
@@ -220,29 +215,48 @@ def absorbed_par(xp: Any, cfg: CropGrowthConfig, par: Array, lai: Array) -> Arra
     return par * (1.0 - cfg.rho_can_par) * intercepted * (1.0 + cfg.rho_flr_par * transmitted)
 
 
-def canopy_assimilation(xp: Any, cfg: CropGrowthConfig, par: Array, co2: Array, t_can: Array,
-                        lai: Array) -> tuple[Array, Array]:
-    """Gross canopy P and photorespiration R_photo, umol CO2 m-2 s-1 (eqs 12-17, 21, 23)."""
+def _electron_transport(xp: Any, cfg: CropGrowthConfig, par: Array, t_c: Array, lai: Array) -> Array:
+    """Canopy electron transport J (eqs 14-17) for a clipped canopy temperature ``t_c``."""
     par_abs = absorbed_par(xp, cfg, xp.maximum(par, 0.0), lai)
-    t_k = t_can + 273.15
-    inv_rtk = 1.0 / (R_GAS * t_k)
-    # Arrhenius rise with a high-temperature deactivation (eq. 15); the 25 degC factor is a constant.
+    # Eq. 15 rewritten in 1/T_k: exp(E_j (T_k - T25) / (R T_k T25)) = exp(E_j / (R T25) - E_j / (R T_k)),
+    # and the deactivation exponent (S T_k - H) / (R T_k) = S / R - H / (R T_k). Both stay within
+    # [-34, 9] over T_CAN_RANGE, so float32 neither overflows nor loses the ratio.
+    inv_tk = 1.0 / (t_c + 273.15)
     peak_25 = 1.0 + math.exp((cfg.s_entropy * T25_K - cfg.h_deact) / (R_GAS * T25_K))
-    arrhenius = cfg.e_j * (t_k - T25_K) * inv_rtk * (1.0 / T25_K)
-    deact = (cfg.s_entropy * t_k - cfg.h_deact) * inv_rtk
-    j_pot = (cfg.j25_leaf * lai * peak_25) * xp.exp(xp.clip(arrhenius, -_EXP_CLIP, _EXP_CLIP)) / (
-        1.0 + xp.exp(xp.clip(deact, -_EXP_CLIP, _EXP_CLIP)))
+    rise = xp.exp(cfg.e_j / (R_GAS * T25_K) - (cfg.e_j / R_GAS) * inv_tk)
+    fall = 1.0 + xp.exp(cfg.s_entropy / R_GAS - (cfg.h_deact / R_GAS) * inv_tk)
+    j_pot = (cfg.j25_leaf * peak_25) * lai * rise / fall
     # Non-rectangular hyperbola (eq. 14) in its rationalised form: no float32 cancellation at low light.
     light = cfg.alpha * par_abs
     a = j_pot + light
     disc = xp.maximum(a * a - (4.0 * cfg.theta) * j_pot * light, 0.0)
-    j = 2.0 * j_pot * light / xp.maximum(a + xp.sqrt(disc), 1e-12)
-    # Compensation point (eq. 23): J25_leaf / J25_can = 1 / LAI.
+    return (2.0 * j_pot) * light / xp.maximum(a + xp.sqrt(disc), 1e-12)
+
+
+def _co2_terms(xp: Any, cfg: CropGrowthConfig, co2: Array, t_c: Array, lai: Array) -> tuple[Array, Array]:
+    """Stomatal CO2 and the compensation point Gamma (eqs 21, 23), ppm; J25_leaf / J25_can = 1 / LAI."""
     inv_lai = 1.0 / xp.maximum(lai, 0.05)
-    gamma = cfg.c_gamma * (inv_lai * t_can + 20.0 * (1.0 - inv_lai))
-    co2_stom = cfg.eta_co2_stom * xp.maximum(co2, 1.0)
+    # Below 20 degC with LAI < 1 the linear form would fall under zero; a compensation point cannot.
+    gamma = xp.maximum(cfg.c_gamma * (20.0 + (t_c - 20.0) * inv_lai), 0.0)
+    return cfg.eta_co2_stom * xp.maximum(co2, 1.0), gamma
+
+
+def canopy_assimilation(xp: Any, cfg: CropGrowthConfig, par: Array, co2: Array, t_can: Array,
+                        lai: Array) -> tuple[Array, Array]:
+    """Gross canopy P and photorespiration R_photo, umol CO2 m-2 s-1 (eqs 12-17, 21, 23)."""
+    t_c = xp.clip(t_can, *T_CAN_RANGE)
+    j = _electron_transport(xp, cfg, par, t_c, lai)
+    co2_stom, gamma = _co2_terms(xp, cfg, co2, t_c, lai)
     p = j * xp.maximum(co2_stom - gamma, 0.0) / (4.0 * (co2_stom + 2.0 * gamma))
     return p, p * gamma / co2_stom
+
+
+def _net_assimilation(xp: Any, cfg: CropGrowthConfig, par: Array, co2: Array, t_c: Array, lai: Array) -> Array:
+    """P - R_photo = J (C - Gamma)^2 / (4 C (C + 2 Gamma)), the same value in fewer array operations."""
+    j = _electron_transport(xp, cfg, par, t_c, lai)
+    co2_stom, gamma = _co2_terms(xp, cfg, co2, t_c, lai)
+    excess = xp.maximum(co2_stom - gamma, 0.0)
+    return j * excess * excess / ((4.0 * co2_stom) * (co2_stom + 2.0 * gamma))
 
 
 def water_stress_factor(xp: Any, uptake_mm: Array, etc_mm: Array, eps: float = 1e-6) -> Array:
@@ -260,11 +274,13 @@ def maintenance_respiration(xp: Any, cfg: CropGrowthConfig, state: CropState, dt
     """Maintenance respiration of leaf, stem and fruit over a step (eq. 45) [mg CH2O m-2], each at
     most what its organ holds. Fruit respiration is what separates allocated from harvested fruit."""
     growth_factor = 1.0 - math.exp(-cfg.c_rgr * cfg.rgr)
-    q10 = xp.exp(xp.clip((0.1 * math.log(cfg.q10_m)) * (state.t_can24 - 25.0), -_EXP_CLIP, _EXP_CLIP))
-    per_mass = (growth_factor * dt_s) * q10
-    return (xp.minimum(cfg.cm_leaf * per_mass * state.c_leaf, state.c_leaf),
-            xp.minimum(cfg.cm_stem * per_mass * state.c_stem, state.c_stem),
-            xp.minimum(cfg.cm_fruit * per_mass * state.c_fruit, state.c_fruit))
+    k = 0.1 * math.log(cfg.q10_m)
+    t24 = xp.clip(state.t_can24, *T_CAN_RANGE)
+    per_mass = xp.exp(k * t24 + (math.log(growth_factor * dt_s) - 25.0 * k))
+    # One bound for all organs: the largest coefficient may take at most the whole organ.
+    per_mass = xp.minimum(per_mass, 1.0 / max(cfg.cm_leaf, cfg.cm_stem, cfg.cm_fruit))
+    return cfg.cm_leaf * per_mass * state.c_leaf, cfg.cm_stem * per_mass * state.c_stem, \
+        cfg.cm_fruit * per_mass * state.c_fruit
 
 
 def step_crop(xp: Any, cfg: CropGrowthConfig, state: CropState, par: Array, co2: Array, t_can: Array,
@@ -281,39 +297,41 @@ def step_crop(xp: Any, cfg: CropGrowthConfig, state: CropState, par: Array, co2:
     if dt_s <= 0.0:
         raise ValueError(f"dt_s must be positive, got {dt_s!r}")
     c_buf, c_leaf, c_stem, c_fruit, t24, t_sum, fruit_cum = state
-    lai = leaf_area_index(xp, cfg, c_leaf)
-    p, r = canopy_assimilation(xp, cfg, par, co2, t_can, lai)
+    t_c = xp.clip(t_can, *T_CAN_RANGE)
+    t24c = xp.clip(t24, *T_CAN_RANGE)
+    net = _net_assimilation(xp, cfg, par, co2, t_c, leaf_area_index(xp, cfg, c_leaf))
     f = xp.clip(f_w, 0.0, 1.0)
     if cfg.water_stress_exponent != 1.0:
         f = f ** cfg.water_stress_exponent
-    # Buffer inflow (eqs. 10-11), inhibited as the buffer fills.
-    h_air_buf = _sigmoid(xp, -5e-4 * (c_buf - cfg.c_buf_max))
-    inflow = (cfg.m_ch2o * dt_s) * h_air_buf * f * xp.maximum(p - r, 0.0)
-    # Organ sinks (eqs. 24-28, B.3, B.6), all evaluated at the start of the step.
-    h_buf_org = _sigmoid(xp, 5e-3 * (c_buf - cfg.c_buf_min))
-    h_t24 = _sigmoid(xp, 1.1587 * (t24 - cfg.t24_min)) * _sigmoid(xp, -1.3904 * (t24 - cfg.t24_max))
-    h_t = _sigmoid(xp, 0.869 * (t_can - cfg.t_inst_min)) * _sigmoid(xp, -0.5793 * (t_can - cfg.t_inst_max))
-    s = t_sum * (1.0 / cfg.t_end_sum)
-    s1 = s - 1.0
-    # Smooth ramp 0 -> 1 over [0, T_endSum] (eq. B.6); clipped because float32 rounds its tails below 0.
-    h_tsum = xp.clip(0.5 * (s + xp.sqrt(s * s + 1e-4)) - 0.5 * (s1 + xp.sqrt(s1 * s1 + 1e-4)), 0.0, 1.0)
+    # Buffer inflow (eqs. 10-11), inhibited as the buffer fills. The buffer never exceeds ~60 g here
+    # (inflow is e^-20 of its rate there), so 5e-4 (c_buf - 20 g) stays far below float32's exp limit.
+    inflow = (cfg.m_ch2o * dt_s) * f * net / (1.0 + xp.exp(5e-4 * (c_buf - cfg.c_buf_max)))
+    # Organ sinks (eqs. 24-28, B.3), all evaluated at the start of the step; c_buf >= 0 bounds the first
+    # exponent, the clipped temperatures the others.
+    h_buf_org = 1.0 / (1.0 + xp.exp(-5e-3 * (c_buf - cfg.c_buf_min)))
+    h_t24 = 1.0 / ((1.0 + xp.exp(-1.1587 * (t24c - cfg.t24_min))) * (1.0 + xp.exp(1.3904 * (t24c - cfg.t24_max))))
+    h_t = 1.0 / ((1.0 + xp.exp(-0.869 * (t_c - cfg.t_inst_min))) * (1.0 + xp.exp(0.5793 * (t_c - cfg.t_inst_max))))
+    # Development (eq. B.6): GreenLight smooths the corners of this ramp over +-10 degC d (half a day).
+    h_tsum = xp.clip(t_sum * (1.0 / cfg.t_end_sum), 0.0, 1.0)
     # g_T24 (eq. 28) is linear and turns negative below -1.3 degC, where h_T24 has already stopped growth.
-    veg = (h_buf_org * h_t24 * xp.maximum(0.047 * t24 + 0.06, 0.0)) * dt_s
-    fruit = veg * h_t * h_tsum * cfg.rg_fruit
-    leaf, stem = veg * cfg.rg_leaf, veg * cfg.rg_stem
-    demand = (1.0 + cfg.cg_fruit) * fruit + (1.0 + cfg.cg_leaf) * leaf + (1.0 + cfg.cg_stem) * stem
+    veg = (h_buf_org * h_t24 * xp.maximum(0.047 * t24c + 0.06, 0.0)) * dt_s
+    fruit_share = h_t * h_tsum
+    cost_veg = (1.0 + cfg.cg_leaf) * cfg.rg_leaf + (1.0 + cfg.cg_stem) * cfg.rg_stem
+    demand = veg * (cost_veg + ((1.0 + cfg.cg_fruit) * cfg.rg_fruit) * fruit_share)
     available = c_buf + inflow
-    scale = xp.minimum(available / xp.maximum(demand, 1e-12), 1.0)
-    fruit, leaf, stem = fruit * scale, leaf * scale, stem * scale
-    new_buf = xp.maximum(available - demand * scale, 0.0)
+    # The organ flows and their growth respiration leave together, scaled down if the buffer runs short.
+    taken = xp.minimum(demand, available)
+    veg = veg * (taken / xp.maximum(demand, 1e-12))
+    fruit = veg * fruit_share * cfg.rg_fruit
     # Maintenance respiration from each organ (eq. 45), then pruning and harvest caps.
     m_leaf, m_stem, m_fruit = maintenance_respiration(xp, cfg, state, dt_s)
-    new_leaf = xp.minimum(c_leaf + leaf - m_leaf, cfg.c_leaf_max)
-    new_stem = c_stem + stem - m_stem
-    new_fruit = xp.minimum(c_fruit + fruit - m_fruit, cfg.c_fruit_max)
-    # 24-h mean as an exact first-order filter (step-size independent); development (eq. 8).
-    a24 = math.exp(-dt_s / SECONDS_PER_DAY)
-    new_state = CropState(c_buf=new_buf, c_leaf=new_leaf, c_stem=new_stem, c_fruit=new_fruit,
-                          t_can24=t_can + (t24 - t_can) * a24, t_sum=t_sum + t_can * (dt_s / SECONDS_PER_DAY),
-                          fruit_dm_cum=fruit_cum + fruit)
+    new_state = CropState(
+        c_buf=available - taken,
+        c_leaf=xp.minimum(c_leaf + cfg.rg_leaf * veg - m_leaf, cfg.c_leaf_max),
+        c_stem=c_stem + cfg.rg_stem * veg - m_stem,
+        c_fruit=xp.minimum(c_fruit + fruit - m_fruit, cfg.c_fruit_max),
+        # 24-h mean as an exact first-order filter (step-size independent); development (eq. 8).
+        t_can24=t_c + (t24 - t_c) * math.exp(-dt_s / SECONDS_PER_DAY),
+        t_sum=t_sum + t_c * (dt_s / SECONDS_PER_DAY),
+        fruit_dm_cum=fruit_cum + fruit)
     return new_state, fruit * (1e-6 / cfg.dmc)
