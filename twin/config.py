@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from twin.crop import CropGrowthConfig
+
 
 @dataclass(frozen=True)
 class SoilType:
@@ -248,18 +250,16 @@ class FaultConfig:
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """Weights of the named reward terms (BRIEF: 0.5 / 0.3 / -0.2 / -0.1)."""
+    """The moisture target band; the reward's prices are in :class:`EconomicsConfig`."""
 
-    moisture: float = 0.5
-    growth: float = 0.3
-    water: float = -0.2
-    energy: float = -0.1
     band_tolerance_vwc: float = 0.05
-    """Distance outside the band at which the moisture term reaches 0 [m3/m3]."""
-    reference_water_mm_day: float = 5.0
-    """Water term is 1 when irrigating at this rate."""
+    """Depth outside the band [m3/m3] that one unit of the dry or wet penalty prices."""
     band_low_depletion: float = 0.4
     """Target band lower edge: field capacity minus this share of total available water."""
+
+    def __post_init__(self) -> None:
+        if self.band_tolerance_vwc <= 0:
+            raise ValueError("band_tolerance_vwc must be positive")
 
 
 @dataclass(frozen=True)
@@ -295,6 +295,8 @@ class TwinConfig:
     sensor_noise: float = 0.02
     """Relative standard deviation of sensor readings (0.1 = 10 % noise)."""
     crop: CropConfig = field(default_factory=CropConfig)
+    crop_growth: CropGrowthConfig = field(default_factory=CropGrowthConfig)
+    """The tomato growth and yield model (twin.crop)."""
     hydraulics: HydraulicsConfig = field(default_factory=HydraulicsConfig)
     climate: ClimateConfig = field(default_factory=ClimateConfig)
     weather: WeatherConfig = field(default_factory=WeatherConfig)
@@ -350,7 +352,8 @@ class TwinConfig:
         """Build from flat keyword overrides; nested sections accept dicts or instances."""
         sections = {"crop": CropConfig, "hydraulics": HydraulicsConfig, "climate": ClimateConfig,
                     "weather": WeatherConfig, "faults": FaultConfig, "reward": RewardConfig,
-                    "estimator": EstimatorConfig, "lighting": LightingConfig, "economics": EconomicsConfig}
+                    "estimator": EstimatorConfig, "lighting": LightingConfig, "economics": EconomicsConfig,
+                    "crop_growth": CropGrowthConfig}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(overrides) - known
         if unknown:

@@ -21,6 +21,7 @@ from twin.climate import (
     step_air,
 )
 from twin.config import LightingConfig, TwinConfig, in_window
+from twin.crop import CropState, step_crop, water_stress_factor
 from twin.hydraulics import step_hydraulics, valve_failure_latch
 from twin.kalman import KalmanState, kalman_step
 from twin.randomize import initial_state, sample_params
@@ -137,8 +138,11 @@ class TwinModel:
         energy_kwh = hyd.power_kw * dt_h + lamp_kwh
         par_mol = air.par * (dt * 1e-6)
         dli_today, lamp_h_today = self._today(hour0, state, par_mol, lights * dt_h)
-        reward, terms = reward_terms(xp, cfg, params, soil.theta, soil.uptake_mm, demand.et0_natural_mm_h, kc,
-                                     hyd.zone_water_l, energy_kwh)
+        crop = CropState(state.c_buf, state.c_leaf, state.c_stem, state.c_fruit, state.t_can24, state.t_sum,
+                         state.fruit_dm_cum)
+        # Stomata close as the roots run dry: water stress cuts CO2 uptake like transpiration.
+        f_w = water_stress_factor(xp, soil.uptake_mm, etc_mm)
+        crop, fruit_kg = step_crop(xp, cfg.crop_growth, crop, air.par, air.co2, air.leaf_temp, f_w, dt)
 
         dead_s = xp.where(hyd.dead_heading, state.dead_head_s + dt, 0.0)
         over = hyd.current_frac > hyd_cfg.overcurrent_frac
@@ -146,6 +150,9 @@ class TwinModel:
         relief = hyd.pressure_frac > hyd_cfg.relief_pressure_frac
         terminated = over | dead | relief
         reason = xp.where(over, 1, xp.where(dead, 2, xp.where(relief, 3, 0)))
+        price = self._price(params, hour0)
+        reward, terms, money = reward_terms(xp, cfg, params, soil.theta, fruit_kg, soil.irrigation_mm,
+                                            soil.drainage_mm, energy_kwh, price, terminated)
         saturated_s = xp.where(soil.theta >= params.saturation - NEAR_SATURATION_VWC, state.saturated_s + dt, 0.0)
         irrigation_24h = state.irrigation_24h * self._decay_24h + soil.irrigation_mm
 
@@ -171,7 +178,7 @@ class TwinModel:
                             irrigation_24h=irrigation_24h,
                             saturated_s=saturated_s, air_temp=air.air_temp, vapour_kpa=air.vapour_kpa, co2=air.co2,
                             pump=pump, lights=lights, pump_current=hyd.current_frac, dead_head_s=dead_s,
-                            dli_today=dli_today, lamp_h_today=lamp_h_today, step=step, last_obs=obs, **faults,
+                            dli_today=dli_today, lamp_h_today=lamp_h_today, **crop._asdict(), step=step, last_obs=obs, **faults,
                             **estimate)
         truncated = step >= cfg.horizon_steps
         probe_sum = xp.sum(readings["soil_vwc"], axis=(1, 2))
@@ -193,8 +200,20 @@ class TwinModel:
             "et0_mm_h": demand.et0_mm_h,
             "lamp_kwh_m2": lamp_kwh * (1.0 / self._area),
             "par_mol_m2": par_mol,
+            "fruit_kg_m2": fruit_kg,
+            "revenue_eur_m2": money.revenue,
+            "energy_cost_eur_m2": money.energy_cost,
+            "water_cost_eur_m2": money.water_cost,
+            "damage_eur_m2": money.damage,
+            "price_eur_mwh": price,
+            "water_stress": f_w,
         }
         return new, StepOut(obs=obs, reward=reward, terminated=terminated, truncated=truncated, info=info)
+
+    def _price(self, params: TwinParams, hour: Array) -> Array:
+        """All-in electricity price [EUR/MWh] of the step starting at ``hour``: a flat tariff at the
+        scenario's price-year mean plus its adder."""
+        return params.price_scale + params.price_adder
 
     def _today(self, hour0: Array, state: TwinState, par_mol: Array, lamp_h: Array) -> tuple[Array, Array]:
         """Light and lamp hours since local midnight at the end of a step starting at ``hour0``.

@@ -12,6 +12,7 @@ import numpy as np
 
 from twin.backend import Array, Backend
 from twin.config import SOIL_TYPES, TwinConfig
+from twin.crop import initial_crop
 from twin.kalman import initial_kalman
 from twin.spec import ObservationSpec
 from twin.types import TwinParams, TwinState
@@ -130,14 +131,17 @@ def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode
     zeros_b = backend.zeros((n,))
     zeros_p = backend.zeros((n, z, pr))
     dim = ObservationSpec(z).dim
+    air_temp = xp.maximum(outside_temp, cfg.climate.heating_setpoint_c)
+    crop = initial_crop(xp, cfg.crop_growth, params.crop_day0, air_temp, season_days=sum(cfg.crop.stage_days))
     return TwinState(
         theta=theta, valve_pos=zeros_z, valve_cmd=zeros_z + 0.0, valve_failed=zeros_z + 0.0,
         irrigation_24h=zeros_z + 0.0,
-        saturated_s=zeros_z + 0.0, air_temp=xp.maximum(outside_temp, cfg.climate.heating_setpoint_c),
+        saturated_s=zeros_z + 0.0, air_temp=air_temp,
         vapour_kpa=outside_vapour_kpa, co2=backend.full((n,), 420.0), pump=zeros_b, lights=zeros_b + 0.0,
         pump_current=zeros_b + 0.0, dead_head_s=zeros_b + 0.0, wear=zeros_b + 0.0, wear_rate=zeros_b + 0.0,
         drift_bias=zeros_p, drift_rate=zeros_p + 0.0, offline_steps=zeros_p + 0.0,
         valve_fault=backend.zeros((n, z), dtype=backend.int), dli_today=zeros_b + 0.0, lamp_h_today=zeros_b + 0.0,
+        **crop._asdict(),
         last_obs=backend.zeros((n, dim)),
         **{f"est_{k}": v for k, v in initial_kalman(backend, params, pr).__dict__.items()},
         step=backend.zeros((n,), dtype=backend.int), episode=episode + 0,
