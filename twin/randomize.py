@@ -120,7 +120,7 @@ def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode
     return TwinState(
         theta=theta, valve_pos=zeros_z, valve_cmd=zeros_z + 0.0, valve_failed=zeros_z + 0.0,
         irrigation_24h=zeros_z + 0.0,
-        saturated_s=zeros_z + 0.0, air_temp=xp.maximum(outside_temp, cfg.climate.heating_setpoint_c),
+        saturated_s=zeros_z + 0.0, air_temp=xp.maximum(outside_temp, cfg.climate.heating_night_c),
         vapour_kpa=outside_vapour_kpa, co2=backend.full((n,), 420.0), pump=zeros_b, lights=zeros_b + 0.0,
         pump_current=zeros_b + 0.0, dead_head_s=zeros_b + 0.0, wear=zeros_b + 0.0, wear_rate=zeros_b + 0.0,
         drift_bias=zeros_p, drift_rate=zeros_p + 0.0, offline_steps=zeros_p + 0.0,
