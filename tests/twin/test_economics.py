@@ -32,6 +32,7 @@ def test_each_term_is_its_price_times_the_steps_quantity() -> None:
     p = twin.params
     v_ref = twin.config.economics.v_ref(twin.config.dt_s)
     for i in range(60):
+        hour = p.start_hour + twin.state.step * twin.config.dt_h
         _, reward, terminated, _, info = twin.step(_action(32, valves=3, pump=70.0, lights=60.0 * (i % 2)))
         terms = info["reward_terms"]
         for key in INFO_KEYS:
@@ -45,7 +46,8 @@ def test_each_term_is_its_price_times_the_steps_quantity() -> None:
         energy = info["price_eur_mwh"] / 1000 * info["energy_kwh"] / AREA
         np.testing.assert_allclose(-terms["energy"], energy, rtol=1e-5)
         np.testing.assert_allclose(info["lamp_kwh_m2"], 0.1 * 0.6 * (i % 2) / 6, rtol=1e-5)
-        np.testing.assert_allclose(info["price_eur_mwh"], p.price_scale + p.price_adder, rtol=1e-6)
+        spot = twin.model.prices.at(twin.backend, p.year, hour)
+        np.testing.assert_allclose(info["price_eur_mwh"], spot * p.price_scale + p.price_adder, rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(sum(terms.values()) / v_ref, reward, rtol=1e-4, atol=1e-4)
         assert (terms["growth"] >= 0).all() and (terms["moisture"] <= 0).all() and (terms["water"] <= 0).all()
         assert (info["damage_eur_m2"] == 0).all()
@@ -75,21 +77,20 @@ def test_moisture_is_charged_only_outside_the_band_dry_and_wet_apart() -> None:
 def test_lamps_at_night_buy_fruit_at_the_all_in_price() -> None:
     twin_on, twin_off = GreenhouseTwin(16, seed=2), GreenhouseTwin(16, seed=2)
     twin_on.reset(), twin_off.reset()
-    fruit_on = fruit_off = cost_on = 0.0
+    fruit_on = fruit_off = cost_on = want_cost = 0.0
     for _ in range(36):  # 00:00-06:00: dark outside
         *_, info_on = twin_on.step(_action(16, lights=100.0))
         *_, info_off = twin_off.step(_action(16))
         fruit_on += info_on["fruit_kg_m2"]
         fruit_off += info_off["fruit_kg_m2"]
         cost_on += info_on["energy_cost_eur_m2"]
+        want_cost += 0.1 * info_on["price_eur_mwh"] / 6 / 1000  # 100 W/m2 for 10 min at the all-in price
         assert (info_on["par_mol_m2"] >= 250 * 600e-6 - 1e-6).all()
     productive = twin_on.state.t_sum > 0
     assert productive.any()
     assert (fruit_on[productive] >= fruit_off[productive]).all()
     assert fruit_on[productive].sum() > fruit_off[productive].sum()
-    # 6 h at 100 W/m2 = 0.6 kWh/m2, priced at spot plus adder.
-    np.testing.assert_allclose(cost_on, 0.6 * (twin_on.params.price_scale + twin_on.params.price_adder) / 1000,
-                               rtol=1e-4)
+    np.testing.assert_allclose(cost_on, want_cost, rtol=1e-4)
 
 
 def test_a_hard_termination_costs_the_pump_and_the_crop_lost_during_repair() -> None:
