@@ -248,8 +248,6 @@ class WeatherConfig:
             raise ValueError("forecast error spreads must be >= 0")
         if not (0.0 <= self.forecast_lead_correlation < 1.0):
             raise ValueError("forecast_lead_correlation must lie in [0, 1)")
-
-    def __post_init__(self) -> None:
         if self.n_years < 1:
             raise ValueError("n_years must be >= 1")
         lo, hi = self.latitude_deg

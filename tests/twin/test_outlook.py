@@ -143,7 +143,7 @@ def test_price_slots_are_the_scenarios_all_in_prices_and_only_hindsight_sees_unp
     sl = twin.observation_spec.slices
     p = twin.params
     seen_unpublished = False
-    for i in range(78):  # midnight to 13:00: the next day's prices appear at 13:00
+    for _ in range(78):  # midnight to 13:00: the next day's prices appear at 13:00
         obs, _, _, _, info = twin.step(np.zeros((8, 8), dtype=np.float32))
         hour = p.start_hour + twin.state.step * twin.config.dt_h
         spot, published = twin.model.prices.outlook(twin.backend, p.year, hour)
@@ -160,3 +160,10 @@ def test_price_slots_are_the_scenarios_all_in_prices_and_only_hindsight_sees_unp
     assert seen_unpublished
     # The step's price is its clock hour's, scaled to the scenario's price year, plus its adder.
     assert p.price_scale.std() > 0.05 and p.price_adder.std() > 1.0
+
+
+def test_forecast_error_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="lead_correlation"):
+        WeatherConfig(forecast_lead_correlation=1.0)
+    with pytest.raises(ValueError, match="spreads"):
+        WeatherConfig(forecast_temp_std_24h_c=-1.0)
