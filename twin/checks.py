@@ -21,8 +21,9 @@ class SpecViolation(ValueError):
 STEP_INFO_KEYS = ("fruit_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "damage_eur_m2",
                   "lamp_kwh_m2", "price_eur_mwh", "par_mol_m2")
 """The step info's per-instance economics ([B] each, per m2 of floor, for the step)."""
-NON_NEGATIVE_INFO = ("fruit_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "damage_eur_m2",
-                     "lamp_kwh_m2", "par_mol_m2")
+NON_NEGATIVE_INFO = ("fruit_kg_m2", "revenue_eur_m2", "water_cost_eur_m2", "damage_eur_m2", "lamp_kwh_m2",
+                     "par_mol_m2")
+"""Energy cost is not among them: in a negative-price hour the grower is paid to use power."""
 
 
 def _np(twin: GreenhouseTwin, a: Any) -> np.ndarray:
