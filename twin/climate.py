@@ -91,7 +91,7 @@ class AirOut:
 def heating_setpoint(xp: Any, cfg: ClimateConfig, rs_natural_w_m2: Array, lights: Array) -> Array:
     """The air's heating floor [degC]: the day setpoint while the crop is in light (sun up or lamps
     on, the light period a climate computer switches its setpoint on), the night setpoint otherwise."""
-    in_light = xp.astype((rs_natural_w_m2 > 0.0) | (lights > 0.0), rs_natural_w_m2.dtype)
+    in_light = xp.astype(xp.maximum(rs_natural_w_m2, lights) > 0.0, rs_natural_w_m2.dtype)  # both are >= 0
     return cfg.heating_night_c + (cfg.heating_day_c - cfg.heating_night_c) * in_light
 
 

@@ -121,7 +121,7 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
 def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode: Array,
                   outside_temp: Array, outside_vapour_kpa: Array) -> TwinState:
     """Start-of-episode state: moisture between the refill point and field capacity, air at outside
-    conditions, all actuators off, no faults active."""
+    conditions (heated to the night setpoint at least), all actuators off, no faults active."""
     xp = backend.xp
     n = params.key.shape[0]
     z, pr = cfg.zones, cfg.probes_per_zone
