@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from twin.crop import CropGrowthConfig
+
 
 @dataclass(frozen=True)
 class SoilType:
@@ -82,7 +84,12 @@ class ClimateConfig:
     air_tau_s: float = 1200.0
     humidity_tau_s: float = 1800.0
     co2_tau_s: float = 1800.0
-    heating_setpoint_c: float = 14.0
+    heating_day_c: float = 19.0
+    """Heating setpoint while the sun is up or the lamps are on [degC] (Vanthoor's Dutch tomato
+    scenario, thesis table 6.3: 19 by day, 17 by night). Heating is free and automatic: the air never
+    falls below the setpoint, heating is not an action and its energy is neither modelled nor charged."""
+    heating_night_c: float = 17.0
+    """Heating setpoint in the dark with the lamps off [degC]."""
     solar_gain_c_per_w_m2: float = 0.016
     """Air warming above outside per W/m2 of transmitted sunlight (ventilated house)."""
     lamp_power_w_m2: float = 100.0
@@ -94,17 +101,251 @@ class ClimateConfig:
     elevation_m: float = 100.0
     transpiration_humidification_kpa_per_mm_h: float = 0.8
 
+    def __post_init__(self) -> None:
+        if not (-10.0 <= self.heating_night_c <= self.heating_day_c <= 35.0):
+            raise ValueError("heating setpoints need -10 <= heating_night_c <= heating_day_c <= 35 degC, got "
+                             f"{self.heating_night_c} and {self.heating_day_c}")
+
+
+MIN_DARK_HOURS = 6.0
+"""Tomato needs a dark period: continuous light injures its leaves (interveinal chlorosis), so
+lamps must be off for at least this long each local day."""
+
+
+def hours_between(start_h: float, end_h: float) -> float:
+    """Length of the local clock window [start, end) in hours, wrapping over midnight."""
+    return (end_h - start_h) % 24.0
+
+
+def in_window(hour_of_day: Any, start_h: float, end_h: float) -> Any:
+    """True where a local clock hour lies in [start_h, end_h), the window wrapping over midnight.
+    Plain operators, so it serves numpy and torch arrays and Python floats alike."""
+    return (hour_of_day - start_h) % 24.0 < hours_between(start_h, end_h)
+
+
+@dataclass(frozen=True)
+class LightingConfig:
+    """When lamps may burn: the crop's dark period and the site's fixed lamp schedule.
+
+    Hours are local clock hours; the twin's local time is its hour of year.
+    """
+
+    dark_start_h: float = 23.0
+    dark_end_h: float = 5.0
+    """Lamps are off in [dark_start_h, dark_end_h) every day (at least :data:`MIN_DARK_HOURS`)."""
+    schedule_on_h: float = 5.0
+    schedule_off_h: float = 21.0
+    """The site's fixed schedule (climate computer, price-blind): lamps on in [on, off) ..."""
+    schedule_par_umol: float = 120.0
+    """... while natural PAR at the canopy is below this [umol/m2/s], never in the dark period."""
+
+    def __post_init__(self) -> None:
+        for name in ("dark_start_h", "dark_end_h", "schedule_on_h", "schedule_off_h"):
+            value = getattr(self, name)
+            if not (0.0 <= value < 24.0):
+                raise ValueError(f"{name} must be a clock hour in [0, 24), got {value}")
+        if hours_between(self.dark_start_h, self.dark_end_h) < MIN_DARK_HOURS:
+            raise ValueError(f"the dark period {self.dark_start_h:g}-{self.dark_end_h:g} h is "
+                             f"{hours_between(self.dark_start_h, self.dark_end_h):g} h; tomato needs at least "
+                             f"{MIN_DARK_HOURS:g} h")
+        if self.schedule_par_umol < 0:
+            raise ValueError("schedule_par_umol must be >= 0")
+
+
+@dataclass(frozen=True)
+class EconomicsConfig:
+    """Prices of the economic reward (CROP_ECONOMICS section 5). Each ``(low, high)`` range is drawn
+    uniformly per instance at reset; a range with low == high fixes the value."""
+
+    fruit_price_eur_kg: tuple[float, float] = (0.7, 1.6)
+    """Fresh tomato price (NL 2006-09 average 0.73, GreenLight-Gym 1.6)."""
+    water_price_eur_m3: tuple[float, float] = (0.0, 1.5)
+    """Irrigation water (NL rainwater ~0, Almeria 0.25, tap water 1+)."""
+    drain_price_eur_m3: tuple[float, float] = (0.5, 2.0)
+    """Nutrients lost with drainage (1-1.5 kg of fertiliser salts per m3 of nutrient solution)."""
+    price_adder_eur_mwh: tuple[float, float] = (0.0, 60.0)
+    """Network, tax and supplier margin on top of the spot price: the twin charges each scenario its
+    own draw (``PriceConfig.adder_eur_mwh`` is the library's reference value for reports)."""
+    price_mean_eur_mwh: tuple[float, float] = (60.0, 130.0)
+    """The price year's mean spot price: the scenario's spot series is scaled by it over the
+    library's mean (a time-of-use tariff is a contract and is not scaled)."""
+    dry_penalty: float = 0.2
+    """c_dry: moisture term below the band, in V_ref per band tolerance (unmodelled quality risk)."""
+    wet_penalty: float = 0.5
+    """c_wet: above the band (hypoxia and disease risk; drainage itself is priced)."""
+    reference_fruit_price_eur_kg: float = 1.0
+    reference_growth_kg_m2_day: float = 0.25
+    """V_ref = reference price x reference growth x step length: a good summer day's fruit."""
+    pump_replacement_eur: float = 600.0
+    """A hard termination wrecks the pump: its replacement, spread over the greenhouse floor."""
+    repair_days: float = 2.0
+    stress_yield_loss: float = 0.5
+    """While the pump is replaced irrigation is down: this share of a reference day's crop value
+    is lost per day of repair."""
+    lamps_ours: float = 1.0
+    """Share of instances whose lamps greentwin controls; the rest follow the site's schedule."""
+
+    def __post_init__(self) -> None:
+        for name in ("fruit_price_eur_kg", "water_price_eur_m3", "drain_price_eur_m3", "price_adder_eur_mwh",
+                     "price_mean_eur_mwh"):
+            lo, hi = getattr(self, name)
+            if not (lo <= hi) or (name != "price_adder_eur_mwh" and lo < 0):
+                raise ValueError(f"{name} must be a (low, high) range with low <= high, got {(lo, hi)}")
+        if self.reference_fruit_price_eur_kg <= 0 or self.reference_growth_kg_m2_day <= 0:
+            raise ValueError("the reference fruit price and growth must be positive (V_ref divides by them)")
+        if min(self.dry_penalty, self.wet_penalty, self.pump_replacement_eur, self.repair_days,
+               self.stress_yield_loss) < 0:
+            raise ValueError("penalties, repair cost and repair time must be >= 0")
+        if not (0.0 <= self.lamps_ours <= 1.0):
+            raise ValueError("lamps_ours is a share of instances in [0, 1]")
+
+    def v_ref(self, dt_s: float) -> float:
+        """The fixed reward scale [EUR/m2 per step]: rewards stay in EUR across configs."""
+        return self.reference_fruit_price_eur_kg * self.reference_growth_kg_m2_day * dt_s / 86400.0
+
 
 @dataclass(frozen=True)
 class WeatherConfig:
-    """Library of synthetic weather years shared by all instances."""
+    """Library of synthetic weather years shared by all instances.
+
+    The defaults describe a Dutch-like glasshouse site (52 N, maritime, cloudy): about 3,600 MJ/m2
+    of global radiation a year, as the KNMI De Bilt normals, and 10.5 degC mean air. For another site
+    set the latitude, the temperature pair and the cloud fields together.
+    """
 
     n_years: int = 8
-    latitude_deg: tuple[float, float] = (30.0, 52.0)
+    latitude_deg: tuple[float, float] = (52.0, 52.0)
+    """Range the site latitude of each weather year is drawn from [deg N]."""
+    mean_temp_c: float | None = 10.5
+    """Annual mean outside temperature [degC]; None: 28 - 0.4 * latitude (a continental rule)."""
+    temp_amplitude_c: float | None = 7.5
+    """Half the difference between the warmest and coldest month [degC]; None: 0.25 * latitude - 2."""
+    cloudy_fraction: float = 0.77
+    """Annual share of overcast days (a two-state Markov chain of clear and overcast days)."""
+    cloudy_fraction_winter: float = 0.08
+    """Seasonal swing of that share: it is this much higher in mid-January, this much lower in mid-July."""
+    cloud_persistence: float = 0.15
+    """Lag-1 day autocorrelation of the overcast state (0: days independent; 1: never changes)."""
+    clear_cover: tuple[float, float] = (0.0, 0.5)
+    """Cloud cover fraction range of a clear day."""
+    cloudy_cover: tuple[float, float] = (0.85, 1.0)
+    """Cloud cover fraction range of an overcast day (Kasten-Czeplak: cover 1 passes 25 % of clear sky)."""
     forecast_error_c: float = 1.5
-    """Std of a per-episode temperature forecast bias at the 6 h horizon [°C]."""
+    """Std of a per-episode (site) temperature forecast bias at the 24 h horizon [°C]."""
     forecast_error_frac: float = 0.15
-    """Std of a per-episode relative solar forecast bias at the 6 h horizon."""
+    """Std of a per-episode (site) relative solar forecast bias at the 24 h horizon."""
+    forecast_temp_std_24h_c: float = 1.8
+    """Std of the forecast's temperature error at +24 h, growing as sqrt(lead) [°C] (day-ahead
+    2-m temperature errors of numerical forecasts are 1.5-2.5 °C)."""
+    forecast_solar_log_std_24h: float = 0.45
+    """Log-std of the forecast's solar factor at +24 h, growing as sqrt(lead): cloud cover is what
+    forecasts get wrong, so hourly solar errors are tens of percent a day ahead."""
+    forecast_lead_correlation: float = 0.9
+    """Correlation of one forecast's errors at neighbouring leads."""
+
+    def __post_init__(self) -> None:
+        if self.forecast_temp_std_24h_c < 0 or self.forecast_solar_log_std_24h < 0:
+            raise ValueError("forecast error spreads must be >= 0")
+        if not (0.0 <= self.forecast_lead_correlation < 1.0):
+            raise ValueError("forecast_lead_correlation must lie in [0, 1)")
+        if self.n_years < 1:
+            raise ValueError("n_years must be >= 1")
+        lo, hi = self.latitude_deg
+        if not (-66.0 <= lo <= hi <= 66.0):
+            raise ValueError(f"latitude_deg must be an ordered range within the polar circles, got {self.latitude_deg}")
+        f, w = self.cloudy_fraction, self.cloudy_fraction_winter
+        if not (0.0 <= f - abs(w) and f + abs(w) <= 1.0):
+            raise ValueError("cloudy_fraction +/- cloudy_fraction_winter must stay within [0, 1]")
+        if not (0.0 <= self.cloud_persistence < 1.0):
+            raise ValueError("cloud_persistence must lie in [0, 1)")
+        for name in ("clear_cover", "cloudy_cover"):
+            a, b = getattr(self, name)
+            if not (0.0 <= a <= b <= 1.0):
+                raise ValueError(f"{name} must be an ordered range within [0, 1]")
+
+
+@dataclass(frozen=True)
+class PriceConfig:
+    """Electricity price seen by the grower: hourly day-ahead spot (a seeded generator row-aligned
+    with the weather years) or a two-period time-of-use tariff, plus a fixed adder.
+
+    Spot generator (parameters as in the design notes, calibrated to DE-LU/NL day-ahead 2023):
+    ``level_d = mean * season * exp(z_d - sd^2/2) * wind * weekend``, ``z_d`` an AR(1) over days;
+    ``p = level_d * shape_h - solar discount + AR(1) hourly noise + scarcity spikes``; negative
+    events on sunny middays and windy nights; clipped to [floor, cap]; then shifted so each year's
+    mean is ``mean_eur_mwh``.
+    """
+
+    source: str = "spot"
+    """"spot" (hourly day-ahead generator) or "tou" (time-of-use tariff)."""
+    mean_eur_mwh: float = 95.0
+    """Annual mean spot price of every generated year [EUR/MWh] (DE-LU 2023 base: 95.2)."""
+    adder_eur_mwh: float = 30.0
+    """Network, tax and supplier margin on top of spot or tariff [EUR/MWh]; the grower pays price + adder."""
+    seasonal_amplitude: float = 0.15
+    """Relative rise of the daily level in mid-January over the annual mean (and fall in mid-July)."""
+    level_persistence: float = 0.85
+    """Lag-1 day autocorrelation of the log daily level (gas and wind regimes last days)."""
+    level_std: float = 0.25
+    """Stationary std of the log daily level."""
+    wind_sensitivity: float = 0.08
+    """Log daily level change per std of the day's log mean wind, negative: windy days are cheaper."""
+    weekend_factor: float = 0.88
+    """Daily level on Saturdays and Sundays relative to weekdays."""
+    morning_peak: float = 0.30
+    """Height of the 08:00 peak of the hourly shape (Gaussian, 1.5 h wide), relative to the level."""
+    evening_peak: float = 0.50
+    """Height of the 19:00 peak (2 h wide), relative to the level."""
+    night_dip: float = -0.15
+    """Height of the 03:00 trough (2.5 h wide), relative to the level."""
+    solar_discount_eur_mwh: float = 55.0
+    """Price drop per kW/m2 of the site's global radiation in winter [EUR/MWh per kW/m2] (solar in-feed)."""
+    solar_discount_summer: float = 1.5
+    """Multiplier of the solar discount in mid-July (it grows smoothly from 1 in mid-January)."""
+    hourly_persistence: float = 0.75
+    """Lag-1 hour autocorrelation of the hourly noise."""
+    hourly_std_eur_mwh: float = 9.0
+    """Stationary std of the hourly noise [EUR/MWh]."""
+    spike_prob: float = 0.004
+    """Mean hourly probability of a scarcity spike (weighted towards the evening peak)."""
+    spike_median_eur_mwh: float = 150.0
+    """Median spike height [EUR/MWh] (log-normal, log std 0.6)."""
+    negative_prob_sunny: float = 0.35
+    """Probability that a fully sunny midday hour goes negative on a weekday (doubled at weekends);
+    one draw per day, so the sunniest hours of a day go negative together."""
+    negative_prob_windy_night: float = 0.03
+    """Probability that a night hour (00-06) of a windy day (top quarter of the year's mean wind) goes negative."""
+    negative_median_eur_mwh: float = 45.0
+    """Median depth below zero of a negative hour [EUR/MWh] (log-normal, log std 0.8)."""
+    floor_eur_mwh: float = -500.0
+    """Harmonised minimum clearing price of the single day-ahead coupling [EUR/MWh]."""
+    cap_eur_mwh: float = 4000.0
+    """Harmonised maximum clearing price [EUR/MWh]."""
+    tou_peak_eur_mwh: float = 110.0
+    """Time-of-use energy price in the peak period [EUR/MWh]; with the default adder 0.14 EUR/kWh all-in."""
+    tou_offpeak_eur_mwh: float = 50.0
+    """Time-of-use energy price off peak [EUR/MWh]; with the default adder 0.08 EUR/kWh all-in."""
+    tou_peak_hours: tuple[int, int] = (7, 23)
+    """Peak period [start, end) in local clock hours, Monday to Friday (Dutch "normaal/dal")."""
+
+    def __post_init__(self) -> None:
+        if self.source not in ("spot", "tou"):
+            raise ValueError(f"price source must be 'spot' or 'tou', got {self.source!r}")
+        if not (self.floor_eur_mwh < self.mean_eur_mwh < self.cap_eur_mwh):
+            raise ValueError("prices need floor_eur_mwh < mean_eur_mwh < cap_eur_mwh")
+        if self.adder_eur_mwh < 0:
+            raise ValueError("adder_eur_mwh must be >= 0")
+        for name in ("level_persistence", "hourly_persistence"):
+            if not (0.0 <= getattr(self, name) < 1.0):
+                raise ValueError(f"{name} must lie in [0, 1)")
+        for name in ("spike_prob", "negative_prob_sunny", "negative_prob_windy_night"):
+            if not (0.0 <= getattr(self, name) <= 0.5):
+                raise ValueError(f"{name} must lie in [0, 0.5] (it is doubled at weekends)")
+        if min(self.level_std, self.hourly_std_eur_mwh, self.weekend_factor, self.solar_discount_summer) < 0:
+            raise ValueError("stds, the weekend factor and the summer solar multiplier must be >= 0")
+        start, end = self.tou_peak_hours
+        if not (0 <= start < end <= 24):
+            raise ValueError(f"tou_peak_hours must satisfy 0 <= start < end <= 24, got {self.tou_peak_hours}")
 
 
 @dataclass(frozen=True)
@@ -139,18 +380,16 @@ class FaultConfig:
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """Weights of the named reward terms (BRIEF: 0.5 / 0.3 / -0.2 / -0.1)."""
+    """The moisture target band; the reward's prices are in :class:`EconomicsConfig`."""
 
-    moisture: float = 0.5
-    growth: float = 0.3
-    water: float = -0.2
-    energy: float = -0.1
     band_tolerance_vwc: float = 0.05
-    """Distance outside the band at which the moisture term reaches 0 [m3/m3]."""
-    reference_water_mm_day: float = 5.0
-    """Water term is 1 when irrigating at this rate."""
+    """Depth outside the band [m3/m3] that one unit of the dry or wet penalty prices."""
     band_low_depletion: float = 0.4
     """Target band lower edge: field capacity minus this share of total available water."""
+
+    def __post_init__(self) -> None:
+        if self.band_tolerance_vwc <= 0:
+            raise ValueError("band_tolerance_vwc must be positive")
 
 
 @dataclass(frozen=True)
@@ -191,11 +430,16 @@ class TwinConfig:
     sensor_noise: float = 0.02
     """Relative standard deviation of sensor readings (0.1 = 10 % noise)."""
     crop: CropConfig = field(default_factory=CropConfig)
+    crop_growth: CropGrowthConfig = field(default_factory=CropGrowthConfig)
+    """The tomato growth and yield model (twin.crop)."""
     hydraulics: HydraulicsConfig = field(default_factory=HydraulicsConfig)
     climate: ClimateConfig = field(default_factory=ClimateConfig)
     weather: WeatherConfig = field(default_factory=WeatherConfig)
+    prices: PriceConfig = field(default_factory=PriceConfig)
     faults: FaultConfig = field(default_factory=FaultConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    lighting: LightingConfig = field(default_factory=LightingConfig)
+    economics: EconomicsConfig = field(default_factory=EconomicsConfig)
     soil_mix: tuple[float, float, float] = (0.3, 0.4, 0.3)
     """Probability of sand, loam and clay for each zone."""
     fixed_soils: tuple[str, ...] | None = None
@@ -243,8 +487,9 @@ class TwinConfig:
     def from_overrides(cls, **overrides: Any) -> TwinConfig:
         """Build from flat keyword overrides; nested sections accept dicts or instances."""
         sections = {"crop": CropConfig, "hydraulics": HydraulicsConfig, "climate": ClimateConfig,
-                    "weather": WeatherConfig, "faults": FaultConfig, "reward": RewardConfig,
-                    "estimator": EstimatorConfig}
+                    "weather": WeatherConfig, "prices": PriceConfig, "faults": FaultConfig, "reward": RewardConfig,
+                    "estimator": EstimatorConfig, "lighting": LightingConfig, "economics": EconomicsConfig,
+                    "crop_growth": CropGrowthConfig}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(overrides) - known
         if unknown:

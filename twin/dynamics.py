@@ -19,23 +19,35 @@ from twin.climate import (
     season_stage,
     step_air,
 )
-from twin.config import TwinConfig
+from twin.config import LightingConfig, TwinConfig, in_window
+from twin.crop import CropState, step_crop, water_stress_factor
 from twin.et0 import saturation_vapour_kpa
 from twin.hydraulics import step_hydraulics, valve_failure_latch
 from twin.kalman import KalmanState, kalman_step
+from twin.prices import PriceLibrary
 from twin.randomize import initial_state, sample_params
 from twin.reward import reward_terms
 from twin.sensors import CLIMATE_SENSORS, N_UNIFORM, NoiseTable, advance_faults, fuse_probes, read_sensors
 from twin.soil import step_soil
-from twin.spec import FORECAST_HOURS, ActionSpec, ObservationSpec
+from twin.spec import FORECAST_HOURS, PRICE_SLOTS, ActionSpec, ObservationSpec
 from twin.types import StepOut, TwinParams, TwinState
-from twin.weather import RH, SOLAR, TEMP, WeatherLibrary
+from twin.weather import RH, SOLAR, TEMP, WeatherLibrary, split_outlook
 
 TERMINATION_REASONS = ("none", "pump_overcurrent", "dead_heading", "safety_valve")
 """Codes in ``info['termination_reason']``: index into this tuple."""
 SATURATION_WARNING_S = 1800.0
 """Soft limit: a zone near saturation longer than this raises a warning (no termination)."""
 NEAR_SATURATION_VWC = 0.02
+MOL_PER_WH_PAR = PAR_PER_W_M2 * 3600.0 * 1e-6
+"""mol/m2 of PAR per Wh/m2 of global radiation."""
+
+
+def fixed_schedule(xp: Any, cfg: LightingConfig, hour_of_day: Array, natural_par: Array) -> Array:
+    """The site's price-blind lamp schedule as a 0/1 fraction: on in its window while natural PAR
+    at the canopy is low, never in the dark period."""
+    on = (in_window(hour_of_day, cfg.schedule_on_h, cfg.schedule_off_h)
+          & ~in_window(hour_of_day, cfg.dark_start_h, cfg.dark_end_h) & (natural_par < cfg.schedule_par_umol))
+    return xp.astype(on, natural_par.dtype)
 
 
 class TwinModel:
@@ -48,6 +60,9 @@ class TwinModel:
         self.obs_spec = ObservationSpec(cfg.zones)
         self.action_spec = ActionSpec(cfg.zones)
         self.weather = WeatherLibrary.build(cfg.weather, self.seed, backend)
+        self.prices = PriceLibrary.build(cfg.prices, self.seed, self.weather, backend)
+        # A contract tariff is not scaled to a scenario's price year; a spot series is.
+        self._spot_mean = cfg.prices.mean_eur_mwh if cfg.prices.source == "spot" else 0.0
         self.noise = NoiseTable.build(cfg, self.seed, backend)
         self._low = backend.asarray(self.obs_spec.low)
         self._high = backend.asarray(self.obs_spec.high)
@@ -56,6 +71,7 @@ class TwinModel:
         self._decay_24h = math.exp(-cfg.dt_s / 86400.0)
         area = cfg.zones * cfg.hydraulics.zone_area_m2
         self._lamp_kw = cfg.climate.lamp_power_w_m2 * area / 1000.0
+        self._area = area
         self._lead = backend.asarray([(h + 1) / FORECAST_HOURS for h in range(FORECAST_HOURS)])
         sl = self.obs_spec.slices
         self._climate = slice(sl["air_temp"].start, sl["leaf_temp"].stop)
@@ -68,7 +84,7 @@ class TwinModel:
         b = self.backend
         xp = b.xp
         keys = b.instance_keys(self.seed, instance_ids)
-        params = sample_params(self.cfg, b, keys, instance_ids, episode, self.weather.n_years)
+        params = sample_params(self.cfg, b, keys, instance_ids, episode, self.weather.n_years, self._spot_mean)
         w = self.weather.at(b, params.year, params.start_hour)
         e_out = w[:, RH] * 0.01 * saturation_vapour_kpa(xp, w[:, TEMP])
         state = initial_state(self.cfg, b, params, episode, w[:, TEMP], e_out)
@@ -108,6 +124,9 @@ class TwinModel:
         t_mid = xp.astype(state.step, f) + 0.5
         w = self.weather.at(b, params.year, params.start_hour + t_mid * dt_h)
         rs_nat = params.transmissivity * w[:, SOLAR]
+        hour0 = params.start_hour + xp.astype(state.step, f) * dt_h
+        schedule = fixed_schedule(xp, cfg.lighting, hour0 % 24.0, PAR_PER_W_M2 * rs_nat)
+        lights = xp.where(params.lamps_ours > 0.5, lights, schedule)
         rs_lamp = lights * (LAMP_RADIANT_SHARE * cfg.climate.lamp_power_w_m2)
         demand = reference_et0(xp, cfg.climate, self._gamma, state.air_temp, state.vapour_kpa, rs_nat, rs_lamp)
         kc = crop_kc(xp, cfg.crop, params.crop_day0 + t_mid * (dt / 86400.0))
@@ -118,9 +137,15 @@ class TwinModel:
         e_out = w[:, RH] * 0.01 * saturation_vapour_kpa(xp, w[:, TEMP])
         air = step_air(xp, cfg.climate, dt, state.air_temp, state.vapour_kpa, state.co2, w[:, TEMP], e_out, rs_nat,
                        lights, transpiration, xp.mean(soil.ks, axis=1))
-        energy_kwh = (hyd.power_kw + lights * self._lamp_kw) * dt_h
-        reward, terms = reward_terms(xp, cfg, params, soil.theta, soil.uptake_mm, demand.et0_natural_mm_h, kc,
-                                     hyd.zone_water_l, energy_kwh)
+        lamp_kwh = lights * (self._lamp_kw * dt_h)
+        energy_kwh = hyd.power_kw * dt_h + lamp_kwh
+        par_mol = air.par * (dt * 1e-6)
+        dli_today, lamp_h_today = self._today(hour0, state, par_mol, lights * dt_h)
+        crop = CropState(state.c_buf, state.c_leaf, state.c_stem, state.c_fruit, state.t_can24, state.t_sum,
+                         state.fruit_dm_cum)
+        # Stomata close as the roots run dry: water stress cuts CO2 uptake like transpiration.
+        f_w = water_stress_factor(xp, soil.uptake_mm, etc_mm)
+        crop, fruit_kg = step_crop(xp, cfg.crop_growth, crop, air.par, air.co2, air.leaf_temp, f_w, dt)
 
         dead_s = xp.where(hyd.dead_heading, state.dead_head_s + dt, 0.0)
         over = hyd.current_frac > hyd_cfg.overcurrent_frac
@@ -128,6 +153,9 @@ class TwinModel:
         relief = hyd.pressure_frac > hyd_cfg.relief_pressure_frac
         terminated = over | dead | relief
         reason = xp.where(over, 1, xp.where(dead, 2, xp.where(relief, 3, 0)))
+        price = self._price(params, hour0)
+        reward, terms, money = reward_terms(xp, cfg, params, soil.theta, fruit_kg, soil.irrigation_mm,
+                                            soil.drainage_mm, energy_kwh, price, terminated)
         saturated_s = xp.where(soil.theta >= params.saturation - NEAR_SATURATION_VWC, state.saturated_s + dt, 0.0)
         irrigation_24h = state.irrigation_24h * self._decay_24h + soil.irrigation_mm
 
@@ -147,13 +175,14 @@ class TwinModel:
         moisture = estimate.get("est_theta")
         failed = valve_failure_latch(xp, state.valve_failed, requested, hyd.valve_end >= 0.5)
         obs = self._observe(params, state, readings, irrigation_24h, hyd.valve_end, failed, step, pump, lights,
-                            moisture)
+                            moisture, (dli_today, lamp_h_today))
         # One record for the new state (building it field by field costs a dataclass copy each time).
         new = state.replace(theta=soil.theta, valve_pos=hyd.valve_end, valve_cmd=cmd, valve_failed=failed,
                             irrigation_24h=irrigation_24h,
                             saturated_s=saturated_s, air_temp=air.air_temp, vapour_kpa=air.vapour_kpa, co2=air.co2,
                             pump=pump, lights=lights, pump_current=hyd.current_frac, dead_head_s=dead_s,
-                            step=step, last_obs=obs, **faults, **estimate)
+                            dli_today=dli_today, lamp_h_today=lamp_h_today, **crop._asdict(), step=step, last_obs=obs, **faults,
+                            **estimate)
         truncated = step >= cfg.horizon_steps
         probe_sum = xp.sum(readings["soil_vwc"], axis=(1, 2))
 
@@ -172,8 +201,53 @@ class TwinModel:
             "readings": readings,
             "pressure_frac": hyd.pressure_frac,
             "et0_mm_h": demand.et0_mm_h,
+            "lamp_kwh_m2": lamp_kwh * (1.0 / self._area),
+            "par_mol_m2": par_mol,
+            "fruit_kg_m2": fruit_kg,
+            "revenue_eur_m2": money.revenue,
+            "energy_cost_eur_m2": money.energy_cost,
+            "water_cost_eur_m2": money.water_cost,
+            "damage_eur_m2": money.damage,
+            "price_eur_mwh": price,
+            "water_stress": f_w,
         }
         return new, StepOut(obs=obs, reward=reward, terminated=terminated, truncated=truncated, info=info)
+
+    def _price(self, params: TwinParams, hour: Array) -> Array:
+        """All-in electricity price [EUR/MWh] of the clock hour containing ``hour``: the library's
+        price scaled to the scenario's price year, plus its adder."""
+        return self.prices.at(self.backend, params.year, hour) * params.price_scale + params.price_adder
+
+    def _today(self, hour0: Array, state: TwinState, par_mol: Array, lamp_h: Array) -> tuple[Array, Array]:
+        """Light and lamp hours since local midnight at the end of a step starting at ``hour0``.
+
+        A step that crosses midnight keeps only its share after midnight (all of the twin's
+        steps end on it, so the new day starts at zero)."""
+        xp = self.backend.xp
+        hour1 = hour0 + self.cfg.dt_h
+        midnight = xp.floor(hour1 * (1.0 / 24.0) + 1e-6) * 24.0
+        crossed = hour0 < midnight - 1e-4
+        after = xp.clip((hour1 - midnight) * (1.0 / self.cfg.dt_h), 0.0, 1.0)
+        dli = xp.where(crossed, par_mol * after, state.dli_today + par_mol)
+        hours = xp.where(crossed, lamp_h * after, state.lamp_h_today + lamp_h)
+        return dli, hours
+
+    def true_outlook(self, params: TwinParams, state: TwinState) -> dict[str, Array]:
+        """What the forecast features would be with perfect foresight, for the hindsight controller
+        only (the observation never carries it): outside temperature and solar for hours +1..+24,
+        natural DLI at the canopy for the rest of today and tomorrow, and the all-in price of clock
+        hours +0..+23 (published or not)."""
+        b = self.backend
+        hour = params.start_hour + b.xp.astype(state.step, b.float) * self.cfg.dt_h
+        temp, solar, rest_wh, tomorrow_wh = split_outlook(self.weather.forecast(b, params.year, hour, truth=True))
+        scale = params.transmissivity * MOL_PER_WH_PAR
+        ahead = b.xp.floor(hour)[:, None] + b.xp.astype(b.arange(PRICE_SLOTS), b.float)[None, :]
+        n = hour.shape[0]
+        years = b.xp.broadcast_to(params.year[:, None], (n, PRICE_SLOTS)).reshape(-1)
+        spot = self.prices.at(b, years, ahead.reshape(-1)).reshape(n, PRICE_SLOTS)
+        return {"forecast_temp": temp, "forecast_solar": solar, "dli_natural_rest_today": rest_wh * scale,
+                "dli_natural_tomorrow": tomorrow_wh * scale,
+                "price": spot * params.price_scale[:, None] + params.price_adder[:, None]}
 
     # ---- observation -------------------------------------------------------------------
     def _estimate(self, params: TwinParams, state: TwinState, probes: Array, irrigation_mm: Array,
@@ -197,11 +271,11 @@ class TwinModel:
     def _observe(self, params: TwinParams, state: TwinState, readings: dict[str, Array], irrigation_24h: Array,
                  valve_pos: Array, valve_failed: Array, step: Array, pump: Array | None = None,
                  lights: Array | None = None,
-                 moisture: Array | None = None) -> Array:
+                 moisture: Array | None = None, today: tuple[Array, Array] | None = None) -> Array:
         """Observation vector from readings; a missing reading holds the last observed value.
 
-        ``state`` gives the last observation; ``pump``, ``lights`` and ``moisture`` (the Kalman
-        estimate) default to its own fields.
+        ``state`` gives the last observation; ``pump``, ``lights``, ``moisture`` (the Kalman
+        estimate) and ``today`` (DLI and lamp hours so far) default to its own fields.
         """
         b, cfg = self.backend, self.cfg
         xp = b.xp
@@ -220,9 +294,13 @@ class TwinModel:
         held = xp.where(climate == climate, climate, last[:, self._climate])
 
         hour = params.start_hour + xp.astype(step, b.float) * cfg.dt_h
-        ahead_temp, ahead_solar = self.weather.forecast(b, params.year, hour)
+        dli, lamp_h = (state.dli_today, state.lamp_h_today) if today is None else today
+        ahead_temp, ahead_solar, rest_wh, tomorrow_wh = split_outlook(self.weather.forecast(b, params.year, hour))
         fc_temp = ahead_temp + params.forecast_bias_temp[:, None] * self._lead[None, :]
         fc_solar = ahead_solar * (1.0 + params.forecast_bias_solar[:, None] * self._lead[None, :])
+        dli_scale = params.transmissivity * (1.0 + params.forecast_bias_solar) * MOL_PER_WH_PAR
+        spot, published = self.prices.outlook(b, params.year, hour, PRICE_SLOTS)
+        price = spot * params.price_scale[:, None] + params.price_adder[:, None]
         phase = (hour % 24.0) * (2.0 * math.pi / 24.0)
         stage = season_stage(xp, cfg.crop, params.crop_day0 + xp.astype(step, b.float) * (cfg.dt_s / 86400.0))
         parts = [
@@ -230,6 +308,8 @@ class TwinModel:
             valve_failed, held,
             fc_temp, fc_solar, xp.sin(phase)[:, None], xp.cos(phase)[:, None], stage[:, None],
             (pump * 100.0)[:, None], (lights * 100.0)[:, None], readings["pump_current_frac"][:, None],
+            dli[:, None], lamp_h[:, None], (rest_wh * dli_scale)[:, None], (tomorrow_wh * dli_scale)[:, None],
+            price, published, params.fruit_price[:, None], params.lamps_ours[:, None],
         ]
         obs = xp.concat(parts, axis=1)
         return xp.clip(obs, self._low, self._high)

@@ -81,6 +81,8 @@ class GreenhouseController:
         self.valve_changed_at: list[datetime | None] = [None] * self.z
         self.water_today_l = np.zeros(self.z)
         self.lights_hours_today = 0.0
+        self.par_mol_today = 0.0
+        """PAR received at the canopy since local midnight [mol/m2] (the observation's ``dli_today``)."""
         self.day: str | None = None
         self.last_ts: datetime | None = None
         self.history: Any = None  # policy.explain.ExplanationHistory, created with the first explanation
@@ -163,6 +165,7 @@ class GreenhouseController:
             self.day = day
             self.water_today_l = np.zeros(self.z)
             self.lights_hours_today = 0.0
+            self.par_mol_today = 0.0
 
     def valve_ages(self, ts: datetime) -> np.ndarray:
         """Seconds each valve has held its state (dwell limits); never switched counts as very old."""
@@ -183,6 +186,7 @@ class GreenhouseController:
                 "prev_action": self.prev_action.tolist(), "valve_failed": self.valve_failed.tolist(),
                 "valve_changed_at": [None if t is None else t.isoformat() for t in self.valve_changed_at],
                 "water_today_l": self.water_today_l.tolist(), "lights_hours_today": self.lights_hours_today,
+                "par_mol_today": self.par_mol_today,
                 "day": self.day, "last_ts": None if self.last_ts is None else self.last_ts.isoformat(),
                 "estimator": self.estimator.state_dict(),
                 "irrigation_24h_mm": self.obs_builder.irrigation_24h_mm.tolist(),
@@ -205,6 +209,7 @@ class GreenhouseController:
         self.valve_changed_at = [when(v) for v in snap["valve_changed_at"]]
         self.water_today_l = np.asarray(snap["water_today_l"], dtype=np.float64)
         self.lights_hours_today, self.day = float(snap["lights_hours_today"]), snap["day"]
+        self.par_mol_today = float(snap.get("par_mol_today", 0.0))  # snapshots written before the crop
         self.last_ts = when(snap["last_ts"])
         self.estimator.load_state_dict(snap["estimator"])
         self.obs_builder.irrigation_24h_mm = np.asarray(snap["irrigation_24h_mm"], dtype=np.float64)

@@ -66,6 +66,7 @@ def clip_context(step: Step) -> ClipContext:
                        zone_water_today_l=ctl.water_today_l, moisture_vwc=np.where(sensor_ok, moisture, np.nan),
                        sensor_ok=sensor_ok, saturation_vwc=ctl.saturation, natural_par_umol=natural_par,
                        lights_on_hours_today=ctl.lights_hours_today,
+                       local_hour=tel.ts.hour + tel.ts.minute / 60.0 + tel.ts.second / 3600.0,
                        valve_failed=None if ctl.mode == "manual" else ctl.valve_failed >= 0.5)
 
 
