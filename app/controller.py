@@ -48,6 +48,7 @@ from twin.estimator import (
     update_many,
 )
 from twin.hydraulics import valve_failure_latch
+from twin.spec import FORECAST_HOURS
 
 Mode = Literal["auto", "manual", "estop"]
 SNAPSHOT_VERSION = 1
@@ -255,6 +256,7 @@ class GreenhouseController:
         self.valve_changed_at: list[datetime | None] = [None] * self.z
         self.water_today_l = np.zeros(self.z)
         self.lights_hours_today = 0.0
+        self.par_mol_today = 0.0
         self.day: str | None = None
         self.last_ts: datetime | None = None
         self.history: Any = None  # policy.explain.ExplanationHistory, created with the first explanation
@@ -333,6 +335,8 @@ class GreenhouseController:
         zone_water = self._account(tel, dt_s, alarms)
         self.water_today_l += zone_water
         self.lights_hours_today += tel.light_pct / 100.0 * dt_s / 3600.0
+        if tel.par_umol_m2_s is not None and math.isfinite(tel.par_umol_m2_s):
+            self.par_mol_today += max(float(tel.par_umol_m2_s), 0.0) * dt_s * 1e-6
         self.obs_builder.add_irrigation(zone_water, dt_s)
         day = self.obs_builder.crop_day0 + (0.0 if self.obs_builder.first_ts is None
                                             else (ts - self.obs_builder.first_ts).total_seconds() / 86400.0)
@@ -358,12 +362,14 @@ class GreenhouseController:
         if tel.estop and not self.estop_latched:
             step.events.append(self.estop("edge:estop", "telemetry reports the e-stop pressed", tel.ts))
         fc_t = step.item.forecast_temp_c if step.item.forecast_temp_c is not None \
-            else np.full(6, tel.air_temp_c or 20.0)
-        fc_s = step.item.forecast_solar_w_m2 if step.item.forecast_solar_w_m2 is not None else np.zeros(6)
+            else np.full(FORECAST_HOURS, tel.air_temp_c or 20.0)
+        fc_s = step.item.forecast_solar_w_m2 if step.item.forecast_solar_w_m2 is not None \
+            else np.zeros(FORECAST_HOURS)
         step.obs, held = self.obs_builder.build(
             ts=tel.ts, moisture=step.moisture, readings=tel.model_dump(), valve_open=np.asarray(tel.valve_open, float),
             pump_pct=tel.pump_pct, light_pct=tel.light_pct, pump_current_a=tel.pump_current_a,
-            forecast_temp_c=fc_t, forecast_solar_w_m2=fc_s, valve_failed=self.valve_failed)
+            forecast_temp_c=fc_t, forecast_solar_w_m2=fc_s, valve_failed=self.valve_failed,
+            dli_today=self.par_mol_today, lamp_hours_today=self.lights_hours_today)
         step.alarms += [f"held:{name}" for name in held]
 
     def _wants_policy(self) -> bool:
@@ -400,6 +406,7 @@ class GreenhouseController:
                           natural_par_umol=float(tel.par_umol_m2_s) - self.climate.lamp_par_umol_m2_s * tel.light_pct
                           / 100 if tel.par_umol_m2_s is not None else math.nan,
                           lights_on_hours_today=self.lights_hours_today,
+                          local_hour=ts.hour + ts.minute / 60.0 + ts.second / 3600.0,
                           valve_failed=None if self.mode == "manual" else self.valve_failed >= 0.5)
         safe, report = clip(proposed, ctx, self.limits)
         if self.estop_latched:
@@ -475,6 +482,7 @@ class GreenhouseController:
             self.day = day
             self.water_today_l = np.zeros(self.z)
             self.lights_hours_today = 0.0
+            self.par_mol_today = 0.0
 
     def _valve_ages(self, ts: datetime) -> np.ndarray:
         return np.array([1e9 if t is None else (ts - t).total_seconds() for t in self.valve_changed_at])

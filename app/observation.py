@@ -4,6 +4,9 @@ The layout is the twin's (:class:`twin.spec.ObservationSpec`), filled from what 
 reports instead of from simulated state: moisture from the Kalman estimate, climate from the
 readings (a missing reading holds its last value and is reported as held), irrigation from the
 flow meter, the forecast from the weather provider.
+
+Not yet fed from the site: electricity prices (every slot reads unpublished at 0 until a price
+feed exists) and tomorrow's light beyond the 24-h forecast (only its hours that fall tomorrow count).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from datetime import datetime
 
 import numpy as np
 
-from twin.climate import crop_coefficient
+from twin.climate import PAR_PER_W_M2, crop_coefficient
 from twin.config import CropConfig
 from twin.spec import FORECAST_HOURS, ObservationSpec
 
@@ -35,6 +38,11 @@ class ObservationBuilder:
     crop: CropConfig = field(default_factory=CropConfig)
     zone_area_m2: float = 50.0
     rated_current_a: float = 4.0
+    transmissivity: float = 0.65
+    """Share of outside solar the cover lets through (the natural light forecasts)."""
+    fruit_price_eur_kg: float = 1.0
+    lamps_ours: bool = True
+    """Whether greentwin controls this greenhouse's lamps (else its climate computer does)."""
     held: dict[str, float] = field(default_factory=lambda: dict(_DEFAULTS))
     irrigation_24h_mm: np.ndarray = field(init=False)
     first_ts: datetime | None = None
@@ -50,7 +58,8 @@ class ObservationBuilder:
     def build(self, *, ts: datetime, moisture: np.ndarray, readings: dict[str, float | None],
               valve_open: np.ndarray, pump_pct: float, light_pct: float, pump_current_a: float,
               forecast_temp_c: np.ndarray, forecast_solar_w_m2: np.ndarray,
-              valve_failed: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+              valve_failed: np.ndarray | None = None, dli_today: float = 0.0,
+              lamp_hours_today: float = 0.0) -> tuple[np.ndarray, list[str]]:
         """Observation (D,) float32 and the names of readings that were held from earlier."""
         held_names: list[str] = []
         for name, key in CLIMATE_FIELDS:
@@ -83,5 +92,14 @@ class ObservationBuilder:
         obs[sl["pump"]] = pump_pct
         obs[sl["lights"]] = light_pct
         obs[sl["pump_current"]] = pump_current_a / self.rated_current_a
+        obs[sl["dli_today"]] = dli_today
+        obs[sl["lamp_hours_today"]] = lamp_hours_today
+        solar = np.resize(np.nan_to_num(np.asarray(forecast_solar_w_m2, dtype=np.float64)), FORECAST_HOURS)
+        left = 23 - ts.hour  # whole clock hours left today after the current one (forecast +1..+24 h)
+        mol = self.transmissivity * PAR_PER_W_M2 * 3600.0 * 1e-6
+        obs[sl["dli_natural_rest_today"]] = solar[:left].sum() * mol
+        obs[sl["dli_natural_tomorrow"]] = solar[left:left + 24].sum() * mol
+        obs[sl["fruit_price"]] = self.fruit_price_eur_kg
+        obs[sl["lamps_ours"]] = 1.0 if self.lamps_ours else 0.0
         obs = np.nan_to_num(obs, nan=0.0)
         return np.clip(obs, self.spec.low, self.spec.high).astype(np.float32), held_names

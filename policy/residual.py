@@ -20,30 +20,44 @@ import numpy as np
 import torch
 
 from policy.baselines import ThresholdExpert
-from safety.interlock import PUMP_MIN_RUNNING_PCT, SINGLE_VALVE_PUMP_CAP
+from safety.interlock import DARK_PERIOD_H, PUMP_MIN_RUNNING_PCT, SINGLE_VALVE_PUMP_CAP
+from twin.config import in_window
 from twin.spec import observation_spec
 
 
 def interlock(action: torch.Tensor, zones: int, obs: torch.Tensor | None = None,
               single_valve_cap: float = SINGLE_VALVE_PUMP_CAP,
-              min_running: float = PUMP_MIN_RUNNING_PCT) -> torch.Tensor:
+              min_running: float = PUMP_MIN_RUNNING_PCT,
+              dark: tuple[float, float] = DARK_PERIOD_H) -> torch.Tensor:
     """Action [B, zones + 2] with the pump forced to 0 when every valve is closed, raised to
     ``min_running`` when it runs slower (the clipper's minimum speed) and capped at
     ``single_valve_cap`` when exactly one valve is open. With the observation, failed valves
-    are closed and the pump never runs on a single path (see :func:`two_paths`). Pure.
+    are closed, the pump never runs on a single path (see :func:`two_paths`) and the lamps are
+    off in the ``dark`` local window (the observation's clock tells the hour). Pure.
 
     The minimum speed matters to learning, not only to the plant: the reward barely changes with
     pump speed (behind this interlock the served threshold scores 0.7037 at 70 %, 0.7041 at 25 %,
     0.7040 at 10 % on six held-out scenarios), so PPO follows the small energy saving down, and
     without a floor it reached 3-4 %, where the flow no longer keeps up with the crop."""
+    lights = action[:, zones + 1:]
     if obs is not None:
         action = two_paths(action, obs, zones)
+        lights = torch.where(_dark(obs, zones, dark)[:, None], torch.zeros_like(lights), lights)
     n_open = (action[:, :zones] >= 0.5).sum(dim=1)
     pump = action[:, zones]
     pump = torch.where(pump > 0.0, pump.clamp(min=min_running), pump)  # a running pump runs at min or more
     pump = torch.where(n_open == 0, torch.zeros_like(pump),
                        torch.where(n_open == 1, pump.clamp(max=single_valve_cap), pump))
-    return torch.cat([action[:, :zones], pump[:, None], action[:, zones + 1:]], dim=1)
+    return torch.cat([action[:, :zones], pump[:, None], lights], dim=1)
+
+
+def _dark(obs: torch.Tensor, zones: int, dark: tuple[float, float]) -> torch.Tensor:
+    """[B] bool: the observation's local hour lies in the dark window (as
+    :func:`safety.interlock.hour_from_phase`, rounded to the minute)."""
+    sl = observation_spec(zones).slices
+    hour = torch.atan2(obs[:, sl["hour_sin"].start], obs[:, sl["hour_cos"].start]) * (12.0 / torch.pi) % 24.0
+    hour = torch.floor(hour * 60.0 + 0.5) / 60.0 % 24.0
+    return in_window(hour, *dark)
 
 
 def two_paths(action: torch.Tensor, obs: torch.Tensor, zones: int) -> torch.Tensor:

@@ -30,7 +30,8 @@ a blocked zone; the pump only moves within {0} U [min, max]; lights only go to 0
 10. ``pump.ramp_rate``: speed changes at most ``ramp * dt``; stopping is always allowed, and
     a stopped pump may start at ``pump_min`` (it cannot run slower), then ramps from there.
     The result stays within [min, max], so 8 and 9 still hold.
-11. ``lights.daily_hours_cap``, ``lights.strong_sun``: lights only ever go to 0.
+11. ``lights.daily_hours_cap``, ``lights.strong_sun``, ``lights.dark_period`` (the crop's daily
+    dark window; an unknown local hour counts as dark): lights only ever go to 0.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from safety.context import ClipContext, ResolvedContext, resolve
 from safety.limits import SafetyLimits
 from safety.report import Note, RuleFiring, SafetyReport
 from safety.rules import RuleId
+from twin.config import in_window
 
 __all__ = ["CLIP_ORDER", "ClipContext", "clip", "safe_state"]
 
@@ -64,6 +66,7 @@ CLIP_ORDER: tuple[RuleId, ...] = (
     RuleId.PUMP_RAMP_RATE,
     RuleId.LIGHTS_DAILY_HOURS_CAP,
     RuleId.LIGHTS_STRONG_SUN,
+    RuleId.LIGHTS_DARK_PERIOD,
 )
 """Order in which rules first apply (``pump.range`` also runs its dead band after step 8)."""
 
@@ -250,27 +253,30 @@ def _pump(plan: _Plan, rc: ResolvedContext, limits: SafetyLimits) -> None:
 
 
 def _lights(plan: _Plan, rc: ResolvedContext, limits: SafetyLimits) -> tuple[Note, ...]:
-    """Step 11: daily hours cap and strong sun; notes when the sun cannot be judged."""
+    """Step 11: daily hours cap, strong sun and dark period; notes when the sun cannot be judged."""
     hours = rc.lights_on_hours_today
     if plan.lights > 0.0 and not hours < limits.lights_daily_hours_cap:
         why = "lit hours today unknown" if math.isnan(hours) else f"{hours:.2f} h lit today"
         plan.set_lights(0.0, RuleId.LIGHTS_DAILY_HOURS_CAP, f"{why}; cap {limits.lights_daily_hours_cap:g} h")
     if plan.lights == 0.0:
         return ()
+    notes: tuple[Note, ...] = ()
     par = rc.natural_par_umol
     if math.isnan(par):
-        return (
-            Note(
-                RuleId.LIGHTS_STRONG_SUN.value, "lights", "natural PAR unknown; strong-sun rule not applied"
-            ),
-        )
-    if par >= limits.strong_sun_par_umol:
+        notes = (Note(RuleId.LIGHTS_STRONG_SUN.value, "lights", "natural PAR unknown; strong-sun rule not applied"),)
+    elif par >= limits.strong_sun_par_umol:
         plan.set_lights(
             0.0,
             RuleId.LIGHTS_STRONG_SUN,
             f"natural PAR {par:.0f} >= {limits.strong_sun_par_umol:g} umol/m2/s",
         )
-    return ()
+        return ()
+    hour = rc.local_hour
+    if math.isnan(hour) or in_window(hour, limits.dark_start_h, limits.dark_end_h):
+        why = "local hour unknown" if math.isnan(hour) else f"{hour:.2f} h is in the dark period"
+        plan.set_lights(0.0, RuleId.LIGHTS_DARK_PERIOD,
+                        f"{why} {limits.dark_start_h:g}-{limits.dark_end_h:g} h")
+    return notes
 
 
 def clip(action: ArrayLike, ctx: ClipContext, limits: SafetyLimits) -> tuple[np.ndarray, SafetyReport]:

@@ -42,6 +42,8 @@ class ClipContext:
     saturation_vwc: ArrayLike | None = None
     natural_par_umol: float = math.nan
     lights_on_hours_today: float = 0.0
+    local_hour: float = math.nan
+    """Local clock hour [0, 24) of the step (dark period); NaN: unknown, read as dark."""
     fallback_valves: ArrayLike | None = None
     valve_failed: ArrayLike | None = None
     """Valves latched failed (:func:`twin.hydraulics.valve_failure_latch`); None: none known.
@@ -65,6 +67,7 @@ class ResolvedContext:
     valve_failed: np.ndarray
     natural_par_umol: float
     lights_on_hours_today: float
+    local_hour: float
     notes: tuple[Note, ...]
 
     @property
@@ -189,6 +192,11 @@ def resolve(ctx: object, limits: SafetyLimits) -> ResolvedContext:
         r.note("lights_on_hours_today", "NaN or negative lit hours read as unknown (cap reached)")
         hours = math.nan
 
+    hour = _scalar(_field(ctx, "local_hour"))
+    if not math.isnan(hour) and not 0.0 <= hour < 24.0:
+        r.note("local_hour", "a local hour outside [0, 24) read as unknown (dark period)")
+        hour = math.nan
+
     return ResolvedContext(
         dt_s=dt,
         prev_valves=prev_valves,
@@ -203,5 +211,6 @@ def resolve(ctx: object, limits: SafetyLimits) -> ResolvedContext:
         valve_failed=r.flags("valve_failed", optional=True),
         natural_par_umol=par,
         lights_on_hours_today=hours,
+        local_hour=hour,
         notes=tuple(r.notes),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from twin.config import LightingConfig, in_window
 from twin.spec import observation_spec
 
 SINGLE_VALVE_PUMP_CAP = 85.0
@@ -18,16 +19,30 @@ PUMP_MIN_RUNNING_PCT = 20.0
 """Slowest a running pump turns (``pump_min_pct`` of ``default_limits.toml``, which the clipper
 applies after the vote): a command between 0 and this is raised to it. In the interlock too, so
 training and evaluation see the speed the plant will run, not one the clipper would change."""
+DARK_PERIOD_H = (LightingConfig().dark_start_h, LightingConfig().dark_end_h)
+"""Local clock window [start, end) in which the lamps are off: the crop's dark period (the twin's
+:class:`~twin.config.LightingConfig` and the clipper's ``lights.dark_period`` rule hold the same)."""
+
+
+def hour_from_phase(hour_sin: np.ndarray, hour_cos: np.ndarray) -> np.ndarray:
+    """Local clock hour from the observation's hour_sin/hour_cos, rounded to the minute so float32
+    noise cannot move a step that starts on a window's edge to the other side of it."""
+    hour = np.arctan2(hour_sin, hour_cos) * (12.0 / np.pi) % 24.0
+    return np.floor(hour * 60.0 + 0.5) / 60.0 % 24.0
 
 
 def interlock_one(action: np.ndarray, obs: np.ndarray, zones: int,
                   single_valve_cap: float = SINGLE_VALVE_PUMP_CAP,
-                  min_running: float = PUMP_MIN_RUNNING_PCT) -> np.ndarray:
+                  min_running: float = PUMP_MIN_RUNNING_PCT,
+                  dark: tuple[float, float] = DARK_PERIOD_H) -> np.ndarray:
     """Action (zones + 2,) -> a copy with failed valves closed, a second valve opened when the pump
-    would run on one, no pump without a valve, a running pump at least ``min_running`` and a
-    capped pump on a single valve."""
+    would run on one, no pump without a valve, a running pump at least ``min_running``, a
+    capped pump on a single valve and the lamps off in the ``dark`` local window."""
     sl = observation_spec(zones).slices
     out = np.array(action, dtype=np.float64)
+    hour = hour_from_phase(obs[sl["hour_sin"].start], obs[sl["hour_cos"].start])
+    if in_window(hour, *dark):
+        out[zones + 1] = 0.0
     failed = obs[sl["valve_failed"]] >= 0.5
     valves = (out[:zones] >= 0.5) & ~failed
     if zones >= 2 and out[zones] > 0.0 and valves.sum() == 1:

@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from safety.action import DEFAULT_ZONES
+from twin.config import MIN_DARK_HOURS, hours_between
 
 DEFAULT_LIMITS_PATH = Path(__file__).with_name("default_limits.toml")
 
@@ -49,9 +50,15 @@ class SafetyLimits(BaseModel):
     strong_sun_par_umol: float = Field(
         1000.0, gt=0.0, description="natural PAR above which lights are off [umol/m2/s]"
     )
+    dark_start_h: float = Field(23.0, ge=0.0, lt=24.0, description="local hour the crop's dark period starts [h]")
+    dark_end_h: float = Field(5.0, ge=0.0, lt=24.0, description="local hour the dark period ends [h]")
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
+        dark = hours_between(self.dark_start_h, self.dark_end_h)
+        if dark < MIN_DARK_HOURS:
+            raise ValueError(f"dark period {self.dark_start_h:g}-{self.dark_end_h:g} h lasts {dark:g} h; "
+                             f"tomato needs at least {MIN_DARK_HOURS:g} h")
         if self.pump_min_pct > self.pump_max_pct:
             raise ValueError(f"pump_min_pct {self.pump_min_pct} exceeds pump_max_pct {self.pump_max_pct}")
         for name in ("zone_daily_water_cap_l", "saturation_vwc"):

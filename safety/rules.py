@@ -42,6 +42,8 @@ class RuleId(StrEnum):
     """Lights off once today's lit hours reach the cap (or are unknown)."""
     LIGHTS_STRONG_SUN = "lights.strong_sun"
     """Lights off while known natural PAR is at or above the strong-sun level."""
+    LIGHTS_DARK_PERIOD = "lights.dark_period"
+    """Lights off in the crop's daily dark period (or when the local hour is unknown)."""
 
 
 CONTEXT_INVALID: str = "context.invalid"

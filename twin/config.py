@@ -95,6 +95,101 @@ class ClimateConfig:
     transpiration_humidification_kpa_per_mm_h: float = 0.8
 
 
+MIN_DARK_HOURS = 6.0
+"""Tomato needs a dark period: continuous light injures its leaves (interveinal chlorosis), so
+lamps must be off for at least this long each local day."""
+
+
+def hours_between(start_h: float, end_h: float) -> float:
+    """Length of the local clock window [start, end) in hours, wrapping over midnight."""
+    return (end_h - start_h) % 24.0
+
+
+def in_window(hour_of_day: Any, start_h: float, end_h: float) -> Any:
+    """True where a local clock hour lies in [start_h, end_h), the window wrapping over midnight.
+    Plain operators, so it serves numpy and torch arrays and Python floats alike."""
+    return (hour_of_day - start_h) % 24.0 < hours_between(start_h, end_h)
+
+
+@dataclass(frozen=True)
+class LightingConfig:
+    """When lamps may burn: the crop's dark period and the site's fixed lamp schedule.
+
+    Hours are local clock hours; the twin's local time is its hour of year.
+    """
+
+    dark_start_h: float = 23.0
+    dark_end_h: float = 5.0
+    """Lamps are off in [dark_start_h, dark_end_h) every day (at least :data:`MIN_DARK_HOURS`)."""
+    schedule_on_h: float = 5.0
+    schedule_off_h: float = 21.0
+    """The site's fixed schedule (climate computer, price-blind): lamps on in [on, off) ..."""
+    schedule_par_umol: float = 120.0
+    """... while natural PAR at the canopy is below this [umol/m2/s], never in the dark period."""
+
+    def __post_init__(self) -> None:
+        for name in ("dark_start_h", "dark_end_h", "schedule_on_h", "schedule_off_h"):
+            value = getattr(self, name)
+            if not (0.0 <= value < 24.0):
+                raise ValueError(f"{name} must be a clock hour in [0, 24), got {value}")
+        if hours_between(self.dark_start_h, self.dark_end_h) < MIN_DARK_HOURS:
+            raise ValueError(f"the dark period {self.dark_start_h:g}-{self.dark_end_h:g} h is "
+                             f"{hours_between(self.dark_start_h, self.dark_end_h):g} h; tomato needs at least "
+                             f"{MIN_DARK_HOURS:g} h")
+        if self.schedule_par_umol < 0:
+            raise ValueError("schedule_par_umol must be >= 0")
+
+
+@dataclass(frozen=True)
+class EconomicsConfig:
+    """Prices of the economic reward (CROP_ECONOMICS section 5). Each ``(low, high)`` range is drawn
+    uniformly per instance at reset; a range with low == high fixes the value."""
+
+    fruit_price_eur_kg: tuple[float, float] = (0.7, 1.6)
+    """Fresh tomato price (NL 2006-09 average 0.73, GreenLight-Gym 1.6)."""
+    water_price_eur_m3: tuple[float, float] = (0.0, 1.5)
+    """Irrigation water (NL rainwater ~0, Almeria 0.25, tap water 1+)."""
+    drain_price_eur_m3: tuple[float, float] = (0.5, 2.0)
+    """Nutrients lost with drainage (1-1.5 kg of fertiliser salts per m3 of nutrient solution)."""
+    price_adder_eur_mwh: tuple[float, float] = (0.0, 60.0)
+    """Network, tax and supplier margin on top of the spot price."""
+    price_mean_eur_mwh: tuple[float, float] = (60.0, 130.0)
+    """The price year's mean spot price: the scenario's spot series is scaled to it."""
+    dry_penalty: float = 0.2
+    """c_dry: moisture term below the band, in V_ref per band tolerance (unmodelled quality risk)."""
+    wet_penalty: float = 0.5
+    """c_wet: above the band (hypoxia and disease risk; drainage itself is priced)."""
+    reference_fruit_price_eur_kg: float = 1.0
+    reference_growth_kg_m2_day: float = 0.25
+    """V_ref = reference price x reference growth x step length: a good summer day's fruit."""
+    pump_replacement_eur: float = 600.0
+    """A hard termination wrecks the pump: its replacement, spread over the greenhouse floor."""
+    repair_days: float = 2.0
+    stress_yield_loss: float = 0.5
+    """While the pump is replaced irrigation is down: this share of a reference day's crop value
+    is lost per day of repair."""
+    lamps_ours: float = 1.0
+    """Share of instances whose lamps greentwin controls; the rest follow the site's schedule."""
+
+    def __post_init__(self) -> None:
+        for name in ("fruit_price_eur_kg", "water_price_eur_m3", "drain_price_eur_m3", "price_adder_eur_mwh",
+                     "price_mean_eur_mwh"):
+            lo, hi = getattr(self, name)
+            if not (lo <= hi) or (name != "price_adder_eur_mwh" and lo < 0):
+                raise ValueError(f"{name} must be a (low, high) range with low <= high, got {(lo, hi)}")
+        if self.reference_fruit_price_eur_kg <= 0 or self.reference_growth_kg_m2_day <= 0:
+            raise ValueError("the reference fruit price and growth must be positive (V_ref divides by them)")
+        if min(self.dry_penalty, self.wet_penalty, self.pump_replacement_eur, self.repair_days,
+               self.stress_yield_loss) < 0:
+            raise ValueError("penalties, repair cost and repair time must be >= 0")
+        if not (0.0 <= self.lamps_ours <= 1.0):
+            raise ValueError("lamps_ours is a share of instances in [0, 1]")
+
+    def v_ref(self, dt_s: float) -> float:
+        """The fixed reward scale [EUR/m2 per step]: rewards stay in EUR across configs."""
+        return self.reference_fruit_price_eur_kg * self.reference_growth_kg_m2_day * dt_s / 86400.0
+
+
 @dataclass(frozen=True)
 class WeatherConfig:
     """Library of synthetic weather years shared by all instances."""
@@ -102,9 +197,23 @@ class WeatherConfig:
     n_years: int = 8
     latitude_deg: tuple[float, float] = (30.0, 52.0)
     forecast_error_c: float = 1.5
-    """Std of a per-episode temperature forecast bias at the 6 h horizon [°C]."""
+    """Std of a per-episode (site) temperature forecast bias at the 24 h horizon [°C]."""
     forecast_error_frac: float = 0.15
-    """Std of a per-episode relative solar forecast bias at the 6 h horizon."""
+    """Std of a per-episode (site) relative solar forecast bias at the 24 h horizon."""
+    forecast_temp_std_24h_c: float = 1.8
+    """Std of the forecast's temperature error at +24 h, growing as sqrt(lead) [°C] (day-ahead
+    2-m temperature errors of numerical forecasts are 1.5-2.5 °C)."""
+    forecast_solar_log_std_24h: float = 0.45
+    """Log-std of the forecast's solar factor at +24 h, growing as sqrt(lead): cloud cover is what
+    forecasts get wrong, so hourly solar errors are tens of percent a day ahead."""
+    forecast_lead_correlation: float = 0.9
+    """Correlation of one forecast's errors at neighbouring leads."""
+
+    def __post_init__(self) -> None:
+        if self.forecast_temp_std_24h_c < 0 or self.forecast_solar_log_std_24h < 0:
+            raise ValueError("forecast error spreads must be >= 0")
+        if not (0.0 <= self.forecast_lead_correlation < 1.0):
+            raise ValueError("forecast_lead_correlation must lie in [0, 1)")
 
 
 @dataclass(frozen=True)
@@ -191,6 +300,8 @@ class TwinConfig:
     weather: WeatherConfig = field(default_factory=WeatherConfig)
     faults: FaultConfig = field(default_factory=FaultConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    lighting: LightingConfig = field(default_factory=LightingConfig)
+    economics: EconomicsConfig = field(default_factory=EconomicsConfig)
     soil_mix: tuple[float, float, float] = (0.3, 0.4, 0.3)
     """Probability of sand, loam and clay for each zone."""
     fixed_soils: tuple[str, ...] | None = None
@@ -239,7 +350,7 @@ class TwinConfig:
         """Build from flat keyword overrides; nested sections accept dicts or instances."""
         sections = {"crop": CropConfig, "hydraulics": HydraulicsConfig, "climate": ClimateConfig,
                     "weather": WeatherConfig, "faults": FaultConfig, "reward": RewardConfig,
-                    "estimator": EstimatorConfig}
+                    "estimator": EstimatorConfig, "lighting": LightingConfig, "economics": EconomicsConfig}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(overrides) - known
         if unknown:

@@ -20,22 +20,32 @@ from twin.climate import (
     season_stage,
     step_air,
 )
-from twin.config import TwinConfig
+from twin.config import LightingConfig, TwinConfig, in_window
 from twin.hydraulics import step_hydraulics, valve_failure_latch
 from twin.kalman import KalmanState, kalman_step
 from twin.randomize import initial_state, sample_params
 from twin.reward import reward_terms
 from twin.sensors import CLIMATE_SENSORS, N_UNIFORM, NoiseTable, advance_faults, fuse_probes, read_sensors
 from twin.soil import step_soil
-from twin.spec import FORECAST_HOURS, ActionSpec, ObservationSpec
+from twin.spec import FORECAST_HOURS, PRICE_SLOTS, ActionSpec, ObservationSpec
 from twin.types import StepOut, TwinParams, TwinState
-from twin.weather import RH, SOLAR, TEMP, WeatherLibrary
+from twin.weather import RH, SOLAR, TEMP, WeatherLibrary, split_outlook
 
 TERMINATION_REASONS = ("none", "pump_overcurrent", "dead_heading", "safety_valve")
 """Codes in ``info['termination_reason']``: index into this tuple."""
 SATURATION_WARNING_S = 1800.0
 """Soft limit: a zone near saturation longer than this raises a warning (no termination)."""
 NEAR_SATURATION_VWC = 0.02
+MOL_PER_WH_PAR = PAR_PER_W_M2 * 3600.0 * 1e-6
+"""mol/m2 of PAR per Wh/m2 of global radiation."""
+
+
+def fixed_schedule(xp: Any, cfg: LightingConfig, hour_of_day: Array, natural_par: Array) -> Array:
+    """The site's price-blind lamp schedule as a 0/1 fraction: on in its window while natural PAR
+    at the canopy is low, never in the dark period."""
+    on = (in_window(hour_of_day, cfg.schedule_on_h, cfg.schedule_off_h)
+          & ~in_window(hour_of_day, cfg.dark_start_h, cfg.dark_end_h) & (natural_par < cfg.schedule_par_umol))
+    return xp.astype(on, natural_par.dtype)
 
 
 class TwinModel:
@@ -56,7 +66,9 @@ class TwinModel:
         self._decay_24h = math.exp(-cfg.dt_s / 86400.0)
         area = cfg.zones * cfg.hydraulics.zone_area_m2
         self._lamp_kw = cfg.climate.lamp_power_w_m2 * area / 1000.0
+        self._area = area
         self._lead = backend.asarray([(h + 1) / FORECAST_HOURS for h in range(FORECAST_HOURS)])
+        self._no_prices = backend.zeros((1, 2 * PRICE_SLOTS))
         sl = self.obs_spec.slices
         self._climate = slice(sl["air_temp"].start, sl["leaf_temp"].stop)
         if list(self.obs_spec.names[self._climate]) != ["air_temp", "air_rh", "par", "co2", "leaf_temp"]:
@@ -108,6 +120,9 @@ class TwinModel:
         t_mid = xp.astype(state.step, f) + 0.5
         w = self.weather.at(b, params.year, params.start_hour + t_mid * dt_h)
         rs_nat = params.transmissivity * w[:, SOLAR]
+        hour0 = params.start_hour + xp.astype(state.step, f) * dt_h
+        schedule = fixed_schedule(xp, cfg.lighting, hour0 % 24.0, PAR_PER_W_M2 * rs_nat)
+        lights = xp.where(params.lamps_ours > 0.5, lights, schedule)
         rs_lamp = lights * (LAMP_RADIANT_SHARE * cfg.climate.lamp_power_w_m2)
         demand = reference_et0(xp, cfg.climate, self._gamma, state.air_temp, state.vapour_kpa, rs_nat, rs_lamp)
         kc = crop_kc(xp, cfg.crop, params.crop_day0 + t_mid * (dt / 86400.0))
@@ -118,7 +133,10 @@ class TwinModel:
         e_out = w[:, RH] * 0.01 * saturation_vapour_kpa(xp, w[:, TEMP])
         air = step_air(xp, cfg.climate, dt, state.air_temp, state.vapour_kpa, state.co2, w[:, TEMP], e_out, rs_nat,
                        lights, transpiration, xp.mean(soil.ks, axis=1))
-        energy_kwh = (hyd.power_kw + lights * self._lamp_kw) * dt_h
+        lamp_kwh = lights * (self._lamp_kw * dt_h)
+        energy_kwh = hyd.power_kw * dt_h + lamp_kwh
+        par_mol = air.par * (dt * 1e-6)
+        dli_today, lamp_h_today = self._today(hour0, state, par_mol, lights * dt_h)
         reward, terms = reward_terms(xp, cfg, params, soil.theta, soil.uptake_mm, demand.et0_natural_mm_h, kc,
                                      hyd.zone_water_l, energy_kwh)
 
@@ -147,13 +165,14 @@ class TwinModel:
         moisture = estimate.get("est_theta")
         failed = valve_failure_latch(xp, state.valve_failed, requested, hyd.valve_end >= 0.5)
         obs = self._observe(params, state, readings, irrigation_24h, hyd.valve_end, failed, step, pump, lights,
-                            moisture)
+                            moisture, (dli_today, lamp_h_today))
         # One record for the new state (building it field by field costs a dataclass copy each time).
         new = state.replace(theta=soil.theta, valve_pos=hyd.valve_end, valve_cmd=cmd, valve_failed=failed,
                             irrigation_24h=irrigation_24h,
                             saturated_s=saturated_s, air_temp=air.air_temp, vapour_kpa=air.vapour_kpa, co2=air.co2,
                             pump=pump, lights=lights, pump_current=hyd.current_frac, dead_head_s=dead_s,
-                            step=step, last_obs=obs, **faults, **estimate)
+                            dli_today=dli_today, lamp_h_today=lamp_h_today, step=step, last_obs=obs, **faults,
+                            **estimate)
         truncated = step >= cfg.horizon_steps
         probe_sum = xp.sum(readings["soil_vwc"], axis=(1, 2))
 
@@ -172,8 +191,35 @@ class TwinModel:
             "readings": readings,
             "pressure_frac": hyd.pressure_frac,
             "et0_mm_h": demand.et0_mm_h,
+            "lamp_kwh_m2": lamp_kwh * (1.0 / self._area),
+            "par_mol_m2": par_mol,
         }
         return new, StepOut(obs=obs, reward=reward, terminated=terminated, truncated=truncated, info=info)
+
+    def _today(self, hour0: Array, state: TwinState, par_mol: Array, lamp_h: Array) -> tuple[Array, Array]:
+        """Light and lamp hours since local midnight at the end of a step starting at ``hour0``.
+
+        A step that crosses midnight keeps only its share after midnight (all of the twin's
+        steps end on it, so the new day starts at zero)."""
+        xp = self.backend.xp
+        hour1 = hour0 + self.cfg.dt_h
+        midnight = xp.floor(hour1 * (1.0 / 24.0) + 1e-6) * 24.0
+        crossed = hour0 < midnight - 1e-4
+        after = xp.clip((hour1 - midnight) * (1.0 / self.cfg.dt_h), 0.0, 1.0)
+        dli = xp.where(crossed, par_mol * after, state.dli_today + par_mol)
+        hours = xp.where(crossed, lamp_h * after, state.lamp_h_today + lamp_h)
+        return dli, hours
+
+    def true_outlook(self, params: TwinParams, state: TwinState) -> dict[str, Array]:
+        """What the forecast features would be with perfect foresight, for the hindsight controller
+        only (the observation never carries it): outside temperature and solar for hours +1..+24
+        and natural DLI at the canopy for the rest of today and tomorrow."""
+        b = self.backend
+        hour = params.start_hour + b.xp.astype(state.step, b.float) * self.cfg.dt_h
+        temp, solar, rest_wh, tomorrow_wh = split_outlook(self.weather.forecast(b, params.year, hour, truth=True))
+        scale = params.transmissivity * MOL_PER_WH_PAR
+        return {"forecast_temp": temp, "forecast_solar": solar, "dli_natural_rest_today": rest_wh * scale,
+                "dli_natural_tomorrow": tomorrow_wh * scale}
 
     # ---- observation -------------------------------------------------------------------
     def _estimate(self, params: TwinParams, state: TwinState, probes: Array, irrigation_mm: Array,
@@ -197,11 +243,11 @@ class TwinModel:
     def _observe(self, params: TwinParams, state: TwinState, readings: dict[str, Array], irrigation_24h: Array,
                  valve_pos: Array, valve_failed: Array, step: Array, pump: Array | None = None,
                  lights: Array | None = None,
-                 moisture: Array | None = None) -> Array:
+                 moisture: Array | None = None, today: tuple[Array, Array] | None = None) -> Array:
         """Observation vector from readings; a missing reading holds the last observed value.
 
-        ``state`` gives the last observation; ``pump``, ``lights`` and ``moisture`` (the Kalman
-        estimate) default to its own fields.
+        ``state`` gives the last observation; ``pump``, ``lights``, ``moisture`` (the Kalman
+        estimate) and ``today`` (DLI and lamp hours so far) default to its own fields.
         """
         b, cfg = self.backend, self.cfg
         xp = b.xp
@@ -220,9 +266,12 @@ class TwinModel:
         held = xp.where(climate == climate, climate, last[:, self._climate])
 
         hour = params.start_hour + xp.astype(step, b.float) * cfg.dt_h
-        ahead_temp, ahead_solar = self.weather.forecast(b, params.year, hour)
+        dli, lamp_h = (state.dli_today, state.lamp_h_today) if today is None else today
+        ahead_temp, ahead_solar, rest_wh, tomorrow_wh = split_outlook(self.weather.forecast(b, params.year, hour))
         fc_temp = ahead_temp + params.forecast_bias_temp[:, None] * self._lead[None, :]
         fc_solar = ahead_solar * (1.0 + params.forecast_bias_solar[:, None] * self._lead[None, :])
+        dli_scale = params.transmissivity * (1.0 + params.forecast_bias_solar) * MOL_PER_WH_PAR
+        prices = xp.broadcast_to(self._no_prices, (hour.shape[0], 2 * PRICE_SLOTS))
         phase = (hour % 24.0) * (2.0 * math.pi / 24.0)
         stage = season_stage(xp, cfg.crop, params.crop_day0 + xp.astype(step, b.float) * (cfg.dt_s / 86400.0))
         parts = [
@@ -230,6 +279,8 @@ class TwinModel:
             valve_failed, held,
             fc_temp, fc_solar, xp.sin(phase)[:, None], xp.cos(phase)[:, None], stage[:, None],
             (pump * 100.0)[:, None], (lights * 100.0)[:, None], readings["pump_current_frac"][:, None],
+            dli[:, None], lamp_h[:, None], (rest_wh * dli_scale)[:, None], (tomorrow_wh * dli_scale)[:, None],
+            prices, params.fruit_price[:, None], params.lamps_ours[:, None],
         ]
         obs = xp.concat(parts, axis=1)
         return xp.clip(obs, self._low, self._high)

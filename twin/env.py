@@ -16,7 +16,7 @@ from twin.dynamics import TERMINATION_REASONS, TwinModel
 from twin.spec import ActionSpec, ObservationSpec
 from twin.types import TwinParams, TwinState
 
-TWIN_VERSION = "1.2.0"
+TWIN_VERSION = "2.0.0"
 """Bumped whenever the dynamics change in a way that invalidates trained policies."""
 
 
@@ -122,6 +122,11 @@ class GreenhouseTwin:
         if self.validate:
             check_step(self, obs, out.reward, out.terminated, out.truncated)
         return obs, out.reward, out.terminated, out.truncated, info
+
+    def true_outlook(self) -> dict[str, Array]:
+        """Perfect foresight of the forecast features, for the hindsight controller only: the
+        observation carries the forecast with its error (:meth:`TwinModel.true_outlook`)."""
+        return self.model.true_outlook(self.params, self.state)
 
     def _as_action(self, actions: Array) -> Array:
         b = self.backend

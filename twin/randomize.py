@@ -18,7 +18,7 @@ from twin.types import TwinParams, TwinState
 from twin.weather import HOURS_PER_YEAR
 
 # RNG streams used at reset (one per family of draws; never reuse a number).
-_S_SOIL, _S_SOIL_JITTER, _S_VALVE, _S_PUMP, _S_SITE, _S_INIT, _S_FAULT_SEL, _S_FORECAST = range(100, 108)
+_S_SOIL, _S_SOIL_JITTER, _S_VALVE, _S_PUMP, _S_SITE, _S_INIT, _S_FAULT_SEL, _S_FORECAST, _S_ECON = range(100, 109)
 
 
 def _normal(backend: Backend, u1: Array, u2: Array) -> Array:
@@ -28,8 +28,11 @@ def _normal(backend: Backend, u1: Array, u2: Array) -> Array:
 
 
 def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: Array, episode: Array,
-                  n_years: int) -> TwinParams:
-    """Draw one episode's parameters for each given instance (arrays of shape [N])."""
+                  n_years: int, spot_mean_eur_mwh: float = 1.0) -> TwinParams:
+    """Draw one episode's parameters for each given instance (arrays of shape [N]).
+
+    ``spot_mean_eur_mwh`` is the price library's mean spot price: ``price_scale`` brings it to
+    each scenario's drawn price-year mean."""
     xp = backend.xp
     f = backend.float
     z = cfg.zones
@@ -85,6 +88,12 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
     bias_t = cfg.weather.forecast_error_c * _normal(backend, uf[:, 0], uf[:, 1])     # N(0, 1.5) degC
     bias_r = cfg.weather.forecast_error_frac * _normal(backend, uf[:, 2], uf[:, 3])  # N(0, 0.15) relative
 
+    econ = cfg.economics
+    ue = backend.uniform(keys, episode, _S_ECON, 6)
+
+    def draw(span: tuple[float, float], u: Array) -> Array:
+        return span[0] + (span[1] - span[0]) * u
+
     fc_cfg = cfg.faults
     faulty = xp.astype(site[:, 5] < fc_cfg.instance_fraction, f)
 
@@ -97,6 +106,10 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
         band_high=band_high, valve_delay_s=valve_delay, valve_tau_s=valve_tau, pump_qmax=qmax, network_k=net_k,
         transmissivity=transmissivity, year=year, start_hour=start_hour, crop_day0=crop_day0,
         forecast_bias_temp=bias_t, forecast_bias_solar=bias_r,
+        fruit_price=draw(econ.fruit_price_eur_kg, ue[:, 0]), water_price=draw(econ.water_price_eur_m3, ue[:, 1]),
+        drain_price=draw(econ.drain_price_eur_m3, ue[:, 2]), price_adder=draw(econ.price_adder_eur_mwh, ue[:, 3]),
+        price_scale=draw(econ.price_mean_eur_mwh, ue[:, 4]) * (1.0 / spot_mean_eur_mwh),
+        lamps_ours=xp.astype(ue[:, 5] < econ.lamps_ours, f),
         p_drift=per_step(fc_cfg.sensor_drift), p_comm_loss=per_step(fc_cfg.comm_loss),
         p_offline=per_step(fc_cfg.sensor_offline), p_valve_stuck=per_step(fc_cfg.valve_stuck),
         p_pump_wear=per_step(fc_cfg.pump_degradation),
@@ -124,7 +137,8 @@ def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode
         vapour_kpa=outside_vapour_kpa, co2=backend.full((n,), 420.0), pump=zeros_b, lights=zeros_b + 0.0,
         pump_current=zeros_b + 0.0, dead_head_s=zeros_b + 0.0, wear=zeros_b + 0.0, wear_rate=zeros_b + 0.0,
         drift_bias=zeros_p, drift_rate=zeros_p + 0.0, offline_steps=zeros_p + 0.0,
-        valve_fault=backend.zeros((n, z), dtype=backend.int), last_obs=backend.zeros((n, dim)),
+        valve_fault=backend.zeros((n, z), dtype=backend.int), dli_today=zeros_b + 0.0, lamp_h_today=zeros_b + 0.0,
+        last_obs=backend.zeros((n, dim)),
         **{f"est_{k}": v for k, v in initial_kalman(backend, params, pr).__dict__.items()},
         step=backend.zeros((n,), dtype=backend.int), episode=episode + 0,
     )

@@ -14,10 +14,14 @@ from typing import Any
 
 import numpy as np
 
-OBS_VERSION = "3"
-"""3: adds ``valve_failed``; 2: moisture is the per-zone Kalman estimate (twin.kalman), as the service
-observes it; 1 was the probe mean."""
-FORECAST_HOURS = 6
+OBS_VERSION = "4"
+"""4: a 24-h weather outlook with lead-growing error, the light so far today and forecast for the rest
+of today and tomorrow, 24 hourly electricity prices with their publication mask, the fruit price and
+whether greentwin controls the lamps; 3: adds ``valve_failed``; 2: moisture is the per-zone Kalman
+estimate (twin.kalman), as the service observes it; 1 was the probe mean."""
+FORECAST_HOURS = 24
+PRICE_SLOTS = 24
+"""Hourly price slots in the observation: clock hours +0..+23, the current hour first."""
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,8 @@ class Feature:
     low: float
     high: float
     per: str = ""
-    """'' for a scalar, 'zone' for one value per zone, 'hour' for one per forecast hour."""
+    """'' for a scalar, 'zone' for one value per zone, 'hour' for one per forecast hour (+1..+24 h),
+    'slot' for one per price slot (+0..+23 h)."""
     doc: str = ""
 
 
@@ -46,14 +51,25 @@ FEATURES: tuple[Feature, ...] = (
     Feature("par", "umol/m2/s", 0.0, 2500.0, "", "photosynthetically active radiation at canopy"),
     Feature("co2", "ppm", 150.0, 2000.0, "", "inside CO2 concentration"),
     Feature("leaf_temp", "degC", -10.0, 55.0, "", "canopy leaf temperature"),
-    Feature("forecast_temp", "degC", -30.0, 50.0, "hour", "outside temperature forecast, hours +1..+6"),
-    Feature("forecast_solar", "W/m2", 0.0, 1200.0, "hour", "outside global radiation forecast, hours +1..+6"),
+    Feature("forecast_temp", "degC", -30.0, 50.0, "hour", "outside temperature forecast, hours +1..+24"),
+    Feature("forecast_solar", "W/m2", 0.0, 1200.0, "hour", "outside global radiation forecast, hours +1..+24"),
     Feature("hour_sin", "1", -1.0, 1.0, "", "sin(2 pi hour/24)"),
     Feature("hour_cos", "1", -1.0, 1.0, "", "cos(2 pi hour/24)"),
     Feature("growth_stage", "1", 0.0, 1.0, "", "fraction of the crop season elapsed"),
     Feature("pump", "%", 0.0, 100.0, "", "pump speed"),
     Feature("lights", "%", 0.0, 100.0, "", "supplemental lights"),
     Feature("pump_current", "1", 0.0, 2.0, "", "pump current as a fraction of its rating"),
+    Feature("dli_today", "mol/m2", 0.0, 100.0, "", "PAR at the canopy since local midnight, natural plus lamps"),
+    Feature("lamp_hours_today", "h", 0.0, 24.0, "", "lamp-on hours since local midnight (dimmed count fractionally)"),
+    Feature("dli_natural_rest_today", "mol/m2", 0.0, 100.0, "",
+            "forecast natural PAR at the canopy over the clock hours left today after the current one"),
+    Feature("dli_natural_tomorrow", "mol/m2", 0.0, 100.0, "", "forecast natural PAR at the canopy tomorrow"),
+    Feature("price", "EUR/MWh", -600.0, 5000.0, "slot",
+            "all-in electricity price (spot plus adder) for clock hours +0..+23"),
+    Feature("price_published", "1", 0.0, 1.0, "slot",
+            "1 when that hour's day-ahead price is published; else the slot holds the same hour a day earlier"),
+    Feature("fruit_price", "EUR/kg", 0.0, 10.0, "", "the scenario's price of fresh fruit"),
+    Feature("lamps_ours", "1", 0.0, 1.0, "", "1 when greentwin controls the lamps, 0 on the site's fixed schedule"),
 )
 
 
@@ -64,7 +80,7 @@ class ObservationSpec:
     zones: int
 
     def _count(self, f: Feature) -> int:
-        return {"": 1, "zone": self.zones, "hour": FORECAST_HOURS}[f.per]
+        return {"": 1, "zone": self.zones, "hour": FORECAST_HOURS, "slot": PRICE_SLOTS}[f.per]
 
     @cached_property
     def slices(self) -> dict[str, slice]:
@@ -82,13 +98,15 @@ class ObservationSpec:
 
     @cached_property
     def names(self) -> tuple[str, ...]:
-        """One name per observation index, e.g. 'moisture[3]' or 'forecast_temp[+2h]'."""
+        """One name per observation index, e.g. 'moisture[3]', 'forecast_temp[+2h]' or 'price[+0h]'."""
         out: list[str] = []
         for f in FEATURES:
             if f.per == "zone":
                 out += [f"{f.name}[{z}]" for z in range(self.zones)]
             elif f.per == "hour":
                 out += [f"{f.name}[+{h + 1}h]" for h in range(FORECAST_HOURS)]
+            elif f.per == "slot":
+                out += [f"{f.name}[+{h}h]" for h in range(PRICE_SLOTS)]
             else:
                 out.append(f.name)
         return tuple(out)

@@ -89,9 +89,21 @@ class TwinParams(ArrayStruct):
     crop_day0: Array
     """[B] crop age at episode start [days]."""
     forecast_bias_temp: Array
-    """[B] forecast temperature bias at +6 h [degC]."""
+    """[B] site forecast temperature bias at +24 h [degC]."""
     forecast_bias_solar: Array
-    """[B] relative forecast solar bias at +6 h."""
+    """[B] site relative forecast solar bias at +24 h."""
+    fruit_price: Array
+    """[B] EUR per kg of fresh fruit."""
+    water_price: Array
+    """[B] EUR per m3 of irrigation water."""
+    drain_price: Array
+    """[B] EUR per m3 of drainage (the nutrients it carries away)."""
+    price_adder: Array
+    """[B] EUR/MWh the grower pays on top of the spot price."""
+    price_scale: Array
+    """[B] factor on the price library's spot series: the scenario's price-year mean over the library's."""
+    lamps_ours: Array
+    """[B] 1.0 when greentwin controls the lamps, 0.0 when they follow the site's fixed schedule."""
     p_drift: Array
     """[B] per-step probability of a new drifting probe."""
     p_comm_loss: Array
@@ -156,6 +168,10 @@ class TwinState(ArrayStruct):
     """[B, Z, P] 1.0 while the estimator excludes a probe as drifting."""
     est_streak: Array
     """[B, Z, P] steps a probe's drift judgement has wanted to flip."""
+    dli_today: Array
+    """[B] PAR at the canopy received since local midnight [mol/m2]."""
+    lamp_h_today: Array
+    """[B] lamp-on hours since local midnight (dimmed lamps count fractionally)."""
     last_obs: Array
     """[B, D] last observation, used to hold values through missing readings."""
     step: Array

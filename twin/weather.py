@@ -79,14 +79,62 @@ def generate_year(rng: np.random.Generator, latitude_deg: float) -> np.ndarray:
     return table.astype(np.float32)
 
 
+OUTLOOK_LEADS = 2 * FORECAST_HOURS
+"""Leads a forecast is drawn for: the +1..+24 h features, and up to +48 h for tomorrow's light."""
+REST_TODAY, TOMORROW = 2 * FORECAST_HOURS, 2 * FORECAST_HOURS + 1
+"""Outlook columns after the hourly ones: forecast solar over the clock hours left today after the
+issue hour, and over tomorrow [Wh/m2]."""
+
+
+def _outlook(years: np.ndarray, temp_err: np.ndarray, solar_factor: np.ndarray) -> np.ndarray:
+    """Rows (year * 8760 + issue hour) of forecast temperature and solar for leads +1..+24 h, then
+    the forecast solar sums for the rest of today and for tomorrow; errors are [years, 8760, leads]."""
+    hours = np.arange(HOURS_PER_YEAR)
+    leads = np.arange(1, OUTLOOK_LEADS + 1)
+    idx = (hours[:, None] + leads[None, :]) % HOURS_PER_YEAR
+    temp = years[:, idx, TEMP] + temp_err
+    solar = years[:, idx, SOLAR] * solar_factor
+    left = (23 - hours % 24)[:, None]  # whole clock hours left today after the issue hour
+    rest_today = np.sum(solar * (leads[None, :] <= left), axis=2)
+    tomorrow = np.sum(solar * ((leads[None, :] > left) & (leads[None, :] <= left + 24)), axis=2)
+    h = FORECAST_HOURS
+    out = np.concatenate([temp[..., :h], solar[..., :h], rest_today[..., None], tomorrow[..., None]], axis=2)
+    return out.reshape(-1, out.shape[2]).astype(np.float32)
+
+
+def forecast_errors(cfg: WeatherConfig, rng: np.random.Generator, shape: tuple[int, int]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Temperature error [degC] and solar factor for each (issue row, lead +1..+48 h).
+
+    The spread grows as the square root of the lead (a random walk of forecast skill), errors
+    are correlated across neighbouring leads (one forecast run, not independent guesses), and
+    solar's error is multiplicative and larger (cloud cover is the hard part); the factor is
+    log-normal with mean 1, so forecasts are unbiased on average.
+    """
+    from scipy.signal import lfilter
+
+    rows, n = shape
+    scale = np.sqrt(np.arange(1, n + 1) / FORECAST_HOURS)[None, :]
+    phi = cfg.forecast_lead_correlation
+    norm = np.sqrt(1.0 - phi * phi)
+    first = np.ones(n)
+    first[0] = 1.0 / norm  # a stationary AR(1) chain: unit variance from the first lead on
+    eps_t = lfilter([norm], [1.0, -phi], rng.standard_normal((rows, n)) * first, axis=1)
+    eps_s = lfilter([norm], [1.0, -phi], rng.standard_normal((rows, n)) * first, axis=1)
+    sigma_s = cfg.forecast_solar_log_std_24h * scale
+    return cfg.forecast_temp_std_24h_c * scale * eps_t, np.exp(sigma_s * eps_s - 0.5 * sigma_s**2)
+
+
 @dataclass(frozen=True)
 class WeatherLibrary:
     """All weather years as one table of rows (year * 8760 + hour) on the twin's backend.
 
-    Two derived tables, copies of its values laid out for the step, turn each per-step lookup
-    into a single row gather: ``pairs`` holds every hour's row beside the next one (the two
-    rows an interpolation needs), ``outlook`` the temperature and solar columns of the next
-    :data:`~twin.spec.FORECAST_HOURS` hours (the forecast features).
+    Derived tables, laid out for the step, turn each per-step lookup into a single row gather:
+    ``pairs`` holds every hour's row beside the next one (the two rows an interpolation needs),
+    ``outlook`` the forecast issued at each hour (temperature and solar for the next
+    :data:`~twin.spec.FORECAST_HOURS` hours, then the solar sums for the rest of today and
+    tomorrow), with an error that grows with lead. ``truth`` holds the same layout without
+    error: only hindsight reads it (:meth:`twin.dynamics.TwinModel.true_outlook`).
     """
 
     table: Array
@@ -95,19 +143,26 @@ class WeatherLibrary:
     pairs: Array
     """[n_years * 8760, 10]: row h, then row h + 1 of the same year (wrapping to its first hour)."""
     outlook: Array
-    """[n_years * 8760, 2 * FORECAST_HOURS]: temperature at hours h + 1 .. h + H, then solar."""
+    """[n_years * 8760, 2 * FORECAST_HOURS + 2]: forecast temperature at hours h + 1 .. h + H, then
+    solar, then forecast solar [Wh/m2] over the rest of today and over tomorrow."""
+    truth: Array
+    """The same layout as ``outlook``, without forecast error."""
 
     @classmethod
     def build(cls, cfg: WeatherConfig, seed: int, backend: Backend) -> WeatherLibrary:
         rng = np.random.default_rng([seed, 0x57EA7E2])
         lats = rng.uniform(*cfg.latitude_deg, cfg.n_years)
         years = np.stack([generate_year(rng, float(lat)) for lat in lats])  # [years, 8760, 5]
-        ahead = np.stack([np.roll(years, -k, axis=1) for k in range(1, FORECAST_HOURS + 1)], axis=2)
-        outlook = np.concatenate([ahead[..., TEMP], ahead[..., SOLAR]], axis=2)
-        pairs = np.concatenate([years, ahead[:, :, 0]], axis=2)
+        pairs = np.concatenate([years, np.roll(years, -1, axis=1)], axis=2)
         rows = cfg.n_years * HOURS_PER_YEAR
+        # A separate stream: the years stay what they were for a given seed.
+        temp_err, solar_factor = forecast_errors(cfg, np.random.default_rng([seed, 0xF0CA57]), (rows, OUTLOOK_LEADS))
+        shape = (cfg.n_years, HOURS_PER_YEAR, OUTLOOK_LEADS)
+        outlook = _outlook(years, temp_err.reshape(shape), solar_factor.reshape(shape))
+        truth = _outlook(years, np.zeros(shape), np.ones(shape))
         return cls(table=backend.asarray(years.reshape(rows, len(FIELDS))), latitudes_deg=lats, n_years=cfg.n_years,
-                   pairs=backend.asarray(pairs.reshape(rows, -1)), outlook=backend.asarray(outlook.reshape(rows, -1)))
+                   pairs=backend.asarray(pairs.reshape(rows, -1)), outlook=backend.asarray(outlook),
+                   truth=backend.asarray(truth))
 
     def at(self, backend: Backend, year: Array, hour: Array) -> Array:
         """Weather at fractional hour-of-year ``hour`` (B,) of year index ``year`` (B,), linearly
@@ -119,12 +174,12 @@ class WeatherLibrary:
         r0, r1 = both[:, : len(FIELDS)], both[:, len(FIELDS):]
         return r0 + (r1 - r0) * frac
 
-    def forecast(self, backend: Backend, year: Array, hour: Array) -> tuple[Array, Array]:
-        """Outside temperature and solar radiation for the next FORECAST_HOURS whole hours after
-        ``hour``: two arrays of shape (B, FORECAST_HOURS)."""
+    def forecast(self, backend: Backend, year: Array, hour: Array, truth: bool = False) -> Array:
+        """The forecast issued at the whole hour of ``hour`` (B,): rows of ``outlook`` (or of
+        ``truth``), shape (B, 2 * FORECAST_HOURS + 2); split them with :func:`split_outlook`."""
         xp = backend.xp
-        rows = backend.take_rows(self.outlook, year * HOURS_PER_YEAR + xp.astype(xp.floor(hour), backend.int) % HOURS_PER_YEAR)
-        return rows[:, :FORECAST_HOURS], rows[:, FORECAST_HOURS:]
+        table = self.truth if truth else self.outlook
+        return backend.take_rows(table, year * HOURS_PER_YEAR + xp.astype(xp.floor(hour), backend.int) % HOURS_PER_YEAR)
 
     def ahead(self, backend: Backend, year: Array, hour: Array, hours: int) -> Array:
         """Hourly rows for the next ``hours`` whole hours after ``hour``: shape (B, hours, 5)."""
@@ -133,3 +188,9 @@ class WeatherLibrary:
         steps = backend.arange(hours) + 1
         rows = year[:, None] * HOURS_PER_YEAR + (i0[:, None] + steps[None, :]) % HOURS_PER_YEAR
         return backend.take_rows(self.table, rows)
+
+
+def split_outlook(rows: Array) -> tuple[Array, Array, Array, Array]:
+    """(temperature [B, H], solar [B, H], solar Wh/m2 rest of today [B], tomorrow [B]) of outlook rows."""
+    h = FORECAST_HOURS
+    return rows[:, :h], rows[:, h: 2 * h], rows[:, REST_TODAY], rows[:, TOMORROW]

@@ -4,12 +4,15 @@ import torch
 
 from policy.networks import ActorCritic
 from policy.normalize import InstanceRewardScaler, RunningMeanStd
+from twin.spec import ObservationSpec
+
+OBS_DIM = ObservationSpec(6).dim
 
 
 def test_shapes_and_action_ranges() -> None:
     torch.manual_seed(0)
-    agent = ActorCritic(53, 6)
-    obs = torch.randn(32, 53) * 10
+    agent = ActorCritic(OBS_DIM, 6)
+    obs = torch.randn(32, OBS_DIM) * 10
     action, logprob, entropy, value = agent.get_action_and_value(obs)
     assert action.shape == (32, 8) and logprob.shape == entropy.shape == value.shape == (32,)
     assert set(action[:, :6].unique().tolist()) <= {0.0, 1.0}
@@ -21,8 +24,8 @@ def test_shapes_and_action_ranges() -> None:
 
 def test_sampled_logprob_equals_reevaluated_logprob() -> None:
     torch.manual_seed(1)
-    agent = ActorCritic(53, 6)
-    obs = torch.randn(256, 53)
+    agent = ActorCritic(OBS_DIM, 6)
+    obs = torch.randn(256, OBS_DIM)
     action, logprob, entropy, value = agent.get_action_and_value(obs)
     _, again, entropy2, value2 = agent.get_action_and_value(obs, action)
     torch.testing.assert_close(again, logprob, atol=1e-4, rtol=1e-5)
@@ -31,17 +34,17 @@ def test_sampled_logprob_equals_reevaluated_logprob() -> None:
 
 
 def test_edge_actions_have_finite_logprob() -> None:
-    agent = ActorCritic(53, 6)
-    obs = torch.zeros(2, 53)
+    agent = ActorCritic(OBS_DIM, 6)
+    obs = torch.zeros(2, OBS_DIM)
     action = torch.tensor([[0, 1, 0, 1, 0, 1, 0.0, 100.0], [1, 1, 1, 1, 1, 1, 100.0, 0.0]])
     _, logprob, _, _ = agent.get_action_and_value(obs, action)
     assert torch.isfinite(logprob).all()
 
 
 def test_obs_normaliser_is_in_state_dict() -> None:
-    agent = ActorCritic(53, 6)
-    agent.update_obs_stats(torch.randn(100, 53) * 5 + 3)
-    clone = ActorCritic(53, 6)
+    agent = ActorCritic(OBS_DIM, 6)
+    agent.update_obs_stats(torch.randn(100, OBS_DIM) * 5 + 3)
+    clone = ActorCritic(OBS_DIM, 6)
     clone.load_state_dict(agent.state_dict())
     torch.testing.assert_close(clone.obs_rms.mean, agent.obs_rms.mean)
     assert "obs_rms.var" in agent.state_dict()

@@ -12,6 +12,8 @@ from policy.tuning import load_tuned_threshold
 from safety.interlock import PUMP_MIN_RUNNING_PCT
 from twin.spec import ObservationSpec
 
+OBS_DIM = ObservationSpec(6).dim
+
 ZONES = 6
 EVAL_SEED = 123
 
@@ -70,18 +72,18 @@ def test_interlock_never_pumps_against_closed_valves() -> None:
     assert torch.equal(out[many & ~slow], action[many & ~slow])
     assert torch.equal(out[:, :ZONES], action[:, :ZONES]) and torch.equal(out[:, -1], action[:, -1])
 
-    agent = ActorCritic(53, ZONES)  # plain mode: act is interlocked too
-    det = agent.act(torch.randn(512, 53, generator=gen) * 5)
+    agent = ActorCritic(OBS_DIM, ZONES)  # plain mode: act is interlocked too
+    det = agent.act(torch.randn(512, OBS_DIM, generator=gen) * 5)
     assert (det[(det[:, :ZONES] < 0.5).all(1), ZONES] == 0).all()
 
 
 def test_residual_mode_survives_a_state_dict_round_trip() -> None:
-    agent = ActorCritic(53, ZONES, residual=load_tuned_threshold(), prior_logit=3.0)
-    plain = ActorCritic(53, ZONES)  # what checkpoint.load_member builds
+    agent = ActorCritic(OBS_DIM, ZONES, residual=load_tuned_threshold(), prior_logit=3.0)
+    plain = ActorCritic(OBS_DIM, ZONES)  # what checkpoint.load_member builds
     plain.load_state_dict(agent.state_dict())
     assert plain.is_residual and plain.expert() == agent.expert()
-    old = {k: v for k, v in ActorCritic(53, ZONES).state_dict().items() if k != "residual_cfg"}
-    restored = ActorCritic(53, ZONES)
+    old = {k: v for k, v in ActorCritic(OBS_DIM, ZONES).state_dict().items() if k != "residual_cfg"}
+    restored = ActorCritic(OBS_DIM, ZONES)
     restored.load_state_dict(old)  # checkpoints from before residual mode stay plain
     assert not restored.is_residual
 
@@ -108,6 +110,7 @@ def test_pump_never_runs_on_one_path_nor_on_a_failed_valve() -> None:
     gen = torch.Generator().manual_seed(3)
     n = 4096
     obs = torch.zeros(n, spec.dim)
+    obs[:, sl["hour_cos"]] = -1.0  # noon: outside the dark period, which test_interlock covers
     obs[:, sl["target_low"]] = 0.20
     obs[:, sl["target_high"]] = 0.30
     obs[:, sl["moisture"]] = 0.15 + 0.2 * torch.rand(n, ZONES, generator=gen)

@@ -28,6 +28,7 @@ def ctx(**overrides: Any) -> ClipContext:
         "sensor_ok": np.ones(Z, dtype=bool),
         "natural_par_umol": 200.0,
         "lights_on_hours_today": 2.0,
+        "local_hour": 10.0,
     }
     base.update(overrides)
     return ClipContext(**base)
@@ -234,6 +235,25 @@ def test_lights_daily_hours_cap() -> None:
     assert out[Z + 1] == 0 and only_firing(report, "lights.daily_hours_cap", "lights") == (80, 0)
 
 
+def test_lights_dark_period_and_unknown_hour() -> None:
+    for hour in (23.0, 0.5, 4.99):
+        out, report = clip(act([0] * Z, 0, 80), ctx(natural_par_umol=0.0, local_hour=hour), LIMITS)
+        assert out[Z + 1] == 0 and only_firing(report, "lights.dark_period", "lights") == (80, 0)
+    for hour in (5.0, 22.99):
+        out, report = clip(act([0] * Z, 0, 80), ctx(natural_par_umol=0.0, local_hour=hour), LIMITS)
+        assert out[Z + 1] == 80 and report.firings == ()
+    out, report = clip(act([0] * Z, 0, 80), ctx(local_hour=math.nan), LIMITS)
+    assert out[Z + 1] == 0 and "local hour unknown" in report.firings[0].detail
+    out, report = clip(act([0] * Z, 0, 80), ctx(local_hour=25.0), LIMITS)
+    assert out[Z + 1] == 0 and [n.subject for n in report.notes] == ["local_hour"]
+
+
+def test_a_dark_period_under_six_hours_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 6 h"):
+        SafetyLimits(dark_start_h=0.0, dark_end_h=5.0)
+    assert SafetyLimits(dark_start_h=20.0, dark_end_h=2.0).dark_end_h == 2.0
+
+
 def test_lights_strong_sun_and_unknown_par() -> None:
     out, report = clip(act([0] * Z, 0, 80), ctx(natural_par_umol=1200.0), LIMITS)
     assert out[Z + 1] == 0 and only_firing(report, "lights.strong_sun", "lights") == (80, 0)
@@ -323,6 +343,8 @@ def limits_st(draw: st.DrawFn) -> SafetyLimits:
         pump_ramp_pct_per_s=draw(st.floats(0.1, 20.0)),
         lights_daily_hours_cap=draw(st.floats(0.0, 24.0)),
         strong_sun_par_umol=draw(st.floats(100.0, 2000.0)),
+        dark_start_h=(start := draw(st.floats(0.0, 23.9))),
+        dark_end_h=(start + draw(st.floats(6.0, 20.0))) % 24.0,
     )
 
 
@@ -355,6 +377,7 @@ def case_st(draw: st.DrawFn) -> tuple[np.ndarray, ClipContext, SafetyLimits]:
         sensor_ok=sensor_ok.astype(bool),
         natural_par_umol=draw(st.one_of(st.just(math.nan), st.floats(0.0, 2500.0))),
         lights_on_hours_today=draw(st.floats(0.0, 24.0)),
+        local_hour=draw(st.one_of(st.just(math.nan), st.floats(0.0, 23.999))),
         fallback_valves=fallback.astype(bool) if draw(st.booleans()) else None,
         valve_failed=np.array(draw(st.lists(st.booleans(), min_size=z, max_size=z))) if draw(st.booleans())
         else None,
@@ -411,6 +434,9 @@ def assert_satisfies_every_rule(out: np.ndarray, c: ClipContext, lim: SafetyLimi
         assert lights == 0.0
     if c.lights_on_hours_today >= lim.lights_daily_hours_cap:
         assert lights == 0.0
+    dark_length = (lim.dark_end_h - lim.dark_start_h) % 24.0
+    if math.isnan(c.local_hour) or (c.local_hour - lim.dark_start_h) % 24.0 < dark_length:
+        assert lights == 0.0
 
 
 @settings(max_examples=300, deadline=None)
@@ -435,7 +461,7 @@ junk = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(
     action=st.one_of(junk, arrays(float, Z + 2, elements=any_float)),
-    fields=st.lists(junk, min_size=11, max_size=11),
+    fields=st.lists(junk, min_size=12, max_size=12),
 )
 def test_never_raises_on_garbage(action: Any, fields: list[Any]) -> None:
     names = [
@@ -450,6 +476,7 @@ def test_never_raises_on_garbage(action: Any, fields: list[Any]) -> None:
         "lights_on_hours_today",
         "fallback_valves",
         "valve_failed",
+        "local_hour",
     ]
     out, report = clip(action, ClipContext(**dict(zip(names, fields, strict=True))), LIMITS)
     assert out.shape == (Z + 2,) and np.isfinite(out).all()

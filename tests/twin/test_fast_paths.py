@@ -9,7 +9,7 @@ from twin import GreenhouseTwin
 from twin.backend import UNDERFLOW_EXP_ARG, make_backend
 from twin.config import WeatherConfig
 from twin.spec import FORECAST_HOURS
-from twin.weather import HOURS_PER_YEAR, SOLAR, TEMP, WeatherLibrary
+from twin.weather import HOURS_PER_YEAR, SOLAR, TEMP, WeatherLibrary, split_outlook
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -35,9 +35,14 @@ def test_weather_tables_hold_the_rows_they_replace() -> None:
     year = np.array([0, 1, 1, 0, 1])
     hour = np.array([0.0, 17.25, HOURS_PER_YEAR - 0.5, HOURS_PER_YEAR + 3.75, 2 * HOURS_PER_YEAR - 2.1],
                     dtype=np.float32)
-    temp, solar = lib.forecast(backend, year, hour)
+    temp, solar, rest_today, tomorrow = split_outlook(lib.forecast(backend, year, hour, truth=True))
     ahead = lib.ahead(backend, year, hour, FORECAST_HOURS)
     assert np.array_equal(temp, ahead[:, :, TEMP]) and np.array_equal(solar, ahead[:, :, SOLAR])
+    two_days = lib.ahead(backend, year, hour, 48)[:, :, SOLAR]
+    left = 23 - np.floor(hour).astype(np.int64) % 24  # whole hours left today after the current one
+    for i in range(len(hour)):
+        assert np.isclose(rest_today[i], two_days[i, : left[i]].sum(), rtol=1e-5)
+        assert np.isclose(tomorrow[i], two_days[i, left[i]: left[i] + 24].sum(), rtol=1e-5)
     base = np.floor(hour).astype(np.int64)
     r0 = lib.table[year * HOURS_PER_YEAR + base % HOURS_PER_YEAR]
     r1 = lib.table[year * HOURS_PER_YEAR + (base + 1) % HOURS_PER_YEAR]  # wraps to the same year's first hour
