@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from twin.config import LightingConfig, in_window
 from twin.spec import ActionSpec, ObservationSpec, observation_spec
 
 Array = Any
@@ -41,20 +42,12 @@ def hour_of_day(xp: Any, obs: Array, spec: ObservationSpec) -> Array:
     return (xp.atan2(s, c) * (24.0 / (2.0 * math.pi))) % 24.0
 
 
-DARK_WINDOW = (23.0, 5.0)
+DARK_WINDOW = (LightingConfig().dark_start_h, LightingConfig().dark_end_h)
 """Local hours (start, end) the crop needs dark, as the twin's default: tomato leaves are injured by
 near-continuous light, and the twin's interlock forces lamps off there whatever a controller says."""
 LAMP_PAR_PER_PCT = 2.5
 """umol/m2/s of canopy PAR per % of lamp power (100 W/m2 at 2.5 umol/J): removed from the measured
 PAR to get the natural light a rule reacts to."""
-
-
-def in_window(hour: Array, window: tuple[float, float]) -> Array:
-    """Whether ``hour`` lies in ``[start, end)``, the window wrapping midnight when start > end."""
-    start, end = window
-    if start <= end:
-        return (hour >= start) & (hour < end)
-    return (hour >= start) | (hour < end)
 
 
 def natural_par(obs: Array, spec: ObservationSpec) -> Array:
@@ -67,7 +60,7 @@ def _lights(xp: Any, obs: Array, spec: ObservationSpec, photoperiod: tuple[float
     """Supplemental light during the photoperiod when natural light is poor (PAR below ``dark_par``),
     never in the dark window."""
     hour = hour_of_day(xp, obs, spec)
-    on = in_window(hour, photoperiod) & (natural_par(obs, spec) < dark_par) & ~in_window(hour, dark_window)
+    on = in_window(hour, *photoperiod) & (natural_par(obs, spec) < dark_par) & ~in_window(hour, *dark_window)
     return xp.where(on, 100.0, 0.0)
 
 
@@ -87,7 +80,7 @@ def break_even_lights(xp: Any, obs: Array, spec: ObservationSpec, c0: float, par
     fruit = obs[:, sl["fruit_price"].start]
     share = xp.clip(natural_par(obs, spec) / par_sat, 0.0, 1.0)
     room = obs[:, sl["lamp_hours_today"].start] + step_h <= h_max + 1e-6
-    on = (price < c0 * fruit * (1.0 - share)) & room & ~in_window(hour, dark_window)
+    on = (price < c0 * fruit * (1.0 - share)) & room & ~in_window(hour, *dark_window)
     return xp.where(on, 100.0, 0.0)
 
 

@@ -104,11 +104,8 @@ class Scenario:
     def config(self) -> TwinConfig:
         faults = FaultConfig.all_on(self.fault_rate) if self.fault_rate > 0 else FaultConfig()
         cfg = TwinConfig(dt_s=self.dt_s, episode_days=self.days, soil_mix=self.soil_mix, faults=faults)
-        if self.lamps_ours:
-            return cfg
-        if not hasattr(cfg, "lamps_ours"):
-            raise ValueError("this twin has no fixed lamp schedule (TwinConfig.lamps_ours): it cannot run lamps fixed")
-        return replace(cfg, lamps_ours=False)
+        # Every greenhouse's lamps ours, or every one on the site's schedule: the share is 1 or 0.
+        return replace(cfg, economics=replace(cfg.economics, lamps_ours=1.0 if self.lamps_ours else 0.0))
 
 
 def _scenario(index: int, seed: int, days: float, instances: int) -> Scenario:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from policy.baselines import DARK_WINDOW, ThresholdExpert, TimerSchedule, in_window
+from policy.baselines import DARK_WINDOW, ThresholdExpert, TimerSchedule
+from twin.config import LightingConfig
 from twin.spec import observation_spec
 
 ZONES = 6
@@ -38,10 +39,8 @@ def lights(controller, obs: np.ndarray) -> np.ndarray:
     return controller(obs)[:, ZONES + 1]
 
 
-def test_windows_wrap_midnight() -> None:
-    hours = np.array([22.9, 23.0, 2.0, 4.99, 5.0, 12.0])
-    assert in_window(hours, DARK_WINDOW).tolist() == [False, True, True, True, False, False]
-    assert in_window(hours, (5.0, 21.0)).tolist() == [False, False, False, False, True, True]
+def test_the_rules_dark_window_is_the_twins() -> None:
+    assert DARK_WINDOW == (LightingConfig().dark_start_h, LightingConfig().dark_end_h) == (23.0, 5.0)
 
 
 def test_growers_lights_never_in_the_dark_window() -> None:
