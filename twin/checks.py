@@ -18,6 +18,13 @@ class SpecViolation(ValueError):
     """A twin return does not match its declared spec."""
 
 
+STEP_INFO_KEYS = ("fruit_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "damage_eur_m2",
+                  "lamp_kwh_m2", "price_eur_mwh", "par_mol_m2")
+"""The step info's per-instance economics ([B] each, per m2 of floor, for the step)."""
+NON_NEGATIVE_INFO = ("fruit_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "damage_eur_m2",
+                     "lamp_kwh_m2", "par_mol_m2")
+
+
 def _np(twin: GreenhouseTwin, a: Any) -> np.ndarray:
     return twin.backend.to_numpy(a)
 
@@ -38,11 +45,62 @@ def check_observation(twin: GreenhouseTwin, obs: Any) -> None:
         i, j = np.argwhere(out)[0]
         raise SpecViolation(f"observation out of bounds: instance {i}, {spec.names[j]}={o[i, j]} "
                             f"not in [{spec.low[j]}, {spec.high[j]}] {spec.units[j]}")
+    _check_meaning(twin, o)
 
 
-def check_step(twin: GreenhouseTwin, obs: Any, reward: Any, terminated: Any, truncated: Any) -> None:
+def _check_meaning(twin: GreenhouseTwin, o: np.ndarray) -> None:
+    """What bounds cannot say: flags are 0/1, the clock is a unit circle, and no more lamp hours
+    have passed today than hours since local midnight."""
+    sl = twin.observation_spec.slices
+    for name in ("price_published", "lamps_ours"):
+        block = o[:, sl[name]]
+        bad = (block != 0.0) & (block != 1.0)
+        if bad.any():
+            raise SpecViolation(f"observation {name} must be 0 or 1, got {block[bad][0]} "
+                                f"(instance {np.argwhere(bad)[0][0]})")
+    s, c = o[:, sl["hour_sin"].start], o[:, sl["hour_cos"].start]
+    radius = s * s + c * c
+    if (np.abs(radius - 1.0) > 1e-3).any():
+        raise SpecViolation(f"observation clock off the unit circle: sin^2 + cos^2 = {radius.min():.4f}")
+    hour = np.arctan2(s, c) * (12.0 / np.pi) % 24.0
+    since_midnight = np.where(hour > 24.0 - 1e-3, 0.0, hour)  # 23:59:59.99 from float noise is midnight
+    lamp_h = o[:, sl["lamp_hours_today"].start]
+    over = lamp_h > since_midnight + 1e-3
+    if over.any():
+        i = int(np.argwhere(over)[0][0])
+        raise SpecViolation(f"observation lamp_hours_today={lamp_h[i]:.3f} h exceeds the {since_midnight[i]:.3f} h "
+                            f"since local midnight (instance {i})")
+
+
+def check_info(twin: GreenhouseTwin, reward: Any, info: dict[str, Any]) -> None:
+    """The step info's economics: every key of the contract, [B], finite, costs and gains >= 0, and the
+    reward equal to the four EUR terms' sum over V_ref."""
+    b = twin.num_instances
+    for key in STEP_INFO_KEYS:
+        if key not in info:
+            raise SpecViolation(f"step info lacks {key!r}")
+        v = _np(twin, info[key])
+        if v.shape != (b,) or not np.isfinite(v).all():
+            raise SpecViolation(f"step info {key!r} must be finite of shape ({b},), got {v.dtype} {v.shape}")
+        if key in NON_NEGATIVE_INFO and (v < 0).any():
+            raise SpecViolation(f"step info {key!r} negative: {v.min()}")
+    terms = {k: _np(twin, v).astype(np.float64) for k, v in info["reward_terms"].items()}
+    if set(terms) != {"moisture", "growth", "water", "energy"}:
+        raise SpecViolation(f"reward terms {sorted(terms)}, expected moisture, growth, water, energy")
+    v_ref = twin.config.economics.v_ref(twin.config.dt_s)
+    total = sum(terms.values()) / v_ref
+    r = _np(twin, reward).astype(np.float64)
+    if not np.allclose(total, r, rtol=1e-3, atol=1e-3):
+        i = int(np.argmax(np.abs(total - r)))
+        raise SpecViolation(f"reward {r[i]} is not the terms' sum over V_ref ({total[i]}), instance {i}")
+
+
+def check_step(twin: GreenhouseTwin, obs: Any, reward: Any, terminated: Any, truncated: Any,
+               info: dict[str, Any] | None = None) -> None:
     """Raise :class:`SpecViolation` on the first return that breaks the contract."""
     check_observation(twin, obs)
+    if info is not None:
+        check_info(twin, reward, info)
     b = twin.num_instances
     r = _np(twin, reward)
     if r.shape != (b,) or r.dtype != np.float32 or not np.isfinite(r).all():

@@ -88,6 +88,13 @@ class AirOut:
     leaf_temp: Array
 
 
+def heating_setpoint(xp: Any, cfg: ClimateConfig, rs_natural_w_m2: Array, lights: Array) -> Array:
+    """The air's heating floor [degC]: the day setpoint while the crop is in light (sun up or lamps
+    on, the light period a climate computer switches its setpoint on), the night setpoint otherwise."""
+    in_light = xp.astype((rs_natural_w_m2 > 0.0) | (lights > 0.0), rs_natural_w_m2.dtype)
+    return cfg.heating_night_c + (cfg.heating_day_c - cfg.heating_night_c) * in_light
+
+
 def step_air(xp: Any, cfg: ClimateConfig, dt_s: float, air_temp: Array, vapour_kpa: Array, co2: Array,
              outside_temp: Array, outside_vapour_kpa: Array, rs_natural_w_m2: Array, lights: Array,
              transpiration_mm_h: Array, mean_ks: Array) -> AirOut:
@@ -96,7 +103,7 @@ def step_air(xp: Any, cfg: ClimateConfig, dt_s: float, air_temp: Array, vapour_k
     a_e = math.exp(-dt_s / cfg.humidity_tau_s)
     a_c = math.exp(-dt_s / cfg.co2_tau_s)
     t_eq = xp.maximum(outside_temp + cfg.solar_gain_c_per_w_m2 * rs_natural_w_m2 + cfg.lamp_heat_c * lights,
-                      cfg.heating_setpoint_c)
+                      heating_setpoint(xp, cfg, rs_natural_w_m2, lights))
     temp = t_eq + (air_temp - t_eq) * a_t
     es = saturation_vapour_kpa(xp, temp)
     e_eq = outside_vapour_kpa + cfg.transpiration_humidification_kpa_per_mm_h * transpiration_mm_h

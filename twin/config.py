@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from twin.crop import CropGrowthConfig
+
 
 @dataclass(frozen=True)
 class SoilType:
@@ -82,7 +84,12 @@ class ClimateConfig:
     air_tau_s: float = 1200.0
     humidity_tau_s: float = 1800.0
     co2_tau_s: float = 1800.0
-    heating_setpoint_c: float = 14.0
+    heating_day_c: float = 19.0
+    """Heating setpoint while the sun is up or the lamps are on [degC] (Vanthoor's Dutch tomato
+    scenario, thesis table 6.3: 19 by day, 17 by night). Heating is free and automatic: the air never
+    falls below the setpoint, heating is not an action and its energy is neither modelled nor charged."""
+    heating_night_c: float = 17.0
+    """Heating setpoint in the dark with the lamps off [degC]."""
     solar_gain_c_per_w_m2: float = 0.016
     """Air warming above outside per W/m2 of transmitted sunlight (ventilated house)."""
     lamp_power_w_m2: float = 100.0
@@ -93,6 +100,11 @@ class ClimateConfig:
     inside_wind_m_s: float = 0.3
     elevation_m: float = 100.0
     transpiration_humidification_kpa_per_mm_h: float = 0.8
+
+    def __post_init__(self) -> None:
+        if not (-10.0 <= self.heating_night_c <= self.heating_day_c <= 35.0):
+            raise ValueError("heating setpoints need -10 <= heating_night_c <= heating_day_c <= 35 degC, got "
+                             f"{self.heating_night_c} and {self.heating_day_c}")
 
 
 MIN_DARK_HOURS = 6.0
@@ -152,9 +164,11 @@ class EconomicsConfig:
     drain_price_eur_m3: tuple[float, float] = (0.5, 2.0)
     """Nutrients lost with drainage (1-1.5 kg of fertiliser salts per m3 of nutrient solution)."""
     price_adder_eur_mwh: tuple[float, float] = (0.0, 60.0)
-    """Network, tax and supplier margin on top of the spot price."""
+    """Network, tax and supplier margin on top of the spot price: the twin charges each scenario its
+    own draw (``PriceConfig.adder_eur_mwh`` is the library's reference value for reports)."""
     price_mean_eur_mwh: tuple[float, float] = (60.0, 130.0)
-    """The price year's mean spot price: the scenario's spot series is scaled to it."""
+    """The price year's mean spot price: the scenario's spot series is scaled by it over the
+    library's mean (a time-of-use tariff is a contract and is not scaled)."""
     dry_penalty: float = 0.2
     """c_dry: moisture term below the band, in V_ref per band tolerance (unmodelled quality risk)."""
     wet_penalty: float = 0.5
@@ -192,10 +206,30 @@ class EconomicsConfig:
 
 @dataclass(frozen=True)
 class WeatherConfig:
-    """Library of synthetic weather years shared by all instances."""
+    """Library of synthetic weather years shared by all instances.
+
+    The defaults describe a Dutch-like glasshouse site (52 N, maritime, cloudy): about 3,600 MJ/m2
+    of global radiation a year, as the KNMI De Bilt normals, and 10.5 degC mean air. For another site
+    set the latitude, the temperature pair and the cloud fields together.
+    """
 
     n_years: int = 8
-    latitude_deg: tuple[float, float] = (30.0, 52.0)
+    latitude_deg: tuple[float, float] = (52.0, 52.0)
+    """Range the site latitude of each weather year is drawn from [deg N]."""
+    mean_temp_c: float | None = 10.5
+    """Annual mean outside temperature [degC]; None: 28 - 0.4 * latitude (a continental rule)."""
+    temp_amplitude_c: float | None = 7.5
+    """Half the difference between the warmest and coldest month [degC]; None: 0.25 * latitude - 2."""
+    cloudy_fraction: float = 0.77
+    """Annual share of overcast days (a two-state Markov chain of clear and overcast days)."""
+    cloudy_fraction_winter: float = 0.08
+    """Seasonal swing of that share: it is this much higher in mid-January, this much lower in mid-July."""
+    cloud_persistence: float = 0.15
+    """Lag-1 day autocorrelation of the overcast state (0: days independent; 1: never changes)."""
+    clear_cover: tuple[float, float] = (0.0, 0.5)
+    """Cloud cover fraction range of a clear day."""
+    cloudy_cover: tuple[float, float] = (0.85, 1.0)
+    """Cloud cover fraction range of an overcast day (Kasten-Czeplak: cover 1 passes 25 % of clear sky)."""
     forecast_error_c: float = 1.5
     """Std of a per-episode (site) temperature forecast bias at the 24 h horizon [°C]."""
     forecast_error_frac: float = 0.15
@@ -214,6 +248,104 @@ class WeatherConfig:
             raise ValueError("forecast error spreads must be >= 0")
         if not (0.0 <= self.forecast_lead_correlation < 1.0):
             raise ValueError("forecast_lead_correlation must lie in [0, 1)")
+        if self.n_years < 1:
+            raise ValueError("n_years must be >= 1")
+        lo, hi = self.latitude_deg
+        if not (-66.0 <= lo <= hi <= 66.0):
+            raise ValueError(f"latitude_deg must be an ordered range within the polar circles, got {self.latitude_deg}")
+        f, w = self.cloudy_fraction, self.cloudy_fraction_winter
+        if not (0.0 <= f - abs(w) and f + abs(w) <= 1.0):
+            raise ValueError("cloudy_fraction +/- cloudy_fraction_winter must stay within [0, 1]")
+        if not (0.0 <= self.cloud_persistence < 1.0):
+            raise ValueError("cloud_persistence must lie in [0, 1)")
+        for name in ("clear_cover", "cloudy_cover"):
+            a, b = getattr(self, name)
+            if not (0.0 <= a <= b <= 1.0):
+                raise ValueError(f"{name} must be an ordered range within [0, 1]")
+
+
+@dataclass(frozen=True)
+class PriceConfig:
+    """Electricity price seen by the grower: hourly day-ahead spot (a seeded generator row-aligned
+    with the weather years) or a two-period time-of-use tariff, plus a fixed adder.
+
+    Spot generator (parameters as in the design notes, calibrated to DE-LU/NL day-ahead 2023):
+    ``level_d = mean * season * exp(z_d - sd^2/2) * wind * weekend``, ``z_d`` an AR(1) over days;
+    ``p = level_d * shape_h - solar discount + AR(1) hourly noise + scarcity spikes``; negative
+    events on sunny middays and windy nights; clipped to [floor, cap]; then shifted so each year's
+    mean is ``mean_eur_mwh``.
+    """
+
+    source: str = "spot"
+    """"spot" (hourly day-ahead generator) or "tou" (time-of-use tariff)."""
+    mean_eur_mwh: float = 95.0
+    """Annual mean spot price of every generated year [EUR/MWh] (DE-LU 2023 base: 95.2)."""
+    adder_eur_mwh: float = 30.0
+    """Network, tax and supplier margin on top of spot or tariff [EUR/MWh]; the grower pays price + adder."""
+    seasonal_amplitude: float = 0.15
+    """Relative rise of the daily level in mid-January over the annual mean (and fall in mid-July)."""
+    level_persistence: float = 0.85
+    """Lag-1 day autocorrelation of the log daily level (gas and wind regimes last days)."""
+    level_std: float = 0.25
+    """Stationary std of the log daily level."""
+    wind_sensitivity: float = 0.08
+    """Log daily level change per std of the day's log mean wind, negative: windy days are cheaper."""
+    weekend_factor: float = 0.88
+    """Daily level on Saturdays and Sundays relative to weekdays."""
+    morning_peak: float = 0.30
+    """Height of the 08:00 peak of the hourly shape (Gaussian, 1.5 h wide), relative to the level."""
+    evening_peak: float = 0.50
+    """Height of the 19:00 peak (2 h wide), relative to the level."""
+    night_dip: float = -0.15
+    """Height of the 03:00 trough (2.5 h wide), relative to the level."""
+    solar_discount_eur_mwh: float = 55.0
+    """Price drop per kW/m2 of the site's global radiation in winter [EUR/MWh per kW/m2] (solar in-feed)."""
+    solar_discount_summer: float = 1.5
+    """Multiplier of the solar discount in mid-July (it grows smoothly from 1 in mid-January)."""
+    hourly_persistence: float = 0.75
+    """Lag-1 hour autocorrelation of the hourly noise."""
+    hourly_std_eur_mwh: float = 9.0
+    """Stationary std of the hourly noise [EUR/MWh]."""
+    spike_prob: float = 0.004
+    """Mean hourly probability of a scarcity spike (weighted towards the evening peak)."""
+    spike_median_eur_mwh: float = 150.0
+    """Median spike height [EUR/MWh] (log-normal, log std 0.6)."""
+    negative_prob_sunny: float = 0.35
+    """Probability that a fully sunny midday hour goes negative on a weekday (doubled at weekends);
+    one draw per day, so the sunniest hours of a day go negative together."""
+    negative_prob_windy_night: float = 0.03
+    """Probability that a night hour (00-06) of a windy day (top quarter of the year's mean wind) goes negative."""
+    negative_median_eur_mwh: float = 45.0
+    """Median depth below zero of a negative hour [EUR/MWh] (log-normal, log std 0.8)."""
+    floor_eur_mwh: float = -500.0
+    """Harmonised minimum clearing price of the single day-ahead coupling [EUR/MWh]."""
+    cap_eur_mwh: float = 4000.0
+    """Harmonised maximum clearing price [EUR/MWh]."""
+    tou_peak_eur_mwh: float = 110.0
+    """Time-of-use energy price in the peak period [EUR/MWh]; with the default adder 0.14 EUR/kWh all-in."""
+    tou_offpeak_eur_mwh: float = 50.0
+    """Time-of-use energy price off peak [EUR/MWh]; with the default adder 0.08 EUR/kWh all-in."""
+    tou_peak_hours: tuple[int, int] = (7, 23)
+    """Peak period [start, end) in local clock hours, Monday to Friday (Dutch "normaal/dal")."""
+
+    def __post_init__(self) -> None:
+        if self.source not in ("spot", "tou"):
+            raise ValueError(f"price source must be 'spot' or 'tou', got {self.source!r}")
+        if not (self.floor_eur_mwh < self.mean_eur_mwh < self.cap_eur_mwh):
+            raise ValueError("prices need floor_eur_mwh < mean_eur_mwh < cap_eur_mwh")
+        if self.adder_eur_mwh < 0:
+            raise ValueError("adder_eur_mwh must be >= 0")
+        for name in ("level_persistence", "hourly_persistence"):
+            if not (0.0 <= getattr(self, name) < 1.0):
+                raise ValueError(f"{name} must lie in [0, 1)")
+        for name in ("spike_prob", "negative_prob_sunny", "negative_prob_windy_night"):
+            if not (0.0 <= getattr(self, name) <= 0.5):
+                raise ValueError(f"{name} must lie in [0, 0.5] (it is doubled at weekends)")
+        if min(self.level_std, self.hourly_std_eur_mwh, self.weekend_factor, self.solar_discount_summer) < 0:
+            raise ValueError("stds, the weekend factor and the summer solar multiplier must be >= 0")
+        start, end = self.tou_peak_hours
+        if not (0 <= start < end <= 24):
+            raise ValueError(f"tou_peak_hours must satisfy 0 <= start < end <= 24, got {self.tou_peak_hours}")
 
 
 @dataclass(frozen=True)
@@ -248,18 +380,16 @@ class FaultConfig:
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """Weights of the named reward terms (BRIEF: 0.5 / 0.3 / -0.2 / -0.1)."""
+    """The moisture target band; the reward's prices are in :class:`EconomicsConfig`."""
 
-    moisture: float = 0.5
-    growth: float = 0.3
-    water: float = -0.2
-    energy: float = -0.1
     band_tolerance_vwc: float = 0.05
-    """Distance outside the band at which the moisture term reaches 0 [m3/m3]."""
-    reference_water_mm_day: float = 5.0
-    """Water term is 1 when irrigating at this rate."""
+    """Depth outside the band [m3/m3] that one unit of the dry or wet penalty prices."""
     band_low_depletion: float = 0.4
     """Target band lower edge: field capacity minus this share of total available water."""
+
+    def __post_init__(self) -> None:
+        if self.band_tolerance_vwc <= 0:
+            raise ValueError("band_tolerance_vwc must be positive")
 
 
 @dataclass(frozen=True)
@@ -295,9 +425,12 @@ class TwinConfig:
     sensor_noise: float = 0.02
     """Relative standard deviation of sensor readings (0.1 = 10 % noise)."""
     crop: CropConfig = field(default_factory=CropConfig)
+    crop_growth: CropGrowthConfig = field(default_factory=CropGrowthConfig)
+    """The tomato growth and yield model (twin.crop)."""
     hydraulics: HydraulicsConfig = field(default_factory=HydraulicsConfig)
     climate: ClimateConfig = field(default_factory=ClimateConfig)
     weather: WeatherConfig = field(default_factory=WeatherConfig)
+    prices: PriceConfig = field(default_factory=PriceConfig)
     faults: FaultConfig = field(default_factory=FaultConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     lighting: LightingConfig = field(default_factory=LightingConfig)
@@ -349,8 +482,9 @@ class TwinConfig:
     def from_overrides(cls, **overrides: Any) -> TwinConfig:
         """Build from flat keyword overrides; nested sections accept dicts or instances."""
         sections = {"crop": CropConfig, "hydraulics": HydraulicsConfig, "climate": ClimateConfig,
-                    "weather": WeatherConfig, "faults": FaultConfig, "reward": RewardConfig,
-                    "estimator": EstimatorConfig, "lighting": LightingConfig, "economics": EconomicsConfig}
+                    "weather": WeatherConfig, "prices": PriceConfig, "faults": FaultConfig, "reward": RewardConfig,
+                    "estimator": EstimatorConfig, "lighting": LightingConfig, "economics": EconomicsConfig,
+                    "crop_growth": CropGrowthConfig}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(overrides) - known
         if unknown:

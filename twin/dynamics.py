@@ -21,8 +21,10 @@ from twin.climate import (
     step_air,
 )
 from twin.config import LightingConfig, TwinConfig, in_window
+from twin.crop import CropState, step_crop, water_stress_factor
 from twin.hydraulics import step_hydraulics, valve_failure_latch
 from twin.kalman import KalmanState, kalman_step
+from twin.prices import PriceLibrary
 from twin.randomize import initial_state, sample_params
 from twin.reward import reward_terms
 from twin.sensors import CLIMATE_SENSORS, N_UNIFORM, NoiseTable, advance_faults, fuse_probes, read_sensors
@@ -58,6 +60,9 @@ class TwinModel:
         self.obs_spec = ObservationSpec(cfg.zones)
         self.action_spec = ActionSpec(cfg.zones)
         self.weather = WeatherLibrary.build(cfg.weather, self.seed, backend)
+        self.prices = PriceLibrary.build(cfg.prices, self.seed, self.weather, backend)
+        # A contract tariff is not scaled to a scenario's price year; a spot series is.
+        self._spot_mean = cfg.prices.mean_eur_mwh if cfg.prices.source == "spot" else 0.0
         self.noise = NoiseTable.build(cfg, self.seed, backend)
         self._low = backend.asarray(self.obs_spec.low)
         self._high = backend.asarray(self.obs_spec.high)
@@ -68,7 +73,6 @@ class TwinModel:
         self._lamp_kw = cfg.climate.lamp_power_w_m2 * area / 1000.0
         self._area = area
         self._lead = backend.asarray([(h + 1) / FORECAST_HOURS for h in range(FORECAST_HOURS)])
-        self._no_prices = backend.zeros((1, 2 * PRICE_SLOTS))
         sl = self.obs_spec.slices
         self._climate = slice(sl["air_temp"].start, sl["leaf_temp"].stop)
         if list(self.obs_spec.names[self._climate]) != ["air_temp", "air_rh", "par", "co2", "leaf_temp"]:
@@ -80,7 +84,7 @@ class TwinModel:
         b = self.backend
         xp = b.xp
         keys = b.instance_keys(self.seed, instance_ids)
-        params = sample_params(self.cfg, b, keys, instance_ids, episode, self.weather.n_years)
+        params = sample_params(self.cfg, b, keys, instance_ids, episode, self.weather.n_years, self._spot_mean)
         w = self.weather.at(b, params.year, params.start_hour)
         e_out = w[:, RH] * 0.01 * saturation_vapour_kpa(xp, w[:, TEMP])
         state = initial_state(self.cfg, b, params, episode, w[:, TEMP], e_out)
@@ -137,8 +141,11 @@ class TwinModel:
         energy_kwh = hyd.power_kw * dt_h + lamp_kwh
         par_mol = air.par * (dt * 1e-6)
         dli_today, lamp_h_today = self._today(hour0, state, par_mol, lights * dt_h)
-        reward, terms = reward_terms(xp, cfg, params, soil.theta, soil.uptake_mm, demand.et0_natural_mm_h, kc,
-                                     hyd.zone_water_l, energy_kwh)
+        crop = CropState(state.c_buf, state.c_leaf, state.c_stem, state.c_fruit, state.t_can24, state.t_sum,
+                         state.fruit_dm_cum)
+        # Stomata close as the roots run dry: water stress cuts CO2 uptake like transpiration.
+        f_w = water_stress_factor(xp, soil.uptake_mm, etc_mm)
+        crop, fruit_kg = step_crop(xp, cfg.crop_growth, crop, air.par, air.co2, air.leaf_temp, f_w, dt)
 
         dead_s = xp.where(hyd.dead_heading, state.dead_head_s + dt, 0.0)
         over = hyd.current_frac > hyd_cfg.overcurrent_frac
@@ -146,6 +153,9 @@ class TwinModel:
         relief = hyd.pressure_frac > hyd_cfg.relief_pressure_frac
         terminated = over | dead | relief
         reason = xp.where(over, 1, xp.where(dead, 2, xp.where(relief, 3, 0)))
+        price = self._price(params, hour0)
+        reward, terms, money = reward_terms(xp, cfg, params, soil.theta, fruit_kg, soil.irrigation_mm,
+                                            soil.drainage_mm, energy_kwh, price, terminated)
         saturated_s = xp.where(soil.theta >= params.saturation - NEAR_SATURATION_VWC, state.saturated_s + dt, 0.0)
         irrigation_24h = state.irrigation_24h * self._decay_24h + soil.irrigation_mm
 
@@ -171,7 +181,7 @@ class TwinModel:
                             irrigation_24h=irrigation_24h,
                             saturated_s=saturated_s, air_temp=air.air_temp, vapour_kpa=air.vapour_kpa, co2=air.co2,
                             pump=pump, lights=lights, pump_current=hyd.current_frac, dead_head_s=dead_s,
-                            dli_today=dli_today, lamp_h_today=lamp_h_today, step=step, last_obs=obs, **faults,
+                            dli_today=dli_today, lamp_h_today=lamp_h_today, **crop._asdict(), step=step, last_obs=obs, **faults,
                             **estimate)
         truncated = step >= cfg.horizon_steps
         probe_sum = xp.sum(readings["soil_vwc"], axis=(1, 2))
@@ -193,8 +203,20 @@ class TwinModel:
             "et0_mm_h": demand.et0_mm_h,
             "lamp_kwh_m2": lamp_kwh * (1.0 / self._area),
             "par_mol_m2": par_mol,
+            "fruit_kg_m2": fruit_kg,
+            "revenue_eur_m2": money.revenue,
+            "energy_cost_eur_m2": money.energy_cost,
+            "water_cost_eur_m2": money.water_cost,
+            "damage_eur_m2": money.damage,
+            "price_eur_mwh": price,
+            "water_stress": f_w,
         }
         return new, StepOut(obs=obs, reward=reward, terminated=terminated, truncated=truncated, info=info)
+
+    def _price(self, params: TwinParams, hour: Array) -> Array:
+        """All-in electricity price [EUR/MWh] of the clock hour containing ``hour``: the library's
+        price scaled to the scenario's price year, plus its adder."""
+        return self.prices.at(self.backend, params.year, hour) * params.price_scale + params.price_adder
 
     def _today(self, hour0: Array, state: TwinState, par_mol: Array, lamp_h: Array) -> tuple[Array, Array]:
         """Light and lamp hours since local midnight at the end of a step starting at ``hour0``.
@@ -212,14 +234,20 @@ class TwinModel:
 
     def true_outlook(self, params: TwinParams, state: TwinState) -> dict[str, Array]:
         """What the forecast features would be with perfect foresight, for the hindsight controller
-        only (the observation never carries it): outside temperature and solar for hours +1..+24
-        and natural DLI at the canopy for the rest of today and tomorrow."""
+        only (the observation never carries it): outside temperature and solar for hours +1..+24,
+        natural DLI at the canopy for the rest of today and tomorrow, and the all-in price of clock
+        hours +0..+23 (published or not)."""
         b = self.backend
         hour = params.start_hour + b.xp.astype(state.step, b.float) * self.cfg.dt_h
         temp, solar, rest_wh, tomorrow_wh = split_outlook(self.weather.forecast(b, params.year, hour, truth=True))
         scale = params.transmissivity * MOL_PER_WH_PAR
+        ahead = b.xp.floor(hour)[:, None] + b.xp.astype(b.arange(PRICE_SLOTS), b.float)[None, :]
+        n = hour.shape[0]
+        years = b.xp.broadcast_to(params.year[:, None], (n, PRICE_SLOTS)).reshape(-1)
+        spot = self.prices.at(b, years, ahead.reshape(-1)).reshape(n, PRICE_SLOTS)
         return {"forecast_temp": temp, "forecast_solar": solar, "dli_natural_rest_today": rest_wh * scale,
-                "dli_natural_tomorrow": tomorrow_wh * scale}
+                "dli_natural_tomorrow": tomorrow_wh * scale,
+                "price": spot * params.price_scale[:, None] + params.price_adder[:, None]}
 
     # ---- observation -------------------------------------------------------------------
     def _estimate(self, params: TwinParams, state: TwinState, probes: Array, irrigation_mm: Array,
@@ -271,7 +299,8 @@ class TwinModel:
         fc_temp = ahead_temp + params.forecast_bias_temp[:, None] * self._lead[None, :]
         fc_solar = ahead_solar * (1.0 + params.forecast_bias_solar[:, None] * self._lead[None, :])
         dli_scale = params.transmissivity * (1.0 + params.forecast_bias_solar) * MOL_PER_WH_PAR
-        prices = xp.broadcast_to(self._no_prices, (hour.shape[0], 2 * PRICE_SLOTS))
+        spot, published = self.prices.outlook(b, params.year, hour, PRICE_SLOTS)
+        price = spot * params.price_scale[:, None] + params.price_adder[:, None]
         phase = (hour % 24.0) * (2.0 * math.pi / 24.0)
         stage = season_stage(xp, cfg.crop, params.crop_day0 + xp.astype(step, b.float) * (cfg.dt_s / 86400.0))
         parts = [
@@ -280,7 +309,7 @@ class TwinModel:
             fc_temp, fc_solar, xp.sin(phase)[:, None], xp.cos(phase)[:, None], stage[:, None],
             (pump * 100.0)[:, None], (lights * 100.0)[:, None], readings["pump_current_frac"][:, None],
             dli[:, None], lamp_h[:, None], (rest_wh * dli_scale)[:, None], (tomorrow_wh * dli_scale)[:, None],
-            prices, params.fruit_price[:, None], params.lamps_ours[:, None],
+            price, published, params.fruit_price[:, None], params.lamps_ours[:, None],
         ]
         obs = xp.concat(parts, axis=1)
         return xp.clip(obs, self._low, self._high)

@@ -120,7 +120,7 @@ class GreenhouseTwin:
             obs[idx] = first_obs
         self._state = state
         if self.validate:
-            check_step(self, obs, out.reward, out.terminated, out.truncated)
+            check_step(self, obs, out.reward, out.terminated, out.truncated, info)
         return obs, out.reward, out.terminated, out.truncated, info
 
     def true_outlook(self) -> dict[str, Array]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from twin.backend import Array, Backend
 from twin.config import SOIL_TYPES, TwinConfig
+from twin.crop import initial_crop
 from twin.kalman import initial_kalman
 from twin.spec import ObservationSpec
 from twin.types import TwinParams, TwinState
@@ -28,11 +29,11 @@ def _normal(backend: Backend, u1: Array, u2: Array) -> Array:
 
 
 def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: Array, episode: Array,
-                  n_years: int, spot_mean_eur_mwh: float = 1.0) -> TwinParams:
+                  n_years: int, spot_mean_eur_mwh: float = 0.0) -> TwinParams:
     """Draw one episode's parameters for each given instance (arrays of shape [N]).
 
     ``spot_mean_eur_mwh`` is the price library's mean spot price: ``price_scale`` brings it to
-    each scenario's drawn price-year mean."""
+    each scenario's drawn price-year mean (0: a tariff, not scaled)."""
     xp = backend.xp
     f = backend.float
     z = cfg.zones
@@ -108,7 +109,8 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
         forecast_bias_temp=bias_t, forecast_bias_solar=bias_r,
         fruit_price=draw(econ.fruit_price_eur_kg, ue[:, 0]), water_price=draw(econ.water_price_eur_m3, ue[:, 1]),
         drain_price=draw(econ.drain_price_eur_m3, ue[:, 2]), price_adder=draw(econ.price_adder_eur_mwh, ue[:, 3]),
-        price_scale=draw(econ.price_mean_eur_mwh, ue[:, 4]) * (1.0 / spot_mean_eur_mwh),
+        price_scale=(draw(econ.price_mean_eur_mwh, ue[:, 4]) * (1.0 / spot_mean_eur_mwh) if spot_mean_eur_mwh > 0
+                     else xp.ones_like(ue[:, 4])),
         lamps_ours=xp.astype(ue[:, 5] < econ.lamps_ours, f),
         p_drift=per_step(fc_cfg.sensor_drift), p_comm_loss=per_step(fc_cfg.comm_loss),
         p_offline=per_step(fc_cfg.sensor_offline), p_valve_stuck=per_step(fc_cfg.valve_stuck),
@@ -130,14 +132,17 @@ def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode
     zeros_b = backend.zeros((n,))
     zeros_p = backend.zeros((n, z, pr))
     dim = ObservationSpec(z).dim
+    air_temp = xp.maximum(outside_temp, cfg.climate.heating_night_c)
+    crop = initial_crop(xp, cfg.crop_growth, params.crop_day0, air_temp, season_days=sum(cfg.crop.stage_days))
     return TwinState(
         theta=theta, valve_pos=zeros_z, valve_cmd=zeros_z + 0.0, valve_failed=zeros_z + 0.0,
         irrigation_24h=zeros_z + 0.0,
-        saturated_s=zeros_z + 0.0, air_temp=xp.maximum(outside_temp, cfg.climate.heating_setpoint_c),
+        saturated_s=zeros_z + 0.0, air_temp=air_temp,
         vapour_kpa=outside_vapour_kpa, co2=backend.full((n,), 420.0), pump=zeros_b, lights=zeros_b + 0.0,
         pump_current=zeros_b + 0.0, dead_head_s=zeros_b + 0.0, wear=zeros_b + 0.0, wear_rate=zeros_b + 0.0,
         drift_bias=zeros_p, drift_rate=zeros_p + 0.0, offline_steps=zeros_p + 0.0,
         valve_fault=backend.zeros((n, z), dtype=backend.int), dli_today=zeros_b + 0.0, lamp_h_today=zeros_b + 0.0,
+        **crop._asdict(),
         last_obs=backend.zeros((n, dim)),
         **{f"est_{k}": v for k, v in initial_kalman(backend, params, pr).__dict__.items()},
         step=backend.zeros((n,), dtype=backend.int), episode=episode + 0,

@@ -1,50 +1,73 @@
-"""Named reward terms and their weighted sum.
+"""The economic reward: four named terms in EUR per m2 of floor, and their sum over a fixed scale.
 
-Each term depends only on the state and the action of the step; the weighted terms are
-returned one by one (they sum to the reward) so people, dashboards and the explanation code
-can see why a step scored what it did.
+Growers decide with money, so every term is a price times a physical quantity of the step
+(CROP_ECONOMICS section 5): growth = fruit price x fresh fruit allocated; water = irrigation at
+the water price plus drainage at the nutrient-loss price; energy = the all-in electricity price x
+lamp and pump kWh per m2 (heating is no action and is not charged); moisture = a risk price charged only for leaving the target band (dry
+and wet side priced apart, no bonus for being in it: the crop value it protects is already in
+growth). The reward divides their sum by the fixed ``V_ref`` (a good summer step's fruit), so
+reward x V_ref is EUR/m2 and numbers stay comparable across configs. The terms are returned one
+by one so people, dashboards and the explanations see why a step scored what it did.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from twin.backend import Array
 from twin.config import TwinConfig
 from twin.types import TwinParams
 
 TERMS = ("moisture", "growth", "water", "energy")
-GROWTH_EPS_MM_H = 0.05
-"""Regularises the growth ratio at night, when both transpirations are near zero."""
-GROWTH_CAP = 1.25
 
 
-def moisture_term(xp: Any, params: TwinParams, theta: Array, tolerance: float) -> Array:
-    """1 inside the target band, falling linearly to -1 at twice ``tolerance`` outside; zone mean."""
-    below = params.band_low - theta
-    above = theta - params.band_high
-    dist = xp.maximum(xp.maximum(below, above), 0.0)
-    return xp.mean(1.0 - xp.clip(dist * (1.0 / tolerance), 0.0, 2.0), axis=1)
+class Money(NamedTuple):
+    """One step's money flows [EUR/m2 of floor, each [B]]; profit = revenue - the three costs."""
+
+    revenue: Array
+    energy_cost: Array
+    water_cost: Array
+    damage: Array
 
 
-def reward_terms(xp: Any, cfg: TwinConfig, params: TwinParams, theta: Array, uptake_mm: Array,
-                 et0_natural_mm_h: Array, kc: Array, zone_water_l: Array, energy_kwh: Array
-                 ) -> tuple[Array, dict[str, Array]]:
-    """Weighted terms and their sum. Raw scales: moisture [-1, 1]; growth = actual transpiration over
-    the unstressed transpiration under natural light [0, 1.25]; water = irrigation rate over the
-    reference rate; energy = power over the installed pump + lamp power."""
-    rc = cfg.reward
-    dt_h = cfg.dt_h
-    moisture = moisture_term(xp, params, theta, rc.band_tolerance_vwc)
-    actual = xp.mean(uptake_mm, axis=1) * (1.0 / dt_h)
-    potential = et0_natural_mm_h * kc
-    growth = xp.clip((actual + GROWTH_EPS_MM_H) / (potential + GROWTH_EPS_MM_H), 0.0, GROWTH_CAP)
+def moisture_penalty(xp: Any, cfg: TwinConfig, params: TwinParams, theta: Array) -> Array:
+    """EUR/m2 (<= 0): V_ref x (c_dry x zone-mean depth below the band + c_wet x depth above it), in
+    band tolerances; 0 when every zone is in its band."""
+    econ, tol = cfg.economics, cfg.reward.band_tolerance_vwc
+    dry = xp.mean(xp.maximum(params.band_low - theta, 0.0), axis=1)
+    wet = xp.mean(xp.maximum(theta - params.band_high, 0.0), axis=1)
+    scale = -cfg.economics.v_ref(cfg.dt_s) / tol
+    return (scale * econ.dry_penalty) * dry + (scale * econ.wet_penalty) * wet
+
+
+def termination_damage(cfg: TwinConfig, params: TwinParams) -> Array:
+    """EUR/m2 a hard termination costs: the pump's replacement over the floor area plus the crop
+    value lost while irrigation is down for the repair."""
+    econ = cfg.economics
     area = cfg.zones * cfg.hydraulics.zone_area_m2
-    water_mm = xp.sum(zone_water_l, axis=1) * (1.0 / area)
-    water = water_mm * (1.0 / (rc.reference_water_mm_day * dt_h / 24.0))
-    installed_kw = cfg.hydraulics.pump_rated_power_kw + cfg.climate.lamp_power_w_m2 * area / 1000.0
-    energy = energy_kwh * (1.0 / (installed_kw * dt_h))
-    weighted = {"moisture": rc.moisture * moisture, "growth": rc.growth * growth, "water": rc.water * water,
-                "energy": rc.energy * energy}
-    total = weighted["moisture"] + weighted["growth"] + weighted["water"] + weighted["energy"]
-    return total, weighted
+    lost_kg = econ.reference_growth_kg_m2_day * econ.repair_days * econ.stress_yield_loss
+    return econ.pump_replacement_eur / area + params.fruit_price * lost_kg
+
+
+def reward_terms(xp: Any, cfg: TwinConfig, params: TwinParams, theta: Array, fruit_kg_m2: Array,
+                 irrigation_mm: Array, drainage_mm: Array, energy_kwh: Array, price_eur_mwh: Array,
+                 terminated: Array) -> tuple[Array, dict[str, Array], Money]:
+    """Reward [B], the four terms [EUR/m2] and the step's money flows.
+
+    ``irrigation_mm`` and ``drainage_mm`` are per zone [B, Z] (equal zone areas: their zone mean is
+    per m2 of floor); ``energy_kwh`` is the greenhouse's lamp and pump energy; ``price_eur_mwh`` the
+    all-in price (spot plus adder). A terminated step also pays :func:`termination_damage`: it is
+    charged in the ``water`` term (a wrecked irrigation pump, and the crop lost while irrigation is
+    down), so the reward stays the terms' sum over V_ref; ``Money`` keeps it apart from water bills.
+    """
+    area = cfg.zones * cfg.hydraulics.zone_area_m2
+    growth = params.fruit_price * fruit_kg_m2
+    irrigation_m3 = xp.mean(irrigation_mm, axis=1) * 1e-3
+    drainage_m3 = xp.mean(drainage_mm, axis=1) * 1e-3
+    water_cost = params.water_price * irrigation_m3 + params.drain_price * drainage_m3
+    energy_cost = price_eur_mwh * energy_kwh * (1e-3 / area)
+    damage = xp.where(terminated, termination_damage(cfg, params), 0.0)
+    terms = {"moisture": moisture_penalty(xp, cfg, params, theta), "growth": growth,
+             "water": -(water_cost + damage), "energy": -energy_cost}
+    total = terms["moisture"] + terms["growth"] + terms["water"] + terms["energy"]
+    return total * (1.0 / cfg.economics.v_ref(cfg.dt_s)), terms, Money(growth, energy_cost, water_cost, damage)

@@ -64,7 +64,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("dli_natural_rest_today", "mol/m2", 0.0, 100.0, "",
             "forecast natural PAR at the canopy over the clock hours left today after the current one"),
     Feature("dli_natural_tomorrow", "mol/m2", 0.0, 100.0, "", "forecast natural PAR at the canopy tomorrow"),
-    Feature("price", "EUR/MWh", -600.0, 5000.0, "slot",
+    Feature("price", "EUR/MWh", -1000.0, 6000.0, "slot",
             "all-in electricity price (spot plus adder) for clock hours +0..+23"),
     Feature("price_published", "1", 0.0, 1.0, "slot",
             "1 when that hour's day-ahead price is published; else the slot holds the same hour a day earlier"),

@@ -168,6 +168,20 @@ class TwinState(ArrayStruct):
     """[B, Z, P] 1.0 while the estimator excludes a probe as drifting."""
     est_streak: Array
     """[B, Z, P] steps a probe's drift judgement has wanted to flip."""
+    c_buf: Array
+    """[B] crop carbohydrate buffer [mg CH2O/m2] (:class:`twin.crop.CropState`, as are the next six)."""
+    c_leaf: Array
+    """[B] leaf structure [mg CH2O/m2]."""
+    c_stem: Array
+    """[B] stem and root structure [mg CH2O/m2]."""
+    c_fruit: Array
+    """[B] fruit on the plants [mg CH2O/m2]."""
+    t_can24: Array
+    """[B] 24-h running mean canopy temperature [degC]."""
+    t_sum: Array
+    """[B] temperature sum since first fruit set [degC d]; negative in the vegetative phase."""
+    fruit_dm_cum: Array
+    """[B] dry matter allocated to fruit this episode [mg DM/m2]."""
     dli_today: Array
     """[B] PAR at the canopy received since local midnight [mol/m2]."""
     lamp_h_today: Array

@@ -25,36 +25,61 @@ def _svp_kpa(t_c: np.ndarray) -> np.ndarray:
     return 0.6108 * np.exp(17.27 * t_c / (t_c + 237.3))
 
 
-def generate_year(rng: np.random.Generator, latitude_deg: float) -> np.ndarray:
-    """One hourly weather year, shape (8760, 5) float32, columns as :data:`FIELDS`."""
-    from scipy.signal import lfilter  # here, not at import: scipy.signal costs the service 1.6 s to start
-
+def clear_sky_w_m2(latitude_deg: float) -> np.ndarray:
+    """Hourly clear-sky global radiation (365, 24) [W/m2] at the hour's midpoint, local solar time:
+    solar elevation from declination and hour angle, irradiance by the Haurwitz model."""
     days = np.arange(365)
     hours = np.arange(24)
     phi = np.radians(latitude_deg)
-    # Solar elevation from declination and hour angle; clear sky by the Haurwitz model.
     decl = 0.409 * np.sin(2 * np.pi * (days + 1) / 365 - 1.39)
     omega = np.pi / 12 * (hours + 0.5 - 12)
     sin_alt = np.sin(phi) * np.sin(decl)[:, None] + np.cos(phi) * np.cos(decl)[:, None] * np.cos(omega)[None, :]
     sin_alt = np.clip(sin_alt, 1e-3, 1.0)
-    clear_sky = np.where(sin_alt > 0.01, 1098.0 * sin_alt * np.exp(-0.057 / sin_alt), 0.0)
+    return np.where(sin_alt > 0.01, 1098.0 * sin_alt * np.exp(-0.057 / sin_alt), 0.0)  # type: ignore[no-any-return]
 
-    # Cloudy spells: two-state Markov chain (clear stays clear 75 %, cloudy stays cloudy 65 %).
+
+def _overcast_days(rng: np.random.Generator, cfg: WeatherConfig) -> np.ndarray:
+    """Overcast (True) or clear day, a two-state Markov chain whose stationary share of overcast
+    days follows the season (more in winter) and whose lag-1 autocorrelation is the persistence."""
+    days = np.arange(365)
+    share = cfg.cloudy_fraction + cfg.cloudy_fraction_winter * np.cos(2 * np.pi * (days - 15) / 365)
+    r = cfg.cloud_persistence
+    stay_cloudy = share + r * (1.0 - share)
+    turn_cloudy = share * (1.0 - r)
     cloudy = np.zeros(365, dtype=bool)
     u = rng.random(365)
+    cloudy[0] = u[0] < share[0]
     for d in range(1, 365):
-        cloudy[d] = u[d] < (0.35 if not cloudy[d - 1] else 0.65)
-    cover_day = np.where(cloudy, rng.uniform(0.6, 1.0, 365), rng.uniform(0.0, 0.35, 365))
+        cloudy[d] = u[d] < (stay_cloudy[d] if cloudy[d - 1] else turn_cloudy[d])
+    return cloudy
+
+
+def generate_year(rng: np.random.Generator, latitude_deg: float, cfg: WeatherConfig | None = None) -> np.ndarray:
+    """One hourly weather year, shape (8760, 5) float32, columns as :data:`FIELDS`.
+
+    ``cfg`` gives the site's cloud and temperature climate (default: the Dutch-like site).
+    """
+    from scipy.signal import lfilter  # here, not at import: scipy.signal costs the service 1.6 s to start
+
+    cfg = cfg or WeatherConfig()
+    days = np.arange(365)
+    hours = np.arange(24)
+    clear_sky = clear_sky_w_m2(latitude_deg)
+
+    cloudy = _overcast_days(rng, cfg)
+    cover_day = np.where(cloudy, rng.uniform(*cfg.cloudy_cover, 365), rng.uniform(*cfg.clear_cover, 365))
     hourly_jitter = lfilter([1.0], [1.0, -0.8], rng.normal(0, 0.08, 365 * 24)).reshape(365, 24)
     cover = np.clip(cover_day[:, None] + hourly_jitter, 0.0, 1.0)
     solar = clear_sky * (1.0 - 0.75 * cover**3.4)  # Kasten-Czeplak cloud attenuation
 
-    # Temperature: seasonal cycle by latitude, AR(1) daily anomaly, diurnal cycle peaking ~15 h.
-    t_annual = 28.0 - 0.4 * latitude_deg + rng.normal(0, 1.0)
-    amplitude = 0.25 * latitude_deg - 2.0
+    # Temperature: seasonal cycle, AR(1) daily anomaly, cooler under cloud, diurnal cycle peaking ~15 h.
+    mean_c = 28.0 - 0.4 * latitude_deg if cfg.mean_temp_c is None else cfg.mean_temp_c
+    amplitude = 0.25 * latitude_deg - 2.0 if cfg.temp_amplitude_c is None else cfg.temp_amplitude_c
+    t_annual = mean_c + rng.normal(0, 1.0)
     season = t_annual - amplitude * np.cos(2 * np.pi * (days - 15) / 365)
     anomaly = lfilter([1.0], [1.0, -0.8], rng.normal(0, 1.8, 365))
-    t_mean = season + anomaly - 1.0 * cover_day
+    # Cloud cools relative to the year's own mean cover, so the annual mean stays the configured one.
+    t_mean = season + anomaly - 1.0 * (cover_day - cover_day.mean())
     diurnal_range = 12.0 * (1.0 - 0.6 * cover_day)
     temp = t_mean[:, None] + 0.5 * diurnal_range[:, None] * np.cos(2 * np.pi * (hours[None, :] - 15) / 24)
 
@@ -152,7 +177,7 @@ class WeatherLibrary:
     def build(cls, cfg: WeatherConfig, seed: int, backend: Backend) -> WeatherLibrary:
         rng = np.random.default_rng([seed, 0x57EA7E2])
         lats = rng.uniform(*cfg.latitude_deg, cfg.n_years)
-        years = np.stack([generate_year(rng, float(lat)) for lat in lats])  # [years, 8760, 5]
+        years = np.stack([generate_year(rng, float(lat), cfg) for lat in lats])  # [years, 8760, 5]
         pairs = np.concatenate([years, np.roll(years, -1, axis=1)], axis=2)
         rows = cfg.n_years * HOURS_PER_YEAR
         # A separate stream: the years stay what they were for a given seed.

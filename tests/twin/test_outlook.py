@@ -135,3 +135,35 @@ def test_old_layouts_are_refused_with_a_clear_error() -> None:
         spec.check_compatible(same_version)
     assert "price[+0h]" in spec.names and "price[+23h]" in spec.names and "forecast_solar[+24h]" in spec.names
     spec.check_compatible(stored)
+
+
+def test_price_slots_are_the_scenarios_all_in_prices_and_only_hindsight_sees_unpublished_ones() -> None:
+    twin = GreenhouseTwin(8, seed=6)
+    twin.reset()
+    sl = twin.observation_spec.slices
+    p = twin.params
+    seen_unpublished = False
+    for _ in range(78):  # midnight to 13:00: the next day's prices appear at 13:00
+        obs, _, _, _, info = twin.step(np.zeros((8, 8), dtype=np.float32))
+        hour = p.start_hour + twin.state.step * twin.config.dt_h
+        spot, published = twin.model.prices.outlook(twin.backend, p.year, hour)
+        want = spot * p.price_scale[:, None] + p.price_adder[:, None]
+        np.testing.assert_allclose(obs[:, sl["price"]], want, rtol=1e-6, atol=1e-3)
+        np.testing.assert_array_equal(obs[:, sl["price_published"]], published)
+        truth = twin.true_outlook()["price"]
+        np.testing.assert_allclose(truth[published == 1], obs[:, sl["price"]][published == 1], rtol=1e-6, atol=1e-3)
+        if (published == 0).any():
+            seen_unpublished = True
+            assert not np.allclose(truth[published == 0], obs[:, sl["price"]][published == 0])
+        hod = float(hour[0] % 24)
+        assert (published.min() == 1.0) == (hod >= 13.0 or hod < 1.0), hod  # 00:xx: all 24 slots are today
+    assert seen_unpublished
+    # The step's price is its clock hour's, scaled to the scenario's price year, plus its adder.
+    assert p.price_scale.std() > 0.05 and p.price_adder.std() > 1.0
+
+
+def test_forecast_error_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="lead_correlation"):
+        WeatherConfig(forecast_lead_correlation=1.0)
+    with pytest.raises(ValueError, match="spreads"):
+        WeatherConfig(forecast_temp_std_24h_c=-1.0)
