@@ -149,6 +149,22 @@ def paired_profit(by_scenario: dict[str, list[ControllerMetrics]]) -> dict[str, 
     return out
 
 
+def versus(results: dict[str, dict[str, Any]], a: str, b: str) -> str | None:
+    """``a`` against ``b`` in the terms of the irrigation literature (water and yield in per cent,
+    profit in EUR/m2), or None when either row or the money is missing."""
+    if a not in results or b not in results:
+        return None
+    ma, mb = results[a], results[b]
+    keys = ("water_l_per_m2", "yield_kg_m2", "profit_eur_m2")
+    if not all(isinstance(m[k], float) and math.isfinite(m[k]) for m in (ma, mb) for k in keys):
+        return None
+    def pct(k: str) -> str:
+        return f"{100.0 * (ma[k] / mb[k] - 1.0):+.1f} %" if mb[k] else "-"
+
+    return (f"{a} vs {b}: water {pct('water_l_per_m2')}, yield {pct('yield_kg_m2')}, profit "
+            f"{ma['profit_eur_m2'] - mb['profit_eur_m2']:+.3f} EUR/m2 over the episode")
+
+
 def json_safe(value: Any) -> Any:
     """NaN (an undefined metric, e.g. the price capture of a controller that lit no lamp) as null:
     strict JSON has no NaN."""
@@ -231,6 +247,9 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"\npaired: only the {kept} of {greenhouses} greenhouses where no {' or '.join(paired)} pump was "
               "wrecked (the same greenhouses for every controller):")
         print(format_table({n: intact[n].as_dict() for n in paired + ["served", "timer"]}) if kept else "  none")
+    summary = versus(results, "expert", "timer")
+    if summary:
+        print(f"\n{summary}")
     differences = paired_profit(per_scenario)
     if differences:
         print("\nprofit difference per scenario, EUR/m2 over the episode (paired by scenario, bootstrap interval):")

@@ -68,13 +68,14 @@ class ThresholdGrid:
 class LightingGrid:
     """Candidate break-even lighting settings (:func:`policy.baselines.break_even_lights`).
 
-    c0 brackets the break-even of CROP_ECONOMICS 4.1 (about 9 mol PAR per lamp kWh x 12 g fruit
-    per mol: 108 kg/MWh at low natural light) from half to twice; PAR_sat spans a canopy that
-    saturates early to one that never does; H_max is the photoperiod cap (the 6-h dark window
-    already bounds it at 18 h).
+    c0 spans the break-even of CROP_ECONOMICS 4.1 (about 9 mol PAR per lamp kWh x 12 g fruit per
+    mol: 108 kg/MWh at low natural light) from zero (lamps only in negative-price hours) to one and
+    a half times; a first grid of 50..200 chose its lowest edge on the training weeks, so the grid
+    reaches down. PAR_sat spans a canopy that saturates early to one that never does; H_max is the
+    photoperiod cap (the 6-h dark window already bounds it at 18 h).
     """
 
-    c0: tuple[float, ...] = (50.0, 75.0, 100.0, 125.0, 150.0, 200.0)
+    c0: tuple[float, ...] = (0.0, 25.0, 50.0, 75.0, 100.0, 150.0)
     par_sat: tuple[float, ...] = (300.0, 600.0, 1000.0, 2000.0)
     h_max: tuple[float, ...] = (16.0, 18.0)
 
@@ -141,11 +142,11 @@ def tune_threshold(train_scenarios: Sequence[Scenario] | None = None, grid: Thre
     return best, best_score
 
 
-HINDSIGHT_IRRIGATION = ThresholdGrid(refill=(0.0, 0.15), stop=(0.2, 0.4, 0.8), pump_pct=())
+HINDSIGHT_IRRIGATION = ThresholdGrid(refill=(0.0, 0.3), stop=(0.3, 0.8), pump_pct=())
 """Irrigation settings a hindsight row also tries (at the tuned pump speed): coarser than the tuning
 grid, since irrigation is the small lever (CROP_ECONOMICS 4.2) and every candidate runs every
-evaluation scenario for 30 days (each costs about 30 s of the held-out suite on two cores)."""
-HINDSIGHT_LIGHTING = LightingGrid(c0=(50.0, 75.0, 100.0, 150.0, 200.0), par_sat=(300.0, 1000.0, 2000.0), h_max=())
+evaluation scenario for 30 days (each costs about 45 s of the held-out suite on two shared cores)."""
+HINDSIGHT_LIGHTING = LightingGrid(c0=(0.0, 50.0, 100.0, 150.0), par_sat=(1000.0, 2000.0), h_max=())
 """Lighting settings a hindsight row tries (at the tuned H_max)."""
 
 
