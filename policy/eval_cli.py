@@ -1,11 +1,21 @@
-"""``greentwin eval``: the learned policy against the growers' controllers on held-out scenarios."""
+"""``greentwin eval``: the learned policy against the growers' controllers on held-out scenarios.
+
+Rows: ``policy`` (with ``--policy``), ``expert`` (the tuned threshold with break-even lighting),
+``timer`` (the growers' fixed windows and price-blind lights), ``random``, ``served`` (the
+expert tuned behind the serving interlock) and, with ``--hindsight``, ``hindsight``: the expert's
+rule family with the best setting picked per scenario on that scenario, a ceiling no fixed
+setting reaches. Paired differences of profit per scenario (policy - expert, expert - timer)
+carry a bootstrap 95 % interval.
+"""
 
 # A command-line module prints by design; pyproject's "*/cli.py" ignore does not match this name.
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
 import time
 from concurrent.futures.process import BrokenProcessPool
@@ -14,11 +24,13 @@ from typing import Any
 
 from policy import tuning
 from policy.baselines import RandomController, ThresholdExpert, TimerSchedule
+from policy.compare import PairedDifference, paired_bootstrap
 from policy.evaluate import (
     TRAINING_SEEDS,
     Controller,
     ControllerMetrics,
     EnsembleController,
+    Row,
     Scenario,
     default_jobs,
     evaluate_all,
@@ -28,6 +40,9 @@ from policy.evaluate import (
 )
 from policy.residual import Interlocked
 from twin.config import DEFAULT_ZONES as ZONES
+
+PAIRS = (("policy", "expert"), ("expert", "timer"), ("hindsight", "expert"))
+"""(a, b) rows whose per-scenario profit difference a - b the report gives with a bootstrap interval."""
 
 
 def parse_seeds(text: str) -> tuple[int, int]:
@@ -53,16 +68,28 @@ def _tuned_expert(retune: bool, jobs: int) -> ThresholdExpert:
             print("no tuned threshold cached: tuning now", file=sys.stderr)
     scenarios = training_suite()
     jobs = jobs or default_jobs(len(scenarios))
-    tuned = {}
+    grid, lighting = tuning.ThresholdGrid(), tuning.LightingGrid()
+    tuned: dict[bool, ThresholdExpert] = {}
     for interlocked, path in ((False, tuning.TUNED_PATH), (True, tuning.SERVED_PATH)):
         t0 = time.perf_counter()
-        found, train_score = tuning.tune_threshold(scenarios, interlocked=interlocked, jobs=jobs)
-        tuning.save_tuned_threshold(found, train_score, scenarios, path)
+        # Behind the interlock only irrigation is re-tuned, under the lights just tuned: the interlock
+        # changes the pump and valves, and lamps only in the dark window, where the rule keeps them off.
+        found, train_score = tuning.tune_threshold(scenarios, grid, interlocked=interlocked, jobs=jobs,
+                                                   lighting=None if interlocked else lighting,
+                                                   lights_of=tuned.get(False))
+        tuning.save_tuned_threshold(found, train_score, scenarios, path, grid=grid, lighting=lighting)
         what = "served threshold (behind the interlock)" if interlocked else "tuned threshold"
-        print(f"{what}: refill {found.refill:g}, stop {found.stop:g}, pump {found.pump_pct:g} % "
-              f"(training score {train_score:.4f}, {time.perf_counter() - t0:.0f} s) -> {path}")
+        print(f"{what}: {describe(found)} (training score {train_score:.4f}, {time.perf_counter() - t0:.0f} s) "
+              f"-> {path}")
         tuned[interlocked] = found
     return tuned[False]  # the baseline; the served one is the residual prior and the service's fallback
+
+
+def describe(expert: ThresholdExpert) -> str:
+    """The expert's setting in one line."""
+    lights = (f"break-even lights c0 {expert.c0:g} kg/MWh, PAR_sat {expert.par_sat:g}, H_max {expert.h_max:g} h"
+              if expert.c0 is not None else "growers' lights")
+    return f"refill {expert.refill:g}, stop {expert.stop:g}, pump {expert.pump_pct:g} %, {lights}"
 
 
 def _policy_controller(directory: str) -> Controller:
@@ -83,15 +110,69 @@ def _scenarios(args: argparse.Namespace) -> list[Scenario]:
     return scenarios_from_seeds(a, b, days)
 
 
+COLUMNS: tuple[tuple[str, str, int, str], ...] = (
+    ("water_l_per_m2", "water L/m2", 11, ".1f"), ("time_in_band_pct", "in band %", 10, ".1f"),
+    ("stress_hours", "stress h", 9, ".1f"), ("energy_kwh", "energy kWh", 11, ".1f"),
+    ("hard_terminations", "hard term", 10, "d"), ("reward_mean", "reward/step", 12, ".4f"),
+    ("yield_kg_m2", "yield kg/m2", 12, ".3f"), ("revenue_eur_m2", "revenue", 9, ".3f"),
+    ("energy_cost_eur_m2", "energy EUR", 11, ".3f"), ("water_cost_eur_m2", "water EUR", 10, ".3f"),
+    ("profit_eur_m2", "profit EUR/m2", 14, ".3f"), ("lamp_kwh_m2", "lamp kWh/m2", 12, ".2f"),
+    ("price_capture", "price capt", 11, ".3f"), ("mean_dli_mol", "DLI mol", 8, ".1f"),
+)
+"""(metric, header, width, format) of the printed table; money per m2 of floor over the episode."""
+
+
+def _cell(value: Any, width: int, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return f"{'-':>{width}}"
+    return f"{value:>{width}{fmt}}"
+
+
 def format_table(results: dict[str, dict[str, Any]]) -> str:
-    head = (f"{'controller':<10} {'water L/m2':>11} {'in band %':>10} {'stress h':>9} {'energy kWh':>11} "
-            f"{'hard term':>10} {'reward/step':>12}")
+    head = f"{'controller':<10} " + " ".join(f"{h:>{w}}" for _, h, w, _ in COLUMNS)
     rows = [head, "-" * len(head)]
     for name, m in results.items():
-        rows.append(f"{name:<10} {m['water_l_per_m2']:>11.1f} {m['time_in_band_pct']:>10.1f} "
-                    f"{m['stress_hours']:>9.1f} {m['energy_kwh']:>11.1f} {m['hard_terminations']:>10d} "
-                    f"{m['reward_mean']:>12.4f}")
+        rows.append(f"{name:<10} " + " ".join(_cell(m.get(k), w, f) for k, _, w, f in COLUMNS))
     return "\n".join(rows)
+
+
+def paired_profit(by_scenario: dict[str, list[ControllerMetrics]]) -> dict[str, PairedDifference]:
+    """``{"a - b": difference}`` of the per-scenario profit for each pair of :data:`PAIRS` present
+    (the twin must report money)."""
+    out = {}
+    for a, b in PAIRS:
+        if a in by_scenario and b in by_scenario:
+            pa = [m.profit_eur_m2 for m in by_scenario[a]]
+            pb = [m.profit_eur_m2 for m in by_scenario[b]]
+            if all(math.isfinite(v) for v in pa + pb):
+                out[f"{a} - {b}"] = paired_bootstrap(pa, pb, seed=0)
+    return out
+
+
+def versus(results: dict[str, dict[str, Any]], a: str, b: str) -> str | None:
+    """``a`` against ``b`` in the terms of the irrigation literature (water and yield in per cent,
+    profit in EUR/m2), or None when either row or the money is missing."""
+    if a not in results or b not in results:
+        return None
+    ma, mb = results[a], results[b]
+    keys = ("water_l_per_m2", "yield_kg_m2", "profit_eur_m2")
+    if not all(isinstance(m[k], float) and math.isfinite(m[k]) for m in (ma, mb) for k in keys):
+        return None
+    def pct(k: str) -> str:
+        return f"{100.0 * (ma[k] / mb[k] - 1.0):+.1f} %" if mb[k] else "-"
+
+    return (f"{a} vs {b}: water {pct('water_l_per_m2')}, yield {pct('yield_kg_m2')}, profit "
+            f"{ma['profit_eur_m2'] - mb['profit_eur_m2']:+.3f} EUR/m2 over the episode")
+
+
+def json_safe(value: Any) -> Any:
+    """NaN (an undefined metric, e.g. the price capture of a controller that lit no lamp) as null:
+    strict JSON has no NaN."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -101,7 +182,7 @@ def run_eval(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    controllers: dict[str, Controller] = {}
+    controllers: dict[str, Row] = {}
     policy_dir = getattr(args, "policy", None)
     if policy_dir:
         if not Path(policy_dir).is_dir():
@@ -117,6 +198,9 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"error: --jobs must be 0 (one per CPU core) or more, got {requested}", file=sys.stderr)
         return 2
     expert = _tuned_expert(bool(getattr(args, "retune", False)), requested)
+    lamps_ours = (getattr(args, "lamps", None) or "ours") == "ours"
+    if not lamps_ours:
+        scenarios = [dataclasses.replace(s, lamps_ours=False) for s in scenarios]
     controllers["expert"] = expert
     controllers["timer"] = TimerSchedule(zones=ZONES)
     controllers["random"] = RandomController(zones=ZONES, seed=0)
@@ -124,15 +208,20 @@ def run_eval(args: argparse.Namespace) -> int:
     # that does not beat this row has learned nothing the interlock and the tuning did not give.
     served = tuning.served_expert(ZONES)
     controllers["served"] = Interlocked(served, zones=ZONES)
+    if getattr(args, "hindsight", False):
+        controllers["hindsight"] = tuning.hindsight_row(expert, scenarios[0].instances, lamps_ours=lamps_ours)
 
     greenhouses = sum(s.instances for s in scenarios)
     jobs = requested or default_jobs(len(scenarios))
     print(f"evaluating {', '.join(controllers)} on {len(scenarios)} scenarios (seeds {scenarios[0].seed}-"
           f"{scenarios[-1].seed}, {greenhouses} greenhouses x {scenarios[0].days:g} days, {jobs} "
-          f"process{'es' if jobs > 1 else ''}); expert: the tuned threshold (refill {expert.refill:g}, stop "
-          f"{expert.stop:g}, pump {expert.pump_pct:g} %); served: the threshold tuned behind the interlock (refill "
-          f"{served.refill:g}, stop {served.stop:g}, pump {served.pump_pct:g} %), the service's fallback and the "
-          "residual policy's starting point")
+          f"process{'es' if jobs > 1 else ''}{'' if lamps_ours else ', lamps on the site schedule'}); expert: the "
+          f"tuned threshold ({describe(expert)}); served: the threshold tuned behind the interlock "
+          f"({describe(served)}), the service's fallback and the residual policy's starting point")
+    if "hindsight" in controllers:
+        row = controllers["hindsight"]
+        print(f"hindsight: per scenario, the best of {len(getattr(row, 'candidates', ()))} settings of the expert's "
+              "rule family chosen on that scenario's own outcome (a ceiling, not a controller)")
     t0 = time.perf_counter()
 
     def progress(done: int, total: int) -> None:
@@ -140,10 +229,12 @@ def run_eval(args: argparse.Namespace) -> int:
 
     masked: dict[str, dict[str, float | int]] = {}
     intact: dict[str, ControllerMetrics] = {}
+    per_scenario: dict[str, list[ControllerMetrics]] = {}
+    chosen: dict[str, list[int]] = {}
     paired = [n for n in ("policy", "expert") if n in controllers]
     try:
         results = evaluate_all(controllers, scenarios, progress, masked=masked, intact=intact, intact_among=paired,
-                               jobs=jobs)
+                               by_scenario=per_scenario, chosen=chosen, jobs=jobs)
     except BrokenProcessPool:
         print("error: a worker process died (killed for memory?); rerun with --jobs 1", file=sys.stderr)
         return 1
@@ -156,9 +247,25 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"\npaired: only the {kept} of {greenhouses} greenhouses where no {' or '.join(paired)} pump was "
               "wrecked (the same greenhouses for every controller):")
         print(format_table({n: intact[n].as_dict() for n in paired + ["served", "timer"]}) if kept else "  none")
+    summary = versus(results, "expert", "timer")
+    if summary:
+        print(f"\n{summary}")
+    differences = paired_profit(per_scenario)
+    if differences:
+        print("\nprofit difference per scenario, EUR/m2 over the episode (paired by scenario, bootstrap interval):")
+        for pair, diff in differences.items():
+            print(f"  {pair:<20} {diff}")
+    if "hindsight" in chosen:
+        cands = getattr(controllers["hindsight"], "candidates", ())
+        picks = sorted(set(chosen["hindsight"]))
+        print(f"hindsight picked {len(picks)} distinct settings over {len(scenarios)} scenarios: "
+              + "; ".join(describe(cands[i]) for i in picks[:5]) + (" ..." if len(picks) > 5 else ""))
     print(f"{time.perf_counter() - t0:.1f} s")
     json_path = getattr(args, "json", None)
     if json_path:
-        Path(json_path).write_text(json.dumps(results, indent=2) + "\n")
+        record: dict[str, Any] = dict(results)
+        if differences:
+            record["paired_profit"] = {k: d.as_dict() for k, d in differences.items()}
+        Path(json_path).write_text(json.dumps(json_safe(record), indent=2) + "\n")
         print(f"wrote {json_path}")
     return 0

@@ -20,6 +20,12 @@ so a controller that wrecks its pump early would score better per step than one 
 irrigating through a fault (survivor bias). :func:`evaluate_many` also returns the masked
 figures (its ``masked`` argument), for comparison.
 
+Money (OBS_VERSION 4 twins): per greenhouse and m2 of floor, the fruit grown, its value, what the
+lamps, pump and water cost and the profit, summed from the step ``info`` of the economic twin
+(CROP_ECONOMICS 5). Profit is revenue less energy, water and damage; the moisture penalty is a
+risk price in the reward, not money. A :class:`BestOf` row is the hindsight ceiling of a rule
+family: per scenario, the candidate that did best on that very scenario.
+
 Scenarios are independent, so ``jobs > 1`` runs them in that many worker processes with the
 same results bit for bit: a controller with state (``RandomController``) restarts its draws for
 every scenario from ``for_scenario(seed)``, whichever process runs it and whatever ran before.
@@ -27,10 +33,11 @@ every scenario from ``for_scenario(seed)``, whichever process runs it and whatev
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -60,8 +67,13 @@ SOIL_MIXES: tuple[tuple[str, tuple[float, float, float]], ...] = (
     ("clayey", (0.1, 0.2, 0.7)),
 )
 """(name, probabilities of sand / loam / clay per zone) cycled through the suites."""
+ECONOMIC_KEYS = ("yield_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "profit_eur_m2",
+                 "lamp_kwh_m2", "price_capture", "mean_dli_mol")
 METRIC_KEYS = ("water_l_per_m2", "time_in_band_pct", "stress_hours", "energy_kwh", "hard_terminations",
-               "reward_mean")
+               "reward_mean", *ECONOMIC_KEYS)
+ECONOMIC_INFO = ("fruit_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "damage_eur_m2",
+                 "lamp_kwh_m2", "price_eur_mwh", "par_mol_m2")
+"""The step ``info`` keys (each [B], per m2 of floor, this step) the money metrics are summed from."""
 
 
 @dataclass(frozen=True)
@@ -80,15 +92,20 @@ class Scenario:
     """0: healthy greenhouses; otherwise ``FaultConfig.all_on(fault_rate)``."""
     instances: int = 8
     dt_s: float = DT_S
+    lamps_ours: bool = True
+    """False: the lamps follow the site's fixed schedule whatever a controller asks (irrigation only)."""
 
     @property
     def name(self) -> str:
         faults = f"faults {self.fault_rate:g}" if self.fault_rate > 0 else "healthy"
-        return f"seed {self.seed}, {self.soil}, {faults}, {self.instances} x {self.days:g} d"
+        lamps = "" if self.lamps_ours else ", lamps fixed"
+        return f"seed {self.seed}, {self.soil}, {faults}{lamps}, {self.instances} x {self.days:g} d"
 
     def config(self) -> TwinConfig:
         faults = FaultConfig.all_on(self.fault_rate) if self.fault_rate > 0 else FaultConfig()
-        return TwinConfig(dt_s=self.dt_s, episode_days=self.days, soil_mix=self.soil_mix, faults=faults)
+        cfg = TwinConfig(dt_s=self.dt_s, episode_days=self.days, soil_mix=self.soil_mix, faults=faults)
+        # Every greenhouse's lamps ours, or every one on the site's schedule: the share is 1 or 0.
+        return replace(cfg, economics=replace(cfg.economics, lamps_ours=1.0 if self.lamps_ours else 0.0))
 
 
 def _scenario(index: int, seed: int, days: float, instances: int) -> Scenario:
@@ -139,6 +156,23 @@ class ControllerMetrics:
     """Greenhouses whose episode ended in a hard limit (overcurrent, dead-heading, relief valve)."""
     reward_mean: float
     """Mean reward per counted greenhouse-step."""
+    yield_kg_m2: float = math.nan
+    """Fresh fruit grown (allocated) per m2 of floor over the episode, mean per greenhouse."""
+    revenue_eur_m2: float = math.nan
+    """That fruit at the scenario's fruit price."""
+    energy_cost_eur_m2: float = math.nan
+    """Lamp and pump kWh at the all-in price (spot plus adder)."""
+    water_cost_eur_m2: float = math.nan
+    """Irrigation at the water price plus drainage at the nutrient-loss price."""
+    profit_eur_m2: float = math.nan
+    """Revenue less energy, water and damage (pump replacement and crop lost on a hard termination)."""
+    lamp_kwh_m2: float = math.nan
+    """Lamp energy per m2 of floor over the episode, mean per greenhouse."""
+    price_capture: float = math.nan
+    """Mean all-in price paid per lamp kWh over the time-averaged all-in price of the same greenhouses:
+    below 1, the lamps ran in cheaper than average hours (NaN when no lamp ran)."""
+    mean_dli_mol: float = math.nan
+    """PAR at the canopy per day, natural plus lamps [mol/m2/d], mean per greenhouse."""
     greenhouses: int = field(default=0, compare=False)
     """How many greenhouses the figures cover (not part of the eval JSON)."""
 
@@ -161,13 +195,49 @@ class _Tally:
     stress_h: np.ndarray
     """Zone-hours with Ks < 1."""
     terminated: np.ndarray
+    fruit_kg: np.ndarray
+    revenue: np.ndarray
+    energy_cost: np.ndarray
+    water_cost: np.ndarray
+    damage: np.ndarray
+    lamp_kwh: np.ndarray
+    lamp_paid: np.ndarray
+    """Sum of lamp kWh x all-in price [EUR/MWh x kWh]: over ``lamp_kwh`` the mean price paid per kWh."""
+    price: np.ndarray
+    """Sum of the all-in price over counted steps: over ``steps`` the time-averaged price."""
+    par_mol: np.ndarray
+    hours: np.ndarray
+    """Counted hours: over them ``par_mol`` is the daily light integral."""
+    economic: bool = True
+    """False when the twin reports no money in its step info (the money metrics are then NaN)."""
 
     @classmethod
-    def zeros(cls, n: int) -> _Tally:
-        return cls(*(np.zeros(n) for _ in range(6)), terminated=np.zeros(n, dtype=bool))
+    def zeros(cls, n: int, economic: bool = True) -> _Tally:
+        arrays = {k: np.zeros(n) for k in cls.__dataclass_fields__ if k not in ("terminated", "economic")}
+        return cls(**arrays, terminated=np.zeros(n, dtype=bool), economic=economic)
+
+    def add_money(self, info: Mapping[str, Any], counted: np.ndarray) -> None:
+        """Fold one step's money info into the sums (the ``counted`` greenhouses only)."""
+        def got(key: str) -> np.ndarray:
+            return np.where(counted, np.asarray(info[key], dtype=np.float64), 0.0)
+
+        price = got("price_eur_mwh")
+        lamp = got("lamp_kwh_m2")
+        self.fruit_kg += got("fruit_kg_m2")
+        self.revenue += got("revenue_eur_m2")
+        self.energy_cost += got("energy_cost_eur_m2")
+        self.water_cost += got("water_cost_eur_m2")
+        self.damage += got("damage_eur_m2")
+        self.lamp_kwh += lamp
+        self.lamp_paid += lamp * price
+        self.price += price
+        self.par_mol += got("par_mol_m2")
+
+    def add_hours(self, counted: np.ndarray, dt_h: float) -> None:
+        self.hours += np.where(counted, dt_h, 0.0)
 
     def block(self, sl: slice) -> _Tally:
-        return _Tally(**{k: v[sl] for k, v in self.__dict__.items()})
+        return _Tally(**{k: v[sl] if isinstance(v, np.ndarray) else v for k, v in self.__dict__.items()})
 
 
 def _to_numpy(a: Any) -> np.ndarray:
@@ -189,7 +259,7 @@ def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list
     ids = backend.asarray(np.tile(np.arange(n), k), dtype=backend.int)  # same greenhouses in every block
     params, state, obs = model.reset(ids, backend.zeros((n * k,), dtype=backend.int))
     band_low, band_high = params.band_low, params.band_high
-    tally, masked = _Tally.zeros(n * k), _Tally.zeros(n * k)
+    tally = masked = None
     pump_ok = np.ones(n * k, dtype=bool)
     blocks = [slice(i * n, (i + 1) * n) for i in range(k)]
     area = z * cfg.hydraulics.zone_area_m2
@@ -199,6 +269,9 @@ def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list
         state, out = model.step(params, state, backend.asarray(actions, dtype=backend.float))
         obs = out.obs
         info = out.info
+        if tally is None or masked is None:  # the first step tells whether this twin reports money
+            economic = all(key in info for key in ECONOMIC_INFO)
+            tally, masked = _Tally.zeros(n * k, economic), _Tally.zeros(n * k, economic)
         theta = state.theta
         in_band = ((theta >= band_low) & (theta <= band_high)).sum(axis=1)
         for t, counted in ((tally, np.ones(n * k, dtype=bool)), (masked, pump_ok)):
@@ -209,10 +282,15 @@ def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list
             t.energy_kwh += np.where(counted, info["energy_kwh"], 0.0)
             t.in_band += np.where(counted, in_band, 0)
             t.stress_h += np.where(counted, (info["ks"] < 1.0).sum(axis=1) * cfg.dt_h, 0.0)
+            if t.economic:
+                t.add_money(info, counted)
+                t.add_hours(counted, cfg.dt_h)
         hard = pump_ok & out.terminated
         tally.terminated |= hard
         masked.terminated |= hard
         pump_ok &= ~hard
+    if tally is None or masked is None:
+        raise ValueError(f"scenario {scenario.name} has no steps")
     for t in (tally, masked):
         t.water_l /= area
         t.in_band /= z
@@ -222,9 +300,11 @@ def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list
 
 def _metrics(tallies: Sequence[_Tally], keep: np.ndarray | None = None) -> ControllerMetrics:
     """Metrics over the greenhouses of ``tallies`` (scenarios in order), or only those ``keep`` marks."""
-    t = _Tally(**{k: np.concatenate([getattr(x, k) for x in tallies]) for k in _Tally.__dataclass_fields__})
+    arrays = {k: np.concatenate([getattr(x, k) for x in tallies]) for k in _Tally.__dataclass_fields__
+              if k != "economic"}
     if keep is not None:
-        t = _Tally(**{k: v[keep] for k, v in t.__dict__.items()})
+        arrays = {k: v[keep] for k, v in arrays.items()}
+    t = _Tally(**arrays, economic=all(x.economic for x in tallies))
     if t.reward.size == 0:
         nan = float("nan")
         return ControllerMetrics(nan, nan, nan, nan, 0, nan, greenhouses=0)
@@ -237,33 +317,101 @@ def _metrics(tallies: Sequence[_Tally], keep: np.ndarray | None = None) -> Contr
         hard_terminations=int(t.terminated.sum()),
         reward_mean=float(t.reward.sum() / steps),
         greenhouses=int(t.reward.size),
+        **(_money(t, steps) if t.economic else {}),
     )
 
 
-def evaluate_many(controllers: Sequence[Controller], scenarios: Sequence[Scenario],
+def _money(t: _Tally, steps: float) -> dict[str, float]:
+    """The money metrics of :class:`ControllerMetrics` from pooled tallies."""
+    hours = float(t.hours.sum())
+    lamp = float(t.lamp_kwh.sum())
+    paid = float(t.lamp_paid.sum()) / lamp if lamp > 0.0 else math.nan
+    mean_price = float(t.price.sum()) / steps
+    return {
+        "yield_kg_m2": float(t.fruit_kg.mean()),
+        "revenue_eur_m2": float(t.revenue.mean()),
+        "energy_cost_eur_m2": float(t.energy_cost.mean()),
+        "water_cost_eur_m2": float(t.water_cost.mean()),
+        "profit_eur_m2": float((t.revenue - t.energy_cost - t.water_cost - t.damage).mean()),
+        "lamp_kwh_m2": float(t.lamp_kwh.mean()),
+        "price_capture": paid / mean_price if mean_price != 0.0 else math.nan,
+        "mean_dli_mol": 24.0 * float(t.par_mol.sum()) / hours if hours > 0.0 else math.nan,
+    }
+
+
+@dataclass(frozen=True)
+class BestOf:
+    """A row made of, per scenario, the candidate that scored best on that very scenario.
+
+    The hindsight ceiling of a rule family: no fixed setting can do better on every scenario,
+    because this one is chosen after seeing each. The candidates run in the same batch as the
+    other controllers, on the same greenhouses.
+    """
+
+    candidates: tuple[Controller, ...]
+    score: Callable[[ControllerMetrics], float]
+    """Higher is better; it sees one scenario's metrics of one candidate."""
+
+    def __post_init__(self) -> None:
+        if not self.candidates:
+            raise ValueError("BestOf needs at least one candidate")
+
+
+Row = Controller | BestOf
+
+
+def _expand(rows: Sequence[Row]) -> tuple[list[Controller], list[list[int]]]:
+    """The controllers to run and, per row, the indices of its candidates among them."""
+    run: list[Controller] = []
+    members: list[list[int]] = []
+    for row in rows:
+        cands = list(row.candidates) if isinstance(row, BestOf) else [row]
+        members.append(list(range(len(run), len(run) + len(cands))))
+        run += cands
+    return run, members
+
+
+def evaluate_many(controllers: Sequence[Row], scenarios: Sequence[Scenario],
                   progress: Progress | None = None, *, masked: list[ControllerMetrics] | None = None,
                   intact: list[ControllerMetrics] | None = None, intact_among: Sequence[int] = (),
-                  jobs: int = 1) -> list[ControllerMetrics]:
-    """Metrics per controller, all controllers batched together scenario by scenario.
+                  by_scenario: list[list[ControllerMetrics]] | None = None,
+                  chosen: list[list[int]] | None = None, jobs: int = 1) -> list[ControllerMetrics]:
+    """Metrics per controller (or :class:`BestOf` row), all batched together scenario by scenario.
 
     ``masked``, when given, receives the same metrics over the steps before each hard
     termination only. ``intact`` receives every controller's metrics over the greenhouses that
     none of the controllers at indices ``intact_among`` ended in a hard limit: a paired
     comparison on the same greenhouses, free of what a wrecked pump does to water and stress.
-    ``jobs > 1`` runs the scenarios in that many processes (the controllers must pickle);
-    the results are the same as with one.
+    ``by_scenario`` receives, per controller, its metrics on each scenario (for paired tests);
+    ``chosen``, per row, the candidate index a :class:`BestOf` row took on each scenario (0 for a
+    plain controller). ``jobs > 1`` runs the scenarios in that many processes (the controllers
+    must pickle); the results are the same as with one.
     """
     if not controllers:
         return []
-    runs = _run_scenarios(scenarios, controllers, progress, jobs)
-    per_ctrl = [[run[j][0] for run in runs] for j in range(len(controllers))]
+    run, members = _expand(controllers)
+    runs = _run_scenarios(scenarios, run, progress, jobs)
+    picks = []
+    for row, idx in zip(controllers, members, strict=True):
+        if isinstance(row, BestOf):
+            picks.append([max(range(len(idx)), key=lambda j, r=r: (row.score(_metrics([r[idx[j]][0]])), -j))
+                          for r in runs])
+        else:
+            picks.append([0] * len(runs))
+    per_ctrl = [[r[idx[p]][0] for r, p in zip(runs, pick, strict=True)] for idx, pick in zip(members, picks,
+                                                                                           strict=True)]
+    if chosen is not None:
+        chosen[:] = picks
     if masked is not None:
-        masked[:] = [_metrics([run[j][1] for run in runs]) for j in range(len(controllers))]
+        masked[:] = [_metrics([r[idx[p]][1] for r, p in zip(runs, pick, strict=True)])
+                     for idx, pick in zip(members, picks, strict=True)]
     if intact is not None:
         wrecked = np.zeros(sum(s.instances for s in scenarios), dtype=bool)
         for j in intact_among:
             wrecked |= np.concatenate([t.terminated for t in per_ctrl[j]])
         intact[:] = [_metrics(t, ~wrecked) for t in per_ctrl]
+    if by_scenario is not None:
+        by_scenario[:] = [[_metrics([t]) for t in tallies] for tallies in per_ctrl]
     return [_metrics(t) for t in per_ctrl]
 
 
@@ -300,22 +448,33 @@ def evaluate(controller: Controller, scenarios: Sequence[Scenario]) -> Controlle
     return evaluate_many([controller], scenarios)[0]
 
 
-def evaluate_all(controllers: Mapping[str, Controller], scenarios: Sequence[Scenario],
+def evaluate_all(controllers: Mapping[str, Row], scenarios: Sequence[Scenario],
                  progress: Progress | None = None, *, masked: dict[str, dict[str, float | int]] | None = None,
                  intact: dict[str, ControllerMetrics] | None = None, intact_among: Sequence[str] = (),
-                 jobs: int = 1) -> dict[str, dict[str, float | int]]:
+                 by_scenario: dict[str, list[ControllerMetrics]] | None = None,
+                 chosen: dict[str, list[int]] | None = None, jobs: int = 1) -> dict[str, dict[str, float | int]]:
     """``{name: {metric: value}}`` for every controller on the same scenarios (the eval JSON);
     ``masked`` receives the same over the steps before each hard termination only, ``intact``
-    over the greenhouses where none of the controllers named in ``intact_among`` hit a hard limit."""
+    over the greenhouses where none of the controllers named in ``intact_among`` hit a hard limit,
+    ``by_scenario`` each controller's metrics per scenario, ``chosen`` each :class:`BestOf` row's
+    pick per scenario."""
     before: list[ControllerMetrics] = []
     paired: list[ControllerMetrics] = []
+    per: list[list[ControllerMetrics]] = []
+    picks: list[list[int]] = []
     names = list(controllers)
     results = evaluate_many(list(controllers.values()), scenarios, progress, masked=before, intact=paired,
-                            intact_among=[names.index(n) for n in intact_among], jobs=jobs)
+                            intact_among=[names.index(n) for n in intact_among], by_scenario=per, chosen=picks,
+                            jobs=jobs)
     if masked is not None:
         masked.update({name: m.as_dict() for name, m in zip(names, before, strict=True)})
     if intact is not None:
         intact.update(dict(zip(names, paired, strict=True)))
+    if by_scenario is not None:
+        by_scenario.update(dict(zip(names, per, strict=True)))
+    if chosen is not None:
+        chosen.update({n: p for n, p, row in zip(names, picks, controllers.values(), strict=True)
+                       if isinstance(row, BestOf)})
     return {name: m.as_dict() for name, m in zip(names, results, strict=True)}
 
 

@@ -183,19 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--rotate", metavar="FILE", help="keyring file: put a fresh current key in front of the old ones")
     aud.set_defaults(handler=_cmd_audit)
 
+    from policy.eval_args import add_eval_arguments  # argparse only
+
     ev = sub.add_parser("eval", help="compare the policy with the tuned threshold, timer and random controllers "
-                                     "on held-out scenarios")
-    ev.add_argument("--policy", metavar="DIR", default=None,
-                    help="ensemble directory (policy.ensemble.load_ensemble); omitted: baselines only")
-    ev.add_argument("--seeds", metavar="A-B", default=None,
-                    help="evaluate seeds A..B inclusive instead of the held-out suite (10000-10019)")
-    ev.add_argument("--days", type=float, default=30.0)
-    ev.add_argument("--json", metavar="FILE", default=None, help="write {controller: metrics} here")
-    ev.add_argument("--retune", action="store_true",
-                    help="re-tune the threshold on training seeds, bare and behind the interlock, and rewrite "
-                         "policy/tuned_threshold.json and policy/served_threshold.json")
-    ev.add_argument("--jobs", type=int, default=0,
-                    help="worker processes sharing the scenarios (0: one per CPU core); results do not depend on it")
+                                     "on held-out scenarios, in water, yield and money")
+    add_eval_arguments(ev)
     ev.set_defaults(handler=_cmd_eval)
 
     from app.cli.report import add_report_arguments  # argparse only; reportlab/pyHanko load when run

@@ -11,9 +11,12 @@ import pytest
 from policy.baselines import RandomController, ThresholdExpert, TimerSchedule
 from policy.eval_cli import parse_seeds, run_eval
 from policy.evaluate import (
+    ECONOMIC_INFO,
+    ECONOMIC_KEYS,
     HELD_OUT_SEEDS,
     METRIC_KEYS,
     TRAINING_SEEDS,
+    BestOf,
     EnsembleController,
     ensemble_vote,
     evaluate,
@@ -27,6 +30,16 @@ from policy.tuning import ThresholdGrid, load_tuned_threshold, save_tuned_thresh
 from twin.env import GreenhouseTwin
 
 ZONES = 6
+
+
+def _reports_money() -> bool:
+    twin = GreenhouseTwin(1)
+    info = twin.step(np.zeros((1, ZONES + 2), dtype=np.float32) + 0.0 * twin.reset()[:, :1])[4]
+    return all(k in info for k in ECONOMIC_INFO)
+
+
+ECONOMIC = _reports_money()
+needs_money = pytest.mark.skipif(not ECONOMIC, reason="twin without prices and crop (before OBS_VERSION 4)")
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +73,11 @@ def test_json_shape_and_keys(results) -> None:
     for metrics in results.values():
         assert tuple(metrics) == METRIC_KEYS
         assert isinstance(metrics["hard_terminations"], int)
-        assert all(np.isfinite(v) for v in metrics.values())
-    assert json.loads(json.dumps(results)) == results
+        # Money is undefined on a twin without prices, and the price capture of a controller that lit no lamp.
+        defined = [k for k in METRIC_KEYS if k != "price_capture" and (ECONOMIC or k not in ECONOMIC_KEYS)]
+        assert all(np.isfinite(metrics[k]) for k in defined)
+        if not ECONOMIC:
+            assert all(np.isnan(metrics[k]) for k in ECONOMIC_KEYS)
 
 
 def test_expert_beats_random(results) -> None:
@@ -267,9 +283,14 @@ def test_cli_writes_json(tmp_path: Path, capsys) -> None:
                               json=str(out), retune=False)
     assert run_eval(args) == 0
     data = json.loads(out.read_text())
-    assert list(data) == ["expert", "timer", "random", "served"]
-    assert all(tuple(m) == METRIC_KEYS for m in data.values())
-    assert "reward/step" in capsys.readouterr().out
+    assert list(data)[:4] == ["expert", "timer", "random", "served"]
+    assert all(tuple(m) == METRIC_KEYS for k, m in data.items() if k != "paired_profit")
+    out = capsys.readouterr().out
+    assert "reward/step" in out and "profit EUR/m2" in out
+    if ECONOMIC:
+        assert set(data["paired_profit"]) == {"expert - timer"}
+        assert data["paired_profit"]["expert - timer"]["scenarios"] == 1
+        assert "expert vs timer: water" in out
     assert parse_seeds("3-5") == (3, 5) and parse_seeds("7") == (7, 7)
     with pytest.raises(ValueError):
         parse_seeds("5-3")
@@ -287,3 +308,88 @@ def test_service_falls_back_to_the_threshold_tuned_behind_its_interlock(tmp_path
     baseline, behind = load_tuned_record(), load_tuned_record(SERVED_PATH)
     assert baseline["train_seeds"] == behind["train_seeds"] and min(baseline["refill"], behind["refill"]) >= 0.0
     assert served_expert(3, tmp_path / "missing.json") == ThresholdExpert(zones=3)  # never tuned: factory setting
+
+
+def test_best_of_takes_each_scenarios_best_candidate(scenarios) -> None:
+    """A hindsight row: per scenario the candidate that scored best there, on the same greenhouses."""
+    expert, timer = load_tuned_threshold(), TimerSchedule(zones=ZONES)
+    per: dict = {}
+    chosen: dict = {}
+
+    def thrifty(m) -> float:
+        return -m.water_l_per_m2
+
+    r = evaluate_all({"expert": expert, "timer": timer, "best": BestOf((timer, expert), thrifty)}, scenarios,
+                     by_scenario=per, chosen=chosen)
+    assert list(chosen) == ["best"] and len(chosen["best"]) == len(scenarios)
+    for i, pick in enumerate(chosen["best"]):
+        own = per[("timer", "expert")[pick]][i]
+        other = per[("expert", "timer")[pick]][i]
+        assert per["best"][i] == own and own.water_l_per_m2 <= other.water_l_per_m2
+    assert r["best"]["water_l_per_m2"] <= min(r["expert"]["water_l_per_m2"], r["timer"]["water_l_per_m2"])
+    assert evaluate_all({"best": BestOf((expert,), thrifty)}, scenarios)["best"] == r["expert"]
+    with pytest.raises(ValueError, match="candidate"):
+        BestOf((), thrifty)
+
+
+def test_hindsight_candidates_start_from_the_tuned_expert() -> None:
+    from policy.tuning import hindsight_candidates, hindsight_row
+
+    tuned = ThresholdExpert(zones=ZONES, refill=0.05, stop=0.3, pump_pct=55.0, c0=100.0, par_sat=1000.0, h_max=18.0)
+    ours = hindsight_candidates(tuned)
+    fixed = hindsight_candidates(tuned, lamps_ours=False)
+    assert ours[0] == tuned == fixed[0] and len(set(ours)) == len(ours)
+    assert {c.c0 for c in fixed} == {100.0} and len({c.c0 for c in ours}) > 3  # lamps fixed: irrigation only
+    assert {(c.refill, c.stop) for c in fixed} > {(0.0, 0.3), (0.3, 0.8)}
+    assert all(c.pump_pct == 55.0 and c.h_max == 18.0 for c in ours)
+    growers = dataclasses.replace(tuned, c0=None)  # the price-blind lights have nothing to vary
+    assert hindsight_candidates(growers) == [dataclasses.replace(c, c0=None) for c in fixed]
+    assert hindsight_row(tuned, 8).candidates == tuple(ours)
+
+
+@needs_money
+def test_money_adds_up_and_lamps_fixed_makes_the_lamps_alike() -> None:
+    """Profit is revenue less energy, water and damage; a controller with no lamps pays no lamp kWh
+    and has no price capture; with the lamps on the site schedule every controller's lamps are alike."""
+    s = scenarios_from_seeds(HELD_OUT_SEEDS[0], HELD_OUT_SEEDS[0], days=2.0, instances=3)
+    dark = ThresholdExpert(zones=ZONES, lights=False)
+    r = evaluate_all({"timer": TimerSchedule(zones=ZONES), "dark": dark}, s)
+    for m in r.values():
+        assert m["profit_eur_m2"] == pytest.approx(m["revenue_eur_m2"] - m["energy_cost_eur_m2"]
+                                                   - m["water_cost_eur_m2"], rel=1e-6, abs=1e-9)
+        assert m["yield_kg_m2"] > 0.0 and m["mean_dli_mol"] > 0.0
+    assert r["dark"]["lamp_kwh_m2"] == 0.0 and np.isnan(r["dark"]["price_capture"])
+    assert r["timer"]["lamp_kwh_m2"] > 0.0 and r["timer"]["mean_dli_mol"] > r["dark"]["mean_dli_mol"]
+    fixed = evaluate_all({"timer": TimerSchedule(zones=ZONES), "dark": dark},
+                         [dataclasses.replace(x, lamps_ours=False) for x in s])
+    assert fixed["dark"]["lamp_kwh_m2"] == fixed["timer"]["lamp_kwh_m2"] > 0.0
+
+
+@needs_money
+def test_price_capture_below_one_when_lamps_run_in_cheap_hours() -> None:
+    """A rule lighting only hours below the day's mean all-in price pays less than the mean per kWh."""
+    s = scenarios_from_seeds(HELD_OUT_SEEDS[0], HELD_OUT_SEEDS[0], days=2.0, instances=3)
+    cheap = ThresholdExpert(zones=ZONES, c0=80.0, par_sat=2000.0)
+    m = evaluate_all({"cheap": cheap}, s)["cheap"]
+    assert m["lamp_kwh_m2"] > 0.0 and m["price_capture"] < 1.0
+
+
+@needs_money
+def test_tuning_adds_the_break_even_lights_and_round_trips(tmp_path: Path) -> None:
+    """Second stage: the lighting grid on the best irrigation, scored by profit; the record keeps it all."""
+    from policy.tuning import LightingGrid, lighting_candidates, load_tuned_record
+    from policy.tuning import score as tuning_score
+
+    train = training_suite(n=1, days=1.0, instances=2)
+    grid = ThresholdGrid(refill=(0.15,), stop=(0.9,), pump_pct=(70.0,))
+    lighting = LightingGrid(c0=(0.0, 150.0), par_sat=(1000.0,), h_max=(18.0,))
+    expert, got = tune_threshold(train, grid, lighting=lighting)
+    base = ThresholdExpert(zones=ZONES, refill=0.15, stop=0.9, pump_pct=70.0)
+    scores = {c.c0: tuning_score(evaluate(c, train), 2) for c in lighting_candidates(lighting, base)}
+    assert expert.c0 == max(scores, key=lambda c: scores[c]) and got == max(scores.values())
+    assert got == pytest.approx(evaluate(expert, train).profit_eur_m2)
+    path = tmp_path / "tuned.json"
+    save_tuned_threshold(expert, got, train, path, grid=grid, lighting=lighting)
+    assert load_tuned_threshold(path) == expert
+    record = load_tuned_record(path)
+    assert record["score"] == "profit_eur_m2" and record["lighting_grid"]["c0"] == [0.0, 150.0]

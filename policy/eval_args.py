@@ -1,0 +1,25 @@
+"""The ``greentwin eval`` options, apart from :mod:`policy.eval_cli` so that building the command
+line parser loads neither the twin nor torch."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``eval`` subcommand's options (shared by app/cli.py and the tests)."""
+    parser.add_argument("--policy", metavar="DIR", default=None,
+                        help="ensemble directory (policy.ensemble.load_ensemble); omitted: baselines only")
+    parser.add_argument("--seeds", metavar="A-B", default=None,
+                        help="evaluate seeds A..B inclusive instead of the held-out suite (10000-10019)")
+    parser.add_argument("--days", type=float, default=30.0)
+    parser.add_argument("--json", metavar="FILE", default=None, help="write {controller: metrics} here")
+    parser.add_argument("--retune", action="store_true",
+                        help="re-tune the threshold on training seeds, bare and behind the interlock, and rewrite "
+                             "policy/tuned_threshold.json and policy/served_threshold.json")
+    parser.add_argument("--hindsight", action="store_true",
+                        help="add the hindsight row: the expert's rule family with the best setting per scenario")
+    parser.add_argument("--lamps", choices=["ours", "fixed"], default="ours",
+                        help="fixed: every greenhouse's lamps follow the site's schedule (irrigation only)")
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="worker processes sharing the scenarios (0: one per CPU core); results do not depend on it")
