@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.audit_sink import AuditSink, record_policy_in_force
 from app.control import GreenhouseController, ModeEvent, Proposer, ZoneSetup, load_proposer
 from app.core.config import Settings
+from app.deadletter import DeadLetters
 from app.dispatch import Alarm, Dispatcher
 from app.housekeeping import Housekeeping
 from app.intake import MAX_BATCH, Intake
@@ -65,11 +66,12 @@ class Runtime:
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.metrics = metrics or Metrics()
-        self.recorder = DecisionRecorder(sessions, self.state_dir / "decision-spool.jsonl")
+        self.recorder = DecisionRecorder(sessions, self.state_dir / "decision-spool.jsonl", dead_letters=DeadLetters(
+            self.state_dir / "dead-letter.jsonl", on_add=self._on_dead_letter))
         self.journal = DecisionJournal(self.state_dir / "journal")
         self.snapshots = SnapshotStore(self.state_dir)
         self.audit = audit
-        self.writer = WriterProcess(on_stored=self._on_stored)
+        self.writer = WriterProcess(on_stored=self._on_stored, on_dead_letter=self._on_dead_letter)
         self.limits = limits or SafetyLimits.default()
         self._proposer = proposer
         self._proposers: dict[int, Proposer] = {}
@@ -288,6 +290,10 @@ class Runtime:
             event = self.controllers[gh].set_mode(mode, actor, reason, datetime.now(UTC), action)  # type: ignore[arg-type]
             return event, self.dispatch.apply_mode_event(event)
         return self._operator(act)
+
+    def _on_dead_letter(self, gh: str, kind: str, reason: str) -> None:
+        """A record quarantined (here at replay, or in the writer): an operator must look at it."""
+        self.dispatch.alarm(gh, f"dead_letter:{kind}")
 
     def _on_stored(self, stored: list[tuple[str, dict[str, Any]]]) -> None:
         """Writer reports (its reader thread): the API shows a decision once it is stored."""

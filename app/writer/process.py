@@ -30,6 +30,7 @@ from typing import Any
 
 from app.audit_sink import AuditSink
 from app.control.proposal import Proposer, load_proposer
+from app.deadletter import OnDeadLetter
 from app.journal import JournalReader
 from app.recorder import DecisionRecorder
 from app.writer.jobs import Job, Key
@@ -80,6 +81,7 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
 
     engine = make_engine(cfg.database_url)
     recorder = DecisionRecorder(make_session_factory(engine), cfg.spool_path)
+    recorder.dead_letters.on_add = lambda gh, kind, reason: conn.send(("dead_letter", gh, kind, reason))
     audit = None
     if cfg.audit_keys is not None:
         from audit import Keyring, Signer
@@ -159,9 +161,11 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
 class WriterProcess:
     """The service's handle on the writer process: start, counts, waits, stop."""
 
-    def __init__(self, on_stored: Callable[[list[tuple[str, dict[str, Any]]]], None] | None = None) -> None:
+    def __init__(self, on_stored: Callable[[list[tuple[str, dict[str, Any]]]], None] | None = None,
+                 on_dead_letter: OnDeadLetter | None = None) -> None:
         self.cfg: WriterConfig | None = None
         self.on_stored = on_stored
+        self.on_dead_letter = on_dead_letter
         self.stored = 0
         self.spooled = 0
         self.lag_s: deque[float] = deque(maxlen=20_000)
@@ -232,6 +236,11 @@ class WriterProcess:
                 for e in events:
                     if e is not None:
                         e.set()
+            elif msg[0] == "dead_letter" and self.on_dead_letter is not None:
+                try:
+                    self.on_dead_letter(*msg[1:])
+                except Exception:
+                    log.exception("dead-letter hook failed")
             elif msg[0] == "spooled":
                 self.spooled = msg[1]
             elif msg[0] == "ready":

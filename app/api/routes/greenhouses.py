@@ -16,12 +16,12 @@ from sqlalchemy import select
 from app.api.deps import AdminUser, OperatorUser, RuntimeDep, SessionDep, get_current_user
 from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate
+from app.fields import ACTOR_MAX_LEN, Reason
 from app.models import Decision, ModeChange
 
 router = APIRouter(prefix="/api/greenhouses", tags=["greenhouses"], dependencies=[Depends(get_current_user)])
 
-Reason = Annotated[str, Field(min_length=3, max_length=500)]
-Actor = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:@-]+$")]
+Actor = Annotated[str, Field(min_length=1, max_length=ACTOR_MAX_LEN, pattern=r"^[A-Za-z0-9_.:@-]+$")]
 
 
 class _Strict(BaseModel):
