@@ -17,7 +17,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import InterfaceError, OperationalError
+
 log = logging.getLogger(__name__)
+
+UNAVAILABLE = (OperationalError, InterfaceError)
+"""The database is down or the connection broke: the record waits (spool, queue). Any other error
+is about the record itself, and retrying it would fail the same way for ever."""
 
 OnDeadLetter = Callable[[str, str, str], None]
 """Called with (greenhouse, kind, reason) after a record was quarantined."""

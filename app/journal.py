@@ -107,6 +107,18 @@ class DecisionJournal:
             segment_path(self.folder, segment).unlink(missing_ok=True)
         self._recovered = []
 
+    def keep_recovered(self) -> None:
+        """Leave the recovered segments for the writer process to take over (their audit events are
+        not all sealed yet); a torn last frame is cut off first, since the reader refuses one in a
+        segment that is followed by another."""
+        for segment in self._recovered:
+            path = segment_path(self.folder, segment)
+            data = path.read_bytes()
+            _, used = decode(data)
+            if used < len(data):
+                os.truncate(path, used)
+        self._recovered = []
+
     # ---- the control loop ------------------------------------------------------------------------
     def append(self, entries: Iterable[dict[str, Any]]) -> int:
         """Write ``entries`` (one write; fsync'd now only with ``sync_each``); returns how many."""

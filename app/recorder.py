@@ -19,17 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.deadletter import DeadLetters, count_lines, reason_of
+from app.deadletter import UNAVAILABLE, DeadLetters, count_lines, reason_of
 from app.models import Decision, ModeChange
 
 log = logging.getLogger(__name__)
 
-UNAVAILABLE = (OperationalError, InterfaceError)
-"""The database is down or the connection broke: the record waits (spool). Any other error is
-about the record itself, and retrying it would fail the same way for ever: it is dead-lettered."""
 
 
 def _json_default(obj: Any) -> Any:

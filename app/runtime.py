@@ -71,7 +71,13 @@ class Runtime:
         self.journal = DecisionJournal(self.state_dir / "journal")
         self.snapshots = SnapshotStore(self.state_dir)
         self.audit = audit
+        if audit is not None and audit.dead_letters is None:
+            audit.dead_letters = self.recorder.dead_letters
+        self.writer_resume = False
+        """Journal segments of a previous run are left to the writer: its first round skips what is stored."""
         self.writer = WriterProcess(on_stored=self._on_stored, on_dead_letter=self._on_dead_letter)
+        self.metrics.audit_unsealed.set_function(lambda: self.writer.audit_pending)
+        self.metrics.audit_last_seal.set_function(lambda: self.writer.audit_last_seal_at or 0.0)
         self.limits = limits or SafetyLimits.default()
         self._proposer = proposer
         self._proposers: dict[int, Proposer] = {}
@@ -144,7 +150,8 @@ class Runtime:
                 ctl.seq = recorded
 
     def _replay_journal(self) -> None:
-        """Store what a previous run journaled (so published) but had not stored yet: once, in order."""
+        """Store what a previous run journaled (so published) but had not stored yet: once, in order.
+        The journal goes only once every event in it is sealed; otherwise the writer takes it over."""
         entries = self.journal.recover()
         if entries:
             store = DecisionStore(self.recorder, lambda zones: self._proposer_for(zones or DEFAULT_ZONES), audit=self.audit)
@@ -152,6 +159,12 @@ class Runtime:
             log.warning("journal: %d records of a previous run were not stored yet; stored them now", len(done))
             if self.audit is not None:
                 self.audit.flush()
+            if self.audit is not None and self.audit.pending:
+                log.error("journal: %d audit events could not be sealed at start; the journal is kept and the "
+                          "writer seals them", self.audit.discard_pending())
+                self.journal.keep_recovered()
+                self.writer_resume = True
+                return
         self.journal.discard_recovered()
 
     def _writer_config(self) -> WriterConfig:
@@ -164,7 +177,7 @@ class Runtime:
         return WriterConfig(database_url=url, spool_path=self.recorder.spool_path, journal=self.journal.folder,
                             policy_dir=Path(self.settings.policy_dir),
                             proposer=None if self._proposer is None else pickle.dumps(self._proposer),
-                            audit_keys=keys, zones=tuple(sorted({c.z for c in self.controllers.values()})))
+                            audit_keys=keys, resume=self.writer_resume, zones=tuple(sorted({c.z for c in self.controllers.values()})))
 
     async def start(self) -> None:
         self.load_greenhouses()

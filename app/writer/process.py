@@ -87,7 +87,8 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
         from audit import Keyring, Signer
         from audit.store import AuditStore
 
-        audit = AuditSink(AuditStore(engine, Keyring.from_json(cfg.audit_keys[0]), Signer.from_pem(cfg.audit_keys[1])))
+        audit = AuditSink(AuditStore(engine, Keyring.from_json(cfg.audit_keys[0]), Signer.from_pem(cfg.audit_keys[1])),
+                          recorder.dead_letters)
     given = pickle.loads(cfg.proposer) if cfg.proposer is not None else None
     loaded: dict[int, Proposer] = {}
 
@@ -142,6 +143,8 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
                 if recorder.spooled:
                     recorder.flush_spool()
                 conn.send(("spooled", recorder.spooled))
+                if audit is not None:
+                    conn.send(("audit", audit.pending, audit.waiting_since, audit.last_seal_at))
                 last_spool = now_m
         except Exception:  # never die: what is not stored is retried next round (and stays journaled)
             log.exception("writer round failed; retrying")
@@ -168,6 +171,10 @@ class WriterProcess:
         self.on_dead_letter = on_dead_letter
         self.stored = 0
         self.spooled = 0
+        self.audit_pending = 0
+        """Audit events queued in the writer and not sealed yet (as of its last report)."""
+        self.audit_waiting_since: float | None = None
+        self.audit_last_seal_at: float | None = None
         self.lag_s: deque[float] = deque(maxlen=20_000)
         """Journal-to-stored seconds of recent records (the benchmark reports them)."""
         self._appended = 0
@@ -208,6 +215,14 @@ class WriterProcess:
         """Records journaled and not yet stored."""
         return self._appended - self.stored
 
+    def sealing_stuck_s(self, limit_s: float, now: float | None = None) -> float | None:
+        """Seconds audit events have been waiting when that exceeds ``limit_s``, else None."""
+        since = self.audit_waiting_since
+        if not self.audit_pending or since is None:
+            return None
+        waited = (time.time() if now is None else now) - since
+        return waited if waited > limit_s else None
+
     def waiter(self, key: Key) -> threading.Event:
         """An event set once the record ``key`` is stored (register it before journaling the record)."""
         event = threading.Event()
@@ -243,6 +258,8 @@ class WriterProcess:
                     log.exception("dead-letter hook failed")
             elif msg[0] == "spooled":
                 self.spooled = msg[1]
+            elif msg[0] == "audit":
+                self.audit_pending, self.audit_waiting_since, self.audit_last_seal_at = msg[1:]
             elif msg[0] == "ready":
                 self._ready.set()
             elif msg[0] == "bye":
