@@ -141,3 +141,42 @@ def test_stuck_sealing_fails_readiness_with_its_reason_and_shows_in_the_metrics(
     text_ = generate_latest(runtime.metrics.registry).decode()
     assert "greentwin_audit_unsealed_events 3.0" in text_
     assert "greentwin_audit_last_seal_timestamp_seconds 1.7e+09" in text_
+
+
+def test_audit_verify_finds_a_chain_deleted_whole_and_records_never_sealed(url, keys, tmp_path, monkeypatch,
+                                                                           capsys) -> None:
+    import argparse
+
+    from app.cli.audit import run_verify
+    from app.core.db import make_session_factory
+    from app.models import Decision
+    from tests.app.test_hostile_records import _row
+
+    state = tmp_path / "state"
+    _journal_decisions(state, range(1, 4))
+    runtime = _runtime(url, state, audit=_sink(url, keys))
+    runtime.load_greenhouses()  # ga: three decisions, stored and sealed; gb: nothing yet
+    pem = tmp_path / "signing.pem"
+    pem.write_bytes(keys[1].to_pem())
+    monkeypatch.setenv("GREENTWIN_AUDIT_KEYS", keys[0].to_json())
+    monkeypatch.setenv("GREENTWIN_AUDIT_SIGNING_KEY", str(pem))
+    args = argparse.Namespace(url=url, greenhouse=None)
+    assert run_verify(args) == 0
+    out = capsys.readouterr().out
+    assert "ok   ga: every record in the tables is in the trail (3 decisions, 0 mode_changes, 0 acks)" in out
+    assert "ok   gb: no records and no chain yet" in out
+
+    with make_session_factory(make_engine(url)).begin() as s:  # stored, never sealed (a lost event)
+        s.add(Decision(**_row(4, ack_status="applied")))
+    assert run_verify(args) == 1
+    assert "MISSING ga: 1 of 4 decisions without an audit record: 4; 1 of 1 acks without an audit record" \
+        in capsys.readouterr().out
+
+    with runtime.audit.store._engine.begin() as conn:  # the whole chain deleted, past the triggers
+        conn.execute(text("DROP TRIGGER audit_record_no_update"))
+        conn.execute(text("DROP TRIGGER audit_record_purge_only"))
+        conn.execute(text("DELETE FROM audit_record WHERE greenhouse_id = 'ga'"))
+        conn.execute(text("DELETE FROM audit_checkpoint WHERE greenhouse_id = 'ga'"))
+    assert run_verify(args) == 1  # before: "no audit records", exit 0
+    assert "MISSING ga: no audit chain at all; 4 of 4 decisions without an audit record: 1, 2, 3, 4" \
+        in capsys.readouterr().out
