@@ -21,6 +21,8 @@ REASON_MAX_LEN: Final = 500
 SHORT_TEXT_MAX_LEN: Final = 64
 """Identifiers an edge box sends: boot id, policy version."""
 ACK_REASON_MAX_LEN: Final = 200
+NAME_MAX_LEN: Final = 200
+"""A greenhouse's display name."""
 EDGE_ACTOR_PREFIX: Final = "edge:"
 ESTOP_SOURCE_MAX_LEN: Final = ACTOR_MAX_LEN - len(EDGE_ACTOR_PREFIX)
 """An e-stop's source becomes the actor ``edge:<source>`` of its mode change."""
@@ -72,4 +74,5 @@ ShortText = Annotated[str, Field(min_length=1, max_length=SHORT_TEXT_MAX_LEN), A
 AckReason = Annotated[str, Field(max_length=ACK_REASON_MAX_LEN), AfterValidator(check_free_text)]
 EstopSource = Annotated[str, Field(min_length=1, max_length=ESTOP_SOURCE_MAX_LEN), AfterValidator(check_db_text)]
 Reason = Annotated[str, Field(min_length=3, max_length=REASON_MAX_LEN), AfterValidator(check_free_text)]
+Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX_LEN), AfterValidator(check_db_text)]
 DbTimestamp = Annotated[AwareDatetime, AfterValidator(check_db_timestamp)]

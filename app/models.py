@@ -30,7 +30,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.auth.roles import ROLES
 from app.core.db import Base
-from app.fields import ACTOR_MAX_LEN, REASON_MAX_LEN
+from app.fields import ACTOR_MAX_LEN, NAME_MAX_LEN, REASON_MAX_LEN
 from audit.tables import AuditBase
 
 SOIL_TYPES = ("sand", "loam", "clay")
@@ -64,7 +64,7 @@ class Greenhouse(Base):
     )
 
     id: Mapped[str] = mapped_column(String(GH_ID_MAX_LEN), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(NAME_MAX_LEN))
     zones: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 

@@ -134,3 +134,43 @@ def test_a_restart_with_a_refused_row_in_the_journal_starts(db_url: str, tmp_pat
     assert len((state / "dead-letter.jsonl").read_text().splitlines()) == 1
     with make_session_factory(make_engine(db_url))() as s:
         assert s.scalar(select(func.count()).select_from(ModeChange)) == 0
+
+
+def test_the_writer_process_dead_letters_a_refused_row_and_raises_its_alarm(db_url: str, tmp_path: Path) -> None:
+    from app.writer import WriterConfig, WriterProcess
+    from audit import Keyring, Signer
+    from tests.app.test_writer_process import _wait
+
+    alarms: list[tuple[str, str]] = []
+    writer = WriterProcess(on_dead_letter=lambda gh, kind, reason: alarms.append((gh, kind)))
+    journal = DecisionJournal(tmp_path / "journal")
+    keyring, signer = Keyring.generate(), Signer.generate()
+    writer.start(WriterConfig(database_url=db_url, spool_path=tmp_path / "spool.jsonl", journal=journal.folder,
+                              policy_dir=tmp_path / "no-policy", audit_keys=(keyring.to_json(), signer.to_pem()),
+                              gather_s=0.01))
+    try:
+        assert writer.wait_ready(60)
+        rows = [_row(1), _hostile(db_url, 2), _row(3)]
+        writer.appended(journal.append(Job("decision", r, "decision", "policy:test", r["ts"]).entry() for r in rows))
+        assert _wait(lambda: writer.backlog == 0 and alarms, 60)
+        row = _row(4)
+        writer.appended(journal.append([Job("decision", row, "decision", "policy:test", row["ts"]).entry()]))
+        assert _wait(lambda: writer.backlog == 0, 60)  # the writer goes on: no retry of the refused row
+    finally:
+        journal.close()
+        writer.stop()
+    assert _seqs(db_url) == [1, 3, 4] and alarms == [("ga", "decision")]
+    assert DeadLetters(tmp_path / "dead-letter.jsonl").count == 1
+
+
+def test_an_operator_reason_is_held_to_the_same_limits() -> None:
+    from pydantic import ValidationError
+
+    from app.api.routes.greenhouses import EstopRequest, GreenhouseCreate
+
+    assert EstopRequest(reason="leak in\nzone 3").reason  # line breaks are free text
+    for bad in ("leak\u0000", "x" * (REASON_MAX_LEN + 1), "le\x1bak"):
+        with pytest.raises(ValidationError):
+            EstopRequest(reason=bad)
+    with pytest.raises(ValidationError):
+        GreenhouseCreate(id="ga", name="North\u0000house")
