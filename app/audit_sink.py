@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections import defaultdict
@@ -23,6 +22,7 @@ from sqlalchemy.exc import DBAPIError
 
 from app.core.config import Settings
 from app.deadletter import UNAVAILABLE, DeadLetters, reason_of
+from app.private_files import open_private, private_dir
 from audit import AuditEvent, Keyring, Signer, open_record
 from audit.errors import AuditKeyError
 from audit.store import AuditStore
@@ -45,22 +45,22 @@ def service_audit_keys(settings: Settings, state_dir: Path) -> tuple[Keyring, Si
         raise AuditKeyError("audit keys are not configured (GREENTWIN_AUDIT_KEYS or GREENTWIN_AUDIT_KEY, and "
                             "GREENTWIN_AUDIT_SIGNING_KEY): the service does not start without them outside demo mode")
     folder = state_dir / "audit-keys"
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     ring_path, pem_path = folder / "keyring.json", folder / "signing-key.pem"
     if keyring is None:
         if ring_path.exists():
             keyring = Keyring.from_file(ring_path)
         else:
             keyring = Keyring.generate()
-            ring_path.write_text(keyring.to_json())
-            os.chmod(ring_path, 0o600)
+            with open_private(ring_path, "w") as fh:
+                fh.write(keyring.to_json())
     if signer is None:
         if pem_path.exists():
             signer = Signer.from_pem(pem_path.read_bytes())
         else:
             signer = Signer.generate()
-            pem_path.write_bytes(signer.to_pem())
-            os.chmod(pem_path, 0o600)
+            with open_private(pem_path, "wb") as fh:
+                fh.write(signer.to_pem())
     log.warning("demo mode: audit keys generated and kept in %s (GREENTWIN_AUDIT_KEYS=$(cat %s), "
                 "GREENTWIN_AUDIT_SIGNING_KEY=%s to verify)", folder, ring_path, pem_path)
     return keyring, signer

@@ -19,6 +19,8 @@ from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+from app.private_files import open_private
+
 log = logging.getLogger(__name__)
 
 UNAVAILABLE = (OperationalError, InterfaceError)
@@ -41,13 +43,6 @@ def count_lines(path: Path) -> int:
         return sum(1 for line in fh if line.strip())
 
 
-def create_private(path: Path) -> None:
-    """Create ``path`` (and its folder) readable and writable by the owner only, if missing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-    os.chmod(path, 0o600)  # an older file, or a umask that widened nothing: owner-only either way
-
-
 class DeadLetters:
     """The dead-letter file: append one record per line, fsync'd, and tell the owner (thread-safe)."""
 
@@ -66,8 +61,8 @@ class DeadLetters:
         line = json.dumps({"at": datetime.now(UTC).isoformat(), "greenhouse_id": greenhouse_id, "kind": kind,
                            "reason": reason[:1000], "record": record}, default=_default, separators=(",", ":"))
         with self._lock:
-            create_private(self.path)
-            with self.path.open("a", encoding="utf-8") as fh:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open_private(self.path) as fh:
                 fh.write(line + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.deadletter import UNAVAILABLE, DeadLetters, count_lines, reason_of
 from app.models import Decision, ModeChange
+from app.private_files import open_private
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ class DecisionRecorder:
     def _spool_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
         lines = "".join(json.dumps({"kind": k, "row": r}, default=_json_default, separators=(",", ":")) + "\n"
                         for k, r in items)
-        with self.spool_path.open("a", encoding="utf-8") as fh:
+        with open_private(self.spool_path) as fh:
             fh.write(lines)
             fh.flush()
             os.fsync(fh.fileno())
@@ -191,7 +192,8 @@ class DecisionRecorder:
 
     def _rewrite(self, lines: list[str]) -> None:
         tmp = self.spool_path.with_suffix(".tmp")
-        tmp.write_text("".join(ln + "\n" for ln in lines), encoding="utf-8")
+        with open_private(tmp, "w") as fh:
+            fh.write("".join(ln + "\n" for ln in lines))
         os.replace(tmp, self.spool_path)
 
 

@@ -44,6 +44,7 @@ from app.metrics import Metrics
 from app.models import Greenhouse, Zone
 from app.mqtt.bridge import MqttBridge
 from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry
+from app.private_files import private_dir
 from app.recorder import DecisionRecorder
 from app.snapshots import SnapshotStore
 from app.writer import DecisionStore, Job, WriterConfig, WriterProcess
@@ -63,8 +64,7 @@ class Runtime:
                  max_batch: int = MAX_BATCH) -> None:
         self.settings = settings
         self.sessions = sessions
-        self.state_dir = Path(state_dir)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir = private_dir(Path(state_dir))
         self.metrics = metrics or Metrics()
         self.recorder = DecisionRecorder(sessions, self.state_dir / "decision-spool.jsonl", dead_letters=DeadLetters(
             self.state_dir / "dead-letter.jsonl", on_add=self._on_dead_letter))

@@ -180,3 +180,63 @@ def test_audit_verify_finds_a_chain_deleted_whole_and_records_never_sealed(url, 
     assert run_verify(args) == 1  # before: "no audit records", exit 0
     assert "MISSING ga: no audit chain at all; 4 of 4 decisions without an audit record: 1, 2, 3, 4" \
         in capsys.readouterr().out
+
+
+def test_a_downgrade_that_drops_the_audit_trail_needs_a_recorded_confirmation(url, keys, tmp_path, capsys) -> None:
+    import stat
+
+    from app.cli import main
+    from app.cli.db_guard import AuditTrailDropRefused
+
+    sink = _sink(url, keys)
+    sink.add("ga", "decision", "policy:x", {"seq": 1}, T0)
+    sink.flush()
+    [head] = sink.store.tail_records("ga", 1)
+    state = tmp_path / "state"
+    with pytest.raises(AuditTrailDropRefused, match="--drop-audit-trail"):
+        db_cli.downgrade(url, "base", state_dir=state)
+    assert main(["db", "downgrade", "0001", "--url", url, "--state-dir", str(state)]) == 2
+    assert "drops the audit trail" in capsys.readouterr().err
+    assert main(["db", "downgrade", "-2", "--url", url, "--state-dir", str(state)]) == 2
+    assert db_cli.current(url) == "0003" and not (state / "audit-trail-drops.jsonl").exists()
+
+    db_cli.downgrade(url, "-1", state_dir=state)  # the users' table only: no confirmation needed
+    assert db_cli.current(url) == "0002"
+    assert main(["db", "downgrade", "--url", url, "--state-dir", str(state), "--drop-audit-trail",
+                 "decommissioning the test site"]) == 0
+    assert db_cli.current(url) == "0001"
+    path = state / "audit-trail-drops.jsonl"
+    [record] = [json.loads(line) for line in path.read_text().splitlines()]
+    assert record["reason"] == "decommissioning the test site" and record["by"]
+    assert record["chain_heads"] == [{"greenhouse_id": "ga", "seq": head.seq, "record_hash": head.record_hash}]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_state_directory_files_are_owner_only(url, tmp_path) -> None:
+    import os
+    import stat
+
+    from app.audit_sink import service_audit_keys
+    from app.core.config import Settings
+
+    old = os.umask(0o022)  # a typical umask: files 0644 unless created owner-only
+    try:
+        state = tmp_path / "state"
+        _journal_decisions(state, range(1, 3))
+        runtime = _runtime(url, state)
+        runtime.load_greenhouses()
+        runtime.estop("ga", "operator:op1", "leak in zone 3")  # journal segment and snapshot
+        runtime.journal.close()
+        runtime.recorder._spool_many([("decision", {"greenhouse_id": "ga", "seq": 9})])
+        runtime.recorder.dead_letters.add("ga", "decision", "test", {"seq": 9})
+        service_audit_keys(Settings(environment="demo"), state)
+    finally:
+        os.umask(old)
+    modes = {p.relative_to(state).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in state.rglob("*")}
+    assert {"journal", "decision-spool.jsonl", "dead-letter.jsonl", "audit-keys/keyring.json"} <= set(modes)
+    assert any(name.startswith("journal/journal-") for name in modes)
+    assert len([n for n in modes if n.endswith(".json") and "/" not in n]) >= 1  # a controller snapshot
+    wrong = {name: oct(mode) for name, mode in modes.items()
+             if mode != (0o700 if (state / name).is_dir() else 0o600)}
+    assert wrong == {}
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
