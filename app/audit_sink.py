@@ -1,22 +1,28 @@
 """Every decision and mode change into the sealed audit trail, batched off the control path.
 
 Events queue per greenhouse and are sealed with ``AuditStore.append_many`` (one transaction per
-batch) by the service's housekeeping loop; a failed batch stays queued and is retried, so a
-database hiccup delays audit records but never drops them while the process lives.
+batch) by the writer process; a failed batch stays queued and is retried, so a database hiccup
+delays audit records but never drops them while the process lives. An event that can never be
+sealed (its payload has no canonical form, or the database refuses it flush after flush) is
+dead-lettered with an alarm, so it cannot hold up its greenhouse's chain for ever.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
+import time
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
+
 from app.core.config import Settings
+from app.deadletter import UNAVAILABLE, DeadLetters, reason_of
+from app.private_files import open_private, private_dir
 from audit import AuditEvent, Keyring, Signer, open_record
 from audit.errors import AuditKeyError
 from audit.store import AuditStore
@@ -39,22 +45,22 @@ def service_audit_keys(settings: Settings, state_dir: Path) -> tuple[Keyring, Si
         raise AuditKeyError("audit keys are not configured (GREENTWIN_AUDIT_KEYS or GREENTWIN_AUDIT_KEY, and "
                             "GREENTWIN_AUDIT_SIGNING_KEY): the service does not start without them outside demo mode")
     folder = state_dir / "audit-keys"
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     ring_path, pem_path = folder / "keyring.json", folder / "signing-key.pem"
     if keyring is None:
         if ring_path.exists():
             keyring = Keyring.from_file(ring_path)
         else:
             keyring = Keyring.generate()
-            ring_path.write_text(keyring.to_json())
-            os.chmod(ring_path, 0o600)
+            with open_private(ring_path, "w") as fh:
+                fh.write(keyring.to_json())
     if signer is None:
         if pem_path.exists():
             signer = Signer.from_pem(pem_path.read_bytes())
         else:
             signer = Signer.generate()
-            pem_path.write_bytes(signer.to_pem())
-            os.chmod(pem_path, 0o600)
+            with open_private(pem_path, "wb") as fh:
+                fh.write(signer.to_pem())
     log.warning("demo mode: audit keys generated and kept in %s (GREENTWIN_AUDIT_KEYS=$(cat %s), "
                 "GREENTWIN_AUDIT_SIGNING_KEY=%s to verify)", folder, ring_path, pem_path)
     return keyring, signer
@@ -106,19 +112,44 @@ def _jsonable(obj: Any) -> Any:
 class AuditSink:
     """Per-greenhouse queues of audit events, sealed in batches."""
 
-    def __init__(self, store: AuditStore) -> None:
+    max_attempts = 5
+    """Flushes in a row that the database may refuse one event before it is dead-lettered (a refusal
+    that passes, a full disk say, must not cost a record; one that never passes must not stall)."""
+
+    def __init__(self, store: AuditStore, dead_letters: DeadLetters | None = None) -> None:
         self.store = store
+        self.dead_letters = dead_letters
         self._queues: dict[str, list[AuditEvent]] = defaultdict(list)
         self._lock = threading.Lock()
+        self._refusals: dict[str, int] = {}
+        self.last_seal_at: float | None = None
+        """Wall-clock time of the last flush that sealed something."""
+        self._waiting_since: float | None = None
 
     def add(self, greenhouse_id: str, kind: str, actor: str, payload: dict[str, Any], ts: datetime) -> None:
         with self._lock:
             self._queues[greenhouse_id].append(AuditEvent(kind, actor, _jsonable(payload), ts))
+            if self._waiting_since is None:
+                self._waiting_since = time.time()
 
     @property
     def pending(self) -> int:
         with self._lock:
             return sum(len(q) for q in self._queues.values())
+
+    @property
+    def waiting_since(self) -> float | None:
+        """Wall-clock time since which events have been waiting without the queue ever emptying."""
+        with self._lock:
+            return self._waiting_since
+
+    def discard_pending(self) -> int:
+        """Forget the queued events (they are still journaled; another sealer takes them over)."""
+        with self._lock:
+            count = sum(len(q) for q in self._queues.values())
+            self._queues = defaultdict(list)
+            self._waiting_since = None
+        return count
 
     def flush(self) -> int:
         """Seal everything queued, all greenhouses in one transaction; returns how many records were
@@ -131,21 +162,59 @@ class AuditSink:
             return 0
         try:
             self.store.append_batches(batches)
-            return sum(len(q) for q in batches.values())
+            stored = sum(len(q) for q in batches.values())
         except Exception as exc:
             log.warning("audit flush of %d greenhouses in one transaction failed (%s); trying one by one",
                         len(batches), exc.__class__.__name__)
-        stored = 0
-        for gh, events in batches.items():
-            try:
-                self.store.append_many(gh, events)
-                stored += len(events)
-            except Exception as exc:  # keep them for the next round, in order
-                log.warning("audit batch for %s not stored yet (%s); %d events kept", gh, exc.__class__.__name__,
-                            len(events))
-                with self._lock:
-                    self._queues[gh][:0] = events
+            stored = sum(self._flush_one(gh, events) for gh, events in batches.items())
+        with self._lock:
+            if stored:
+                self.last_seal_at = time.time()
+            if not any(self._queues.values()):
+                self._waiting_since = None
         return stored
+
+    def _flush_one(self, gh: str, events: list[AuditEvent]) -> int:
+        """One greenhouse's batch; if refused, event by event up to the one that fails (kept with the
+        rest, in order, unless it is dead-lettered). Returns how many were sealed."""
+        try:
+            self.store.append_many(gh, events)
+            self._refusals.pop(gh, None)
+            return len(events)
+        except UNAVAILABLE as exc:
+            return self._keep(gh, events, exc)
+        except Exception:
+            pass
+        stored = 0
+        for i, event in enumerate(events):
+            try:
+                self.store.append_many(gh, [event])
+                self._refusals.pop(gh, None)
+                stored += 1
+            except Exception as exc:
+                if not self._give_up(gh, event, exc):
+                    return stored + self._keep(gh, events[i:], exc)
+        return stored
+
+    def _keep(self, gh: str, events: list[AuditEvent], exc: BaseException) -> int:
+        log.warning("audit batch for %s not stored yet (%s); %d events kept", gh, exc.__class__.__name__, len(events))
+        with self._lock:
+            self._queues[gh][:0] = events
+        return 0
+
+    def _give_up(self, gh: str, event: AuditEvent, exc: BaseException) -> bool:
+        """Dead-letter ``event`` if it can never be sealed: True if it was."""
+        if isinstance(exc, UNAVAILABLE) or self.dead_letters is None:
+            return False
+        # An error raised before the database saw the event (no canonical form) repeats for ever.
+        refusals = self.max_attempts if not isinstance(exc, DBAPIError) else self._refusals.get(gh, 0) + 1
+        if refusals < self.max_attempts:
+            self._refusals[gh] = refusals
+            return False
+        self._refusals.pop(gh, None)
+        self.dead_letters.add(gh, f"audit:{event.kind}", reason_of(exc),
+                              {"kind": event.kind, "actor": event.actor, "payload": event.payload, "ts": event.ts})
+        return True
 
     def close(self) -> None:
         """Final flush and a signed checkpoint of every chain head (a cut tail becomes detectable)."""

@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from app.private_files import open_private, private_dir
+
 log = logging.getLogger(__name__)
 
 _SEGMENT = re.compile(r"journal-(\d{8})\.bin")
@@ -77,7 +79,7 @@ class DecisionJournal:
         if rotate_every < 1:
             raise ValueError("rotate_every must be >= 1")
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_dir(self.folder)
         self.rotate_every = rotate_every
         self.sync_each = sync_each
         self._lock = threading.Lock()
@@ -107,6 +109,18 @@ class DecisionJournal:
             segment_path(self.folder, segment).unlink(missing_ok=True)
         self._recovered = []
 
+    def keep_recovered(self) -> None:
+        """Leave the recovered segments for the writer process to take over (their audit events are
+        not all sealed yet); a torn last frame is cut off first, since the reader refuses one in a
+        segment that is followed by another."""
+        for segment in self._recovered:
+            path = segment_path(self.folder, segment)
+            data = path.read_bytes()
+            _, used = decode(data)
+            if used < len(data):
+                os.truncate(path, used)
+        self._recovered = []
+
     # ---- the control loop ------------------------------------------------------------------------
     def append(self, entries: Iterable[dict[str, Any]]) -> int:
         """Write ``entries`` (one write; fsync'd now only with ``sync_each``); returns how many."""
@@ -127,7 +141,7 @@ class DecisionJournal:
         if self._fh is not None:
             os.fsync(self._fh.fileno())  # every rotate_every entries: rare enough for the loop
             self._fh.close()
-        self._fh = segment_path(self.folder, self._next).open("ab")
+        self._fh = open_private(segment_path(self.folder, self._next), "ab")
         self._next += 1
         self._in_active = 0
 

@@ -42,3 +42,9 @@ class Metrics:
         self.login_failures = Counter("greentwin_login_failures_total",
                                       "Refused API logins by reason (bad_credentials, disabled, rate_limited)",
                                       ["reason"], registry=r)
+        # Audit sealing (the writer process reports them): a growing count or an old seal time
+        # means records are not reaching the trail.
+        self.audit_unsealed = Gauge("greentwin_audit_unsealed_events", "Audit events queued and not sealed yet",
+                                    registry=r)
+        self.audit_last_seal = Gauge("greentwin_audit_last_seal_timestamp_seconds",
+                                     "Unix time of the last audit seal (0: none since start)", registry=r)

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.auth.roles import ROLES
 from app.core.db import Base
+from app.fields import ACTOR_MAX_LEN, NAME_MAX_LEN, REASON_MAX_LEN
 from audit.tables import AuditBase
 
 SOIL_TYPES = ("sand", "loam", "clay")
@@ -63,7 +64,7 @@ class Greenhouse(Base):
     )
 
     id: Mapped[str] = mapped_column(String(GH_ID_MAX_LEN), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(NAME_MAX_LEN))
     zones: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
@@ -118,7 +119,7 @@ class Decision(Base):
     greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="RESTRICT"))
     seq: Mapped[int] = mapped_column(BigInteger)
     ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    actor: Mapped[str] = mapped_column(String(64))
+    actor: Mapped[str] = mapped_column(String(ACTOR_MAX_LEN))
     mode: Mapped[str] = mapped_column(String(8))
     telemetry: Mapped[dict[str, Any]] = mapped_column(JsonType)
     estimate: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
@@ -149,11 +150,11 @@ class ModeChange(Base):
     greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="RESTRICT"))
     seq: Mapped[int] = mapped_column(BigInteger)
     ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    actor: Mapped[str] = mapped_column(String(64))
+    actor: Mapped[str] = mapped_column(String(ACTOR_MAX_LEN))
     # Null for the first mode a greenhouse is put in.
     from_mode: Mapped[str | None] = mapped_column(String(8))
     to_mode: Mapped[str] = mapped_column(String(8))
-    reason: Mapped[str] = mapped_column(String(500), default="")
+    reason: Mapped[str] = mapped_column(String(REASON_MAX_LEN), default="")
 
 
 # -- API users (app.auth) ----------------------------------------------------------------------

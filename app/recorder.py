@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.deadletter import UNAVAILABLE, DeadLetters, count_lines, reason_of
 from app.models import Decision, ModeChange
+from app.private_files import open_private
 
 log = logging.getLogger(__name__)
+
 
 
 def _json_default(obj: Any) -> Any:
@@ -40,18 +42,17 @@ def _json_hook(obj: dict[str, Any]) -> Any:
 class DecisionRecorder:
     """Writes decision and mode-change rows; spools them locally while the database is down."""
 
-    def __init__(self, session_factory: sessionmaker[Session], spool_path: Path) -> None:
+    def __init__(self, session_factory: sessionmaker[Session], spool_path: Path, *,
+                 dead_letters: DeadLetters | None = None) -> None:
         self.sessions = session_factory
         self.spool_path = Path(spool_path)
         self.spool_path.parent.mkdir(parents=True, exist_ok=True)
+        self.dead_letters = dead_letters or DeadLetters(self.spool_path.parent / "dead-letter.jsonl")
         self._lock = threading.Lock()
 
     @property
     def spooled(self) -> int:
-        if not self.spool_path.exists():
-            return 0
-        with self.spool_path.open("rb") as fh:
-            return sum(1 for line in fh if line.strip())
+        return count_lines(self.spool_path)
 
     def last_seq(self, greenhouse_id: str) -> int:
         """Highest seq recorded for a greenhouse, in the database or still in the spool (0 if none).
@@ -80,19 +81,7 @@ class DecisionRecorder:
         return self._write("mode_change", row)
 
     def _write(self, kind: str, row: dict[str, Any]) -> bool:
-        with self._lock:
-            if self.spool_path.exists() and self.spooled:
-                # Keep the order: while older records wait in the spool, new ones queue behind them.
-                self._spool(kind, row)
-                return False
-            try:
-                self._insert(kind, row)
-                return True
-            except OperationalError as exc:
-                log.warning("database unavailable, spooling %s %s/%s: %s", kind, row.get("greenhouse_id"),
-                            row.get("seq"), exc.__class__.__name__)
-                self._spool(kind, row)
-                return False
+        return self.record_many([(kind, row)])
 
     def record_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> bool:
         """Group commit: every row in one transaction (True), or all spooled with one fsync (False).
@@ -110,10 +99,12 @@ class DecisionRecorder:
             try:
                 try:
                     self._insert_many(items)
-                except IntegrityError:
-                    self._insert_missing(items)
+                except UNAVAILABLE:
+                    raise
+                except Exception:  # a stored row (replay) or a refused one: find it, row by row
+                    self._insert_each(items)
                 return True
-            except OperationalError as exc:
+            except UNAVAILABLE as exc:
                 log.warning("database unavailable, spooling %d records: %s", len(items), exc.__class__.__name__)
                 self._spool_many(items)
                 return False
@@ -143,43 +134,34 @@ class DecisionRecorder:
                         session.execute(insert(model), rows)
                     start = end
 
-    def _insert_missing(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """One by one, skipping rows whose (greenhouse, seq) is already stored."""
+    def _insert_each(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """One transaction per row: rows already stored are skipped, refused ones dead-lettered."""
         for kind, row in items:
-            if kind == "ack":
-                with self.sessions.begin() as session:
-                    _apply_acks(session, [row])
-                continue
-            model = Decision if kind == "decision" else ModeChange
             try:
-                with self.sessions.begin() as session:
-                    exists = session.scalar(select(model.id).where(model.greenhouse_id == row["greenhouse_id"],
-                                                                    model.seq == row["seq"]))
-                    if exists is None:
-                        session.add(model(**row))
-            except IntegrityError as exc:  # another unique key (cmd_id) under another seq: cannot be stored
-                log.error("%s %s/%s conflicts with a stored record: %s; row %s", kind, row.get("greenhouse_id"),
-                          row.get("seq"), exc.__class__.__name__, json.dumps(row, default=_json_default))
+                self._insert_once(kind, row)
+            except UNAVAILABLE:
+                raise
+            except Exception as exc:
+                self.dead_letters.add(str(row.get("greenhouse_id")), kind, reason_of(exc), row)
+
+    def _insert_once(self, kind: str, row: dict[str, Any]) -> bool:
+        """Insert ``row`` unless its (greenhouse, seq) is stored (an ack is applied again: idempotent)."""
+        with self.sessions.begin() as session:
+            if kind == "ack":
+                _apply_acks(session, [row])
+                return False
+            model = Decision if kind == "decision" else ModeChange
+            exists = session.scalar(select(model.id).where(model.greenhouse_id == row["greenhouse_id"],
+                                                            model.seq == row["seq"]))
+            if exists is None:
+                session.add(model(**row))
+            return exists is None
 
     def _spool_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
         lines = "".join(json.dumps({"kind": k, "row": r}, default=_json_default, separators=(",", ":")) + "\n"
                         for k, r in items)
-        with self.spool_path.open("a", encoding="utf-8") as fh:
+        with open_private(self.spool_path) as fh:
             fh.write(lines)
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    def _insert(self, kind: str, row: dict[str, Any]) -> None:
-        with self.sessions.begin() as session:
-            if kind == "ack":
-                _apply_acks(session, [row])
-            else:
-                session.add((Decision if kind == "decision" else ModeChange)(**row))
-
-    def _spool(self, kind: str, row: dict[str, Any]) -> None:
-        line = json.dumps({"kind": kind, "row": row}, default=_json_default, separators=(",", ":"))
-        with self.spool_path.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -187,7 +169,8 @@ class DecisionRecorder:
         """Write spooled records to the database in order; returns how many were inserted.
 
         A record already present (same greenhouse and seq) is skipped, so a crash during a
-        flush cannot double anything. Stops at the first database error and keeps the rest.
+        flush cannot double anything. Stops when the database goes away and keeps the rest; a
+        record the database refuses is dead-lettered.
         """
         with self._lock:
             if not self.spool_path.exists():
@@ -196,29 +179,21 @@ class DecisionRecorder:
             inserted = 0
             for i, line in enumerate(lines):
                 item = json.loads(line, object_hook=_json_hook)
-                model = Decision if item["kind"] == "decision" else ModeChange
-                row = item["row"]
                 try:
-                    with self.sessions.begin() as session:
-                        if item["kind"] == "ack":  # idempotent: applying it again changes nothing
-                            _apply_acks(session, [row])
-                            continue
-                        exists = session.scalar(select(model.id).where(model.greenhouse_id == row["greenhouse_id"],
-                                                                        model.seq == row["seq"]))
-                        if exists is None:
-                            session.add(model(**row))
-                            inserted += 1
-                except IntegrityError:
-                    continue  # written concurrently by another path: already there
-                except OperationalError:
+                    inserted += self._insert_once(item["kind"], item["row"])
+                except UNAVAILABLE:
                     self._rewrite(lines[i:])
                     return inserted
+                except Exception as exc:  # never to be stored: quarantined, the spool goes on
+                    self.dead_letters.add(str(item["row"].get("greenhouse_id")), item["kind"], reason_of(exc),
+                                          item["row"])
             self.spool_path.unlink()
             return inserted
 
     def _rewrite(self, lines: list[str]) -> None:
         tmp = self.spool_path.with_suffix(".tmp")
-        tmp.write_text("".join(ln + "\n" for ln in lines), encoding="utf-8")
+        with open_private(tmp, "w") as fh:
+            fh.write("".join(ln + "\n" for ln in lines))
         os.replace(tmp, self.spool_path)
 
 

@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.audit_sink import AuditSink, record_policy_in_force
 from app.control import GreenhouseController, ModeEvent, Proposer, ZoneSetup, load_proposer
 from app.core.config import Settings
+from app.deadletter import DeadLetters
 from app.dispatch import Alarm, Dispatcher
 from app.housekeeping import Housekeeping
 from app.intake import MAX_BATCH, Intake
@@ -43,6 +44,7 @@ from app.metrics import Metrics
 from app.models import Greenhouse, Zone
 from app.mqtt.bridge import MqttBridge
 from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry
+from app.private_files import private_dir
 from app.recorder import DecisionRecorder
 from app.snapshots import SnapshotStore
 from app.writer import DecisionStore, Job, WriterConfig, WriterProcess
@@ -62,14 +64,20 @@ class Runtime:
                  max_batch: int = MAX_BATCH) -> None:
         self.settings = settings
         self.sessions = sessions
-        self.state_dir = Path(state_dir)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir = private_dir(Path(state_dir))
         self.metrics = metrics or Metrics()
-        self.recorder = DecisionRecorder(sessions, self.state_dir / "decision-spool.jsonl")
+        self.recorder = DecisionRecorder(sessions, self.state_dir / "decision-spool.jsonl", dead_letters=DeadLetters(
+            self.state_dir / "dead-letter.jsonl", on_add=self._on_dead_letter))
         self.journal = DecisionJournal(self.state_dir / "journal")
         self.snapshots = SnapshotStore(self.state_dir)
         self.audit = audit
-        self.writer = WriterProcess(on_stored=self._on_stored)
+        if audit is not None and audit.dead_letters is None:
+            audit.dead_letters = self.recorder.dead_letters
+        self.writer_resume = False
+        """Journal segments of a previous run are left to the writer: its first round skips what is stored."""
+        self.writer = WriterProcess(on_stored=self._on_stored, on_dead_letter=self._on_dead_letter)
+        self.metrics.audit_unsealed.set_function(lambda: self.writer.audit_pending)
+        self.metrics.audit_last_seal.set_function(lambda: self.writer.audit_last_seal_at or 0.0)
         self.limits = limits or SafetyLimits.default()
         self._proposer = proposer
         self._proposers: dict[int, Proposer] = {}
@@ -142,7 +150,8 @@ class Runtime:
                 ctl.seq = recorded
 
     def _replay_journal(self) -> None:
-        """Store what a previous run journaled (so published) but had not stored yet: once, in order."""
+        """Store what a previous run journaled (so published) but had not stored yet: once, in order.
+        The journal goes only once every event in it is sealed; otherwise the writer takes it over."""
         entries = self.journal.recover()
         if entries:
             store = DecisionStore(self.recorder, lambda zones: self._proposer_for(zones or DEFAULT_ZONES), audit=self.audit)
@@ -150,6 +159,12 @@ class Runtime:
             log.warning("journal: %d records of a previous run were not stored yet; stored them now", len(done))
             if self.audit is not None:
                 self.audit.flush()
+            if self.audit is not None and self.audit.pending:
+                log.error("journal: %d audit events could not be sealed at start; the journal is kept and the "
+                          "writer seals them", self.audit.discard_pending())
+                self.journal.keep_recovered()
+                self.writer_resume = True
+                return
         self.journal.discard_recovered()
 
     def _writer_config(self) -> WriterConfig:
@@ -162,7 +177,7 @@ class Runtime:
         return WriterConfig(database_url=url, spool_path=self.recorder.spool_path, journal=self.journal.folder,
                             policy_dir=Path(self.settings.policy_dir),
                             proposer=None if self._proposer is None else pickle.dumps(self._proposer),
-                            audit_keys=keys, zones=tuple(sorted({c.z for c in self.controllers.values()})))
+                            audit_keys=keys, resume=self.writer_resume, zones=tuple(sorted({c.z for c in self.controllers.values()})))
 
     async def start(self) -> None:
         self.load_greenhouses()
@@ -288,6 +303,10 @@ class Runtime:
             event = self.controllers[gh].set_mode(mode, actor, reason, datetime.now(UTC), action)  # type: ignore[arg-type]
             return event, self.dispatch.apply_mode_event(event)
         return self._operator(act)
+
+    def _on_dead_letter(self, gh: str, kind: str, reason: str) -> None:
+        """A record quarantined (here at replay, or in the writer): an operator must look at it."""
+        self.dispatch.alarm(gh, f"dead_letter:{kind}")
 
     def _on_stored(self, stored: list[tuple[str, dict[str, Any]]]) -> None:
         """Writer reports (its reader thread): the API shows a decision once it is stored."""

@@ -16,12 +16,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from app.private_files import open_private, private_dir
+
 ALL = "controllers.json"
 
 
 def _write_atomically(path: Path, data: str) -> None:
     tmp = path.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with open_private(tmp, "w") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
@@ -33,7 +35,7 @@ class SnapshotStore:
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_dir(self.folder)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._all: dict[str, Any] | None = None

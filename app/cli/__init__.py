@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from twin.config import DEFAULT_ZONES
 
@@ -34,7 +35,17 @@ def _cmd_db(args: argparse.Namespace) -> int:
     if args.db_command == "upgrade":
         db_cli.upgrade(args.url, args.revision)
     elif args.db_command == "downgrade":
-        db_cli.downgrade(args.url, args.revision)
+        from app.cli.db_guard import AuditTrailDropRefused
+
+        try:
+            record = db_cli.downgrade(args.url, args.revision, drop_audit_trail=args.drop_audit_trail,
+                                      state_dir=Path(args.state_dir))
+        except AuditTrailDropRefused as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if record is not None:
+            print(f"audit trail dropped by {record['by']}: {record['reason']!r}; recorded in "
+                  f"{Path(args.state_dir) / 'audit-trail-drops.jsonl'} with {len(record['chain_heads'])} chain heads")
     else:
         print(db_cli.current(args.url) or "none (not migrated)")
     return 0
@@ -136,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = dbs.add_parser(name)
         p.add_argument("revision", nargs="?", default=default)
         p.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+        if name == "downgrade":
+            p.add_argument("--drop-audit-trail", metavar="REASON", default=None,
+                           help="confirm a downgrade that drops the audit tables; the reason is recorded")
+            p.add_argument("--state-dir", default="state", help="where the confirmation is recorded")
     cur = dbs.add_parser("current")
     cur.add_argument("--url", default=None)
     db.set_defaults(handler=_cmd_db)

@@ -66,7 +66,8 @@ def _open_store(args: argparse.Namespace) -> tuple[AuditStore, Engine]:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """``greentwin audit verify [--greenhouse GH] [--url URL]``: 0 when every chain verifies, 1 naming the first bad record."""
+    """``greentwin audit verify [--greenhouse GH] [--url URL]``: 0 when every chain verifies and holds every
+    stored decision, mode change and answered command; 1 naming the first bad record or what is missing."""
     from app.core.db import SchemaOutOfDate
 
     try:
@@ -74,11 +75,14 @@ def run_verify(args: argparse.Namespace) -> int:
     except (AuditError, SchemaOutOfDate) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from app.audit_coverage import check_coverage
+
     try:
         results = store.verify(getattr(args, "greenhouse", None))
+        coverage = check_coverage(engine, store, getattr(args, "greenhouse", None))
     finally:
         engine.dispose()
-    if not results:
+    if not results and not coverage:
         print("no audit records")
         return EXIT_OK
     status = EXIT_OK
@@ -87,6 +91,11 @@ def run_verify(args: argparse.Namespace) -> int:
             print(f"ok   {r.greenhouse_id}: {r.records_checked} records verified (head seq {r.head_seq})")
         else:
             print(f"FAIL {r.greenhouse_id}: first bad record seq={r.first_bad_seq}: {r.reason}")
+            status = EXIT_TAMPER
+    # A chain that verifies may still lack records: the tables say what must be in it.
+    for c in coverage:
+        print(c.describe())
+        if not c.ok:
             status = EXIT_TAMPER
     return status
 

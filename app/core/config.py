@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     # The site's IANA time zone: the dashboard shows times in it (ISO-8601 with offset on hover).
     site_timezone: str = "UTC"
 
+    # Audit sealing: /readyz fails once audit events have waited longer than this to be sealed.
+    audit_seal_stuck_s: float = Field(default=300.0, gt=0)
+
     @model_validator(mode="after")
     def _known_time_zone(self) -> Self:
         from zoneinfo import ZoneInfo

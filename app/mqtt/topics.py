@@ -13,7 +13,9 @@ import re
 from typing import Annotated, Any, Final, Literal, NoReturn, TypeVar, get_args
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.fields import AckReason, DbTimestamp, EstopSource, ShortText
 
 TOPIC_ROOT: Final = "greentwin"
 Channel = Literal["telemetry", "command", "ack", "status", "estop"]
@@ -110,7 +112,8 @@ _PAYLOAD_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True, f
 Bit = Annotated[int, Field(ge=0, le=1)]
 Percent = Annotated[float, Field(ge=0, le=100)]
 Vwc = Annotated[float, Field(ge=0, le=1)]
-ShortStr = Annotated[str, Field(min_length=1, max_length=64)]
+# Strings and timestamps within what the database stores (app.fields): refused here, never in the writer.
+ShortStr = ShortText
 Seq = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
 
@@ -119,7 +122,7 @@ class Telemetry(BaseModel):
 
     model_config = _PAYLOAD_CONFIG
 
-    ts: AwareDatetime
+    ts: DbTimestamp
     boot_id: ShortStr
     seq: Seq
     soil_vwc: Annotated[
@@ -145,7 +148,7 @@ class Command(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
     cmd_id: UUID
-    ts: AwareDatetime
+    ts: DbTimestamp
     seq: Seq
     ttl_s: Annotated[float, Field(gt=0, le=3600)]
     mode: Literal["auto", "manual", "estop"]
@@ -161,9 +164,9 @@ class Ack(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
     cmd_id: UUID
-    ts: AwareDatetime
+    ts: DbTimestamp
     status: Literal["applied", "rejected", "expired"]
-    reason: Annotated[str, Field(max_length=200)] | None = None
+    reason: AckReason | None = None
 
 
 class EstopEvent(BaseModel):
@@ -171,9 +174,9 @@ class EstopEvent(BaseModel):
 
     model_config = _PAYLOAD_CONFIG
 
-    ts: AwareDatetime
+    ts: DbTimestamp
     pressed: bool
-    source: ShortStr
+    source: EstopSource
 
 
 def _reject_constant(token: str) -> NoReturn:

@@ -30,6 +30,7 @@ from typing import Any
 
 from app.audit_sink import AuditSink
 from app.control.proposal import Proposer, load_proposer
+from app.deadletter import OnDeadLetter
 from app.journal import JournalReader
 from app.recorder import DecisionRecorder
 from app.writer.jobs import Job, Key
@@ -80,12 +81,14 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
 
     engine = make_engine(cfg.database_url)
     recorder = DecisionRecorder(make_session_factory(engine), cfg.spool_path)
+    recorder.dead_letters.on_add = lambda gh, kind, reason: conn.send(("dead_letter", gh, kind, reason))
     audit = None
     if cfg.audit_keys is not None:
         from audit import Keyring, Signer
         from audit.store import AuditStore
 
-        audit = AuditSink(AuditStore(engine, Keyring.from_json(cfg.audit_keys[0]), Signer.from_pem(cfg.audit_keys[1])))
+        audit = AuditSink(AuditStore(engine, Keyring.from_json(cfg.audit_keys[0]), Signer.from_pem(cfg.audit_keys[1])),
+                          recorder.dead_letters)
     given = pickle.loads(cfg.proposer) if cfg.proposer is not None else None
     loaded: dict[int, Proposer] = {}
 
@@ -140,6 +143,8 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
                 if recorder.spooled:
                     recorder.flush_spool()
                 conn.send(("spooled", recorder.spooled))
+                if audit is not None:
+                    conn.send(("audit", audit.pending, audit.waiting_since, audit.last_seal_at))
                 last_spool = now_m
         except Exception:  # never die: what is not stored is retried next round (and stays journaled)
             log.exception("writer round failed; retrying")
@@ -159,11 +164,17 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
 class WriterProcess:
     """The service's handle on the writer process: start, counts, waits, stop."""
 
-    def __init__(self, on_stored: Callable[[list[tuple[str, dict[str, Any]]]], None] | None = None) -> None:
+    def __init__(self, on_stored: Callable[[list[tuple[str, dict[str, Any]]]], None] | None = None,
+                 on_dead_letter: OnDeadLetter | None = None) -> None:
         self.cfg: WriterConfig | None = None
         self.on_stored = on_stored
+        self.on_dead_letter = on_dead_letter
         self.stored = 0
         self.spooled = 0
+        self.audit_pending = 0
+        """Audit events queued in the writer and not sealed yet (as of its last report)."""
+        self.audit_waiting_since: float | None = None
+        self.audit_last_seal_at: float | None = None
         self.lag_s: deque[float] = deque(maxlen=20_000)
         """Journal-to-stored seconds of recent records (the benchmark reports them)."""
         self._appended = 0
@@ -204,6 +215,14 @@ class WriterProcess:
         """Records journaled and not yet stored."""
         return self._appended - self.stored
 
+    def sealing_stuck_s(self, limit_s: float, now: float | None = None) -> float | None:
+        """Seconds audit events have been waiting when that exceeds ``limit_s``, else None."""
+        since = self.audit_waiting_since
+        if not self.audit_pending or since is None:
+            return None
+        waited = (time.time() if now is None else now) - since
+        return waited if waited > limit_s else None
+
     def waiter(self, key: Key) -> threading.Event:
         """An event set once the record ``key`` is stored (register it before journaling the record)."""
         event = threading.Event()
@@ -232,8 +251,15 @@ class WriterProcess:
                 for e in events:
                     if e is not None:
                         e.set()
+            elif msg[0] == "dead_letter" and self.on_dead_letter is not None:
+                try:
+                    self.on_dead_letter(*msg[1:])
+                except Exception:
+                    log.exception("dead-letter hook failed")
             elif msg[0] == "spooled":
                 self.spooled = msg[1]
+            elif msg[0] == "audit":
+                self.audit_pending, self.audit_waiting_since, self.audit_last_seal_at = msg[1:]
             elif msg[0] == "ready":
                 self._ready.set()
             elif msg[0] == "bye":

@@ -281,7 +281,7 @@ FUZZ_SKIP = {"/api/stream",  # never ends by design
              "/api/auth/logout",  # would end the fuzzing session itself
              "/api/auth/login",  # Argon2 per call; its refusals are tested in test_api_auth
              "/api/greenhouses/{gh}/report.pdf"}  # builds and signs PDFs; its inputs are tested in test_api_auth
-_json = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False)
+_json = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False)
                      | st.text(max_size=20), lambda inner: st.lists(inner, max_size=4)
                      | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=8)
 _param = st.one_of(st.text(max_size=30), st.integers(-10**9, 10**9).map(str), st.sampled_from(

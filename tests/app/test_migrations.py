@@ -57,9 +57,9 @@ def test_upgrade_head_matches_models(db_url: str, engine: Engine) -> None:
     assert _diffs(engine) == []
 
 
-def test_downgrade_base_and_upgrade_again(db_url: str, engine: Engine) -> None:
+def test_downgrade_base_and_upgrade_again(db_url: str, engine: Engine, tmp_path) -> None:
     db_cli.upgrade(db_url)
-    db_cli.downgrade(db_url, "base")
+    db_cli.downgrade(db_url, "base", drop_audit_trail="schema test", state_dir=tmp_path)
     assert _tables(engine) == set()
     assert db_cli.current(db_url) is None
     assert not schema_is_current(engine)

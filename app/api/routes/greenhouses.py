@@ -16,12 +16,12 @@ from sqlalchemy import select
 from app.api.deps import AdminUser, OperatorUser, RuntimeDep, SessionDep, get_current_user
 from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate
+from app.fields import ACTOR_MAX_LEN, Name, Reason
 from app.models import Decision, ModeChange
 
 router = APIRouter(prefix="/api/greenhouses", tags=["greenhouses"], dependencies=[Depends(get_current_user)])
 
-Reason = Annotated[str, Field(min_length=3, max_length=500)]
-Actor = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:@-]+$")]
+Actor = Annotated[str, Field(min_length=1, max_length=ACTOR_MAX_LEN, pattern=r"^[A-Za-z0-9_.:@-]+$")]
 
 
 class _Strict(BaseModel):
@@ -49,7 +49,7 @@ class GreenhouseCreate(_Strict):
     id: Annotated[str, Field(min_length=1, max_length=63)]
     zones: Annotated[int, Field(ge=1, le=64)] = 6
     soil: Literal["sand", "loam", "clay"] = "loam"
-    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    name: Name | None = None
     daily_water_cap_l: Annotated[float, Field(gt=0)] = db_cli.DEFAULT_DAILY_WATER_CAP_L
 
 

@@ -19,7 +19,7 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
-    """Ready when the database answers and the broker connection is up."""
+    """Ready when the database answers, the broker connection is up and audit sealing keeps up."""
     checks: dict[str, object] = {}
     try:
         with runtime.sessions() as session:
@@ -29,7 +29,11 @@ def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
         checks["database"] = f"down: {exc.__class__.__name__}"
     checks["mqtt"] = "ok" if runtime.bridge is not None and runtime.bridge.connected else "down"
     checks["spooled_decisions"] = runtime.recorder.spooled
-    ready = checks["database"] == "ok" and checks["mqtt"] == "ok"
+    limit = runtime.settings.audit_seal_stuck_s
+    stuck = runtime.writer.sealing_stuck_s(limit)
+    checks["audit_sealing"] = "ok" if stuck is None else (
+        f"stuck: {runtime.writer.audit_pending} events waiting {stuck:.0f} s (limit {limit:.0f} s)")
+    ready = checks["database"] == "ok" and checks["mqtt"] == "ok" and stuck is None
     response.status_code = 200 if ready else 503
     return {"ready": ready, "checks": checks}
 
