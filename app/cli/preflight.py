@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from app.core.config import Settings, get_settings
+from app.core.config import Settings, configured_secrets_dir, get_settings
 
 INIT_HINT = "make it with `greentwin init --state-dir DIR` and load DIR/greentwin.env"
 
@@ -25,9 +25,10 @@ class StartBlocked(Exception):
 
 def load_settings() -> Settings:
     """The settings, or :class:`StartBlocked` naming the first invalid one."""
-    secrets_dir = os.environ.get("GREENTWIN_SECRETS_DIR")
-    if secrets_dir and not os.access(secrets_dir, os.R_OK | os.X_OK):
-        raise StartBlocked(f"GREENTWIN_SECRETS_DIR {secrets_dir!r} is missing or unreadable by this user; {INIT_HINT}")
+    secrets_dir = configured_secrets_dir()
+    if secrets_dir is not None and not os.access(secrets_dir, os.R_OK | os.X_OK):
+        raise StartBlocked(f"GREENTWIN_SECRETS_DIR {str(secrets_dir)!r} is missing or unreadable by this user; "
+                           f"{INIT_HINT}")
     try:
         return get_settings()
     except ValidationError as exc:

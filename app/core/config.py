@@ -122,13 +122,18 @@ class Settings(BaseSettings):
         return self
 
 
+def configured_secrets_dir() -> Path | None:
+    """``GREENTWIN_SECRETS_DIR``: read before the model, because it says where the model's files are."""
+    return Path(d) if (d := os.environ.get("GREENTWIN_SECRETS_DIR")) else None
+
+
 def get_settings(secrets_dir: Path | None = None) -> Settings:
     """Build settings, also reading Docker/Kubernetes-style secret files (one file per field).
 
     The directory is ``secrets_dir`` or ``GREENTWIN_SECRETS_DIR``; files are named like the
     variables (``greentwin_audit_key``), so a key never has to sit in the environment.
     """
-    secrets_dir = secrets_dir or (Path(d) if (d := os.environ.get("GREENTWIN_SECRETS_DIR")) else None)
+    secrets_dir = secrets_dir or configured_secrets_dir()
     if secrets_dir is None:
         return Settings()
     return Settings(_secrets_dir=secrets_dir)  # type: ignore[call-arg]

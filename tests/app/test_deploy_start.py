@@ -145,3 +145,11 @@ def test_settings_read_the_key_paths(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     monkeypatch.setenv("GREENTWIN_AUDIT_SIGNING_KEY", str(tmp_path / "k.pem"))
     s = get_settings()
     assert s.report_key is None and s.state_dir == tmp_path and s.audit_signing_key == tmp_path / "k.pem"
+
+
+def test_missing_secrets_dir_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from app.cli.preflight import load_settings
+
+    monkeypatch.setenv("GREENTWIN_SECRETS_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(StartBlocked, match="GREENTWIN_SECRETS_DIR .*nowhere.*greentwin init"):
+        load_settings()
