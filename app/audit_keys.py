@@ -1,28 +1,28 @@
-"""Where the service finds the audit trail's keys: the environment and its settings.
+"""Where the service finds the audit trail's keys: the settings model.
 
-Key material, in order: the keyring JSON in ``GREENTWIN_AUDIT_KEYS``, else
-``Settings().audit_key`` (keyring JSON text, or the path of a keyring JSON file); the Ed25519
-signing key from the PEM file named by ``GREENTWIN_AUDIT_SIGNING_KEY``. Both loaders answer None
-when nothing is configured, so each caller decides what a missing key means (the service refuses
-to start outside demo mode, a command makes a throw-away key, a report says it did not verify).
+Key material, in order: the keyring JSON in ``Settings.audit_keys`` (``GREENTWIN_AUDIT_KEYS``),
+else ``Settings.audit_key`` (keyring JSON text, or the path of a keyring JSON file); the Ed25519
+signing key from the PEM file ``Settings.audit_signing_key``. Both loaders answer None when
+nothing is configured, so each caller decides what a missing key means (the service refuses to
+start outside demo mode, a command makes a throw-away key, a report says it did not verify).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from app.core.config import Settings
+from app.core.config import Settings, get_settings
 from audit.crypto import DEFAULT_KEYS_ENV, Keyring, Signer
 from audit.errors import AuditKeyError
 
 SIGNING_KEY_ENV = "GREENTWIN_AUDIT_SIGNING_KEY"
+__all__ = ["DEFAULT_KEYS_ENV", "SIGNING_KEY_ENV", "load_keyring", "load_signer"]
 
 
 def load_keyring(settings: Settings) -> Keyring | None:
     """The configured keyring, or None when none is configured."""
-    if os.environ.get(DEFAULT_KEYS_ENV):
-        return Keyring.from_env()
+    if settings.audit_keys is not None and (text := settings.audit_keys.get_secret_value().strip()):
+        return Keyring.from_json(text)
     if settings.audit_key is None:
         return None
     value = settings.audit_key.get_secret_value().strip()
@@ -33,13 +33,13 @@ def load_keyring(settings: Settings) -> Keyring | None:
     raise AuditKeyError("GREENTWIN_AUDIT_KEY must be keyring JSON or the path of a keyring JSON file")
 
 
-def load_signer() -> Signer | None:
-    """The signing key from the PEM file in ``GREENTWIN_AUDIT_SIGNING_KEY``, or None when unset."""
-    path = os.environ.get(SIGNING_KEY_ENV)
-    if not path:
+def load_signer(settings: Settings | None = None) -> Signer | None:
+    """The signing key from the PEM file ``settings.audit_signing_key``, or None when unset."""
+    path = (settings or get_settings()).audit_signing_key
+    if path is None or not str(path):
         return None
     try:
-        data = Path(path).read_bytes()
+        data = path.read_bytes()
     except OSError as exc:
-        raise AuditKeyError(f"cannot read {SIGNING_KEY_ENV} file {path!r}: {exc.strerror}") from None
+        raise AuditKeyError(f"cannot read {SIGNING_KEY_ENV} file {str(path)!r}: {exc.strerror}") from None
     return Signer.from_pem(data)

@@ -38,7 +38,7 @@ def service_audit_keys(settings: Settings, state_dir: Path) -> tuple[Keyring, Si
     """The configured keys; the demo generates and keeps its own; otherwise refuse to start."""
     from app.audit_keys import load_keyring, load_signer
 
-    keyring, signer = load_keyring(settings), load_signer()
+    keyring, signer = load_keyring(settings), load_signer(settings)
     if keyring is not None and signer is not None:
         return keyring, signer
     if settings.environment != "demo":

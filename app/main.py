@@ -34,7 +34,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
         if rt is None:
             engine = make_engine(settings.database_url)
             require_current_schema(engine)  # refuse to run on a schema that is behind
-            folder = state_dir or Path("state")
+            folder = state_dir or settings.state_dir
             keyring, signer = service_audit_keys(settings, folder)  # refuses outside demo without keys
             store = AuditStore(engine, keyring, signer)
             record_key_in_use(store)  # a rotated key shows in the trail from the first start on it

@@ -97,16 +97,22 @@ def load_certificate(cert_pem: Path | str) -> x509.Certificate:
     return x509.load_pem_x509_certificate(Path(cert_pem).read_bytes())
 
 
+def identity_pem(identity: SigningIdentity) -> tuple[bytes, bytes]:
+    """(key, certificate) as PEM; the key unencrypted, so whoever stores it must keep it owner-only."""
+    key_bytes = identity.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption())
+    return key_bytes, identity.cert.public_bytes(serialization.Encoding.PEM)
+
+
 def save_identity(identity: SigningIdentity, key_pem: Path, cert_pem: Path) -> None:
     """Write key (mode 0600, unencrypted: dev/demo only) and certificate as PEM."""
     key_pem.parent.mkdir(parents=True, exist_ok=True)
     cert_pem.parent.mkdir(parents=True, exist_ok=True)
-    key_bytes = identity.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption())
+    key_bytes, cert_bytes = identity_pem(identity)
     key_pem.touch(mode=0o600, exist_ok=True)
     key_pem.chmod(0o600)
     key_pem.write_bytes(key_bytes)
-    cert_pem.write_bytes(identity.cert.public_bytes(serialization.Encoding.PEM))
+    cert_pem.write_bytes(cert_bytes)
 
 
 def _asn1_cert(cert: x509.Certificate) -> asn1_x509.Certificate:

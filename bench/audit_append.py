@@ -30,7 +30,7 @@ from app.core.db import make_engine
 from audit import AuditEvent, Keyring, Signer, canonical_json
 from audit.store import AuditStore
 
-PG_URL = os.environ.get("GREENTWIN_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+PG_URL = os.environ.get("GREENTWIN_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
 def _event(i: int) -> AuditEvent:

@@ -16,8 +16,8 @@ from typing import NoReturn
 import pytest
 
 PG_URLS = (
-    "postgresql+psycopg2://postgres@127.0.0.1:5432/test",
-    "postgresql+psycopg2://root@127.0.0.1:5432/test",
+    "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    "postgresql+psycopg://root@127.0.0.1:5432/test",
 )
 MQTT_HOST = os.environ.get("GREENTWIN_TEST_MQTT_HOST", "127.0.0.1")
 MQTT_PORT = int(os.environ.get("GREENTWIN_TEST_MQTT_PORT", "1883"))

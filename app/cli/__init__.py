@@ -99,6 +99,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return run_serve(args)
 
 
+def _cmd_init(args: argparse.Namespace) -> int:
+    from app.cli.init import run_init
+
+    return run_init(args)
+
+
+def _cmd_settings(args: argparse.Namespace) -> int:
+    from app.core.settings_doc import settings_markdown
+
+    print(settings_markdown(), end="")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from app.cli.service import run_demo
 
@@ -214,8 +227,19 @@ def build_parser() -> argparse.ArgumentParser:
     srv = sub.add_parser("serve", help="run the control service (API, MQTT bridge, control loops)")
     srv.add_argument("--host", default="127.0.0.1")
     srv.add_argument("--port", type=int, default=8000)
-    srv.add_argument("--state-dir", default="state", help="controller snapshots and the decision spool")
+    srv.add_argument("--state-dir", default=None,
+                     help="controller snapshots and the decision spool (default: GREENTWIN_STATE_DIR or ./state)")
     srv.set_defaults(handler=_cmd_serve)
+
+    from app.cli.init import add_init_arguments  # argparse only
+
+    ini = sub.add_parser("init", help="make the token secret, audit keys and report signing key (owner-only)")
+    add_init_arguments(ini)
+    ini.set_defaults(handler=_cmd_init)
+
+    st = sub.add_parser("settings", help="every GREENTWIN_* setting with its default and meaning")
+    st.add_argument("--markdown", action="store_true", help="as the Markdown table of deploy/README.md (the default)")
+    st.set_defaults(handler=_cmd_settings)
 
     demo = sub.add_parser("demo", help="service + simulated greenhouses + embedded broker, one command")
     demo.add_argument("--port", type=int, default=8000)

@@ -28,7 +28,7 @@ EXIT_OK, EXIT_TAMPER, EXIT_USAGE = 0, 1, 2
 
 def load_keys(settings: Settings) -> tuple[Keyring, Signer]:
     """Configured keys; in dev/demo, generated stand-ins with a warning on stderr."""
-    keyring, signer = load_keyring(settings), load_signer()
+    keyring, signer = load_keyring(settings), load_signer(settings)
     missing = [name for name, v in ((DEFAULT_KEYS_ENV, keyring), (SIGNING_KEY_ENV, signer)) if v is None]
     if missing and settings.environment == "prod":
         raise AuditKeyError(f"audit keys not configured: {', '.join(missing)}")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import os
 import socket
 import sys
 import uuid
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from app.core.config import Settings
     from audit.signing import SigningIdentity
 
 KEY_ENV = "GREENTWIN_REPORT_KEY"
@@ -60,8 +60,14 @@ def main(args: argparse.Namespace) -> int:
     return run_report(args)
 
 
+def _settings() -> Settings:
+    from app.core.config import get_settings
+
+    return get_settings()
+
+
 def _state_dir(args: argparse.Namespace) -> Path:
-    return Path(getattr(args, "state_dir", None) or os.environ.get(STATE_DIR_ENV) or "state")
+    return Path(getattr(args, "state_dir", None) or _settings().state_dir)
 
 
 def _dev_paths(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -81,22 +87,17 @@ def _parse_iso(name: str, value: str | None) -> datetime:
     return dt
 
 
-def _environment() -> str:
-    from app.core.config import get_settings
-
-    return get_settings().environment
-
-
 def load_signing_identity(args: argparse.Namespace) -> SigningIdentity:
     """Configured key and certificate; in dev/demo, the stored (or a newly generated) self-signed pair."""
     from audit.signing import generate_identity, load_identity, save_identity
 
-    key_path, cert_path = os.environ.get(KEY_ENV), os.environ.get(CERT_ENV)
+    settings = _settings()
+    key_path, cert_path = settings.report_key, settings.report_cert
     if key_path and cert_path:
         return load_identity(key_path, cert_path)
     if key_path or cert_path:
         raise ValueError(f"set both {KEY_ENV} and {CERT_ENV}, or neither")
-    env = _environment()
+    env = settings.environment
     if env == "prod":
         raise ValueError(f"report signing key not configured: set {KEY_ENV} and {CERT_ENV}")
     dev_key, dev_cert = _dev_paths(args)
@@ -118,7 +119,8 @@ def audit_verification(url: str, greenhouse_id: str) -> str:
     from audit.store import AuditStore
 
     try:
-        keyring, signer = load_keyring(get_settings()), load_signer()
+        settings = get_settings()
+        keyring, signer = load_keyring(settings), load_signer(settings)
     except (AuditError, ValueError) as exc:
         return f"not performed: audit keys unusable ({exc})"
     if keyring is None or signer is None:
@@ -191,7 +193,7 @@ def run_report_verify(args: argparse.Namespace) -> int:
     """``greentwin report verify FILE.pdf [--cert PEM]``: 0 valid, 1 invalid, 2 usage error."""
     from audit.signing import load_certificate, verify_pdf
 
-    cert_path = getattr(args, "cert", None) or os.environ.get(CERT_ENV) or str(_dev_paths(args)[1])
+    cert_path = getattr(args, "cert", None) or _settings().report_cert or _dev_paths(args)[1]
     try:
         trusted = load_certificate(cert_path)
         pdf = Path(args.pdf).read_bytes()

@@ -94,13 +94,22 @@ def demo_logins(url: str) -> dict[str, str]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    """Check everything a start needs (one line and exit 2 when something is missing), then serve."""
+    import sys
+
     import uvicorn
 
-    from app.core.config import get_settings
-    from app.main import create_app
+    from app.cli.preflight import StartBlocked, preflight
+
+    try:
+        settings = preflight()  # secret files count, as in deploy/
+    except StartBlocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from app.main import create_app  # torch and the runtime load only for a start that can proceed
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    app = create_app(get_settings(), state_dir=Path(args.state_dir))  # secret files count, as in deploy/
+    app = create_app(settings, state_dir=Path(args.state_dir) if args.state_dir else settings.state_dir)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 

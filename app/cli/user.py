@@ -32,13 +32,15 @@ def add_user_arguments(parser: argparse.ArgumentParser) -> None:
                      help="repeat for several roles")
     add.add_argument("--password-stdin", action="store_true", help="read the password from the first line of stdin")
     add.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
-    add.add_argument("--state-dir", default="state", help="the service's state folder (demo-mode audit keys)")
+    add.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
+                     "default: GREENTWIN_STATE_DIR or ./state)")
     lst = sub.add_parser("list", help="accounts, roles, state and last login")
     lst.add_argument("--url", default=None)
     dis = sub.add_parser("disable", help="refuse the account's logins and revoke its tokens")
     dis.add_argument("name", metavar="NAME")
     dis.add_argument("--url", default=None)
-    dis.add_argument("--state-dir", default="state", help="the service's state folder (demo-mode audit keys)")
+    dis.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
+                     "default: GREENTWIN_STATE_DIR or ./state)")
 
 
 def _session(url: str | None) -> AbstractContextManager[Session]:
@@ -56,14 +58,14 @@ class _AccessTrail:
     changes nothing (the service's rule: no audit keys outside demo mode, no start).
     """
 
-    def __init__(self, url: str | None, state_dir: str) -> None:
+    def __init__(self, url: str | None, state_dir: str | None) -> None:
         from app.audit_sink import service_audit_keys
         from app.core.config import get_settings
         from app.core.db import make_engine
         from audit.store import AuditStore
 
         settings = get_settings()
-        keyring, signer = service_audit_keys(settings, Path(state_dir))
+        keyring, signer = service_audit_keys(settings, Path(state_dir) if state_dir else settings.state_dir)
         self.engine = make_engine(url or settings.database_url)
         self.store = AuditStore(self.engine, keyring, signer)
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # ``policy/shipped`` sits next to the ``app`` package both in a checkout and in site-packages.
@@ -31,33 +31,58 @@ class Settings(BaseSettings):
         env_file=None,
         extra="ignore",
         validate_default=True,
+        # The docstring under each field is its meaning in `greentwin settings --markdown`.
+        use_attribute_docstrings=True,
     )
 
     database_url: str = "sqlite:///./greentwin.sqlite3"
+    """SQLAlchemy URL of the service's database (`postgresql://user:pw@host/db` in production)."""
     mqtt_url: str = "mqtt://127.0.0.1:1883"
+    """MQTT broker the edge boxes speak to (`mqtt://` or `mqtts://`, credentials in the URL)."""
     policy_dir: Path = DEFAULT_POLICY_DIR
+    """Directory of the served policy ensemble (the shipped one by default)."""
     environment: Environment = "dev"
+    """`dev`, `demo` (generates and keeps its own keys) or `prod` (refuses to start without real ones)."""
     audit_key: SecretStr | None = None
+    """Audit keyring: keyring JSON text or the path of a keyring JSON file (required in `prod`)."""
 
-    # Telemetry older than this is stale: the loop holds actuators rather than act on it.
     max_age_s: float = Field(default=120.0, gt=0)
-    # A command not applied within its TTL must be dropped by the edge box.
+    """Telemetry older than this is stale: the loop holds actuators rather than act on it."""
     command_ttl_s: float = Field(default=30.0, gt=0)
-    # Without an ack in this time the command counts as lost.
+    """A command not applied within its TTL must be dropped by the edge box."""
     ack_timeout_s: float = Field(default=10.0, gt=0)
-    # Below this ensemble confidence the loop falls back to the expert controller.
+    """Without an ack in this time the command counts as lost."""
     low_confidence_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
+    """Below this ensemble confidence the loop falls back to the expert controller."""
 
-    # Signs API tokens and session cookies. Only the API needs it, so other commands run without;
-    # the service refuses to start without one outside demo mode (the demo generates and keeps one).
     secret_key: SecretStr | None = None
-    # Lifetime of a login: one shift.
+    """Signs API tokens and session cookies; the service refuses to start without one outside `demo`."""
     access_token_ttl_s: float = Field(default=8 * 3600.0, gt=0, le=7 * 24 * 3600.0)
-    # Failed logins allowed per username and client address within the sliding window.
+    """Lifetime of a login: one shift."""
     login_max_failures: int = Field(default=5, ge=1)
+    """Failed logins allowed per username and client address within the sliding window."""
     login_window_s: float = Field(default=300.0, gt=0)
-    # The site's IANA time zone: the dashboard shows times in it (ISO-8601 with offset on hover).
+    """The sliding window of `login_max_failures`."""
     site_timezone: str = "UTC"
+    """The site's IANA time zone: the dashboard shows times in it (ISO-8601 with offset on hover)."""
+
+    # Deployment: key files and the state directory (`greentwin init` makes all of them).
+    audit_keys: SecretStr | None = None
+    """Audit keyring JSON text; takes precedence over `audit_key` (for platforms that inject secrets as variables)."""
+    audit_signing_key: Path | None = None
+    """Ed25519 PEM file that signs audit checkpoints and purge anchors (required in `prod`)."""
+    report_key: Path | None = None
+    """PEM private key that signs PDF reports (with `report_cert`; `dev`/`demo` make a self-signed one)."""
+    report_cert: Path | None = None
+    """PEM certificate of `report_key`; verifiers trust it."""
+    state_dir: Path = Path("state")
+    """Controller snapshots, the decision spool and the demo's generated keys."""
+
+    @field_validator("audit_signing_key", "report_key", "report_cert", mode="before")
+    @classmethod
+    def _empty_path_is_unset(cls, value: object) -> object:
+        """``GREENTWIN_REPORT_KEY=`` (an empty line in an env file) means unset, not the working directory."""
+        return None if isinstance(value, str) and not value.strip() else value
 
     # Audit sealing: /readyz fails once audit events have waited longer than this to be sealed.
     audit_seal_stuck_s: float = Field(default=300.0, gt=0)
@@ -77,9 +102,10 @@ class Settings(BaseSettings):
         """Refuse to start production with an audit trail nobody can trust (no key, or an example one)."""
         if self.environment != "prod":
             return self
-        if self.audit_key is None:
+        given = self.audit_keys or self.audit_key
+        if given is None:
             raise ValueError("GREENTWIN_AUDIT_KEY is required when environment is 'prod'")
-        key = self.audit_key.get_secret_value().strip()
+        key = given.get_secret_value().strip()
         if key.lower() in PLACEHOLDER_KEYS or len(set(key)) <= 1:
             raise ValueError("GREENTWIN_AUDIT_KEY is a placeholder; set a real key for 'prod'")
         if len(key) < MIN_PROD_KEY_LEN:
@@ -99,13 +125,18 @@ class Settings(BaseSettings):
         return self
 
 
+def configured_secrets_dir() -> Path | None:
+    """``GREENTWIN_SECRETS_DIR``: read before the model, because it says where the model's files are."""
+    return Path(d) if (d := os.environ.get("GREENTWIN_SECRETS_DIR")) else None
+
+
 def get_settings(secrets_dir: Path | None = None) -> Settings:
     """Build settings, also reading Docker/Kubernetes-style secret files (one file per field).
 
     The directory is ``secrets_dir`` or ``GREENTWIN_SECRETS_DIR``; files are named like the
     variables (``greentwin_audit_key``), so a key never has to sit in the environment.
     """
-    secrets_dir = secrets_dir or (Path(d) if (d := os.environ.get("GREENTWIN_SECRETS_DIR")) else None)
+    secrets_dir = secrets_dir or configured_secrets_dir()
     if secrets_dir is None:
         return Settings()
     return Settings(_secrets_dir=secrets_dir)  # type: ignore[call-arg]

@@ -23,6 +23,8 @@ NAMING_CONVENTION: dict[str, str] = {
     "pk": "pk_%(table_name)s",
 }
 
+# The checkout root, or site-packages after a wheel install: `migrations` ships as a top-level
+# package next to `app` (pyproject.toml), so the same path holds in both.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS_DIR = REPO_ROOT / "migrations"
 ALEMBIC_INI = REPO_ROOT / "alembic.ini"

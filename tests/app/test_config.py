@@ -35,13 +35,13 @@ def test_defaults() -> None:
 
 
 def test_env_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("GREENTWIN_DATABASE_URL", "postgresql+psycopg2://u@db/gt")
+    monkeypatch.setenv("GREENTWIN_DATABASE_URL", "postgresql+psycopg://u@db/gt")
     monkeypatch.setenv("GREENTWIN_POLICY_DIR", str(tmp_path))
     monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "demo")
     monkeypatch.setenv("GREENTWIN_MAX_AGE_S", "45")
     monkeypatch.setenv("greentwin_low_confidence_threshold", "0.75")
     s = Settings()
-    assert s.database_url == "postgresql+psycopg2://u@db/gt"
+    assert s.database_url == "postgresql+psycopg://u@db/gt"
     assert s.policy_dir == tmp_path
     assert s.environment == "demo"
     assert s.max_age_s == 45.0

@@ -370,14 +370,14 @@ def test_text_fields_survive_the_bulk_insert(store: AuditStore) -> None:
 
 @pytest.mark.postgres
 def test_copy_follows_the_client_encoding(make_pg_database: Any, keys: tuple[Keyring, Signer]) -> None:
-    """Binary COPY on a UTF-8 connection, text COPY on any other: the same records either way."""
+    """Binary COPY on a UTF-8 connection and on any other: psycopg encodes text in the client encoding."""
     with make_pg_database("greentwin_audit_enc") as url:
         db_cli.upgrade(url)
         for encoding in ("UTF8", "LATIN1"):
             engine = make_engine(url, connect_args={"options": f"-c client_encoding={encoding}"})
             try:
                 with engine.connect() as conn:
-                    assert conn.connection.dbapi_connection.encoding == encoding
+                    assert conn.exec_driver_sql("SHOW client_encoding").scalar() == encoding
                 store = AuditStore(engine, *keys)
                 gh = f"gh-{encoding}"
                 written = store.append_many(gh, [AuditEvent("note\t", "operator:Zoë \\", {"i": i},

@@ -1,0 +1,22 @@
+-- Runs once, when the PostgreSQL volume is first initialised (docker-entrypoint-initdb.d, as the
+-- bootstrap superuser). Two roles: the owner runs migrations and owns every table; the service
+-- connects as greentwin_app, which may read and write rows but never change the schema.
+-- Passwords come from the compose secrets; psql's backquotes read them, so none sits in this file.
+\set owner_pw `cat /run/secrets/db_owner_password`
+\set app_pw `cat /run/secrets/db_app_password`
+
+CREATE ROLE greentwin_owner LOGIN PASSWORD :'owner_pw';
+CREATE ROLE greentwin_app LOGIN PASSWORD :'app_pw';
+CREATE DATABASE greentwin OWNER greentwin_owner;
+REVOKE ALL ON DATABASE greentwin FROM PUBLIC;
+GRANT CONNECT, TEMPORARY ON DATABASE greentwin TO greentwin_app;
+
+\connect greentwin
+REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+GRANT USAGE ON SCHEMA public TO greentwin_app;
+-- Tables the owner creates from now on (every migration) are usable by the service at once.
+-- The audit trail's append-only triggers still refuse UPDATE and DELETE on sealed records.
+ALTER DEFAULT PRIVILEGES FOR ROLE greentwin_owner IN SCHEMA public
+    GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO greentwin_app;
+ALTER DEFAULT PRIVILEGES FOR ROLE greentwin_owner IN SCHEMA public
+    GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO greentwin_app;

@@ -1,0 +1,153 @@
+"""``deploy/``: structure of the compose file, image and systemd units; the roles SQL on a real PostgreSQL;
+the settings table in ``deploy/README.md`` equal to the one generated from the settings model.
+
+Docker is not available where the suite runs; deploy/README.md documents the by-hand smoke test.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.core.settings_doc import settings_markdown
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+CONTAINER_UID = "10001"
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+
+
+def test_settings_table_is_the_generated_one() -> None:
+    readme = (DEPLOY / "README.md").read_text()
+    found = re.search(r"<!-- settings:begin -->\n(.*?)<!-- settings:end -->", readme, re.S)
+    assert found, "deploy/README.md lost its settings markers"
+    assert found.group(1) == settings_markdown(), "regenerate with `greentwin settings --markdown`"
+
+
+def test_compose_services_wait_for_what_they_need(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert {"db", "mqtt", "init", "migrate", "greentwin", "audit-verify", "audit-purge"} <= set(services)
+    for name in ("db", "mqtt", "greentwin"):
+        assert services[name]["healthcheck"]["test"], f"{name} has no health check"
+    assert "/readyz" in " ".join(services["greentwin"]["healthcheck"]["test"])
+    after = services["greentwin"]["depends_on"]
+    assert after["init"]["condition"] == after["migrate"]["condition"] == "service_completed_successfully"
+    assert after["db"]["condition"] == after["mqtt"]["condition"] == "service_healthy"
+    assert services["migrate"]["depends_on"]["db"]["condition"] == "service_healthy"
+    assert services["init"]["command"][:2] == ["greentwin", "init"]
+
+
+def test_compose_keys_belong_to_the_container_user(compose: dict[str, Any]) -> None:
+    """The jobs that write or read keys run as the image's user, on the same state volume."""
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert f"--uid {CONTAINER_UID}" in dockerfile and re.search(r"^USER greentwin$", dockerfile, re.M)
+    for name in ("init", "migrate", "greentwin", "audit-verify", "audit-purge"):
+        service = compose["services"][name]
+        assert service["user"].split(":")[0] == CONTAINER_UID, name
+        assert "state:/var/lib/greentwin" in service["volumes"], name
+
+
+def test_compose_secrets_are_declared_files_and_roles_split(compose: dict[str, Any]) -> None:
+    declared = compose["secrets"]
+    for name, service in compose["services"].items():
+        for secret in service.get("secrets", []):
+            assert secret in declared, f"{name} uses undeclared secret {secret}"
+    assert all(s["file"].startswith("./secrets/") for s in declared.values())
+    env = {name: s.get("environment", {}) for name, s in compose["services"].items()}
+    assert env["migrate"]["GREENTWIN_DB_ROLE"] == env["audit-purge"]["GREENTWIN_DB_ROLE"] == "greentwin_owner"
+    assert env["greentwin"]["GREENTWIN_DB_ROLE"] == env["audit-verify"]["GREENTWIN_DB_ROLE"] == "greentwin_app"
+    assert "db_owner_password" not in compose["services"]["greentwin"]["secrets"]
+    assert "verify" in " ".join(compose["services"]["audit-verify"]["command"])
+    assert "purge" in " ".join(compose["services"]["audit-purge"]["command"])
+    text = (DEPLOY / "compose.yaml").read_text()
+    assert not re.search(r"(?i)password\s*[:=]\s*[^/\s{]", text.replace("PASSWORD_FILE", "")), "a literal password"
+
+
+def test_compose_files_it_mounts_exist(compose: dict[str, Any]) -> None:
+    """Every host path the compose file mounts is shipped, except the broker's files (``mosquitto/``)
+    and the secrets that first-start.sh makes."""
+    for name, service in compose["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./") and source != "./mosquitto":
+                assert (DEPLOY / source).exists(), f"{name} mounts missing {source}"
+    assert "./mosquitto.conf" in " ".join(compose["services"]["mqtt"]["volumes"])
+
+
+def _unit(path: Path) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(path.read_text())
+    return parser
+
+
+def test_systemd_timers_start_oneshot_audit_jobs() -> None:
+    timers = sorted(DEPLOY.glob("*.timer"))
+    assert {t.stem for t in timers} == {"greentwin-audit-verify", "greentwin-audit-purge"}
+    for timer in timers:
+        unit = _unit(timer)
+        assert unit["Timer"]["OnCalendar"] and unit["Timer"]["Persistent"] == "true"
+        service = _unit(timer.with_suffix(".service"))
+        assert service["Service"]["Type"] == "oneshot" and service["Service"]["User"] == "greentwin"
+        assert f"audit {timer.stem.rsplit('-', 1)[1]}" in service["Service"]["ExecStart"]
+    main = _unit(DEPLOY / "greentwin.service")["Service"]
+    assert "db upgrade" in main["ExecStartPre"] and "serve" in main["ExecStart"]
+    assert main["RestartPreventExitStatus"] == "2"  # a start that cannot proceed is not retried
+
+
+@pytest.mark.postgres
+def test_roles_sql_gives_the_service_rows_but_not_the_schema(pg_url: str, tmp_path: Path) -> None:
+    """The compose init SQL on the real server (roles and database renamed so runs never collide)."""
+    from sqlalchemy import create_engine, make_url, text
+    from sqlalchemy.exc import ProgrammingError
+
+    from app.cli import db as db_cli
+
+    if shutil.which("psql") is None:
+        pytest.skip("psql not installed")
+    tag = uuid.uuid4().hex[:8]
+    owner, app, database = f"gt_owner_{tag}", f"gt_app_{tag}", f"gt_roles_{tag}"
+    for name in ("db_owner_password", "db_app_password"):
+        (tmp_path / name).write_text(uuid.uuid4().hex)
+    sql = (DEPLOY / "postgres" / "10-roles.sql").read_text()
+    sql = (sql.replace("/run/secrets/", f"{tmp_path}/").replace("greentwin_owner", owner)
+           .replace("greentwin_app", app).replace("DATABASE greentwin", f"DATABASE {database}")
+           .replace("\\connect greentwin", f"\\connect {database}"))
+    (tmp_path / "roles.sql").write_text(sql)
+    base = make_url(pg_url)
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        subprocess.run(["psql", "-v", "ON_ERROR_STOP=1", "-q", "-h", base.host or "127.0.0.1", "-p",
+                        str(base.port or 5432), "-U", base.username or "postgres", "-d", base.database or "test",
+                        "-f", str(tmp_path / "roles.sql")], check=True, capture_output=True, timeout=60)
+        as_owner = base.set(drivername="postgresql", username=owner, database=database)
+        as_app = base.set(drivername="postgresql", username=app, database=database)
+        db_cli.upgrade(as_owner.render_as_string(hide_password=False))
+        engine = create_engine(as_app)
+        try:
+            with engine.begin() as conn:
+                conn.execute(text("INSERT INTO greenhouse (id, name, zones) VALUES ('gh1', 'gh1', 1)"))
+                assert conn.execute(text("SELECT count(*) FROM greenhouse")).scalar() == 1
+            with pytest.raises(ProgrammingError, match="permission denied"), engine.begin() as conn:
+                conn.execute(text("CREATE TABLE intruder (i int)"))
+            with pytest.raises(ProgrammingError, match="owner|permission denied"), engine.begin() as conn:
+                conn.execute(text("ALTER TABLE greenhouse ADD COLUMN x int"))
+        finally:
+            engine.dispose()
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+            conn.execute(text(f'DROP ROLE IF EXISTS "{app}"'))
+            conn.execute(text(f'DROP ROLE IF EXISTS "{owner}"'))
+        admin.dispose()
