@@ -84,8 +84,8 @@ class Settings(BaseSettings):
         """``GREENTWIN_REPORT_KEY=`` (an empty line in an env file) means unset, not the working directory."""
         return None if isinstance(value, str) and not value.strip() else value
 
-    # Audit sealing: /readyz fails once audit events have waited longer than this to be sealed.
     audit_seal_stuck_s: float = Field(default=300.0, gt=0)
+    """Seconds an audit event may wait to be sealed before /readyz fails (sealing is stuck)."""
 
     @model_validator(mode="after")
     def _known_time_zone(self) -> Self:
