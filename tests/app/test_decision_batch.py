@@ -62,14 +62,15 @@ def _telemetry(r: dict | None, i: int, k: int, action: np.ndarray, theta: np.nda
 
 
 def _ensemble() -> Ensemble:
-    """Three small residual members with random heads: they disagree now and then."""
+    """Three small residual members with random heads, near enough to their shared prior that they
+    agree on most decisions and disagree now and then."""
     spec = ObservationSpec(6)
     members = []
     for seed in range(3):
         torch.manual_seed(seed)
         agent = ActorCritic(spec.dim, 6, hidden=16, residual=ThresholdExpert())
         with torch.no_grad():
-            agent.actor_head.weight.normal_(0.0, 0.5)
+            agent.actor_head.weight.normal_(0.0, 0.1)
             agent.obs_rms.mean.copy_(torch.from_numpy((spec.low + spec.high) / 2.0))
             agent.obs_rms.var.copy_(torch.from_numpy(((spec.high - spec.low) / 4.0) ** 2))
             agent.obs_rms.count.fill_(1000.0)

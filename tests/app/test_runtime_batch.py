@@ -81,7 +81,7 @@ def test_journaled_decisions_of_a_crashed_run_are_stored_once_with_explanations(
     assert [(d.greenhouse_id, d.seq) for d in decisions] == [(gh, s) for gh in ghs for s in (1, 2, 3)]
     assert [(c.greenhouse_id, c.seq, c.to_mode) for c in changes] == [("gb", 4, "estop")]
     assert all(d.explanation["top"] for d in decisions if d.actor.startswith("policy:"))
-    assert any(d.actor.startswith("policy:") for d in decisions)
+    assert any(d.actor.startswith("policy:") for d in decisions), [(d.actor, d.confidence) for d in decisions]
     assert second.controllers["gb"].seq == 4 and second.controllers["gb"].estop_latched
     assert not list((state / "journal").iterdir())
 
