@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 SERVICE_STATUS_TOPIC: Final = "greentwin/service/status"
 
 # Bridge-level reasons on top of topics.REASON_CODES (payload errors).
-BridgeReason = Literal["bad_topic", "unknown_greenhouse", "duplicate", "out_of_order", "stale"]
+BridgeReason = Literal["bad_topic", "unknown_greenhouse", "duplicate", "out_of_order", "stale", "foreign_ack"]
 
 TelemetryHandler = Callable[[str, Telemetry], Any]
 AckHandler = Callable[[str, Ack], Any]
@@ -271,7 +271,11 @@ class MqttBridge:
             except PayloadError as exc:
                 self._reject(gh, exc.reason_code, exc.detail)
                 return
-            if self.tracker.resolve(ack.cmd_id) is None:
+            owner = self.tracker.owner(ack.cmd_id)
+            if owner is not None and owner != gh:
+                self._reject(gh, "foreign_ack", f"ack for command {ack.cmd_id} sent to {owner}")
+                return
+            if self.tracker.resolve(gh, ack.cmd_id) is None:
                 logger.info("ack %s for %s matches no pending command (late or duplicate)", ack.cmd_id, gh)
             self._deliver(self.on_ack, gh, ack)
         except Exception:  # noqa: BLE001
