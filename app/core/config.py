@@ -9,6 +9,8 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.mqtt.connection import MqttTarget, TlsFiles, parse_mqtt_url, with_credentials
+
 # ``policy/shipped`` sits next to the ``app`` package both in a checkout and in site-packages.
 DEFAULT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policy" / "shipped"
 
@@ -58,6 +60,35 @@ class Settings(BaseSettings):
     login_window_s: float = Field(default=300.0, gt=0)
     # The site's IANA time zone: the dashboard shows times in it (ISO-8601 with offset on hover).
     site_timezone: str = "UTC"
+
+    # Edge input and broker access (issue 17). Edge timestamps further ahead than this are refused
+    # (a box with a wrong clock must not pass as fresh); an accelerated simulation needs it raised.
+    max_clock_skew_s: float = Field(default=30.0, gt=0)
+    # Inbound telemetry per greenhouse: sustained rate and burst; beyond them it is shed and counted.
+    telemetry_rate_per_s: float = Field(default=20.0, gt=0)
+    telemetry_burst: int = Field(default=40, ge=1)
+    # Telemetry waiting for a decision per greenhouse; beyond it the oldest is shed (newest matters).
+    inbox_per_greenhouse: int = Field(default=64, ge=1)
+    # Broker credentials and TLS (mqtts://): the site's CA, this client's certificate and key (PEM).
+    # Username and password here take precedence over any in GREENTWIN_MQTT_URL.
+    mqtt_username: str | None = None
+    mqtt_password: SecretStr | None = None
+    mqtt_ca_file: Path | None = None
+    mqtt_cert_file: Path | None = None
+    mqtt_key_file: Path | None = None
+    # Largest API request body accepted (413 beyond).
+    max_request_bytes: int = Field(default=256 * 1024, ge=1024)
+
+    def mqtt_tls(self) -> TlsFiles | None:
+        """The TLS files to connect with, or None when none is set."""
+        if self.mqtt_ca_file is None and self.mqtt_cert_file is None and self.mqtt_key_file is None:
+            return None
+        return TlsFiles(self.mqtt_ca_file, self.mqtt_cert_file, self.mqtt_key_file)
+
+    def mqtt_target(self) -> MqttTarget:
+        """Where the broker is and who we are to it (URL, then settings' credentials)."""
+        password = None if self.mqtt_password is None else self.mqtt_password.get_secret_value()
+        return with_credentials(parse_mqtt_url(self.mqtt_url), self.mqtt_username, password)
 
     @model_validator(mode="after")
     def _known_time_zone(self) -> Self:
