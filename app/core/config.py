@@ -33,10 +33,12 @@ class Settings(BaseSettings):
         env_file=None,
         extra="ignore",
         validate_default=True,
+        # A rejected value may be a secret (a URL with its password): errors name the field, not the value.
+        hide_input_in_errors=True,
     )
 
     database_url: str = "sqlite:///./greentwin.sqlite3"
-    mqtt_url: str = "mqtt://127.0.0.1:1883"
+    mqtt_url: str = Field(default="mqtt://127.0.0.1:1883", repr=False)  # may carry a password
     policy_dir: Path = DEFAULT_POLICY_DIR
     environment: Environment = "dev"
     audit_key: SecretStr | None = None
@@ -78,6 +80,9 @@ class Settings(BaseSettings):
     mqtt_key_file: Path | None = None
     # Largest API request body accepted (413 beyond).
     max_request_bytes: int = Field(default=256 * 1024, ge=1024)
+    # Failed logins per account from all addresses together in login_window_s: caps a guess spread
+    # over many addresses (each address alone is held to login_max_failures).
+    login_max_failures_per_account: int = Field(default=20, ge=1)
 
     def mqtt_tls(self) -> TlsFiles | None:
         """The TLS files to connect with, or None when none is set."""
@@ -89,6 +94,13 @@ class Settings(BaseSettings):
         """Where the broker is and who we are to it (URL, then settings' credentials)."""
         password = None if self.mqtt_password is None else self.mqtt_password.get_secret_value()
         return with_credentials(parse_mqtt_url(self.mqtt_url), self.mqtt_username, password)
+
+    @model_validator(mode="after")
+    def _usable_mqtt_settings(self) -> Self:
+        """A bad broker URL or a missing TLS file fails at start, not at the first reconnect."""
+        self.mqtt_target()
+        self.mqtt_tls()
+        return self
 
     @model_validator(mode="after")
     def _known_time_zone(self) -> Self:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
@@ -28,7 +28,7 @@ class MqttTarget:
     port: int
     tls: bool
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a log line that prints the target
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,8 @@ def redact_url(url: str) -> str:
 
 def with_credentials(target: MqttTarget, username: str | None, password: str | None) -> MqttTarget:
     """Credentials from settings take precedence over the URL's (the URL need not carry a secret)."""
-    if username is None:
-        return target
-    return replace(target, username=username, password=password)
+    return replace(target, username=username if username is not None else target.username,
+                   password=password if password is not None else target.password)
 
 
 def parse_mqtt_url(url: str) -> MqttTarget:
@@ -104,15 +103,21 @@ def make_client(target: MqttTarget, client_id: str, will_topic: str, tls: TlsFil
     client.on_socket_open = no_delay
     if target.username is not None:
         client.username_pw_set(target.username, target.password)
+    apply_tls(client, target, tls)
+    client.will_set(will_topic, OFFLINE, qos=QOS, retain=True)
+    client.reconnect_delay_set(min_delay=RECONNECT_MIN_S, max_delay=RECONNECT_MAX_S)
+    return client
+
+
+def apply_tls(client: mqtt.Client, target: MqttTarget, tls: TlsFiles | None) -> None:
+    """TLS for ``mqtts://`` (broker verified against ``tls.ca_file``, else the system's CAs; the client
+    certificate presented when given). TLS files with a plain URL are refused, not ignored."""
     if target.tls:
         tls = tls or TlsFiles()
         client.tls_set(ca_certs=_str(tls.ca_file), certfile=_str(tls.cert_file), keyfile=_str(tls.key_file),
                        cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT)
     elif tls is not None and (tls.ca_file or tls.cert_file):
         raise ValueError("TLS files are set but the MQTT URL is not mqtts://: refusing to send in the clear")
-    client.will_set(will_topic, OFFLINE, qos=QOS, retain=True)
-    client.reconnect_delay_set(min_delay=RECONNECT_MIN_S, max_delay=RECONNECT_MAX_S)
-    return client
 
 
 def _str(path: Path | None) -> str | None:

@@ -8,6 +8,7 @@ to read that topic seeing nothing, next to a control message it does see.
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import subprocess
@@ -229,3 +230,44 @@ def test_the_service_and_an_edge_box_work_end_to_end_over_tls(site: Site) -> Non
         gh, ack = acks.get(timeout=10)
         assert (gh, ack.cmd_id, ack.status) == (GH_A, cmd.cmd_id, "applied")
         assert len(bridge.tracker) == 0
+
+
+def test_a_refused_connection_never_logs_the_password(site: Site, caplog: pytest.LogCaptureFixture) -> None:
+    secret = "wrong-but-still-secret-7f3a"
+    caplog.set_level(logging.DEBUG)
+    bridge = MqttBridge(f"mqtt://{SERVICE_USER}:{secret}@127.0.0.1:{site.broker.port}", zones=6)
+    with bridge:
+        wait_until(lambda: "refused" in caplog.text, 10, "the broker's refusal in the log")
+        assert not bridge.wait_ready(0.5)
+    assert secret not in caplog.text and repr(bridge.target).count(secret) == 0
+
+
+@pytest.mark.slow
+def test_greentwin_serve_runs_over_tls_with_its_client_certificate(site: Site, tmp_path: Path) -> None:
+    """The real service process, configured only through its settings, decides for an edge box
+    that speaks to it through the shipped broker config over TLS."""
+    from app.cli import db as db_cli
+    from tests.app.procs import AuditKeys, Service, service_env
+
+    url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, GH_A, zones=6, soil="loam")
+    files = site.tls_files(SERVICE_USER)
+    env = service_env(database_url=url, mqtt_url=site.tls_url, keys=AuditKeys.generate(tmp_path / "keys"),
+                      policy_dir=tmp_path / "no-policy",
+                      extra={"GREENTWIN_MQTT_CA_FILE": str(files.ca_file), "GREENTWIN_MQTT_CERT_FILE": str(files.cert_file),
+                             "GREENTWIN_MQTT_KEY_FILE": str(files.key_file)})
+    service = Service(tmp_path, env)
+    sim = PlantSim(site.tls_url, [GH_A], tls=site.tls_files(GH_A), zones=6)
+    try:
+        service.start()
+        wait_until(lambda: service.readyz()["ready"], 30, "the service connected over TLS", context=service.tail)
+        assert sim.start(10)
+        for k in range(1, 4):
+            sim.step_once()
+            wait_until(lambda k=k: service.decisions(GH_A) >= k, 30, f"decision {k}", context=service.tail)
+        wait_until(lambda: sim.state[GH_A].applied_count >= 1, 10, "a command applied by the edge box")
+    finally:
+        sim.close()
+        service.stop()
+    assert "refused" not in service.output()
