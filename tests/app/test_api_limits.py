@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import paho.mqtt.client as mqtt
 import pytest
 from fastapi.testclient import TestClient
 
@@ -81,3 +82,30 @@ def test_settings_never_echo_the_brokers_password(tmp_path: Path) -> None:
     texts = [str(bad_scheme.value), str(bad_number.value), repr(good), str(good), repr(good.mqtt_target())]
     assert all(secret not in t for t in texts), texts
     assert good.mqtt_target().password == "also-" + secret  # the setting wins over the URL's
+
+
+def test_a_telemetry_flood_is_shed_visibly_by_the_running_service(client: TestClient) -> None:
+    """Through the service's own bridge: over the burst, telemetry is counted as shed and alarmed."""
+    from datetime import UTC, datetime
+
+    from app.mqtt.topics import Telemetry, encode, telemetry_topic
+    from tests.app.procs import wait_until
+
+    runtime = client.app.state.runtime
+    bridge = runtime.bridge
+    for seq in range(bridge.rate_limit.burst + 20):
+        tel = Telemetry(ts=datetime.now(UTC), boot_id="flood", seq=seq, soil_vwc=[[0.2, 0.2]] * 3, air_temp_c=20.0,
+                        air_rh_pct=50.0, par_umol_m2_s=0.0, co2_ppm=400.0, leaf_temp_c=19.5, flow_l_min=0.0,
+                        pump_current_a=0.0, valve_open=[0, 0, 0], pump_pct=0.0, light_pct=0.0, estop=False)
+        msg = mqtt.MQTTMessage(topic=telemetry_topic("gh1").encode())
+        msg.payload = encode(tel)
+        bridge._on_telemetry_msg(bridge.client, None, msg)  # as paho's thread delivers it
+
+    def shed() -> float:
+        line = next((x for x in client.get("/metrics").text.splitlines()
+                     if x.startswith('greentwin_telemetry_shed_total{greenhouse="gh1",reason="rate_limit"}')), None)
+        return float(line.split()[-1]) if line else 0.0
+
+    wait_until(lambda: shed() >= 10, 10, "shed telemetry in /metrics")
+    assert bridge.stats["shed"] == shed()
+    assert any(a.kind == "telemetry_shed:rate_limit" and a.greenhouse_id == "gh1" for a in runtime.alarms)
