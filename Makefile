@@ -6,12 +6,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# CPU wheel of torch first, so that no multi-GB CUDA build is pulled in.
-	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[dev]"
+	# CPU wheel of torch first, so that no multi-GB CUDA build is pulled in. constraints.txt pins
+	# every package to the versions the tests last passed with (regenerate: see README).
+	$(BIN)/pip install -q -c constraints.txt "torch==2.13.0"
+	$(BIN)/pip install -q -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -23,20 +23,31 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 64
 """Greenhouses decided together at most; more waiting go to the next batch."""
+MAX_WAITING = 64
+"""Messages one greenhouse may have waiting; beyond it the oldest is shed (the newest matters most)."""
 CHUNK = 16
 """Greenhouses finished (journaled, published) between two chances for an e-stop to run."""
 
 Emit = Callable[[list[ControlDecision], list[float]], None]
 """Journals and publishes finished decisions, given when each one's telemetry arrived."""
+Shed = Callable[[str, str], None]
+"""Told (greenhouse, reason) of each message dropped unseen."""
 
 
 class Intake:
     """The queue between the bridge and the controllers, and the loop that decides its batches."""
 
-    def __init__(self, controllers: dict[str, GreenhouseController], emit: Emit, max_batch: int = MAX_BATCH) -> None:
+    def __init__(self, controllers: dict[str, GreenhouseController], emit: Emit, max_batch: int = MAX_BATCH,
+                 max_waiting: int = MAX_WAITING, on_shed: Shed | None = None) -> None:
+        if max_waiting < 1:
+            raise ValueError("max_waiting must be >= 1")
         self.controllers = controllers
         self.emit = emit
         self.max_batch = max_batch
+        self.max_waiting = max_waiting
+        self.on_shed = on_shed
+        self.shed = 0
+        """Messages dropped because their greenhouse's queue was full."""
         self.stopping = False
         self.in_flight: frozenset[str] = frozenset()
         """Greenhouses in the batch being decided: half a decision is not a state to snapshot."""
@@ -54,6 +65,11 @@ class Intake:
         queue = self._inbox.setdefault(gh, deque())
         if not queue:
             self._ready.append(gh)
+        elif len(queue) >= self.max_waiting:  # gh stays ready: its queue is still not empty
+            queue.popleft()
+            self.shed += 1
+            if self.on_shed is not None:
+                self.on_shed(gh, "inbox_full")
         queue.append((tel, time.perf_counter()))
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.get_running_loop().create_task(self._drain())

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
+from app.api.body_limit import BodyLimitMiddleware
 from app.api.dashboard import Dashboard
 from app.api.edge_status import EdgeStatusWatcher
 from app.api.routes import alarms, audit_status, auth, greenhouses, health, live, reports, users
@@ -43,9 +44,10 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
         app.state.auth = AuthService(
             sessions=rt.sessions, signer=TokenSigner(secret, settings.access_token_ttl_s),
             limiter=SlidingWindowLimiter(settings.login_max_failures, settings.login_window_s),
+            account_limiter=SlidingWindowLimiter(settings.login_max_failures_per_account, settings.login_window_s),
             metrics=rt.metrics, audit=rt.audit.store if rt.audit is not None else None)
         await rt.start()
-        edge = EdgeStatusWatcher(rt.settings.mqtt_url)
+        edge = EdgeStatusWatcher(rt.settings.mqtt_target(), rt.settings.mqtt_tls())
         edge.start()
         app.state.dashboard = Dashboard(rt, edge)
         app.state.runtime = rt
@@ -67,4 +69,5 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
     app.include_router(pages.router)
     app.mount("/static", pages.static_files(), name="static")
     app.add_middleware(SecurityMiddleware)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)  # outermost: before anything reads
     return app

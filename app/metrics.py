@@ -33,6 +33,9 @@ class Metrics:
         self.ack_timeouts = Counter("greentwin_ack_timeouts_total", "Commands not acknowledged in time",
                                     ["greenhouse"], registry=r)
         self.alarms = Counter("greentwin_alarms_total", "Alarms raised by kind", ["greenhouse", "kind"], registry=r)
+        self.telemetry_shed = Counter("greentwin_telemetry_shed_total",
+                                      "Valid telemetry dropped under load (rate_limit, inbox_full)",
+                                      ["greenhouse", "reason"], registry=r)
         self.spooled = Gauge("greentwin_decisions_spooled", "Decisions waiting in the local spool (DB down)",
                              registry=r)
         self.low_confidence = Counter("greentwin_low_confidence_total", "Decisions handed to the expert fallback",

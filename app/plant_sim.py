@@ -28,6 +28,8 @@ from app.mqtt.connection import (
     QOS,
     RECONNECT_MAX_S,
     RECONNECT_MIN_S,
+    MqttTarget,
+    TlsFiles,
     make_client,
     parse_mqtt_url,
 )
@@ -68,9 +70,9 @@ class PlantSim:
     they never depend on wall-clock pacing.
     """
 
-    def __init__(self, url: str, greenhouses: list[str], *, speed: float = 1.0, dt_s: float = 60, seed: int = 0,
+    def __init__(self, url: str | MqttTarget, greenhouses: list[str], *, speed: float = 1.0, dt_s: float = 60, seed: int = 0,
                  zones: int = DEFAULT_ZONES, clock: Callable[[], float] = time.time, start_time: datetime | None = None,
-                 twin_overrides: dict[str, Any] | None = None) -> None:
+                 twin_overrides: dict[str, Any] | None = None, tls: TlsFiles | None = None) -> None:
         if not greenhouses:
             raise ValueError("at least one greenhouse is needed")
         if len(set(greenhouses)) != len(greenhouses):
@@ -81,19 +83,21 @@ class PlantSim:
         self.speed = float(speed)
         self.dt_s = float(dt_s)
         self.zones = int(zones)
-        self.target = parse_mqtt_url(url)
+        self.target = url if isinstance(url, MqttTarget) else parse_mqtt_url(url)
         self.twin = GreenhouseTwin(num_instances=len(greenhouses), seed=seed, zones=self.zones, dt_s=self.dt_s,
                                    **(twin_overrides or {}))
         self.twin.reset()
         self.rated_current_a = self.twin.config.hydraulics.pump_rated_current_a
-        self.sim_time = start_time or datetime.now(UTC)
+        # The first step lands on the wall clock: at speed 1 the box's timestamps are the real time,
+        # as the service's clock-skew check expects of an edge box.
+        self.sim_time = start_time or datetime.now(UTC) - timedelta(seconds=self.dt_s)
         self._clock = clock
         self._lock = threading.RLock()
         self._index = {gh: i for i, gh in enumerate(self.greenhouses)}
         self._started = False
         self.state: dict[str, GreenhouseState] = {}
         for gh in self.greenhouses:
-            client = make_client(self.target, f"greentwin-edge-{gh}-{uuid.uuid4().hex[:6]}", status_topic(gh))
+            client = make_client(self.target, f"greentwin-edge-{gh}-{uuid.uuid4().hex[:6]}", status_topic(gh), tls)
             st = GreenhouseState(gh=gh, zones=self.zones, client=client)
             client.user_data_set(st)
             client.on_connect = self._on_connect

@@ -23,6 +23,7 @@ import logging
 import pickle
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +43,7 @@ from app.intake import MAX_BATCH, Intake
 from app.journal import DecisionJournal
 from app.metrics import Metrics
 from app.models import Greenhouse, Zone
+from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
 from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry
 from app.private_files import private_dir
@@ -53,6 +55,7 @@ from twin.config import DEFAULT_ZONES
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+SHED_ALARM_EVERY_S = 60.0
 
 
 class Runtime:
@@ -87,7 +90,9 @@ class Runtime:
         """Each greenhouse's latest accepted telemetry (read-only for the dashboard's live view)."""
         self.bridge: MqttBridge | None = None
         self.dispatch = Dispatcher(self.controllers, self.journal, self.writer, self.snapshots, self.metrics)
-        self.intake = Intake(self.controllers, self.dispatch.emit, max_batch)
+        self.intake = Intake(self.controllers, self.dispatch.emit, max_batch,
+                             max_waiting=settings.inbox_per_greenhouse, on_shed=self._on_shed)
+        self._shed_alarmed: dict[str, float] = {}
         self.housekeeping = Housekeeping(self.controllers, self.intake, self.dispatch, self.writer, self.snapshots,
                                          self.metrics)
         self._tasks: list[asyncio.Task[None]] = []
@@ -132,6 +137,8 @@ class Runtime:
                 ctl = GreenhouseController(gh.id, setups, self._proposer_for(len(setups)), limits,
                                            command_ttl_s=self.settings.command_ttl_s,
                                            max_age_s=self.settings.max_age_s,
+                                           max_future_s=self.settings.max_clock_skew_s,
+                                           site_timezone=self.settings.site_timezone,
                                            disagreement_threshold=1.0 - self.settings.low_confidence_threshold)
                 snap = self.snapshots.load(gh.id)
                 if snap is not None:
@@ -192,11 +199,14 @@ class Runtime:
         self._loop = loop
         self.intake.stopping = False
         self.writer.start(self._writer_config())
+        cfg = self.settings
         self.bridge = MqttBridge(
-            self.settings.mqtt_url, on_telemetry=self.on_telemetry, on_ack=self.on_ack, on_estop=self.on_estop,
+            cfg.mqtt_target(), on_telemetry=self.on_telemetry, on_ack=self.on_ack, on_estop=self.on_estop,
             loop=loop, zones=lambda gh: self.controllers[gh].z if gh in self.controllers else 6,
-            known_greenhouses=lambda gh: gh in self.controllers, max_age_s=self.settings.max_age_s,
-            ack_timeout_s=self.settings.ack_timeout_s, on_reject=self._on_reject)
+            known_greenhouses=lambda gh: gh in self.controllers, max_age_s=cfg.max_age_s,
+            ack_timeout_s=cfg.ack_timeout_s, on_reject=self._on_reject, max_future_s=cfg.max_clock_skew_s,
+            rate_limit=RateLimit(cfg.telemetry_rate_per_s, cfg.telemetry_burst), tls=cfg.mqtt_tls(),
+            on_shed=lambda gh: loop.call_soon_threadsafe(self._on_shed, gh, "rate_limit"))
         self.dispatch.bridge = self.bridge
         self.bridge.start()
         self._tasks.append(asyncio.create_task(self.housekeeping.run()))
@@ -227,6 +237,14 @@ class Runtime:
     # ---- inbound (the bridge hands these over on the event loop) -----------------------------
     def _on_reject(self, gh: str | None, reason: str, detail: str) -> None:
         self.metrics.telemetry.labels("rejected", reason).inc()
+
+    def _on_shed(self, gh: str, reason: str) -> None:
+        """Valid telemetry dropped under load: counted always, alarmed at most once a minute per greenhouse."""
+        self.metrics.telemetry_shed.labels(gh, reason).inc()
+        now = time.monotonic()
+        if now - self._shed_alarmed.get(gh, -SHED_ALARM_EVERY_S) >= SHED_ALARM_EVERY_S:
+            self._shed_alarmed[gh] = now
+            self.dispatch.alarm(gh, f"telemetry_shed:{reason}")
 
     def on_telemetry(self, gh: str, tel: Telemetry) -> None:
         """Queue for the next micro-batch (messages of one greenhouse are decided in arrival order)."""

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
+from app.mqtt.connection import MqttTarget, TlsFiles, apply_tls, parse_mqtt_url
 from app.mqtt.topics import parse_topic, subscription
 
 log = logging.getLogger(__name__)
@@ -34,10 +35,9 @@ class EdgeStatus:
 class EdgeStatusWatcher:
     """Subscribes to every greenhouse's status topic and keeps the last state of each."""
 
-    def __init__(self, mqtt_url: str) -> None:
-        from app.mqtt.connection import parse_mqtt_url
-
-        self.target = parse_mqtt_url(mqtt_url)
+    def __init__(self, mqtt_url: str | MqttTarget, tls: TlsFiles | None = None) -> None:
+        self.target = mqtt_url if isinstance(mqtt_url, MqttTarget) else parse_mqtt_url(mqtt_url)
+        self.tls = tls
         self._lock = threading.Lock()
         self._states: dict[str, EdgeStatus] = {}
         self._client: mqtt.Client | None = None
@@ -46,8 +46,7 @@ class EdgeStatusWatcher:
         client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"greentwin-dash-{uuid.uuid4().hex[:8]}")
         if self.target.username is not None:
             client.username_pw_set(self.target.username, self.target.password)
-        if self.target.tls:
-            client.tls_set()
+        apply_tls(client, self.target, self.tls)
         client.on_connect = self._on_connect
         client.on_message = self._on_message
         client.reconnect_delay_set(1, 30)

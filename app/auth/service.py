@@ -115,10 +115,12 @@ class AuthService:
     """Everything the auth routes need; one per app, shared by request threads."""
 
     def __init__(self, *, sessions: sessionmaker[Session], signer: TokenSigner, limiter: SlidingWindowLimiter,
-                 metrics: Metrics, audit: AuditStore | None) -> None:
+                 metrics: Metrics, audit: AuditStore | None, account_limiter: SlidingWindowLimiter | None = None) -> None:
         self.sessions = sessions
         self.signer = signer
         self.limiter = limiter
+        self.account_limiter = account_limiter
+        """Failures per account from every address together (``limiter`` counts per account and address)."""
         self.metrics = metrics
         self.audit = audit
 
@@ -127,6 +129,8 @@ class AuthService:
         name = normalize_username(username)
         key = (name, client)
         wait = self.limiter.attempt(key)  # counts as a failure until it succeeds
+        if self.account_limiter is not None:
+            wait = max(wait, self.account_limiter.attempt(name))
         if wait > 0:
             self._refuse(RateLimited(wait), client, None)
         with self.sessions() as session:
@@ -138,6 +142,8 @@ class AuthService:
             if user.disabled_at is not None:
                 self._refuse(AccountDisabled(), client, user)
             self.limiter.reset(key)
+            if self.account_limiter is not None:
+                self.account_limiter.reset(name)
             now = datetime.now(UTC)
             roles = user.roles
             if roles & PRIVILEGED_ROLES:

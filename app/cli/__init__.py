@@ -254,6 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--zones", type=int, default=DEFAULT_ZONES)
     sim.add_argument("--mqtt-url", default=None, help="default: GREENTWIN_MQTT_URL")
+    # An edge box has its own certificate (CN = its greenhouse id), never the service's.
+    sim.add_argument("--ca-file", default=None, help="the site CA (mqtts://)")
+    sim.add_argument("--cert-file", default=None, help="the edge box's client certificate (PEM)")
+    sim.add_argument("--key-file", default=None, help="the edge box's client key (PEM)")
     sim.set_defaults(handler=_cmd_plant_sim)
     return parser
 

@@ -6,8 +6,10 @@ import argparse
 import logging
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 
+from app.mqtt.connection import TlsFiles
 from app.plant_sim import PlantSim
 from twin.config import DEFAULT_ZONES
 
@@ -25,10 +27,12 @@ def run_plant_sim(args: argparse.Namespace) -> int:
         url = get_settings().mqtt_url
     greenhouses = [g.strip() for g in str(args.greenhouses).split(",") if g.strip()]
     try:
+        files = [getattr(args, f"{name}_file", None) for name in ("ca", "cert", "key")]
+        tls = TlsFiles(*(None if f is None else Path(f) for f in files)) if any(files) else None
         sim = PlantSim(url, greenhouses, speed=args.speed, dt_s=args.dt_s, seed=getattr(args, "seed", 0),
-                       zones=getattr(args, "zones", DEFAULT_ZONES))
+                       zones=getattr(args, "zones", DEFAULT_ZONES), tls=tls)
     except ValueError as exc:
-        logger.error("plant-sim: %s", exc)
+        logger.error("plant-sim: %s", exc)  # parse errors never carry the URL's password (redact_url)
         return 2
     stop = threading.Event()
 

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
@@ -43,8 +44,8 @@ class GreenhouseController:
 
     def __init__(self, greenhouse_id: str, zones: list[ZoneSetup], proposer: Proposer, limits: SafetyLimits, *,
                  probes_per_zone: int = 2, step_s: float = 60.0, disagreement_threshold: float = 0.35,
-                 command_ttl_s: float = 30.0, max_age_s: float = 120.0,
-                 cmd_id_factory: Callable[[], uuid.UUID] | None = None) -> None:
+                 command_ttl_s: float = 30.0, max_age_s: float = 120.0, max_future_s: float = 30.0,
+                 site_timezone: str = "UTC", cmd_id_factory: Callable[[], uuid.UUID] | None = None) -> None:
         self.gh = greenhouse_id
         self.zones = zones
         self.z = len(zones)
@@ -54,6 +55,9 @@ class GreenhouseController:
         self.threshold = disagreement_threshold
         self.ttl_s = command_ttl_s
         self.max_age_s = max_age_s
+        self.max_future_s = max_future_s
+        self.site_tz = ZoneInfo(site_timezone)
+        """The daily caps count the site's calendar day, whatever offset an edge box writes."""
         self.new_cmd_id = cmd_id_factory or COMMAND_IDS
         twin_cfg = TwinConfig(zones=self.z)
         self.crop = twin_cfg.crop
@@ -108,8 +112,14 @@ class GreenhouseController:
         return "estop" if self.estop_latched else self.mode
 
     def watchdog(self, now: datetime) -> ControlDecision | None:
-        """Stale telemetry: send the safe state and raise an alarm (None while telemetry is fresh)."""
-        if self.last_ts is None or (now - self.last_ts) <= timedelta(seconds=self.max_age_s):
+        """Stale telemetry: send the safe state and raise an alarm (None while telemetry is fresh).
+
+        A last timestamp further ahead of ``now`` than the skew bound vouches for nothing: it came
+        from a wrong clock, and must not keep the watchdog quiet until the wall clock catches up."""
+        if self.last_ts is None:
+            return None
+        age = now - self.last_ts
+        if timedelta(seconds=-self.max_future_s) <= age <= timedelta(seconds=self.max_age_s):
             return None
         return watchdog_decision(self, now)
 
@@ -160,7 +170,7 @@ class GreenhouseController:
     # ---- bookkeeping ---------------------------------------------------------------------------
     def roll_day(self, ts: datetime) -> None:
         """A new calendar day resets the daily water and light totals the caps are counted against."""
-        day = ts.date().isoformat()
+        day = ts.astimezone(self.site_tz).date().isoformat()
         if day != self.day:
             self.day = day
             self.water_today_l = np.zeros(self.z)

@@ -9,6 +9,8 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.mqtt.connection import MqttTarget, TlsFiles, parse_mqtt_url, with_credentials
+
 # ``policy/shipped`` sits next to the ``app`` package both in a checkout and in site-packages.
 DEFAULT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policy" / "shipped"
 
@@ -33,12 +35,14 @@ class Settings(BaseSettings):
         validate_default=True,
         # The docstring under each field is its meaning in `greentwin settings --markdown`.
         use_attribute_docstrings=True,
+        # A rejected value may be a secret (a URL with its password): errors name the field, not the value.
+        hide_input_in_errors=True,
     )
 
     database_url: str = "sqlite:///./greentwin.sqlite3"
     """SQLAlchemy URL of the service's database (`postgresql://user:pw@host/db` in production)."""
-    mqtt_url: str = "mqtt://127.0.0.1:1883"
-    """MQTT broker the edge boxes speak to (`mqtt://` or `mqtts://`, credentials in the URL)."""
+    mqtt_url: str = Field(default="mqtt://127.0.0.1:1883", repr=False)  # may carry a password
+    """MQTT broker the edge boxes speak to (`mqtt://` or `mqtts://`; credentials in the URL or below)."""
     policy_dir: Path = DEFAULT_POLICY_DIR
     """Directory of the served policy ensemble (the shipped one by default)."""
     environment: Environment = "dev"
@@ -86,6 +90,48 @@ class Settings(BaseSettings):
 
     audit_seal_stuck_s: float = Field(default=300.0, gt=0)
     """Seconds an audit event may wait to be sealed before /readyz fails (sealing is stuck)."""
+
+    # Edge input and broker access.
+    max_clock_skew_s: float = Field(default=30.0, gt=0)
+    """Edge timestamps further ahead than this are refused (a box with a wrong clock must not pass as fresh); an accelerated simulation needs it raised."""
+    telemetry_rate_per_s: float = Field(default=20.0, gt=0)
+    """Sustained inbound telemetry per greenhouse; beyond it and the burst, messages are shed and counted."""
+    telemetry_burst: int = Field(default=40, ge=1)
+    """Burst of inbound telemetry per greenhouse allowed above the sustained rate."""
+    inbox_per_greenhouse: int = Field(default=64, ge=1)
+    """Telemetry waiting for a decision per greenhouse; beyond it the oldest is shed (the newest matters)."""
+    mqtt_username: str | None = None
+    """Broker username; takes precedence over one in `mqtt_url`."""
+    mqtt_password: SecretStr | None = None
+    """Broker password; takes precedence over one in `mqtt_url`."""
+    mqtt_ca_file: Path | None = None
+    """PEM file of the site's private CA that signed the broker's certificate (TLS)."""
+    mqtt_cert_file: Path | None = None
+    """PEM client certificate of this service (TLS with client certificates)."""
+    mqtt_key_file: Path | None = None
+    """PEM private key of `mqtt_cert_file`."""
+    max_request_bytes: int = Field(default=256 * 1024, ge=1024)
+    """Largest API request body accepted (413 beyond)."""
+    login_max_failures_per_account: int = Field(default=20, ge=1)
+    """Failed logins per account from all addresses together within `login_window_s` (each address alone is held to `login_max_failures`)."""
+
+    def mqtt_tls(self) -> TlsFiles | None:
+        """The TLS files to connect with, or None when none is set."""
+        if self.mqtt_ca_file is None and self.mqtt_cert_file is None and self.mqtt_key_file is None:
+            return None
+        return TlsFiles(self.mqtt_ca_file, self.mqtt_cert_file, self.mqtt_key_file)
+
+    def mqtt_target(self) -> MqttTarget:
+        """Where the broker is and who we are to it (URL, then settings' credentials)."""
+        password = None if self.mqtt_password is None else self.mqtt_password.get_secret_value()
+        return with_credentials(parse_mqtt_url(self.mqtt_url), self.mqtt_username, password)
+
+    @model_validator(mode="after")
+    def _usable_mqtt_settings(self) -> Self:
+        """A bad broker URL or a missing TLS file fails at start, not at the first reconnect."""
+        self.mqtt_target()
+        self.mqtt_tls()
+        return self
 
     @model_validator(mode="after")
     def _known_time_zone(self) -> Self:

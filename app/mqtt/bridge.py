@@ -1,10 +1,9 @@
 """MQTT bridge between the edge boxes and the control service.
 
-Runs paho's network thread, validates every inbound payload at the edge (a bad one is logged,
-counted by reason and dropped, it never reaches a handler or raises out of a paho callback),
-drops duplicate / out-of-order / stale telemetry, and tracks which commands still await an ack
-(:mod:`app.mqtt.tracker`). Handlers run on the asyncio loop when one is given, so service code
-never touches paho's thread. Connecting is :mod:`app.mqtt.connection`'s business.
+Runs paho's network thread and validates every inbound payload at the edge (a bad one is logged,
+counted by reason and dropped, never reaching a handler or raising out of a paho callback); what
+is admitted (order, age, skew, rate) is :mod:`app.mqtt.admission`'s call, pending acks are
+:mod:`app.mqtt.tracker`'s. Handlers run on the asyncio loop when one is given.
 """
 
 from __future__ import annotations
@@ -16,12 +15,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import paho.mqtt.client as mqtt
 from pydantic import BaseModel
 
-from app.mqtt.connection import OFFLINE, ONLINE, QOS, make_client, parse_mqtt_url
+from app.mqtt.admission import DEFAULT_MAX_FUTURE_S, RateLimit, TelemetryAdmission
+from app.mqtt.connection import OFFLINE, ONLINE, QOS, MqttTarget, TlsFiles, make_client, parse_mqtt_url
 from app.mqtt.topics import (
     Ack,
     Command,
@@ -43,12 +43,15 @@ logger = logging.getLogger(__name__)
 SERVICE_STATUS_TOPIC: Final = "greentwin/service/status"
 
 # Bridge-level reasons on top of topics.REASON_CODES (payload errors).
-BridgeReason = Literal["bad_topic", "unknown_greenhouse", "duplicate", "out_of_order", "stale"]
+BridgeReason = Literal["bad_topic", "unknown_greenhouse", "duplicate", "out_of_order", "stale", "future",
+                       "foreign_ack"]
 
 TelemetryHandler = Callable[[str, Telemetry], Any]
 AckHandler = Callable[[str, Ack], Any]
 EstopHandler = Callable[[str, EstopEvent], Any]
 RejectHandler = Callable[[str | None, str, str], Any]
+ShedHandler = Callable[[str], Any]
+E = TypeVar("E", Ack, EstopEvent)
 
 
 # --- the bridge ---------------------------------------------------------------------------------
@@ -59,6 +62,7 @@ class _Stats:
     accepted: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     reconnects: int = 0
+    shed: int = 0
 
 
 class MqttBridge:
@@ -71,7 +75,7 @@ class MqttBridge:
 
     def __init__(
         self,
-        url: str,
+        url: str | MqttTarget,
         *,
         client_id: str | None = None,
         will_topic: str = SERVICE_STATUS_TOPIC,
@@ -87,8 +91,12 @@ class MqttBridge:
         on_reject: RejectHandler | None = None,
         wall_clock: Callable[[], float] = time.time,
         keepalive: int = 30,
+        max_future_s: float = DEFAULT_MAX_FUTURE_S,
+        rate_limit: RateLimit | None = None,
+        on_shed: ShedHandler | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
-        self.target = parse_mqtt_url(url)
+        self.target = url if isinstance(url, MqttTarget) else parse_mqtt_url(url)
         self.client_id = client_id or f"greentwin-service-{uuid.uuid4().hex[:8]}"
         self.will_topic = will_topic
         self.on_telemetry = on_telemetry
@@ -96,21 +104,21 @@ class MqttBridge:
         self.on_estop = on_estop
         self.on_reject = on_reject
         self.loop = loop
-        self.max_age_s = max_age_s
+        self.admission = TelemetryAdmission(max_age_s=max_age_s, max_future_s=max_future_s, wall_clock=wall_clock)
+        self.rate_limit = rate_limit or RateLimit()
+        self.on_shed = on_shed
         self.known_greenhouses = known_greenhouses
         self.tracker = CommandTracker(ack_timeout_s=ack_timeout_s, max_attempts=max_attempts)
         self.keepalive = keepalive
         self._zones = zones
-        self._wall_clock = wall_clock
         self._lock = threading.Lock()
         self._stats = _Stats()
-        self._last_seen: dict[str, tuple[str, int]] = {}  # gh -> (boot_id, last accepted seq)
         self._connects = 0
         self._sub_mid: int | None = None
         self._ready = threading.Event()
         self._started = False
 
-        self.client = make_client(self.target, self.client_id, will_topic)
+        self.client = make_client(self.target, self.client_id, will_topic, tls)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_subscribe = self._on_subscribe
@@ -160,10 +168,10 @@ class MqttBridge:
 
     @property
     def stats(self) -> dict[str, Any]:
-        """Snapshot: ``accepted``, ``rejected`` {reason: count}, ``reconnects``."""
+        """Snapshot: ``accepted``, ``rejected`` {reason: count}, ``reconnects``, ``shed`` (over the rate)."""
         with self._lock:
             return {"accepted": self._stats.accepted, "rejected": dict(self._stats.rejected),
-                    "reconnects": self._stats.reconnects}
+                    "reconnects": self._stats.reconnects, "shed": self._stats.shed}
 
     @property
     def reconnects(self) -> int:
@@ -238,24 +246,15 @@ class MqttBridge:
             if gh is None:
                 return
             try:
-                tel = parse_telemetry(msg.payload, self._zones_for(gh))
+                tel = parse_telemetry(msg.payload, self._zones(gh) if callable(self._zones) else self._zones)
             except PayloadError as exc:
                 self._reject(gh, exc.reason_code, exc.detail)
                 return
-            with self._lock:
-                last = self._last_seen.get(gh)
-                if last is not None and last[0] == tel.boot_id and tel.seq <= last[1]:
-                    reason = "duplicate" if tel.seq == last[1] else "out_of_order"
-                    detail = f"seq {tel.seq} <= last {last[1]} (boot {tel.boot_id})"
-                else:
-                    age = self._wall_clock() - tel.ts.timestamp()
-                    if age > self.max_age_s:
-                        reason, detail = "stale", f"{age:.1f} s old > max_age_s {self.max_age_s:g}"
-                    else:
-                        reason, detail = "", ""
-                        self._last_seen[gh] = (tel.boot_id, tel.seq)  # a new boot_id resets the window
-            if reason:
-                self._reject(gh, reason, detail)
+            if (verdict := self.admission.check(gh, tel)) is not None:
+                self._reject(gh, *verdict)
+                return
+            if not self.rate_limit.allow(gh, time.monotonic()):
+                self._shed(gh)
                 return
             self._deliver(self.on_telemetry, gh, tel)
         except Exception:  # noqa: BLE001 - a paho callback must never raise
@@ -263,15 +262,14 @@ class MqttBridge:
 
     def _on_ack_msg(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
-            gh = self._greenhouse(msg.topic)
-            if gh is None:
+            if (parsed := self._timed_event(msg, Ack)) is None:
                 return
-            try:
-                ack = parse_payload(msg.payload, Ack)
-            except PayloadError as exc:
-                self._reject(gh, exc.reason_code, exc.detail)
+            gh, ack = parsed
+            owner = self.tracker.owner(ack.cmd_id)
+            if owner is not None and owner != gh:
+                self._reject(gh, "foreign_ack", f"ack for command {ack.cmd_id} sent to {owner}")
                 return
-            if self.tracker.resolve(ack.cmd_id) is None:
+            if self.tracker.resolve(gh, ack.cmd_id) is None:
                 logger.info("ack %s for %s matches no pending command (late or duplicate)", ack.cmd_id, gh)
             self._deliver(self.on_ack, gh, ack)
         except Exception:  # noqa: BLE001
@@ -279,22 +277,26 @@ class MqttBridge:
 
     def _on_estop_msg(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
-            gh = self._greenhouse(msg.topic)
-            if gh is None:
-                return
-            try:
-                event = parse_payload(msg.payload, EstopEvent)
-            except PayloadError as exc:
-                self._reject(gh, exc.reason_code, exc.detail)
-                return
-            self._deliver(self.on_estop, gh, event)
+            if (parsed := self._timed_event(msg, EstopEvent)) is not None:
+                self._deliver(self.on_estop, *parsed)
         except Exception:  # noqa: BLE001
             logger.exception("unexpected error handling e-stop on %s", msg.topic)
 
-    # --- helpers -----------------------------------------------------------------------------
+    def _timed_event(self, msg: mqtt.MQTTMessage, model: type[E]) -> tuple[str, E] | None:
+        """(greenhouse, payload) of an ack or e-stop from a known greenhouse, not from the future."""
+        if (gh := self._greenhouse(msg.topic)) is None:
+            return None
+        try:
+            event = parse_payload(msg.payload, model)
+        except PayloadError as exc:
+            self._reject(gh, exc.reason_code, exc.detail)
+            return None
+        if (verdict := self.admission.check_time(event.ts)) is not None:
+            self._reject(gh, *verdict)
+            return None
+        return gh, event
 
-    def _zones_for(self, gh: str) -> int:
-        return self._zones(gh) if callable(self._zones) else self._zones
+    # --- helpers -----------------------------------------------------------------------------
 
     def _greenhouse(self, name: str) -> str | None:
         """Greenhouse id of a topic, or None after counting the rejection."""
@@ -312,25 +314,35 @@ class MqttBridge:
         with self._lock:
             self._stats.rejected[reason] = self._stats.rejected.get(reason, 0) + 1
         logger.warning("rejected message from %s: %s (%s)", gh or "?", reason, detail)
-        if self.on_reject is not None:
-            try:
-                self.on_reject(gh, reason, detail)
-            except Exception:  # noqa: BLE001
-                logger.exception("on_reject hook failed")
+        _hook(self.on_reject, gh, reason, detail)
+
+    def _shed(self, gh: str) -> None:
+        """Over the greenhouse's rate: dropped before the intake, counted, logged every 100th time."""
+        with self._lock:
+            self._stats.shed += 1
+            nth = self._stats.shed
+        if nth % 100 == 1:
+            logger.warning("telemetry from %s over the rate limit (%g/s): shed (%d so far)", gh,
+                           self.rate_limit.rate_per_s, nth)
+        _hook(self.on_shed, gh)
 
     def _deliver(self, handler: Callable[[str, Any], Any] | None, gh: str, payload: BaseModel) -> None:
         """Count as accepted and hand over: to the asyncio loop if given, else call in place."""
         with self._lock:
             self._stats.accepted += 1
-        if handler is None:
-            return
-        if self.loop is not None:
+        if handler is not None and self.loop is not None:
             try:
                 self.loop.call_soon_threadsafe(handler, gh, payload)
             except RuntimeError:  # loop closed during shutdown
                 logger.warning("event loop closed; dropped %s from %s", type(payload).__name__, gh)
             return
+        _hook(handler, gh, payload)  # a handler bug must not kill paho's thread
+
+
+def _hook(fn: Callable[..., Any] | None, *args: Any) -> None:
+    """Call a service hook from paho's thread, which must never raise."""
+    if fn is not None:
         try:
-            handler(gh, payload)
-        except Exception:  # noqa: BLE001 - a handler bug must not kill paho's thread
-            logger.exception("%s handler failed for %s", type(payload).__name__, gh)
+            fn(*args)
+        except Exception:  # noqa: BLE001
+            logger.exception("bridge hook %r failed", fn)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from dataclasses import dataclass
+import ssl
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
@@ -26,7 +28,38 @@ class MqttTarget:
     port: int
     tls: bool
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a log line that prints the target
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """The site's private CA (to verify the broker) and this client's certificate and key (PEM)."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("a client certificate needs its key and a key its certificate")
+        for path in (self.ca_file, self.cert_file, self.key_file):
+            if path is not None and not Path(path).is_file():
+                raise ValueError(f"TLS file {path} does not exist")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``: for logs and error messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=f"{parts.username}:***@{netloc}").geturl()
+
+
+def with_credentials(target: MqttTarget, username: str | None, password: str | None) -> MqttTarget:
+    """Credentials from settings take precedence over the URL's (the URL need not carry a secret)."""
+    return replace(target, username=username if username is not None else target.username,
+                   password=password if password is not None else target.password)
 
 
 def parse_mqtt_url(url: str) -> MqttTarget:
@@ -38,9 +71,10 @@ def parse_mqtt_url(url: str) -> MqttTarget:
     elif scheme in ("mqtts", "ssl"):
         tls, default_port = True, 8883
     else:
-        raise ValueError(f"unsupported MQTT URL scheme {parts.scheme!r} in {url!r}: use mqtt:// or mqtts://")
+        raise ValueError(f"unsupported MQTT URL scheme {parts.scheme!r} in {redact_url(url)!r}: "
+                         "use mqtt:// or mqtts://")
     if not parts.hostname:
-        raise ValueError(f"MQTT URL {url!r} has no host")
+        raise ValueError(f"MQTT URL {redact_url(url)!r} has no host")
     return MqttTarget(
         host=parts.hostname,
         port=parts.port or default_port,
@@ -61,15 +95,30 @@ def no_delay(client: mqtt.Client, userdata: Any, sock: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def make_client(target: MqttTarget, client_id: str, will_topic: str) -> mqtt.Client:
+def make_client(target: MqttTarget, client_id: str, will_topic: str, tls: TlsFiles | None = None) -> mqtt.Client:
     """A VERSION2 client with a retained ``offline`` will, capped exponential reconnect back-off and
-    no Nagle delay."""
+    no Nagle delay; over TLS (``mqtts://``) it verifies the broker against ``tls.ca_file`` (the system's
+    CAs without one) and presents its client certificate when given."""
     client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311, clean_session=True)
     client.on_socket_open = no_delay
     if target.username is not None:
         client.username_pw_set(target.username, target.password)
-    if target.tls:
-        client.tls_set()
+    apply_tls(client, target, tls)
     client.will_set(will_topic, OFFLINE, qos=QOS, retain=True)
     client.reconnect_delay_set(min_delay=RECONNECT_MIN_S, max_delay=RECONNECT_MAX_S)
     return client
+
+
+def apply_tls(client: mqtt.Client, target: MqttTarget, tls: TlsFiles | None) -> None:
+    """TLS for ``mqtts://`` (broker verified against ``tls.ca_file``, else the system's CAs; the client
+    certificate presented when given). TLS files with a plain URL are refused, not ignored."""
+    if target.tls:
+        tls = tls or TlsFiles()
+        client.tls_set(ca_certs=_str(tls.ca_file), certfile=_str(tls.cert_file), keyfile=_str(tls.key_file),
+                       cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT)
+    elif tls is not None and (tls.ca_file or tls.cert_file):
+        raise ValueError("TLS files are set but the MQTT URL is not mqtts://: refusing to send in the clear")
+
+
+def _str(path: Path | None) -> str | None:
+    return None if path is None else str(path)

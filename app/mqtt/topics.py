@@ -23,6 +23,8 @@ CHANNELS: Final[tuple[str, ...]] = get_args(Channel)
 
 # Lower-case slug: safe in topics (no '+', '#', '/'), URLs and file names.
 GH_ID_RE: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+# The broker's ACL gives an edge box the topics of its username: these names are the service's.
+RESERVED_GH_IDS: Final = frozenset({"service", "greentwin-service"})
 
 MAX_PAYLOAD_BYTES: Final = 64 * 1024
 # Telemetry is object -> list -> list -> number (depth 3); anything much deeper is hostile.
@@ -52,6 +54,8 @@ def validate_gh_id(gh_id: str) -> str:
     """Return ``gh_id`` if it is a valid greenhouse slug, else raise ValueError (keeps wildcards out of topics)."""
     if not isinstance(gh_id, str) or GH_ID_RE.fullmatch(gh_id) is None:
         raise ValueError(f"invalid greenhouse id {gh_id!r}: expected [a-z0-9][a-z0-9_-]{{0,62}}")
+    if gh_id in RESERVED_GH_IDS:
+        raise ValueError(f"greenhouse id {gh_id!r} is reserved for the service")
     return gh_id
 
 

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
 from app.mqtt.topics import Command
+
+# Commands whose greenhouse is remembered after their ack: at one command a minute per greenhouse,
+# hours of history for hundreds of greenhouses, in a few MB.
+MAX_OWNERS = 65536
 
 
 @dataclass
@@ -42,6 +47,7 @@ class CommandTracker:
         self._clock = clock
         self._pending: dict[UUID, PendingCommand] = {}
         self._attempts: dict[UUID, int] = {}
+        self._owners: OrderedDict[UUID, str] = OrderedDict()
         self._lock = threading.Lock()
 
     def record(self, gh: str, command: Command, now: float | None = None) -> PendingCommand:
@@ -50,15 +56,28 @@ class CommandTracker:
         with self._lock:
             attempts = self._attempts.get(command.cmd_id, 0) + 1
             self._attempts[command.cmd_id] = attempts
+            self._owners[command.cmd_id] = gh
+            self._owners.move_to_end(command.cmd_id)
+            if len(self._owners) > MAX_OWNERS:
+                self._owners.popitem(last=False)
             entry = PendingCommand(gh=gh, command=command, sent_at=sent, attempts=attempts)
             self._pending[command.cmd_id] = entry
             return entry
 
-    def resolve(self, cmd_id: UUID) -> PendingCommand | None:
-        """An ack (of any status) arrived; None if the command was unknown or already given up on."""
+    def resolve(self, gh: str, cmd_id: UUID) -> PendingCommand | None:
+        """An ack (of any status) arrived from ``gh``; None if the command was unknown, already given up
+        on, or sent to another greenhouse (whose command then stays pending: only its own box answers)."""
         with self._lock:
+            entry = self._pending.get(cmd_id)
+            if entry is None or entry.gh != gh:
+                return None
             self._attempts.pop(cmd_id, None)
-            return self._pending.pop(cmd_id, None)
+            return self._pending.pop(cmd_id)
+
+    def owner(self, cmd_id: UUID) -> str | None:
+        """The greenhouse a recent command was sent to (acked or not); None if unknown or long gone."""
+        with self._lock:
+            return self._owners.get(cmd_id)
 
     def expired(self, now: float | None = None) -> list[PendingCommand]:
         """Remove and return commands with no ack within ``ack_timeout_s`` of their last publication."""

@@ -118,11 +118,13 @@ class Proc:
 class Mosquitto(Proc):
     """A private broker on 127.0.0.1:``port``; ``restart`` reuses the port, as a rebooted broker would."""
 
-    def __init__(self, folder: Path, port: int | None = None, extra_config: str = "") -> None:
+    def __init__(self, folder: Path, port: int | None = None, extra_config: str = "", *,
+                 config: str | None = None) -> None:
         self.port = port or free_port()
         folder.mkdir(parents=True, exist_ok=True)
         conf = folder / "mosquitto.conf"
-        conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n{extra_config}", encoding="utf-8")
+        text = config if config is not None else f"listener {self.port} 127.0.0.1\nallow_anonymous true\n{extra_config}"
+        conf.write_text(text, encoding="utf-8")
         super().__init__([MOSQUITTO, "-c", str(conf)], folder / "mosquitto.log")
 
     @property
@@ -147,7 +149,10 @@ def service_env(*, database_url: str, mqtt_url: str, keys: AuditKeys, policy_dir
     env.update({"GREENTWIN_DATABASE_URL": database_url, "GREENTWIN_MQTT_URL": mqtt_url,
                 "GREENTWIN_ENVIRONMENT": "dev", "GREENTWIN_POLICY_DIR": str(policy_dir),
                 "GREENTWIN_AUDIT_KEYS": keys.keyring_json, "GREENTWIN_AUDIT_SIGNING_KEY": str(keys.signing_pem),
-                "GREENTWIN_SECRET_KEY": keys.api_secret, "PYTHONUNBUFFERED": "1"})
+                "GREENTWIN_SECRET_KEY": keys.api_secret, "PYTHONUNBUFFERED": "1",
+                # The plant simulator runs many times faster than the wall clock: its timestamps
+                # run ahead by design, past the default edge clock-skew bound.
+                "GREENTWIN_MAX_CLOCK_SKEW_S": str(365 * 86400)})
     env.update(extra or {})
     return env
 

@@ -319,6 +319,32 @@ def test_unacked_command_expires_and_is_retried_with_the_same_id(make_bridge: Ca
     assert again.attempts == 2 and not bridge.can_retry(again) and bridge.retry(again) is None  # attempts used up
 
 
+@mqtt_mark
+def test_an_ack_on_another_greenhouses_topic_resolves_nothing(make_bridge: Callable[..., MqttBridge],
+                                                              raw: Raw) -> None:
+    """A compromised or confused edge box must not silence another greenhouse's ack time-out."""
+    gh, other = _gh(), _gh()
+    acks: queue.Queue[tuple[str, Ack]] = queue.Queue()
+    bridge = make_bridge(zones=2, on_ack=lambda g, a: acks.put((g, a)))
+    cmd = _command()
+    bridge.publish_command(gh, cmd).wait_for_publish(5)
+    raw.publish(ack_topic(other), encode(Ack(cmd_id=cmd.cmd_id, ts=datetime.now(UTC), status="rejected")))
+    assert _wait(lambda: bridge.stats["rejected"].get("foreign_ack", 0) == 1)
+    assert len(bridge.tracker) == 1 and acks.empty()  # still pending, nothing delivered for `other`
+    raw.publish(ack_topic(gh), encode(Ack(cmd_id=cmd.cmd_id, ts=datetime.now(UTC), status="applied")))
+    assert acks.get(timeout=5)[0] == gh and len(bridge.tracker) == 0
+
+
+def test_command_tracker_resolves_only_the_owning_greenhouse() -> None:
+    tracker = CommandTracker(ack_timeout_s=10)
+    cmd = _command()
+    tracker.record("gh1", cmd)
+    assert tracker.resolve("gh2", cmd.cmd_id) is None and len(tracker) == 1
+    assert tracker.owner(cmd.cmd_id) == "gh1"
+    assert tracker.resolve("gh1", cmd.cmd_id) is not None and len(tracker) == 0
+    assert tracker.owner(cmd.cmd_id) == "gh1"  # remembered after the ack: a late foreign ack is still foreign
+
+
 def test_command_tracker_times_out_and_limits_retries() -> None:
     now = [100.0]
     tracker = CommandTracker(ack_timeout_s=10, max_attempts=2, clock=lambda: now[0])
@@ -326,12 +352,12 @@ def test_command_tracker_times_out_and_limits_retries() -> None:
     tracker.record("gh1", a)
     tracker.record("gh1", b)
     assert tracker.expired(now=109.9) == []
-    assert tracker.resolve(a.cmd_id) is not None
+    assert tracker.resolve("gh1", a.cmd_id) is not None
     (lost,) = tracker.expired(now=110.0)
     assert lost.cmd_id == b.cmd_id and tracker.can_retry(lost)
     again = tracker.record("gh1", b, now=111.0)
     assert again.attempts == 2 and not tracker.can_retry(again)
-    assert tracker.resolve(uuid.uuid4()) is None
+    assert tracker.resolve("gh1", uuid.uuid4()) is None
     assert [p.cmd_id for p in tracker.expired(now=121.0)] == [b.cmd_id]
     assert len(tracker) == 0
 

@@ -54,7 +54,8 @@ class Rig:
             will_topic=f"greentwin/svc-{uuid.uuid4().hex[:10]}/status",
             on_telemetry=lambda _g, t: self.telemetry.put(t), on_ack=lambda _g, a: self.acks.put(a),
             on_estop=lambda _g, e: self.estops.put(e),
-            on_reject=lambda g, reason, _d: self.rejected.append(reason) if g == self.gh else None)
+            on_reject=lambda g, reason, _d: self.rejected.append(reason) if g == self.gh else None,
+            max_future_s=3600.0)  # the test steps the simulator faster than the wall clock
         self.sim = PlantSim(self.url, [self.gh], zones=ZONES, dt_s=60, seed=1)
         self.bridge.start()
         assert self.bridge.wait_ready(10)

@@ -48,7 +48,7 @@ def service_env(tmp_path, mqtt_available):
         create_user(session=session, username="op1", password=OPERATOR_PW, roles=["operator"])
     engine.dispose()
     settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1883", policy_dir=tmp_path / "no-policy",
-                        max_age_s=3600.0, environment="demo")
+                        max_age_s=3600.0, max_clock_skew_s=3600.0, environment="demo")
     return gh, settings, tmp_path / "state"
 
 
