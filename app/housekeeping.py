@@ -57,7 +57,9 @@ class Housekeeping:
             for entry in bridge.overdue_commands():
                 self.metrics.ack_timeouts.labels(entry.gh).inc()
                 self.dispatch.alarm(entry.gh, "ack_timeout")
-                if bridge.can_retry(entry):
+                if not self.dispatch.may_command(entry.gh):  # the new holder decides afresh
+                    self.dispatch.record_ack(entry.gh, entry.cmd_id, "timeout", "lease lost before an ack", now)
+                elif bridge.can_retry(entry):
                     bridge.retry(entry)
                 else:  # given up: the decision's command never got an answer
                     self.dispatch.record_ack(entry.gh, entry.cmd_id, "timeout",

@@ -42,3 +42,8 @@ class Metrics:
         self.login_failures = Counter("greentwin_login_failures_total",
                                       "Refused API logins by reason (bad_credentials, disabled, rate_limited)",
                                       ["reason"], registry=r)
+        # Leases: the fencing token this replica commands a greenhouse with (0 while another holds it).
+        self.lease_token = Gauge("greentwin_lease_token", "Fencing token of a lease this replica holds, else 0",
+                                 ["greenhouse"], registry=r)
+        self.lease_changes = Counter("greentwin_lease_changes_total", "Leases gained and lost by this replica",
+                                     ["change"], registry=r)

@@ -39,6 +39,7 @@ from app.dispatch import Alarm, Dispatcher
 from app.housekeeping import Housekeeping
 from app.intake import MAX_BATCH, Intake
 from app.journal import DecisionJournal
+from app.leases import LeaseBook, LeaseKeeper, default_holder
 from app.metrics import Metrics
 from app.models import Greenhouse, Zone
 from app.mqtt.bridge import MqttBridge
@@ -82,6 +83,9 @@ class Runtime:
         self.intake = Intake(self.controllers, self.dispatch.emit, max_batch)
         self.housekeeping = Housekeeping(self.controllers, self.intake, self.dispatch, self.writer, self.snapshots,
                                          self.metrics)
+        holder = settings.replica_id or default_holder(self.state_dir)
+        self.leases = LeaseBook(sessions, holder, ttl_s=settings.lease_ttl_s, renew_s=settings.lease_renew_s)
+        self.keeper = LeaseKeeper(self.leases, self.controllers, self.recorder.last_seq, self.metrics)
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -177,6 +181,11 @@ class Runtime:
         self._loop = loop
         self.intake.stopping = False
         self.writer.start(self._writer_config())
+        try:
+            await self.keeper.step()  # this replica's greenhouses, before any telemetry is heard
+        except Exception as exc:  # noqa: BLE001 - the keeper's rounds retry; nothing is commanded meanwhile
+            log.error("no leases at start (%s): commanding nothing until a lease round succeeds", exc)
+        self.dispatch.fence = self.leases.token
         self.bridge = MqttBridge(
             self.settings.mqtt_url, on_telemetry=self.on_telemetry, on_ack=self.on_ack, on_estop=self.on_estop,
             loop=loop, zones=lambda gh: self.controllers[gh].z if gh in self.controllers else 6,
@@ -185,6 +194,7 @@ class Runtime:
         self.dispatch.bridge = self.bridge
         self.bridge.start()
         self._tasks.append(asyncio.create_task(self.housekeeping.run()))
+        self._tasks.append(asyncio.create_task(self.keeper.run()))
         # Everything loaded so far (libraries, models, controllers) lives as long as the service: a
         # full garbage collection would walk all of it (~0.3 M objects, hundreds of ms, every so
         # often: the p99 of the control loop). Frozen, a collection walks only what came later.
@@ -198,6 +208,8 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.intake.drained()  # the batch in progress finishes; waiting telemetry is dropped
+        if self.dispatch.fence is not None:  # hand the greenhouses over now rather than at expiry
+            await asyncio.to_thread(self.keeper.release)
         if self.bridge is not None:
             self.bridge.close()
         self.snapshots.save_all_later({gh: ctl.snapshot() for gh, ctl in self.controllers.items()})
@@ -215,8 +227,11 @@ class Runtime:
 
     def on_telemetry(self, gh: str, tel: Telemetry) -> None:
         """Queue for the next micro-batch (messages of one greenhouse are decided in arrival order)."""
-        self.metrics.telemetry.labels("accepted", "").inc()
         self.last_telemetry[gh] = tel
+        if not self.dispatch.may_command(gh):  # another replica holds the lease and decides
+            self.metrics.telemetry.labels("ignored", "not_mine").inc()
+            return
+        self.metrics.telemetry.labels("accepted", "").inc()
         self.intake.put(gh, tel)
 
     def on_ack(self, gh: str, ack: Ack) -> None:
@@ -232,6 +247,8 @@ class Runtime:
     def on_estop(self, gh: str, event: EstopEvent) -> None:
         """The physical button: act at once, do not wait for the next telemetry."""
         ctl = self.controllers[gh]
+        if not self.dispatch.may_command(gh):  # its holder latches (a take-over reads the latch back)
+            return
         if event.pressed and not ctl.estop_latched:
             self.metrics.estops.labels(gh, event.source).inc()
             self._latch(ctl, ctl.estop(f"edge:{event.source}", "e-stop button pressed", event.ts), event.ts)
@@ -253,9 +270,12 @@ class Runtime:
         loop.call_soon_threadsafe(call)
         return done.result(timeout=60.0)
 
-    def _operator(self, act: Callable[[], tuple[ModeEvent, threading.Event]]) -> ModeEvent:
+    def _operator(self, gh: str, act: Callable[[], tuple[ModeEvent, threading.Event]]) -> ModeEvent:
         """An API action: on the loop, then (off it) wait until its record is readable, so the caller
-        can read back what it did."""
+        can read back what it did. Only the replica holding the lease acts (ValueError: 409)."""
+        if gh in self.controllers and not self.dispatch.may_command(gh):
+            raise ValueError(f"{gh} is controlled by another replica; retry (the lease moves within "
+                             f"{self.settings.lease_ttl_s + self.settings.lease_renew_s:g} s at most)")
         event, stored = self._on_loop(act)
         if _running_loop() is None and self.writer.alive and not stored.wait(30.0):
             log.warning("mode change %s/%d not stored within 30 s; it stays journaled", event.greenhouse_id, event.seq)
@@ -273,13 +293,13 @@ class Runtime:
             event = ctl.estop(actor, reason, now)
             self.metrics.estops.labels(gh, "api").inc()
             return event, self._latch(ctl, event, now)
-        return self._operator(act)
+        return self._operator(gh, act)
 
     def reset_estop(self, gh: str, actor: str, reason: str) -> ModeEvent:
         def act() -> tuple[ModeEvent, threading.Event]:
             event = self.controllers[gh].reset_estop(actor, reason, datetime.now(UTC))
             return event, self.dispatch.apply_mode_event(event)
-        return self._operator(act)
+        return self._operator(gh, act)
 
     def set_mode(self, gh: str, mode: str, actor: str, reason: str, manual_action: list[float] | None) -> ModeEvent:
         action = None if manual_action is None else np.asarray(manual_action, dtype=np.float64)
@@ -287,7 +307,7 @@ class Runtime:
         def act() -> tuple[ModeEvent, threading.Event]:
             event = self.controllers[gh].set_mode(mode, actor, reason, datetime.now(UTC), action)  # type: ignore[arg-type]
             return event, self.dispatch.apply_mode_event(event)
-        return self._operator(act)
+        return self._operator(gh, act)
 
     def _on_stored(self, stored: list[tuple[str, dict[str, Any]]]) -> None:
         """Writer reports (its reader thread): the API shows a decision once it is stored."""
