@@ -192,13 +192,22 @@ class LeaseBook:
         s.execute(stmt.on_conflict_do_update(index_elements=["holder"], set_={"expires_at": expires}))
 
 
-def catch_up(ctl: GreenhouseController, recorded_seq: int, last_mode: str | None) -> None:
-    """A greenhouse taken over from another replica: continue after its records (never reuse a seq)
-    and honour an e-stop it latched; this process's controller state may be older than both. A latch
-    is never lifted here: a reset made under another replica is made again under this one."""
-    if recorded_seq > ctl.seq:
-        ctl.cmd_seq += recorded_seq - ctl.seq
-        ctl.seq = recorded_seq
+def seq_floor(token: int) -> int:
+    """Where a tenure's sequence numbers start: ``(token - 1) * 2**32``. The previous holder's writer
+    may still be storing its last records when the lease moves, so reading the newest recorded seq
+    is not enough; tenures with disjoint ranges can never collide (token 1, a lone replica: from 0)."""
+    return (max(token, 1) - 1) << 32
+
+
+def catch_up(ctl: GreenhouseController, recorded_seq: int, last_mode: str | None, token: int) -> None:
+    """A greenhouse taken over from another replica: continue after its records and its tenure's
+    floor (never reuse a seq) and honour an e-stop it latched; this process's controller state may
+    be older than both. A latch is never lifted here: a reset made under another replica is made
+    again under this one."""
+    start = max(recorded_seq, seq_floor(token))
+    if start > ctl.seq:
+        ctl.cmd_seq += start - ctl.seq
+        ctl.seq = start
     if last_mode == "estop" and not ctl.estop_latched:
         log.warning("controller %s: taken over with an e-stop latched by its previous holder", ctl.gh)
         ctl.estop_latched, ctl.mode = True, "estop"
@@ -234,7 +243,7 @@ class LeaseKeeper:
         if rnd.gained:
             facts = await asyncio.to_thread(self._facts, list(rnd.gained))
             for gh, (seq, mode) in facts.items():
-                catch_up(self.controllers[gh], seq, mode)
+                catch_up(self.controllers[gh], seq, mode, rnd.gained[gh])
             self.book.activate(rnd.gained, rnd.started)
             for gh, tok in rnd.gained.items():
                 self.metrics.lease_token.labels(gh).set(tok)

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
-from app.leases import LeaseBook, catch_up, default_holder
+from app.leases import LeaseBook, catch_up, default_holder, seq_floor
 from app.models import GreenhouseLease
 from app.mqtt.topics import Command, encode, parse_payload
 from app.plant_sim_edge import GreenhouseState
@@ -176,10 +176,12 @@ def test_catch_up_continues_after_the_records_and_keeps_a_latch() -> None:
     ctl = GreenhouseController("gh1", [ZoneSetup("loam", 0.2, 0.3, 0.45, 100.0)] * 2, _proposer(),
                                SafetyLimits.default().model_copy(update={"zones": 2}))
     ctl.seq, ctl.cmd_seq = 5, 4
-    catch_up(ctl, 9, "estop")
+    catch_up(ctl, 9, "estop", 1)
     assert (ctl.seq, ctl.cmd_seq, ctl.estop_latched, ctl.mode) == (9, 8, True, "estop")
-    catch_up(ctl, 3, "auto")
+    catch_up(ctl, 3, "auto", 1)
     assert (ctl.seq, ctl.estop_latched) == (9, True), "never backwards, and a latch is never lifted here"
+    catch_up(ctl, 12, None, 3)
+    assert ctl.seq == seq_floor(3) == 2 * 2**32, "a new tenure starts past anything the previous one may still store"
 
 
 def _proposer() -> Any:
