@@ -50,7 +50,8 @@ class Housekeeping:
         """Stale greenhouses get the safe state; overdue commands are re-sent or given up; the
         writer is restarted if it died."""
         stale = [d for gh, ctl in self.controllers.items()
-                 if gh not in self.intake.in_flight and (d := ctl.watchdog(now)) is not None]
+                 if gh not in self.intake.in_flight and self.dispatch.may_command(gh)  # another replica's
+                 and (d := ctl.watchdog(now)) is not None]
         self.dispatch.emit(stale)
         bridge = self.dispatch.bridge
         if bridge is not None:

@@ -241,7 +241,10 @@ class Runtime:
 
     def on_ack(self, gh: str, ack: Ack) -> None:
         """The bridge has resolved the pending command; every valid ack is recorded (a late or repeated
-        one too: the trail says what the edge box answered, and the row update is idempotent)."""
+        one too: the trail says what the edge box answered, and the row update is idempotent). Acks of
+        a greenhouse another replica holds are that replica's to record."""
+        if not self.dispatch.may_command(gh):
+            return
         if ack.status != "applied":
             self.dispatch.alarm(gh, f"command_{ack.status}")
         ctl = self.controllers.get(gh)

@@ -188,3 +188,35 @@ def _proposer() -> Any:
     from app.control import load_proposer
 
     return load_proposer(Path("/nonexistent-policy-dir"), 2)
+
+
+def test_the_runtime_ignores_and_refuses_what_another_replica_holds(tmp_path: Path) -> None:
+    import uuid
+
+    from app.core.config import Settings
+    from app.mqtt.topics import Ack, EstopEvent
+    from app.runtime import Runtime
+    from tests.app.test_runtime_batch import _telemetry
+
+    url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, "gh1", zones=6, soil="loam")
+    settings = Settings(database_url=url, policy_dir=tmp_path / "no-policy", replica_id="r1")
+    engine = make_engine(url)
+    try:
+        rt = Runtime(settings, make_session_factory(engine), state_dir=tmp_path / "state")
+        rt.load_greenhouses()
+        rt.dispatch.fence = {}.get  # held by another replica
+        rt.on_telemetry("gh1", _telemetry(1))
+        rt.on_estop("gh1", EstopEvent(ts=datetime.now(UTC), pressed=True, source="panel"))
+        rt.on_ack("gh1", Ack(cmd_id=uuid.uuid4(), ts=datetime.now(UTC), status="rejected", reason="x"))
+        assert rt.waiting == 0 and "gh1" in rt.last_telemetry
+        assert rt.metrics.telemetry.labels("ignored", "not_mine")._value.get() == 1.0
+        assert not rt.controllers["gh1"].estop_latched and rt.alarms == []
+        with pytest.raises(ValueError, match="controlled by another replica"):
+            rt.estop("gh1", "operator:ann", "test")
+        assert rt.leases.holder == "r1"
+    finally:
+        rt.journal.close()
+        rt.snapshots.close()
+        engine.dispose()
