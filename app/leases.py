@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import ColumnElement, DateTime, case, func, literal, or_, select, update
+from sqlalchemy import ColumnElement, DateTime, case, func, literal, literal_column, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -110,6 +110,8 @@ class LeaseBook:
             now, expires = self._times(s)
             self._ensure_rows(s, greenhouses)
             self._heartbeat(s, expires)
+            # Dead replicas' rows go (a restarted pod often has a new name); a slow one writes its own again.
+            s.execute(ServiceReplica.__table__.delete().where(ServiceReplica.expires_at < now))
             live = s.scalar(select(func.count()).select_from(ServiceReplica)
                             .where(ServiceReplica.expires_at > now)) or 1
             share = math.ceil(len(greenhouses) / live)
@@ -171,7 +173,8 @@ class LeaseBook:
     def _times(self, s: Session) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
         """(now, now + ttl): the database's clock where replicas share it, else this process's."""
         if s.get_bind().dialect.name == "postgresql":
-            return func.now(), func.now() + func.make_interval(0, 0, 0, 0, 0, 0, self.ttl_s)
+            # A literal interval, not a bound one: psycopg2 and psycopg 3 type parameters differently.
+            return func.now(), func.now() + literal_column(f"interval '{float(self.ttl_s)!r} seconds'")
         wall = datetime.now(UTC)
         return (literal(wall, DateTime(timezone=True)),
                 literal(datetime.fromtimestamp(wall.timestamp() + self.ttl_s, UTC), DateTime(timezone=True)))

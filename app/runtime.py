@@ -30,10 +30,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.audit_sink import AuditSink, record_policy_in_force
+from app.audit_sink import AuditSink, record_at_start, record_policy_in_force
 from app.control import GreenhouseController, ModeEvent, Proposer, ZoneSetup, load_proposer
 from app.core.config import Settings
 from app.dispatch import Alarm, Dispatcher
@@ -173,11 +172,8 @@ class Runtime:
         self.load_greenhouses()
         if self.audit is not None and self.controllers:
             # A promotion or rollback (another GREENTWIN_POLICY_DIR) shows in the trail at once.
-            versions = [c.proposer.policy_version for c in self.controllers.values()]
-            try:
-                record_policy_in_force(self.audit.store, versions)
-            except IntegrityError:  # another replica starting at the same moment appended first: read it
-                record_policy_in_force(self.audit.store, versions)
+            record_at_start(record_policy_in_force, self.audit.store,
+                            [c.proposer.policy_version for c in self.controllers.values()])
         if "torch" in sys.modules:  # an ensemble was loaded (the expert alone does not need torch)
             # Serving batches are small: a thread pool per op gains nothing on them, and its threads
             # would compete for the cores with the bridge and the writer process.

@@ -220,3 +220,26 @@ def test_the_runtime_ignores_and_refuses_what_another_replica_holds(tmp_path: Pa
         rt.journal.close()
         rt.snapshots.close()
         engine.dispose()
+
+
+def test_a_start_up_record_is_tried_again_after_another_replica_appended_first() -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    from app.audit_sink import record_at_start
+
+    calls: list[object] = []
+
+    def record(store: object, *args: object) -> str | None:
+        calls.append(args)
+        if len(calls) == 1:
+            raise IntegrityError("INSERT", {}, Exception("duplicate key value violates pk_audit_record"))
+        return None  # the other replica's record already says it
+
+    assert record_at_start(record, object(), ["expert"]) is None
+    assert calls == [(["expert"],), (["expert"],)]
+
+    def always(store: object) -> str | None:
+        raise IntegrityError("INSERT", {}, Exception("still"))
+
+    with pytest.raises(IntegrityError):
+        record_at_start(always, object())
