@@ -14,11 +14,12 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from app.core.config import Settings
 from app.deadletter import UNAVAILABLE, DeadLetters, reason_of
@@ -81,6 +82,17 @@ def record_key_in_use(store: AuditStore, now: datetime | None = None) -> str | N
     store.append(ACCESS_CHAIN, kind, "system", payload, now)
     log.info("audit %s: current key %s (was %s)", kind, current, payload["from_key_id"])
     return kind
+
+
+def record_at_start(record: Callable[..., str | None], store: AuditStore, *args: Any) -> str | None:
+    """Run a start-up ``record_*`` once more if another replica starting at the same moment appended
+    to the access chain first: the store resumes from the stored head, and the second try reads the
+    other replica's record (usually leaving nothing to record)."""
+    try:
+        return record(store, *args)
+    except IntegrityError:
+        log.info("another replica appended to the access chain at the same moment; reading its record")
+        return record(store, *args)
 
 
 POLICY_KINDS = ("policy_in_use", "policy_change")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -49,10 +50,18 @@ class Dispatcher:
         self.metrics = metrics
         self.bridge: MqttBridge | None = None
         """Set once the service is connected; without it nothing is published (tests, replays)."""
+        self.fence: Callable[[str], int | None] | None = None
+        """Set by a runtime that holds leases (:mod:`app.leases`): the fencing token to command a
+        greenhouse with, None while another replica controls it. Unset, every greenhouse is ours."""
         self.alarms: list[Alarm] = []
 
     def emit(self, decisions: list[ControlDecision], arrived: list[float] | None = None) -> None:
         """Journal (one write) -> snapshot new latches -> publish -> count; the writer stores the rest."""
+        if self.fence is not None and not all(self.may_command(d.greenhouse_id) for d in decisions):
+            for d in decisions:
+                if not self.may_command(d.greenhouse_id):
+                    log.warning("%s: lease lost while deciding seq %d: dropped, not commanded", d.greenhouse_id, d.seq)
+            decisions = [d for d in decisions if self.may_command(d.greenhouse_id)]
         if not decisions:
             return
         entries: list[dict[str, Any]] = []
@@ -64,9 +73,8 @@ class Dispatcher:
             if d.events:  # telemetry reported the e-stop: the latch outlives a crash before anything acts
                 self.metrics.estops.labels(d.greenhouse_id, "telemetry").inc()
                 self.save_snapshot(d.greenhouse_id)
-        if self.bridge is not None:
-            for d in decisions:
-                self.bridge.publish_command(d.greenhouse_id, d.command)
+        for d in decisions:
+            self.publish(d.greenhouse_id, d.command)
         now = time.perf_counter()
         for k, d in enumerate(decisions):
             self._count(d, None if arrived is None else now - arrived[k])
@@ -91,9 +99,26 @@ class Dispatcher:
         stored = self.writer.waiter(job.key)
         self.writer.appended(self.journal.append([job.entry()]))
         self.save_snapshot(event.greenhouse_id)
-        if command is not None and self.bridge is not None:
-            self.bridge.publish_command(event.greenhouse_id, command)
+        if command is not None:
+            self.publish(event.greenhouse_id, command)
         return stored
+
+    def may_command(self, gh: str) -> bool:
+        """Whether this replica holds ``gh``'s lease now (always, without leases)."""
+        return self.fence is None or self.fence(gh) is not None
+
+    def publish(self, gh: str, command: Command) -> None:
+        """Publish with this replica's fencing token; nothing for a greenhouse it does not hold."""
+        if self.bridge is None:
+            return
+        if self.fence is None:
+            self.bridge.publish_command(gh, command)
+            return
+        token = self.fence(gh)
+        if token is None:
+            log.warning("%s: lease lost: command seq %d not published", gh, command.seq)
+            return
+        self.bridge.publish_command(gh, command.model_copy(update={"fencing_token": token}))
 
     def record_ack(self, gh: str, cmd_id: UUID, status: str, reason: str | None, ts: datetime) -> None:
         """The edge box's answer (or its absence) goes on the decision's row and into the audit trail."""

@@ -50,14 +50,17 @@ class Housekeeping:
         """Stale greenhouses get the safe state; overdue commands are re-sent or given up; the
         writer is restarted if it died."""
         stale = [d for gh, ctl in self.controllers.items()
-                 if gh not in self.intake.in_flight and (d := ctl.watchdog(now)) is not None]
+                 if gh not in self.intake.in_flight and self.dispatch.may_command(gh)  # another replica's
+                 and (d := ctl.watchdog(now)) is not None]
         self.dispatch.emit(stale)
         bridge = self.dispatch.bridge
         if bridge is not None:
             for entry in bridge.overdue_commands():
                 self.metrics.ack_timeouts.labels(entry.gh).inc()
                 self.dispatch.alarm(entry.gh, "ack_timeout")
-                if bridge.can_retry(entry):
+                if not self.dispatch.may_command(entry.gh):  # the new holder decides afresh
+                    self.dispatch.record_ack(entry.gh, entry.cmd_id, "timeout", "lease lost before an ack", now)
+                elif bridge.can_retry(entry):
                     bridge.retry(entry)
                 else:  # given up: the decision's command never got an answer
                     self.dispatch.record_ack(entry.gh, entry.cmd_id, "timeout",

@@ -12,7 +12,7 @@ from app.api.body_limit import BodyLimitMiddleware
 from app.api.dashboard import Dashboard
 from app.api.edge_status import EdgeStatusWatcher
 from app.api.routes import alarms, audit_status, auth, greenhouses, health, live, reports, users
-from app.audit_sink import AuditSink, record_key_in_use, service_audit_keys
+from app.audit_sink import AuditSink, record_at_start, record_key_in_use, service_audit_keys
 from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.service import AuthService, service_secret_key
 from app.auth.tokens import TokenSigner
@@ -38,7 +38,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
             folder = state_dir or settings.state_dir
             keyring, signer = service_audit_keys(settings, folder)  # refuses outside demo without keys
             store = AuditStore(engine, keyring, signer)
-            record_key_in_use(store)  # a rotated key shows in the trail from the first start on it
+            record_at_start(record_key_in_use, store)  # a rotated key shows in the trail from the first start on it
             rt = Runtime(settings, make_session_factory(engine), state_dir=folder, audit=AuditSink(store))
         secret = service_secret_key(settings, rt.state_dir)  # refuses outside demo without GREENTWIN_SECRET_KEY
         app.state.auth = AuthService(

@@ -51,3 +51,8 @@ class Metrics:
                                     registry=r)
         self.audit_last_seal = Gauge("greentwin_audit_last_seal_timestamp_seconds",
                                      "Unix time of the last audit seal (0: none since start)", registry=r)
+        # Leases: the fencing token this replica commands a greenhouse with (0 while another holds it).
+        self.lease_token = Gauge("greentwin_lease_token", "Fencing token of a lease this replica holds, else 0",
+                                 ["greenhouse"], registry=r)
+        self.lease_changes = Counter("greentwin_lease_changes_total", "Leases gained and lost by this replica",
+                                     ["change"], registry=r)

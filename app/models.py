@@ -194,3 +194,29 @@ class UserRole(Base):
 
     user_id: Mapped[int] = mapped_column(ForeignKey("app_user.id", ondelete="CASCADE"), primary_key=True)
     role: Mapped[str] = mapped_column(String(16), primary_key=True)
+
+
+# -- leases (app.leases): which replica controls which greenhouse ---------------------------------
+
+
+class GreenhouseLease(Base):
+    """The one replica allowed to command a greenhouse until ``expires_at``; the token grows with
+    every change of holder, so the edge box can refuse a replica that lost the lease."""
+
+    __tablename__ = "greenhouse_lease"
+    __table_args__ = (CheckConstraint("fencing_token >= 0", name="fencing_token_nonneg"),)
+
+    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"), primary_key=True)
+    # Null while nobody holds it (never taken, or released to rebalance).
+    holder: Mapped[str | None] = mapped_column(String(128))
+    fencing_token: Mapped[int] = mapped_column(BigInteger, default=0)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ServiceReplica(Base):
+    """A running replica's heartbeat: the live ones share the greenhouses between them."""
+
+    __tablename__ = "service_replica"
+
+    holder: Mapped[str] = mapped_column(String(128), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -60,6 +60,8 @@ class GreenhouseState:
     drift_vwc: float = 0.0
     drifting: bool = False
     stuck: dict[int, float] = field(default_factory=dict)
+    fence: int = 0
+    """Highest fencing token seen: a command with a lower one comes from a replica that lost its lease."""
     subscribed: threading.Event = field(default_factory=threading.Event)
     sub_mid: int | None = None
 
@@ -90,7 +92,12 @@ class GreenhouseState:
         return outcome
 
     def decide(self, cmd: Command, now: float) -> Outcome:
-        """Apply ``cmd`` unless it is past its TTL, sized for another zone count, or meets a latched e-stop."""
+        """Apply ``cmd`` unless it is fenced off, past its TTL, sized for another zone count, or meets a
+        latched e-stop."""
+        token = cmd.fencing_token or 0
+        if token < self.fence:
+            return "rejected", f"fenced: token {token} < {self.fence} (a newer lease holder commands)"
+        self.fence = token  # even a command refused below proves its sender holds the newer lease
         age = now - cmd.ts.timestamp()
         if age > cmd.ttl_s:
             return "expired", f"{age:.1f} s old > ttl {cmd.ttl_s:g} s"

@@ -30,19 +30,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.audit_sink import AuditSink, record_policy_in_force
-from app.control import GreenhouseController, ModeEvent, Proposer, ZoneSetup, load_proposer
+from app.audit_sink import AuditSink, record_at_start, record_policy_in_force
+from app.control import GreenhouseController, ModeEvent, Proposer, load_proposer
 from app.core.config import Settings
 from app.deadletter import DeadLetters
 from app.dispatch import Alarm, Dispatcher
+from app.fleet import build_controllers, continue_after_records
 from app.housekeeping import Housekeeping
 from app.intake import MAX_BATCH, Intake
 from app.journal import DecisionJournal
+from app.leases import LeaseBook, LeaseKeeper, default_holder
 from app.metrics import Metrics
-from app.models import Greenhouse, Zone
 from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
 from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry
@@ -95,6 +95,9 @@ class Runtime:
         self._shed_alarmed: dict[str, float] = {}
         self.housekeeping = Housekeeping(self.controllers, self.intake, self.dispatch, self.writer, self.snapshots,
                                          self.metrics)
+        holder = settings.replica_id or default_holder(self.state_dir)
+        self.leases = LeaseBook(sessions, holder, ttl_s=settings.lease_ttl_s, renew_s=settings.lease_renew_s)
+        self.keeper = LeaseKeeper(self.leases, self.controllers, self.recorder.last_seq, self.metrics)
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -127,34 +130,10 @@ class Runtime:
         return self._proposers[zones]
 
     def load_greenhouses(self) -> None:
-        with self.sessions() as s:
-            for gh in s.scalars(select(Greenhouse)):
-                zones = s.scalars(select(Zone).where(Zone.greenhouse_id == gh.id).order_by(Zone.index)).all()
-                setups = [ZoneSetup(z.soil_type, z.target_low_vwc, z.target_high_vwc, z.saturation_vwc,
-                                    z.daily_water_cap_l) for z in zones]
-                limits = self.limits.model_copy(update={"zones": len(setups)}) if self.limits.zones != len(setups) \
-                    else self.limits
-                ctl = GreenhouseController(gh.id, setups, self._proposer_for(len(setups)), limits,
-                                           command_ttl_s=self.settings.command_ttl_s,
-                                           max_age_s=self.settings.max_age_s,
-                                           max_future_s=self.settings.max_clock_skew_s,
-                                           site_timezone=self.settings.site_timezone,
-                                           disagreement_threshold=1.0 - self.settings.low_confidence_threshold)
-                snap = self.snapshots.load(gh.id)
-                if snap is not None:
-                    ctl.restore(snap)
-                    log.info("restored controller %s at seq %d (mode %s)", gh.id, ctl.seq, ctl.mode)
-                self.controllers[gh.id] = ctl
+        self.controllers.update(build_controllers(self.sessions, self.settings, self.limits, self._proposer_for,
+                                                  self.snapshots))
         self._replay_journal()
-        for gh, ctl in self.controllers.items():
-            recorded = self.recorder.last_seq(gh)
-            if recorded > ctl.seq:
-                # A crash between two snapshots: continue after the records, never reuse a seq. Each
-                # record after the last snapshot is a decision, which also used one command seq.
-                log.warning("controller %s: snapshot at seq %d, records up to %d: continuing after them",
-                            gh, ctl.seq, recorded)
-                ctl.cmd_seq += recorded - ctl.seq
-                ctl.seq = recorded
+        continue_after_records(self.controllers, self.recorder.last_seq)
 
     def _replay_journal(self) -> None:
         """Store what a previous run journaled (so published) but had not stored yet: once, in order.
@@ -190,7 +169,8 @@ class Runtime:
         self.load_greenhouses()
         if self.audit is not None and self.controllers:
             # A promotion or rollback (another GREENTWIN_POLICY_DIR) shows in the trail at once.
-            record_policy_in_force(self.audit.store, [c.proposer.policy_version for c in self.controllers.values()])
+            record_at_start(record_policy_in_force, self.audit.store,
+                            [c.proposer.policy_version for c in self.controllers.values()])
         if "torch" in sys.modules:  # an ensemble was loaded (the expert alone does not need torch)
             # Serving batches are small: a thread pool per op gains nothing on them, and its threads
             # would compete for the cores with the bridge and the writer process.
@@ -199,10 +179,15 @@ class Runtime:
         self._loop = loop
         self.intake.stopping = False
         self.writer.start(self._writer_config())
+        try:
+            await self.keeper.step()  # this replica's greenhouses, before any telemetry is heard
+        except Exception as exc:  # noqa: BLE001 - the keeper's rounds retry; nothing is commanded meanwhile
+            log.error("no leases at start (%s): commanding nothing until a lease round succeeds", exc)
+        self.dispatch.fence = self.leases.token
         cfg = self.settings
         self.bridge = MqttBridge(
             cfg.mqtt_target(), on_telemetry=self.on_telemetry, on_ack=self.on_ack, on_estop=self.on_estop,
-            loop=loop, zones=lambda gh: self.controllers[gh].z if gh in self.controllers else 6,
+            loop=loop, zones=lambda gh: self.controllers[gh].z if gh in self.controllers else DEFAULT_ZONES,
             known_greenhouses=lambda gh: gh in self.controllers, max_age_s=cfg.max_age_s,
             ack_timeout_s=cfg.ack_timeout_s, on_reject=self._on_reject, max_future_s=cfg.max_clock_skew_s,
             rate_limit=RateLimit(cfg.telemetry_rate_per_s, cfg.telemetry_burst), tls=cfg.mqtt_tls(),
@@ -210,6 +195,7 @@ class Runtime:
         self.dispatch.bridge = self.bridge
         self.bridge.start()
         self._tasks.append(asyncio.create_task(self.housekeeping.run()))
+        self._tasks.append(asyncio.create_task(self.keeper.run()))
         # Everything loaded so far (libraries, models, controllers) lives as long as the service: a
         # full garbage collection would walk all of it (~0.3 M objects, hundreds of ms, every so
         # often: the p99 of the control loop). Frozen, a collection walks only what came later.
@@ -223,6 +209,8 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.intake.drained()  # the batch in progress finishes; waiting telemetry is dropped
+        if self.dispatch.fence is not None:  # hand the greenhouses over now rather than at expiry
+            await asyncio.to_thread(self.keeper.release)
         if self.bridge is not None:
             self.bridge.close()
         self.snapshots.save_all_later({gh: ctl.snapshot() for gh, ctl in self.controllers.items()})
@@ -248,13 +236,19 @@ class Runtime:
 
     def on_telemetry(self, gh: str, tel: Telemetry) -> None:
         """Queue for the next micro-batch (messages of one greenhouse are decided in arrival order)."""
-        self.metrics.telemetry.labels("accepted", "").inc()
         self.last_telemetry[gh] = tel
+        if not self.dispatch.may_command(gh):  # another replica holds the lease and decides
+            self.metrics.telemetry.labels("ignored", "not_mine").inc()
+            return
+        self.metrics.telemetry.labels("accepted", "").inc()
         self.intake.put(gh, tel)
 
     def on_ack(self, gh: str, ack: Ack) -> None:
         """The bridge has resolved the pending command; every valid ack is recorded (a late or repeated
-        one too: the trail says what the edge box answered, and the row update is idempotent)."""
+        one too: the trail says what the edge box answered, and the row update is idempotent). Acks of
+        a greenhouse another replica holds are that replica's to record."""
+        if not self.dispatch.may_command(gh):
+            return
         if ack.status != "applied":
             self.dispatch.alarm(gh, f"command_{ack.status}")
         ctl = self.controllers.get(gh)
@@ -265,6 +259,8 @@ class Runtime:
     def on_estop(self, gh: str, event: EstopEvent) -> None:
         """The physical button: act at once, do not wait for the next telemetry."""
         ctl = self.controllers[gh]
+        if not self.dispatch.may_command(gh):  # its holder latches (a take-over reads the latch back)
+            return
         if event.pressed and not ctl.estop_latched:
             self.metrics.estops.labels(gh, event.source).inc()
             self._latch(ctl, ctl.estop(f"edge:{event.source}", "e-stop button pressed", event.ts), event.ts)
@@ -286,9 +282,12 @@ class Runtime:
         loop.call_soon_threadsafe(call)
         return done.result(timeout=60.0)
 
-    def _operator(self, act: Callable[[], tuple[ModeEvent, threading.Event]]) -> ModeEvent:
+    def _operator(self, gh: str, act: Callable[[], tuple[ModeEvent, threading.Event]]) -> ModeEvent:
         """An API action: on the loop, then (off it) wait until its record is readable, so the caller
-        can read back what it did."""
+        can read back what it did. Only the replica holding the lease acts (ValueError: 409)."""
+        if gh in self.controllers and not self.dispatch.may_command(gh):
+            raise ValueError(f"{gh} is controlled by another replica; retry (the lease moves within "
+                             f"{self.settings.lease_ttl_s + self.settings.lease_renew_s:g} s at most)")
         event, stored = self._on_loop(act)
         if _running_loop() is None and self.writer.alive and not stored.wait(30.0):
             log.warning("mode change %s/%d not stored within 30 s; it stays journaled", event.greenhouse_id, event.seq)
@@ -306,13 +305,13 @@ class Runtime:
             event = ctl.estop(actor, reason, now)
             self.metrics.estops.labels(gh, "api").inc()
             return event, self._latch(ctl, event, now)
-        return self._operator(act)
+        return self._operator(gh, act)
 
     def reset_estop(self, gh: str, actor: str, reason: str) -> ModeEvent:
         def act() -> tuple[ModeEvent, threading.Event]:
             event = self.controllers[gh].reset_estop(actor, reason, datetime.now(UTC))
             return event, self.dispatch.apply_mode_event(event)
-        return self._operator(act)
+        return self._operator(gh, act)
 
     def set_mode(self, gh: str, mode: str, actor: str, reason: str, manual_action: list[float] | None) -> ModeEvent:
         action = None if manual_action is None else np.asarray(manual_action, dtype=np.float64)
@@ -320,7 +319,7 @@ class Runtime:
         def act() -> tuple[ModeEvent, threading.Event]:
             event = self.controllers[gh].set_mode(mode, actor, reason, datetime.now(UTC), action)  # type: ignore[arg-type]
             return event, self.dispatch.apply_mode_event(event)
-        return self._operator(act)
+        return self._operator(gh, act)
 
     def _on_dead_letter(self, gh: str, kind: str, reason: str) -> None:
         """A record quarantined (here at replay, or in the writer): an operator must look at it."""

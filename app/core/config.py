@@ -133,6 +133,22 @@ class Settings(BaseSettings):
         self.mqtt_tls()
         return self
 
+    # Leases (several replicas): a replica commands a greenhouse only while it holds its lease. A dead
+    # replica's greenhouses are taken over within lease_ttl_s + lease_renew_s (15 s by default).
+    lease_ttl_s: float = Field(default=12.0, gt=0, le=3600.0)
+    lease_renew_s: float = Field(default=3.0, gt=0)
+    # Names this replica in the lease table; by default the host and the state directory, so a
+    # restarted replica takes its own leases back at once.
+    replica_id: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @model_validator(mode="after")
+    def _renew_well_within_ttl(self) -> Self:
+        """Renewing less often than twice per lease would let a healthy replica lose it to one slow round."""
+        if self.lease_renew_s * 2 > self.lease_ttl_s:
+            raise ValueError(f"GREENTWIN_LEASE_RENEW_S ({self.lease_renew_s:g}) must be at most half of "
+                             f"GREENTWIN_LEASE_TTL_S ({self.lease_ttl_s:g})")
+        return self
+
     @model_validator(mode="after")
     def _known_time_zone(self) -> Self:
         from zoneinfo import ZoneInfo

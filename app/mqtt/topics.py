@@ -160,6 +160,9 @@ class Command(BaseModel):
     pump_pct: Percent
     light_pct: Percent
     policy_version: ShortStr
+    # The sender's lease on this greenhouse (app.leases); the edge box refuses one lower than the
+    # highest it has seen. Absent (a service without leases) counts as 0.
+    fencing_token: Seq | None = None
 
 
 class Ack(BaseModel):

@@ -111,3 +111,20 @@ def test_reconnects_are_counted_once(tmp_path: Path) -> None:
     bridge.reconnects = 3
     hk.tick(T0)
     assert metrics.mqtt_reconnects._value.get() == 3.0
+
+
+def test_with_leases_only_held_greenhouses_are_watched_retried_and_commanded_with_their_token(tmp_path: Path) -> None:
+    hk, controllers, _ = _service(tmp_path, ["ga", "gb"])
+    for gh in ("ga", "gb"):
+        controllers[gh].on_telemetry(_telemetry(T0))
+    mine, theirs = _pending("ga", attempts=1), _pending("gb", attempts=1)
+    bridge = FakeBridge([mine, theirs])
+    hk.dispatch.bridge = bridge  # type: ignore[assignment]
+    hk.dispatch.fence = {"ga": 7}.get  # another replica holds gb
+    hk.tick(T0 + timedelta(seconds=121))
+    assert [(gh, c.fencing_token) for gh, c in bridge.published] == [("ga", 7)], "gb is not ours to make safe"
+    assert bridge.retried == [mine], "a command of a lost lease is not re-sent: its new holder decides afresh"
+    hk.dispatch.journal.close()
+    entries = JournalReader(tmp_path / "journal").read()
+    assert [(e["kind"], e["row"]["greenhouse_id"]) for e in entries] == [("decision", "ga"), ("ack", "gb")]
+    assert entries[1]["row"]["reason"] == "lease lost before an ack"

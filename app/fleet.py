@@ -1,0 +1,56 @@
+"""The registered greenhouses as controllers: built from the database, restored from their snapshots.
+
+A controller restored from a snapshot older than the greenhouse's records continues after them, so a
+crash between two snapshots never reuses a decision's sequence number.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.control import GreenhouseController, Proposer, ZoneSetup
+from app.core.config import Settings
+from app.models import Greenhouse, Zone
+from app.snapshots import SnapshotStore
+from safety.limits import SafetyLimits
+
+log = logging.getLogger(__name__)
+
+
+def build_controllers(sessions: sessionmaker[Session], settings: Settings, limits: SafetyLimits,
+                      proposer_for: Callable[[int], Proposer], snapshots: SnapshotStore
+                      ) -> dict[str, GreenhouseController]:
+    """One controller per registered greenhouse, with its zones' setup and its last snapshot."""
+    controllers: dict[str, GreenhouseController] = {}
+    with sessions() as s:
+        for gh in s.scalars(select(Greenhouse)):
+            zones = s.scalars(select(Zone).where(Zone.greenhouse_id == gh.id).order_by(Zone.index)).all()
+            setups = [ZoneSetup(z.soil_type, z.target_low_vwc, z.target_high_vwc, z.saturation_vwc,
+                                z.daily_water_cap_l) for z in zones]
+            own = limits.model_copy(update={"zones": len(setups)}) if limits.zones != len(setups) else limits
+            ctl = GreenhouseController(gh.id, setups, proposer_for(len(setups)), own,
+                                       command_ttl_s=settings.command_ttl_s, max_age_s=settings.max_age_s,
+                                       max_future_s=settings.max_clock_skew_s, site_timezone=settings.site_timezone,
+                                       disagreement_threshold=1.0 - settings.low_confidence_threshold)
+            snap = snapshots.load(gh.id)
+            if snap is not None:
+                ctl.restore(snap)
+                log.info("restored controller %s at seq %d (mode %s)", gh.id, ctl.seq, ctl.mode)
+            controllers[gh.id] = ctl
+    return controllers
+
+
+def continue_after_records(controllers: dict[str, GreenhouseController], last_seq: Callable[[str], int]) -> None:
+    """A crash between two snapshots: continue after the records, never reuse a seq. Each record after
+    the last snapshot is a decision, which also used one command seq."""
+    for gh, ctl in controllers.items():
+        recorded = last_seq(gh)
+        if recorded > ctl.seq:
+            log.warning("controller %s: snapshot at seq %d, records up to %d: continuing after them",
+                        gh, ctl.seq, recorded)
+            ctl.cmd_seq += recorded - ctl.seq
+            ctl.seq = recorded
