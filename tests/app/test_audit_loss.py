@@ -197,7 +197,8 @@ def test_a_downgrade_that_drops_the_audit_trail_needs_a_recorded_confirmation(ur
         db_cli.downgrade(url, "base", state_dir=state)
     assert main(["db", "downgrade", "0001", "--url", url, "--state-dir", str(state)]) == 2
     assert "drops the audit trail" in capsys.readouterr().err
-    assert main(["db", "downgrade", "-2", "--url", url, "--state-dir", str(state)]) == 2
+    db_cli.downgrade(url, "0003", state_dir=state)  # the revisions above the users' table: no confirmation
+    assert main(["db", "downgrade", "-2", "--url", url, "--state-dir", str(state)]) == 2  # relative, crossing 0002
     assert db_cli.current(url) == "0003" and not (state / "audit-trail-drops.jsonl").exists()
 
     db_cli.downgrade(url, "-1", state_dir=state)  # the users' table only: no confirmation needed
