@@ -47,11 +47,13 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
         await rt.start()
         edge = EdgeStatusWatcher(rt.settings.mqtt_url)
         edge.start()
-        app.state.dashboard = Dashboard(rt, edge)
+        app.state.dashboard = dash = Dashboard(rt, edge)
+        dash.start()
         app.state.runtime = rt
         try:
             yield
         finally:
+            dash.stop()
             edge.stop()
             await rt.stop()
 

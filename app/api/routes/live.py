@@ -22,7 +22,7 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 
 from app.api import history as hist
-from app.api import live_state
+from app.api import live_state, trend_rollup
 from app.api.dashboard import Dashboard
 from app.api.deps import SESSION_COOKIE, AuthDep, RuntimeDep, SessionDep, get_current_user
 from app.api.routes.reports import parse_instant
@@ -86,13 +86,14 @@ def history(gh: str, runtime: RuntimeDep, session: SessionDep, dash: DashboardDe
     """Trends over a period (at most 31 days), averaged into at most ``points`` buckets. Without ``to``
     the period ends now, or at the latest telemetry when a simulator runs ahead of the clock."""
     _known(runtime, gh)
-    to = parse_instant("to", end) if end else dash.timeline_end(gh)
+    # Without 'to': the end of the current five-minute trend cell, so the page's buckets are whole cells.
+    to = parse_instant("to", end) if end else trend_rollup.cell_start(trend_rollup.cell_index(dash.timeline_end(gh)) + 1)
     frm = parse_instant("from", start) if start else to - timedelta(hours=hours)
     if to <= frm:
         raise HTTPException(status_code=422, detail="'to' must be after 'from'")
     if to - frm > MAX_HISTORY:
         raise HTTPException(status_code=422, detail=f"period longer than {MAX_HISTORY.days} days")
-    return hist.history(session, gh, runtime.controllers[gh].z, dash.bands(gh), frm, to, points)
+    return dash.history(session, gh, frm, to, points)
 
 
 def _decision(r: Decision) -> DecisionPublic:
