@@ -5,6 +5,7 @@ One per app (``app.state.dashboard``), made in the lifespan next to the runtime.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,8 @@ from app.api.schemas import GreenhouseLive, GreenhouseSummary, HistoryResponse
 from app.models import Greenhouse
 from app.runtime import Runtime
 
+log = logging.getLogger(__name__)
+
 IN_BAND_TTL_S = 60.0
 READ_CATCH_UP_ROWS = 2000
 """A history read first takes in at most this many new decisions; more: the roll-up is still
@@ -31,7 +34,7 @@ class Dashboard:
     def __init__(self, runtime: Runtime, edge: EdgeStatusWatcher | None) -> None:
         self.runtime = runtime
         self.edge_watcher = edge
-        self.alarms = AlarmBook(runtime)
+        self.alarms = AlarmBook(runtime, runtime.sessions)
         self.trends = roll.TrendRollup(runtime.sessions)
         self._rollup = roll.RollupThread(self.trends)
         self._names: dict[str, str] | None = None
@@ -45,6 +48,10 @@ class Dashboard:
 
     def stop(self) -> None:
         self._rollup.stop()
+        try:
+            self.alarms.flush()
+        except Exception as exc:  # the occurrences since the last write are lost, the acknowledgements are not
+            log.warning("storing alarms at shutdown failed (%s)", exc.__class__.__name__)
 
     def history(self, session: Session, gh: str, start: datetime, end: datetime, points: int) -> HistoryResponse:
         """Trends over [start, end): from the trend cells once they hold every stored decision."""

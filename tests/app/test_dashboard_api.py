@@ -346,3 +346,37 @@ def test_admin_adds_disables_and_resets_accounts_and_each_change_is_sealed(clien
     kinds = [(e.kind, e.actor) for e in runtime.audit.store.tail_entries("_access", 4)]
     assert kinds == [("user_add", "admin:admin"), ("login", "nina"), ("password_reset", "admin:admin"),
                      ("user_disable", "admin:admin")]
+
+
+def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from app.api.alarm_book import AlarmBook
+    from app.runtime import Alarm
+
+    url = f"sqlite:///{tmp_path / 'alarms.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    t0 = datetime(2026, 6, 1, tzinfo=UTC)
+    before = SimpleNamespace(alarms=[Alarm("gh1", t0, "valve_failed:1"), Alarm("gh1", t0 + timedelta(seconds=1),
+                                                                               "valve_failed:1"),
+                                     Alarm("gh1", t0 + timedelta(seconds=2), "ack_timeout")], audit=None)
+    book = AlarmBook(before, sessions)  # type: ignore[arg-type]
+    failed = next(a for a in book.list() if a.kind == "valve_failed:1")
+    book.acknowledge(failed.id, "operator:olga")
+    deadline = time.monotonic() + 10
+    while book._dirty and time.monotonic() < deadline:  # the unacknowledged group is written behind
+        time.sleep(0.05)
+    after = SimpleNamespace(alarms=[], audit=None)  # a restarted service: no occurrences in memory
+    restarted = AlarmBook(after, sessions)  # type: ignore[arg-type]
+    groups = {a.kind: a for a in restarted.list("gh1")}
+    assert groups["valve_failed:1"].acknowledged and groups["valve_failed:1"].acknowledged_by == "operator:olga"
+    assert groups["valve_failed:1"].count == 2 and groups["valve_failed:1"].last_at == t0 + timedelta(seconds=1)
+    assert not groups["ack_timeout"].acknowledged and restarted.unacknowledged("gh1") == 1
+    after.alarms.append(Alarm("gh1", t0 + timedelta(minutes=5), "valve_failed:1"))
+    again = next(a for a in restarted.list("gh1") if a.kind == "valve_failed:1")
+    assert again.count == 3 and not again.acknowledged, "a new occurrence after the restart reopens it"
+    restarted.flush()
+    engine.dispose()
