@@ -134,3 +134,12 @@ def time_history(url: str, workdir: Path, repeats: int) -> dict[str, Any]:
             out[label] = {"p50_ms": float(np.percentile(times, 50)), "p99_ms": float(np.percentile(times, 99)),
                           "max_ms": max(times), "samples": samples}
     return out
+
+
+def latest_ts() -> Any:
+    """SQL: the newest decision time of the benchmark's greenhouse."""
+    from sqlalchemy import func, select
+
+    from app.models import Decision
+
+    return select(func.max(Decision.ts)).where(Decision.greenhouse_id == "bench-a")

@@ -59,10 +59,14 @@ class _Group:
     ack_at: datetime | None = None
     ack_through: datetime | None = None
 
+    @property
+    def acknowledged(self) -> bool:
+        return self.ack_through is not None and self.ack_through >= self.last_at
+
     def public(self, key: str) -> AlarmPublic:
-        acked = self.ack_through is not None and self.ack_through >= self.last_at
         return AlarmPublic(id=key, greenhouse_id=self.gh, kind=self.kind, severity=severity(self.kind),
-                           first_at=self.first_at, last_at=self.last_at, count=self.count, acknowledged=acked,
+                           first_at=self.first_at, last_at=self.last_at, count=self.count,
+                           acknowledged=self.acknowledged,
                            acknowledged_by=self.ack_by, acknowledged_at=self.ack_at)
 
     def row(self, key: str) -> AlarmGroup:
@@ -161,7 +165,13 @@ class AlarmBook:
             raise
 
     def unacknowledged(self, gh: str) -> int:
-        return sum(1 for a in self.list(gh) if not a.acknowledged)
+        """Open groups of a greenhouse, without building the list: every open live stream asks every
+        second, and a failing valve adds an occurrence at every decision."""
+        alarms = self.runtime.alarms
+        if alarms and alarms[-1] is not self._last_folded:
+            self._fold(list(alarms))
+        with self._lock:
+            return sum(1 for g in self._groups.values() if g.gh == gh and not g.acknowledged)
 
     def acknowledge(self, key: str, actor: str) -> AlarmAck:
         """Acknowledge every occurrence so far; sealed in the audit trail and stored before it counts."""

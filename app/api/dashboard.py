@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -38,6 +39,8 @@ class Dashboard:
         self.trends = roll.TrendRollup(runtime.sessions)
         self._rollup = roll.RollupThread(self.trends)
         self._names: dict[str, str] | None = None
+        self.events: dict[str | None, tuple[tuple[Any, ...], str]] = {}
+        """The live streams' latest event per greenhouse page (None: the overview), shared by them."""
         self._in_band: dict[str, tuple[float, float | None]] = {}
         self._refreshing: set[str] = set()
         self._lock = threading.Lock()

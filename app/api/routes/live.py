@@ -142,10 +142,19 @@ async def stream(request: Request, runtime: RuntimeDep, dash: DashboardDep, auth
         return tuple((live_state.change_key(runtime, g), dash.edge(g).state, dash.alarms.unacknowledged(g))
                      for g in ghs)
 
-    def payload() -> str:
+    def payload(k: tuple[Any, ...]) -> str:
+        # Built once per second and state for every stream showing the same thing (50 open dashboards
+        # must not cost the control loop 50 builds); the second keeps the ages in it current.
+        stamp = (int(time.monotonic()), k)
+        cached = dash.events.get(gh)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
         if gh is not None:
-            return _event("live", dash.live(gh).model_dump(mode="json"))
-        return _event("overview", [s.model_dump(mode="json") for s in dash.overview()])
+            text = f"event: live\ndata: {dash.live(gh).model_dump_json()}\n\n"
+        else:
+            text = f"event: overview\ndata: [{','.join(s.model_dump_json() for s in dash.overview())}]\n\n"
+        dash.events[gh] = (stamp, text)
+        return text
 
     async def events() -> AsyncIterator[str]:
         yield "retry: 3000\n\n"
@@ -163,7 +172,7 @@ async def stream(request: Request, runtime: RuntimeDep, dash: DashboardDep, auth
             k = key()
             if k != last_key or now - last_sent >= KEEPALIVE_S:
                 last_key, last_sent = k, now
-                yield payload()
+                yield payload(k)
             await asyncio.sleep(POLL_S)
 
     return StreamingResponse(events(), media_type="text/event-stream",
