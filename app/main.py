@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from app.api.dashboard import Dashboard
 from app.api.edge_status import EdgeStatusWatcher
-from app.api.routes import alarms, audit_status, auth, greenhouses, health, live, reports, users
+from app.api.routes import alarms, audit_status, auth, greenhouses, health, live, policy, reports, users
 from app.audit_sink import AuditSink, record_key_in_use, service_audit_keys
 from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.service import AuthService, service_secret_key
@@ -66,6 +66,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
     app.include_router(alarms.router)
     app.include_router(audit_status.router)
     app.include_router(users.router)
+    app.include_router(policy.router)
     app.include_router(pages.router)
     app.mount("/static", pages.static_files(), name="static")
     app.add_middleware(SecurityMiddleware)

@@ -380,3 +380,38 @@ def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> 
     assert again.count == 3 and not again.acknowledged, "a new occurrence after the restart reopens it"
     restarted.flush()
     engine.dispose()
+
+
+def test_policy_overview_for_admins_with_the_shipped_ensembles_metrics(client: TestClient) -> None:
+    from app.api.routes.policy import read_ensemble
+
+    admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
+    r = client.get("/api/policy", headers=admin)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["in_force"] == [{"policy_version": "expert", "greenhouses": ["gh1"]}], "no ensemble: the expert"
+    assert body["ensemble"] is None and "no readable ensemble" in body["problem"]
+    operator = {"Authorization": f"Bearer {_login(client, 'operator')}"}
+    assert client.get("/api/policy", headers=operator).status_code == 403
+    shipped = Path(__file__).resolve().parents[2] / "policy" / "shipped"
+    ensemble = read_ensemble(shipped)
+    manifest = __import__("json").loads((shipped / "ensemble.json").read_text())
+    assert ensemble.policy_version == manifest["policy_version"] and len(ensemble.members) == len(manifest["members"])
+    first = __import__("json").loads((shipped / "member_0" / "meta.json").read_text())
+    assert ensemble.members[0].eval_mean_reward == first["metrics"]["eval"]["mean_reward"]
+    assert ensemble.members[0].weights_sha256 == manifest["members"][0]["weights_sha256"]
+
+
+def test_admin_pages_for_admins_only(client: TestClient) -> None:
+    for role, status in (("admin", 200), ("operator", 403)):
+        client.cookies.set("greentwin_session", _login(client, role))
+        try:
+            for page in ("/admin/greenhouses", "/admin/policy"):
+                r = client.get(page)
+                assert r.status_code == status, (role, page)
+                if status == 200:
+                    assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", r.text) == [], page
+                    for src in re.findall(r'src="(/static/[^"]+)"', r.text):
+                        assert client.get(src).status_code == 200, src
+        finally:
+            client.cookies.clear()
