@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.api.schemas import AlarmAck, AlarmPublic
@@ -159,6 +160,13 @@ class AlarmBook:
             with self.sessions.begin() as s:
                 for row in rows:
                     s.merge(row)
+        except IntegrityError:  # one row refused (a greenhouse gone): store the others, drop that one
+            for row in rows:
+                try:
+                    with self.sessions.begin() as s:
+                        s.merge(row)
+                except IntegrityError as exc:
+                    log.warning("alarm %s of %s not stored: %s", row.kind, row.greenhouse_id, exc.__class__.__name__)
         except Exception:
             with self._lock:
                 self._dirty |= keys

@@ -362,7 +362,8 @@ def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> 
     t0 = datetime(2026, 6, 1, tzinfo=UTC)
     before = SimpleNamespace(alarms=[Alarm("gh1", t0, "valve_failed:1"), Alarm("gh1", t0 + timedelta(seconds=1),
                                                                                "valve_failed:1"),
-                                     Alarm("gh1", t0 + timedelta(seconds=2), "ack_timeout")], audit=None)
+                                     Alarm("gh1", t0 + timedelta(seconds=2), "ack_timeout"),
+                                     Alarm("ghost", t0, "ack_timeout")], audit=None)  # refused by the database
     book = AlarmBook(before, sessions)  # type: ignore[arg-type]
     failed = next(a for a in book.list() if a.kind == "valve_failed:1")
     book.acknowledge(failed.id, "operator:olga")
@@ -375,6 +376,7 @@ def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> 
     assert groups["valve_failed:1"].acknowledged and groups["valve_failed:1"].acknowledged_by == "operator:olga"
     assert groups["valve_failed:1"].count == 2 and groups["valve_failed:1"].last_at == t0 + timedelta(seconds=1)
     assert not groups["ack_timeout"].acknowledged and restarted.unacknowledged("gh1") == 1
+    assert restarted.list("ghost") == [], "the row the database refused did not hold up the others"
     after.alarms.append(Alarm("gh1", t0 + timedelta(minutes=5), "valve_failed:1"))
     again = next(a for a in restarted.list("gh1") if a.kind == "valve_failed:1")
     assert again.count == 3 and not again.acknowledged, "a new occurrence after the restart reopens it"
