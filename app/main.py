@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.dashboard import Dashboard
 from app.api.edge_status import EdgeStatusWatcher
-from app.api.routes import alarms, audit_status, auth, greenhouses, health, live, reports, users
+from app.api.routes import alarms, audit_status, auth, greenhouses, health, live, policy, reports, users
 from app.audit_sink import AuditSink, record_at_start, record_key_in_use, service_audit_keys
 from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.service import AuthService, service_secret_key
@@ -49,11 +49,13 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
         await rt.start()
         edge = EdgeStatusWatcher(rt.settings.mqtt_target(), rt.settings.mqtt_tls())
         edge.start()
-        app.state.dashboard = Dashboard(rt, edge)
+        app.state.dashboard = dash = Dashboard(rt, edge)
+        dash.start()
         app.state.runtime = rt
         try:
             yield
         finally:
+            dash.stop()
             edge.stop()
             await rt.stop()
 
@@ -66,6 +68,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
     app.include_router(alarms.router)
     app.include_router(audit_status.router)
     app.include_router(users.router)
+    app.include_router(policy.router)
     app.include_router(pages.router)
     app.mount("/static", pages.static_files(), name="static")
     app.add_middleware(SecurityMiddleware)

@@ -220,3 +220,53 @@ class ServiceReplica(Base):
 
     holder: Mapped[str] = mapped_column(String(128), primary_key=True)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+# -- Dashboard (app.api) -----------------------------------------------------------------------
+
+
+class TrendCell(Base):
+    """Sums of a greenhouse's trend channels over one fixed cell of time (``app.api.trend_rollup``).
+
+    ``sums``/``counts`` follow the channel order moisture per zone, then the scalar readings;
+    a count leaves out missing readings, so a mean is sum/count. A page's trends read a few hundred
+    of these instead of decoding ten thousand decision documents.
+    """
+
+    __tablename__ = "trend_cell"
+
+    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"), primary_key=True)
+    # Five-minute cells counted from 2000-01-01 UTC: a page reads thousands, integers need no parsing.
+    cell: Mapped[int] = mapped_column(Integer, primary_key=True)
+    decisions: Mapped[int] = mapped_column(Integer)
+    sums: Mapped[list[float]] = mapped_column(JSON)
+    counts: Mapped[list[int]] = mapped_column(JSON)
+
+
+class TrendProgress(Base):
+    """How far the trend cells have taken in the decision table: the highest decision id rolled up."""
+
+    __tablename__ = "trend_progress"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_decision_id: Mapped[int] = mapped_column(BigInteger)
+
+
+class AlarmGroup(Base):
+    """Occurrences of one alarm kind in one greenhouse, and the latest acknowledgement of them.
+
+    Kept so that alarms and who acknowledged them survive a restart; an acknowledgement covers the
+    occurrences up to ``ack_through``.
+    """
+
+    __tablename__ = "alarm_group"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(200))
+    first_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    count: Mapped[int] = mapped_column(BigInteger)
+    acknowledged_by: Mapped[str | None] = mapped_column(String(64))
+    acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ack_through: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -5,32 +5,65 @@ One per app (``app.state.dashboard``), made in the lifespan next to the runtime.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.api import history as hist
 from app.api import live_state
+from app.api import trend_rollup as roll
 from app.api.alarm_book import AlarmBook
 from app.api.edge_status import EdgeStatus, EdgeStatusWatcher
-from app.api.schemas import GreenhouseLive, GreenhouseSummary
+from app.api.schemas import GreenhouseLive, GreenhouseSummary, HistoryResponse
 from app.models import Greenhouse
 from app.runtime import Runtime
 
+log = logging.getLogger(__name__)
+
 IN_BAND_TTL_S = 60.0
+READ_CATCH_UP_ROWS = 2000
+"""A history read first takes in at most this many new decisions; more: the roll-up is still
+taking in a backlog (a first start on an old database), and the read averages decisions instead."""
 
 
 class Dashboard:
     def __init__(self, runtime: Runtime, edge: EdgeStatusWatcher | None) -> None:
         self.runtime = runtime
         self.edge_watcher = edge
-        self.alarms = AlarmBook(runtime)
+        self.alarms = AlarmBook(runtime, runtime.sessions)
+        self.trends = roll.TrendRollup(runtime.sessions)
+        self._rollup = roll.RollupThread(self.trends)
         self._names: dict[str, str] | None = None
+        self.events: dict[str | None, tuple[tuple[Any, ...], str]] = {}
+        """The live streams' latest event per greenhouse page (None: the overview), shared by them."""
         self._in_band: dict[str, tuple[float, float | None]] = {}
         self._refreshing: set[str] = set()
         self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Keep the trend cells up with the decisions in the background."""
+        self._rollup.start()
+
+    def stop(self) -> None:
+        self._rollup.stop()
+        try:
+            self.alarms.flush()
+        except Exception as exc:  # the occurrences since the last write are lost, the acknowledgements are not
+            log.warning("storing alarms at shutdown failed (%s)", exc.__class__.__name__)
+
+    def history(self, session: Session, gh: str, start: datetime, end: datetime, points: int) -> HistoryResponse:
+        """Trends over [start, end): from the trend cells once they hold every stored decision."""
+        try:
+            current = self.trends.catch_up(READ_CATCH_UP_ROWS)
+        except Exception:  # e.g. SQLite locked by the writer: the decisions themselves still answer
+            current = False
+        return hist.history(session, gh, self.runtime.controllers[gh].z, self.bands(gh), start, end, points,
+                            cells=current)
 
     def edge(self, gh: str) -> EdgeStatus:
         return self.edge_watcher.get(gh) if self.edge_watcher is not None else EdgeStatus("unknown", None)

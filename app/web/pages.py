@@ -89,9 +89,23 @@ def alarms_page(request: Request) -> Response:
     return _page(request, "alarms.html", page="alarms")
 
 
-@router.get("/admin/users", response_class=HTMLResponse)
-def users_page(request: Request) -> Response:
+def _admin_page(request: Request, name: str, page: str) -> Response:
     session = _user(request)
     if session is not None and "admin" not in session[0].roles:
         raise HTTPException(status_code=403, detail="forbidden: needs role admin")
-    return _page(request, "users.html", page="users")
+    return _page(request, name, page=page)
+
+
+@router.get("/admin/users", response_class=HTMLResponse)
+def users_page(request: Request) -> Response:
+    return _admin_page(request, "users.html", "users")
+
+
+@router.get("/admin/greenhouses", response_class=HTMLResponse)
+def greenhouses_admin_page(request: Request) -> Response:
+    return _admin_page(request, "admin_greenhouses.html", "admin-greenhouses")
+
+
+@router.get("/admin/policy", response_class=HTMLResponse)
+def policy_page(request: Request) -> Response:
+    return _admin_page(request, "policy.html", "policy")

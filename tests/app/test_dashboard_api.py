@@ -346,3 +346,74 @@ def test_admin_adds_disables_and_resets_accounts_and_each_change_is_sealed(clien
     kinds = [(e.kind, e.actor) for e in runtime.audit.store.tail_entries("_access", 4)]
     assert kinds == [("user_add", "admin:admin"), ("login", "nina"), ("password_reset", "admin:admin"),
                      ("user_disable", "admin:admin")]
+
+
+def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from app.api.alarm_book import AlarmBook
+    from app.runtime import Alarm
+
+    url = f"sqlite:///{tmp_path / 'alarms.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    t0 = datetime(2026, 6, 1, tzinfo=UTC)
+    before = SimpleNamespace(alarms=[Alarm("gh1", t0, "valve_failed:1"), Alarm("gh1", t0 + timedelta(seconds=1),
+                                                                               "valve_failed:1"),
+                                     Alarm("gh1", t0 + timedelta(seconds=2), "ack_timeout"),
+                                     Alarm("ghost", t0, "ack_timeout")], audit=None)  # refused by the database
+    book = AlarmBook(before, sessions)  # type: ignore[arg-type]
+    failed = next(a for a in book.list() if a.kind == "valve_failed:1")
+    book.acknowledge(failed.id, "operator:olga")
+    deadline = time.monotonic() + 10
+    while book._dirty and time.monotonic() < deadline:  # the unacknowledged group is written behind
+        time.sleep(0.05)
+    after = SimpleNamespace(alarms=[], audit=None)  # a restarted service: no occurrences in memory
+    restarted = AlarmBook(after, sessions)  # type: ignore[arg-type]
+    groups = {a.kind: a for a in restarted.list("gh1")}
+    assert groups["valve_failed:1"].acknowledged and groups["valve_failed:1"].acknowledged_by == "operator:olga"
+    assert groups["valve_failed:1"].count == 2 and groups["valve_failed:1"].last_at == t0 + timedelta(seconds=1)
+    assert not groups["ack_timeout"].acknowledged and restarted.unacknowledged("gh1") == 1
+    assert restarted.list("ghost") == [], "the row the database refused did not hold up the others"
+    after.alarms.append(Alarm("gh1", t0 + timedelta(minutes=5), "valve_failed:1"))
+    again = next(a for a in restarted.list("gh1") if a.kind == "valve_failed:1")
+    assert again.count == 3 and not again.acknowledged, "a new occurrence after the restart reopens it"
+    restarted.flush()
+    engine.dispose()
+
+
+def test_policy_overview_for_admins_with_the_shipped_ensembles_metrics(client: TestClient) -> None:
+    from app.api.routes.policy import read_ensemble
+
+    admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
+    r = client.get("/api/policy", headers=admin)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["in_force"] == [{"policy_version": "expert", "greenhouses": ["gh1"]}], "no ensemble: the expert"
+    assert body["ensemble"] is None and "no readable ensemble" in body["problem"]
+    operator = {"Authorization": f"Bearer {_login(client, 'operator')}"}
+    assert client.get("/api/policy", headers=operator).status_code == 403
+    shipped = Path(__file__).resolve().parents[2] / "policy" / "shipped"
+    ensemble = read_ensemble(shipped)
+    manifest = __import__("json").loads((shipped / "ensemble.json").read_text())
+    assert ensemble.policy_version == manifest["policy_version"] and len(ensemble.members) == len(manifest["members"])
+    first = __import__("json").loads((shipped / "member_0" / "meta.json").read_text())
+    assert ensemble.members[0].eval_mean_reward == first["metrics"]["eval"]["mean_reward"]
+    assert ensemble.members[0].weights_sha256 == manifest["members"][0]["weights_sha256"]
+
+
+def test_admin_pages_for_admins_only(client: TestClient) -> None:
+    for role, status in (("admin", 200), ("operator", 403)):
+        client.cookies.set("greentwin_session", _login(client, role))
+        try:
+            for page in ("/admin/greenhouses", "/admin/policy"):
+                r = client.get(page)
+                assert r.status_code == status, (role, page)
+                if status == 200:
+                    assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", r.text) == [], page
+                    for src in re.findall(r'src="(/static/[^"]+)"', r.text):
+                        assert client.get(src).status_code == 200, src
+        finally:
+            client.cookies.clear()

@@ -71,7 +71,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     broker.start()
     keys = AuditKeys.generate(root / "keys")
     service = Service(root, service_env(database_url=url, mqtt_url=broker.url, keys=keys,
-                                        policy_dir=root / "no-policy"))
+                                        policy_dir=root / "no-policy",
+                                        extra={"GREENTWIN_SITE_TIMEZONE": "Asia/Kolkata"}))
     sim = Proc(plant_sim_argv(broker.url, [GH], speed=120), root / "plant-sim.log")
     observer = None
     try:
@@ -293,6 +294,64 @@ def test_an_admin_adds_a_user_who_can_then_log_in(stack: dict[str, Any], browser
     r = stack["service"].http.post("/api/auth/login", json={"username": "otto", "password": password.group(1)})
     assert r.status_code == 200 and r.json()["user"]["roles"] == ["operator"]
     p.shot("users")
+    p.close()
+
+
+def _overflow(page: Any) -> int:
+    """How far the page is wider than the window (0: nothing overflows horizontally)."""
+    return int(page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))
+
+
+def test_tablet_width_keyboard_and_site_time(stack: dict[str, Any], browser: Any) -> None:
+    p = Page(browser, stack["base"], "olga", width=768)
+    page = p.greenhouse()
+    page.wait_for_selector("#chart-moisture .uplot")
+    assert _overflow(page) <= 0, "the greenhouse page overflows at 768 px"
+    p.shot("greenhouse-tablet")
+    for path in ("/", "/alarms"):
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+        assert _overflow(page) <= 0, f"{path} overflows at 768 px"
+    page = p.greenhouse()
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    reached = []
+    for _ in range(120):
+        page.keyboard.press("Tab")
+        reached.append(page.evaluate("document.activeElement ? document.activeElement.id : ''"))
+        if "estop" in reached:
+            break
+    assert {"mode-manual", "mode-auto", "reason", "estop"} <= set(reached), f"tab order reached {reached}"
+    page.keyboard.press("Enter")  # the focused e-stop opens its confirmation from the keyboard too
+    assert page.locator("#estop-dialog").is_visible()
+    page.keyboard.press("Escape")
+    clock = page.locator("#clock")
+    assert clock.inner_text().endswith("Asia/Kolkata")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+05:30", clock.get_attribute("title") or ""), \
+        "ISO-8601 with the site's offset on hover"
+    p.close()
+
+
+def test_an_admin_registers_a_greenhouse_and_sees_the_policy_in_force(stack: dict[str, Any], browser: Any) -> None:
+    p = Page(browser, stack["base"], "ada", width=768)
+    page = p.page
+    page.click("text=Registration")
+    page.wait_for_selector(f"#registered tr[data-gh='{GH}']")
+    page.fill("#gh-id", "gh-south")
+    page.fill("#gh-name", "South house")
+    page.fill("#gh-zones", "4")
+    page.click("#add-greenhouse-submit")
+    page.wait_for_function("() => document.querySelector('#gh-msg').textContent.startsWith('Registered gh-south')")
+    page.click("#add-greenhouse-submit")  # the same id again: refused, and the page says why
+    page.wait_for_function("() => document.querySelector('#gh-msg').textContent.startsWith('409')")
+    # Chromium logs every refused request as a console error: this one was meant.
+    p.errors = [e for e in p.errors if "status of 409" not in e]
+    assert _overflow(page) <= 0
+    p.shot("admin-greenhouses")
+    page.click("text=Policy")
+    page.wait_for_selector("#in-force tbody tr")
+    assert page.inner_text("#in-force tbody tr").split("\t") == ["expert", GH]
+    page.wait_for_function("() => document.querySelector('#policy-msg').textContent.includes('no readable ensemble')")
+    p.shot("admin-policy")
     p.close()
 
 

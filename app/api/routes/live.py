@@ -22,7 +22,7 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 
 from app.api import history as hist
-from app.api import live_state
+from app.api import live_state, trend_rollup
 from app.api.dashboard import Dashboard
 from app.api.deps import SESSION_COOKIE, AuthDep, RuntimeDep, SessionDep, get_current_user
 from app.api.routes.reports import parse_instant
@@ -86,13 +86,14 @@ def history(gh: str, runtime: RuntimeDep, session: SessionDep, dash: DashboardDe
     """Trends over a period (at most 31 days), averaged into at most ``points`` buckets. Without ``to``
     the period ends now, or at the latest telemetry when a simulator runs ahead of the clock."""
     _known(runtime, gh)
-    to = parse_instant("to", end) if end else dash.timeline_end(gh)
+    # Without 'to': the end of the current five-minute trend cell, so the page's buckets are whole cells.
+    to = parse_instant("to", end) if end else trend_rollup.cell_start(trend_rollup.cell_index(dash.timeline_end(gh)) + 1)
     frm = parse_instant("from", start) if start else to - timedelta(hours=hours)
     if to <= frm:
         raise HTTPException(status_code=422, detail="'to' must be after 'from'")
     if to - frm > MAX_HISTORY:
         raise HTTPException(status_code=422, detail=f"period longer than {MAX_HISTORY.days} days")
-    return hist.history(session, gh, runtime.controllers[gh].z, dash.bands(gh), frm, to, points)
+    return dash.history(session, gh, frm, to, points)
 
 
 def _decision(r: Decision) -> DecisionPublic:
@@ -141,10 +142,19 @@ async def stream(request: Request, runtime: RuntimeDep, dash: DashboardDep, auth
         return tuple((live_state.change_key(runtime, g), dash.edge(g).state, dash.alarms.unacknowledged(g))
                      for g in ghs)
 
-    def payload() -> str:
+    def payload(k: tuple[Any, ...]) -> str:
+        # Built once per second and state for every stream showing the same thing (50 open dashboards
+        # must not cost the control loop 50 builds); the second keeps the ages in it current.
+        stamp = (int(time.monotonic()), k)
+        cached = dash.events.get(gh)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
         if gh is not None:
-            return _event("live", dash.live(gh).model_dump(mode="json"))
-        return _event("overview", [s.model_dump(mode="json") for s in dash.overview()])
+            text = f"event: live\ndata: {dash.live(gh).model_dump_json()}\n\n"
+        else:
+            text = f"event: overview\ndata: [{','.join(s.model_dump_json() for s in dash.overview())}]\n\n"
+        dash.events[gh] = (stamp, text)
+        return text
 
     async def events() -> AsyncIterator[str]:
         yield "retry: 3000\n\n"
@@ -162,7 +172,7 @@ async def stream(request: Request, runtime: RuntimeDep, dash: DashboardDep, auth
             k = key()
             if k != last_key or now - last_sent >= KEEPALIVE_S:
                 last_key, last_sent = k, now
-                yield payload()
+                yield payload(k)
             await asyncio.sleep(POLL_S)
 
     return StreamingResponse(events(), media_type="text/event-stream",

@@ -21,12 +21,18 @@ const GT = (() => {
     return data;
   }
 
-  // Site local time on screen, ISO-8601 with offset on hover.
+  // Site local time on screen, ISO-8601 with the site's offset on hover (e.g. 2026-06-01T14:00:00+02:00).
+  const offsetFmt = new Intl.DateTimeFormat("en-US", { timeZone: tz, timeZoneName: "longOffset" });
+  function isoLocal(d) {
+    const name = offsetFmt.formatToParts(d).find((p) => p.type === "timeZoneName");
+    const offset = name ? name.value.replace("GMT", "") : "";
+    return fmt.format(d).replace(",", "").replace(" ", "T") + (offset || "+00:00");
+  }
   function time(el, iso) {
     if (!iso) { el.textContent = "–"; el.removeAttribute("title"); return; }
     const d = new Date(iso);
     el.textContent = fmt.format(d).replace(",", "");
-    el.title = iso;
+    el.title = isoLocal(d);
   }
   function timeText(iso) { return iso ? fmt.format(new Date(iso)).replace(",", "") : "–"; }
   function age(seconds) {
@@ -87,7 +93,7 @@ const GT = (() => {
     }
     const clock = document.getElementById("clock");
     if (clock) {
-      const tick = () => { const now = new Date(); clock.textContent = fmt.format(now).replace(",", "") + " " + tz; clock.title = now.toISOString(); };
+      const tick = () => { const now = new Date(); clock.textContent = fmt.format(now).replace(",", "") + " " + tz; clock.title = isoLocal(now); };
       tick(); setInterval(tick, 1000);
     }
   });
