@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -149,6 +149,11 @@ def _run(layers: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+_PRICE_BLIND_LIGHTS = (-1.0, 1000.0, 18.0)
+"""(c0, par_sat, h_max) of an expert without break-even lighting: a negative c0 (never a valid
+one) stands for the growers' price-blind rule, and keeps the buffer equal to itself (NaN would not)."""
+
+
 class ActorCritic(nn.Module):
     """Policy and value function over observations [B, obs_dim]; actions are [B, zones + 2]."""
 
@@ -158,9 +163,11 @@ class ActorCritic(nn.Module):
                  residual: ThresholdExpert | None = None, prior_logit: float = RESIDUAL_PRIOR_LOGIT) -> None:
         super().__init__()
         self.obs_dim, self.zones = obs_dim, zones
-        # (enabled, refill, stop, pump_pct, prior_logit): a buffer so checkpoints carry the expert.
-        cfg = [0.0, 0.0, 0.0, 0.0, 0.0] if residual is None else \
-            [1.0, residual.refill, residual.stop, residual.pump_pct, prior_logit]
+        # (enabled, refill, stop, pump_pct, prior_logit, c0, par_sat, h_max): a buffer so checkpoints
+        # carry the expert, its break-even lighting included (c0 < 0: the price-blind growers' rule).
+        cfg = [0.0] * 5 + list(_PRICE_BLIND_LIGHTS) if residual is None else \
+            [1.0, residual.refill, residual.stop, residual.pump_pct, prior_logit,
+             _PRICE_BLIND_LIGHTS[0] if residual.c0 is None else residual.c0, residual.par_sat, residual.h_max]
         self.register_buffer("residual_cfg", torch.tensor(cfg, dtype=torch.float64))
         self._residual_cache: tuple[torch.Tensor, int, ThresholdExpert | None, float] | None = None
         self.obs_rms = RunningMeanStd((obs_dim,))
@@ -171,6 +178,17 @@ class ActorCritic(nn.Module):
         self.critic_head = layer_init(nn.Linear(hidden, 1), gain=1.0)
         if residual is not None:  # zero adjustments: the untrained residual policy is the expert
             nn.init.zeros_(self.actor_head.weight)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+        """Checkpoints from before residual mode lack the buffer: they are plain policies. Those from
+        before break-even lighting carry five settings: their expert lit by the price-blind rule, so
+        they load with that rule's settings appended."""
+        key = prefix + "residual_cfg"
+        state_dict.setdefault(key, torch.zeros(5, dtype=torch.float64))
+        old = state_dict.get(key)
+        if old is not None and old.shape == (5,):
+            state_dict[key] = torch.cat([old, torch.tensor(_PRICE_BLIND_LIGHTS, dtype=old.dtype)])
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def update_obs_stats(self, obs: torch.Tensor) -> None:
         """Fold a batch of raw observations into the normaliser (call on rollouts, not on updates)."""
@@ -184,9 +202,10 @@ class ActorCritic(nn.Module):
         buf = self.residual_cfg
         cache = getattr(self, "_residual_cache", None)  # absent on modules unpickled from older versions
         if cache is None or cache[0] is not buf or cache[1] != buf._version:  # replaced, or changed in place
-            enabled, refill, stop, pump, logit = buf.tolist()
-            expert = ThresholdExpert(zones=self.zones, refill=refill, stop=stop, pump_pct=pump) if enabled > 0.5 \
-                else None
+            enabled, refill, stop, pump, logit, c0, par_sat, h_max = buf.tolist()
+            expert = ThresholdExpert(zones=self.zones, refill=refill, stop=stop, pump_pct=pump,
+                                     c0=None if c0 < 0.0 else c0, par_sat=par_sat, h_max=h_max) \
+                if enabled > 0.5 else None
             cache = self._residual_cache = (buf, buf._version, expert, logit)
         return cache[2], cache[3]
 
@@ -204,11 +223,6 @@ class ActorCritic(nn.Module):
         :meth:`distributions` call on the same observations."""
         expert = self.expert()
         return None if expert is None else expert_prior(expert, obs)
-
-    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: object, **kwargs: object) -> None:
-        # Checkpoints from before residual mode lack the buffer: they are plain policies.
-        state_dict.setdefault(prefix + "residual_cfg", torch.zeros(5, dtype=torch.float64))
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)  # type: ignore[arg-type]
 
     def actor_layers(self) -> tuple[nn.Module, ...]:
         """The actor's forward pass, in order: the observation normaliser, the torso, the head.

@@ -88,6 +88,21 @@ def test_residual_mode_survives_a_state_dict_round_trip() -> None:
     assert not restored.is_residual
 
 
+def test_break_even_lighting_survives_a_round_trip_and_older_checkpoints_keep_the_growers_rule() -> None:
+    tuned = load_tuned_threshold()
+    assert tuned.c0 is not None  # the tuned expert lights by the break-even rule
+    agent = ActorCritic(OBS_DIM, ZONES, residual=tuned)
+    plain = ActorCritic(OBS_DIM, ZONES)
+    plain.load_state_dict(agent.state_dict())
+    assert plain.expert() == agent.expert() and plain.expert().c0 == tuned.c0
+    older = agent.state_dict()
+    older["residual_cfg"] = older["residual_cfg"][:5].clone()  # written before break-even lighting
+    restored = ActorCritic(OBS_DIM, ZONES)
+    restored.load_state_dict(older)
+    expert = restored.expert()
+    assert expert is not None and expert.c0 is None and (expert.refill, expert.stop) == (tuned.refill, tuned.stop)
+
+
 def test_short_residual_training_stays_at_expert_level() -> None:
     cfg = PPOConfig.preset("tiny", residual=True, num_steps=32, total_steps=64 * 32 * 4)
     result = train(cfg)
