@@ -133,13 +133,13 @@ class Settings(BaseSettings):
         self.mqtt_tls()
         return self
 
-    # Leases (several replicas): a replica commands a greenhouse only while it holds its lease. A dead
-    # replica's greenhouses are taken over within lease_ttl_s + lease_renew_s (15 s by default).
+    # Leases (several replicas): a replica commands a greenhouse only while it holds its lease.
     lease_ttl_s: float = Field(default=12.0, gt=0, le=3600.0)
+    """How long a greenhouse's lease lasts unrenewed; a dead replica's greenhouses are taken over within `lease_ttl_s` + `lease_renew_s`."""
     lease_renew_s: float = Field(default=3.0, gt=0)
-    # Names this replica in the lease table; by default the host and the state directory, so a
-    # restarted replica takes its own leases back at once.
+    """How often a replica renews its leases and takes over expired ones (at most half of `lease_ttl_s`)."""
     replica_id: str | None = Field(default=None, min_length=1, max_length=128)
+    """Names this replica in the lease table; by default the host and the state directory, so a restarted replica takes its own leases back at once."""
 
     @model_validator(mode="after")
     def _renew_well_within_ttl(self) -> Self:
