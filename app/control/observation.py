@@ -5,20 +5,22 @@ reports instead of from simulated state: moisture from the Kalman estimate, clim
 readings (a missing reading holds its last value and is reported as held), irrigation from the
 flow meter, the forecast from the weather provider.
 
-Not yet fed from the site: electricity prices (every slot reads unpublished at 0 until a price
-feed exists) and tomorrow's light beyond the 24-h forecast (only its hours that fall tomorrow count).
+Not yet fed from the site: day-ahead electricity prices. Until a price feed exists the price slots
+hold the configured time-of-use tariff, all-in, marked unpublished (a forecast, as the twin marks its
+naive one), never a made-up zero that would make every lamp hour look free; tomorrow's light counts
+only the forecast hours that fall tomorrow.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 
 from twin.climate import PAR_PER_W_M2, crop_coefficient
-from twin.config import CropConfig
+from twin.config import CropConfig, PriceConfig
 from twin.spec import FORECAST_HOURS, ObservationSpec
 
 CLIMATE_FIELDS = (("air_temp", "air_temp_c"), ("air_rh", "air_rh_pct"), ("par", "par_umol_m2_s"),
@@ -41,6 +43,8 @@ class ObservationBuilder:
     transmissivity: float = 0.65
     """Share of outside solar the cover lets through (the natural light forecasts)."""
     fruit_price_eur_kg: float = 1.0
+    tariff: PriceConfig = field(default_factory=PriceConfig)
+    """The time-of-use tariff and adder the price slots hold while no day-ahead feed exists."""
     lamps_ours: bool = True
     """Whether greentwin controls this greenhouse's lamps (else its climate computer does)."""
     held: dict[str, float] = field(default_factory=lambda: dict(_DEFAULTS))
@@ -99,7 +103,22 @@ class ObservationBuilder:
         mol = self.transmissivity * PAR_PER_W_M2 * 3600.0 * 1e-6
         obs[sl["dli_natural_rest_today"]] = solar[:left].sum() * mol
         obs[sl["dli_natural_tomorrow"]] = solar[left:left + 24].sum() * mol
+        obs[sl["price"]] = tariff_outlook(self.tariff, ts, sl["price"].stop - sl["price"].start)
+        obs[sl["price_published"]] = 0.0
         obs[sl["fruit_price"]] = self.fruit_price_eur_kg
         obs[sl["lamps_ours"]] = 1.0 if self.lamps_ours else 0.0
         obs = np.nan_to_num(obs, nan=0.0)
         return np.clip(obs, self.spec.low, self.spec.high).astype(np.float32), held_names
+
+
+def tariff_outlook(cfg: PriceConfig, ts: datetime, hours: int) -> np.ndarray:
+    """All-in prices [EUR/MWh] of the time-of-use tariff for the clock hours ``ts`` +0 .. +hours-1
+    (peak on weekdays inside ``tou_peak_hours``), the adder included, as the twin's price slots are."""
+    start, end = cfg.tou_peak_hours
+    hour0 = ts.replace(minute=0, second=0, microsecond=0)
+    out = np.empty(hours)
+    for k in range(hours):
+        t = hour0 + timedelta(hours=k)
+        peak = t.weekday() < 5 and start <= t.hour < end
+        out[k] = (cfg.tou_peak_eur_mwh if peak else cfg.tou_offpeak_eur_mwh) + cfg.adder_eur_mwh
+    return out
