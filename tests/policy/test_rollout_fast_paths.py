@@ -67,5 +67,5 @@ def test_residual_settings_follow_the_buffer() -> None:
         plain.residual_cfg[1] = 0.5
     expert = plain.expert()
     assert expert is not None and expert.refill == 0.5
-    plain.residual_cfg = torch.zeros(5, dtype=torch.float64)  # a new tensor altogether
+    plain.residual_cfg = torch.zeros_like(plain.residual_cfg)  # a new tensor altogether
     assert not plain.is_residual
