@@ -149,7 +149,7 @@ def _run(layers: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-_PRICE_BLIND_LIGHTS = (-1.0, 1000.0, 18.0)
+_PRICE_BLIND_LIGHTS = (-1.0, ThresholdExpert.par_sat, ThresholdExpert.h_max)
 """(c0, par_sat, h_max) of an expert without break-even lighting: a negative c0 (never a valid
 one) stands for the growers' price-blind rule, and keeps the buffer equal to itself (NaN would not)."""
 

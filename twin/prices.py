@@ -22,7 +22,7 @@ from twin.backend import Array, Backend
 from twin.config import PriceConfig
 from twin.weather import HOURS_PER_YEAR, SOLAR, WIND, WeatherLibrary
 
-__all__ = ["PUBLICATION_HOUR", "PriceConfig", "PriceLibrary", "generate_prices", "tou_prices"]
+__all__ = ["PUBLICATION_HOUR", "PriceConfig", "PriceLibrary", "generate_prices", "tou_price", "tou_prices"]
 
 DAYS = HOURS_PER_YEAR // 24
 PUBLICATION_HOUR = 13.0
@@ -115,12 +115,18 @@ def _shift_to_mean(price: np.ndarray, negative: np.ndarray, cfg: PriceConfig) ->
     return price
 
 
+def tou_price(cfg: PriceConfig, weekday: np.ndarray, hour_of_day: np.ndarray) -> np.ndarray:
+    """The two-period tariff [EUR/MWh, spot part] for clock hours given by weekday (0 = Monday) and
+    hour of day: peak on weekdays inside ``tou_peak_hours``, off-peak otherwise."""
+    start, end = cfg.tou_peak_hours
+    peak = (weekday < 5) & (hour_of_day >= start) & (hour_of_day < end)
+    return np.where(peak, cfg.tou_peak_eur_mwh, cfg.tou_offpeak_eur_mwh)  # type: ignore[no-any-return]
+
+
 def tou_prices(cfg: PriceConfig, first_weekday: int) -> np.ndarray:
     """A year of the two-period tariff [EUR/MWh], shape (8760,): peak on weekdays in the peak hours."""
-    start, end = cfg.tou_peak_hours
-    hod = np.arange(24)
-    peak = ~weekend_days(first_weekday)[:, None] & ((hod >= start) & (hod < end))[None, :]
-    return np.where(peak, cfg.tou_peak_eur_mwh, cfg.tou_offpeak_eur_mwh).reshape(-1)  # type: ignore[no-any-return]
+    weekday = (first_weekday + np.arange(DAYS)) % 7
+    return tou_price(cfg, weekday[:, None], np.arange(24)[None, :]).reshape(-1)
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import numpy as np
 
 from twin.climate import PAR_PER_W_M2, crop_coefficient
 from twin.config import CropConfig, PriceConfig
+from twin.prices import tou_price
 from twin.spec import FORECAST_HOURS, ObservationSpec
 
 CLIMATE_FIELDS = (("air_temp", "air_temp_c"), ("air_rh", "air_rh_pct"), ("par", "par_umol_m2_s"),
@@ -112,13 +113,9 @@ class ObservationBuilder:
 
 
 def tariff_outlook(cfg: PriceConfig, ts: datetime, hours: int) -> np.ndarray:
-    """All-in prices [EUR/MWh] of the time-of-use tariff for the clock hours ``ts`` +0 .. +hours-1
-    (peak on weekdays inside ``tou_peak_hours``), the adder included, as the twin's price slots are."""
-    start, end = cfg.tou_peak_hours
-    hour0 = ts.replace(minute=0, second=0, microsecond=0)
-    out = np.empty(hours)
-    for k in range(hours):
-        t = hour0 + timedelta(hours=k)
-        peak = t.weekday() < 5 and start <= t.hour < end
-        out[k] = (cfg.tou_peak_eur_mwh if peak else cfg.tou_offpeak_eur_mwh) + cfg.adder_eur_mwh
-    return out
+    """All-in prices [EUR/MWh] of the time-of-use tariff for the clock hours ``ts`` +0 .. +hours-1,
+    the adder included, as the twin's price slots are."""
+    steps = np.arange(hours)
+    hour = ts.hour + steps
+    weekday = (ts.weekday() + hour // 24) % 7
+    return tou_price(cfg, weekday, hour % 24) + cfg.adder_eur_mwh
