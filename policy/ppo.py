@@ -130,9 +130,13 @@ def _restore_rng(states: dict[str, Any], device: torch.device, gen: torch.Genera
         torch.cuda.set_rng_state(states["cuda"].cpu(), device)
 
 
+Validator = Callable[[int, int, ActorCritic], None]
+"""Called with (iteration, env steps, agent) every ``cfg.validate_every`` iterations and after the last."""
+
+
 def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None = None,
           resume: TrainSnapshot | None = None, snapshot: Callable[[TrainSnapshot], None] | None = None,
-          snapshot_every: int = 0) -> TrainResult:
+          snapshot_every: int = 0, validate: Validator | None = None) -> TrainResult:
     """Train an :class:`ActorCritic` on the twin; deterministic for a given ``cfg.seed``.
 
     With ``snapshot`` and ``snapshot_every > 0`` the callback receives a :data:`TrainSnapshot`
@@ -148,9 +152,9 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
 
         with ShmVectorTwin(cfg.num_envs, cfg.workers, seed=cfg.seed, device=cfg.device, instance_offset=offset,
                            **cfg.twin_kwargs()) as vec:
-            return _train(cfg, vec, progress, resume, snapshot, snapshot_every)
+            return _train(cfg, vec, progress, resume, snapshot, snapshot_every, validate)
     twin: VectorTwin = make_twin(cfg, instance_offset=offset)
-    return _train(cfg, twin, progress, resume, snapshot, snapshot_every)
+    return _train(cfg, twin, progress, resume, snapshot, snapshot_every, validate)
 
 
 class Demos(NamedTuple):
@@ -168,7 +172,7 @@ UPDATE_METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac
 
 def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetrics], None] | None,
            resume: TrainSnapshot | None, snapshot: Callable[[TrainSnapshot], None] | None,
-           snapshot_every: int) -> TrainResult:
+           snapshot_every: int, validate: Validator | None = None) -> TrainResult:
     """The loop of :func:`train` on ``twin``: setup, then per iteration collect, GAE, update, log."""
     # ---- setup: seeds, ranks, agent, optimiser, BC warm start ------------------------------------
     torch.manual_seed(cfg.seed)
@@ -236,6 +240,9 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
         metrics.append(m)
         if progress is not None and ctx.is_main:
             progress(m)
+        if validate is not None and ctx.is_main and cfg.validate_every > 0 \
+                and (iteration % cfg.validate_every == 0 or iteration == cfg.num_iterations):
+            validate(iteration, env_steps, agent)
         if (snapshot is not None or ctx.active) and snapshot_every > 0 and iteration % snapshot_every == 0 \
                 and iteration < cfg.num_iterations:
             snap = _snapshot(iteration, env_steps, agent, optimizer, gen, scaler, twin, next_obs, metrics, device)
