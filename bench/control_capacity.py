@@ -8,7 +8,8 @@ applies every command). Per step it prints what a replica and its neighbours pay
 
 * decisions/s answered, p50/p99 telemetry -> command latency, every decision stored or not;
 * the service's CPU (this process and its writer) per decision, and in cores (the writer's share
-  apart: it explains, seals and stores every decision, one process per replica);
+  apart: it explains, seals and stores every decision, one process per replica) and the
+  resident memory of both;
 * PostgreSQL rows written per decision and per second (every table, counted after the run), and
   the CPU of the backends serving the run's database per decision (a local server: /proc);
 * the broker's own CPU per 1,000 messages (telemetry, command and ack: three publishes and
@@ -137,7 +138,7 @@ def line(r: dict[str, Any]) -> str:
     return (f"{r['greenhouses']:>4} gh: {r['rate_per_s']:6.1f} decisions/s  p50 {r['p50_ms']:6.1f} ms  "
             f"p99 {r['p99_ms']:7.1f} ms  stored {r['stored']}/{decided}  "
             f"service CPU {r['cpu_ms_per_decision']:.1f} ms/decision ({r['service_cores']:.2f} cores, writer "
-            f"{r['writer_cores']:.2f})  store lag p99 {r['store_lag_p99_ms'] or 0:.0f} ms  "
+            f"{r['writer_cores']:.2f}, {r['service_rss_mb']:.0f} MB)  store lag p99 {r['store_lag_p99_ms'] or 0:.0f} ms  "
             f"PostgreSQL {r['rows_per_decision']:.1f} rows/decision, {r['rows_per_s']:.0f} rows/s, "
             f"{r['pg_cpu_ms_per_decision']:.1f} ms CPU/decision  "
             f"broker {r['broker_cpu_ms_per_1000_msgs']:.0f} ms CPU/1000 msgs  "

@@ -196,6 +196,17 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def proc_rss_mb(pid: int) -> float:
+    """Resident memory of a live process in MB, from /proc (Linux)."""
+    try:
+        for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if row.startswith("VmRSS:"):
+                return int(row.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
 def _cpu_s(exclude: set[int]) -> tuple[float, float]:
     """CPU seconds used so far by this process (the service's loop, bridge and API) and by its
     other children (the writer), not counting the load generator: what a replica pays."""
@@ -260,6 +271,8 @@ def run(n: int, mode: str, seconds: float, args: argparse.Namespace, workdir: Pa
         service.append((time.time() - start, waiting, writer.backlog if writer is not None else 0))
     gen = parent.recv()
     cpu1, wall_s = _cpu_s({proc.pid}), time.time() - start
+    rss_mb = sum(proc_rss_mb(p) for p in [os.getpid(), *(c.pid for c in mp.active_children())]
+                 if p is not None and p != proc.pid)
     proc.join(10)
     decided = getattr(runtime, "decided", None)
     batches = getattr(runtime, "batches", None)
@@ -287,7 +300,7 @@ def run(n: int, mode: str, seconds: float, args: argparse.Namespace, workdir: Pa
         "store_lag_p50_ms": float(np.percentile(lag, 50) * 1000) if lag else None,
         "store_lag_p99_ms": float(np.percentile(lag, 99) * 1000) if lag else None,
         "service_cpu_s": cpu1[0] - cpu0[0] + cpu1[1] - cpu0[1], "writer_cpu_s": cpu1[1] - cpu0[1], "wall_s": wall_s,
-        "started_at": start,
+        "started_at": start, "service_rss_mb": rss_mb,
     }
 
 
