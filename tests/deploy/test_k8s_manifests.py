@@ -10,6 +10,7 @@ service's start-up checks pass.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -192,7 +193,10 @@ def test_database_roles_split(manifests: dict[str, list[dict[str, Any]]]) -> Non
 
 
 def test_pods_run_as_the_image_user_with_limits(manifests: dict[str, list[dict[str, Any]]]) -> None:
-    assert f"--uid {CONTAINER_UID}" in DOCKERFILE.read_text()
+    dockerfile = DOCKERFILE.read_text()
+    assert f"--uid {CONTAINER_UID}" in dockerfile
+    home = re.search(r"--home (\S+)", dockerfile)
+    assert home, "the Dockerfile no longer names the user's home"
     for where, pod in _pod_specs(manifests):
         ctx = pod["securityContext"]
         assert ctx["runAsNonRoot"] is True and ctx["runAsUser"] == ctx["runAsGroup"] == CONTAINER_UID, where
@@ -203,7 +207,8 @@ def test_pods_run_as_the_image_user_with_limits(manifests: dict[str, list[dict[s
         assert c["resources"]["requests"] and c["resources"]["limits"], where
         assert c["securityContext"]["allowPrivilegeEscalation"] is False, where
         if c["securityContext"].get("readOnlyRootFilesystem"):
-            assert any(m["mountPath"] == "/tmp" for m in c["volumeMounts"]), f"{where}: nowhere to write /tmp"
+            writable = {m["mountPath"] for m in c["volumeMounts"] if not m.get("readOnly")}
+            assert {"/tmp", home.group(1)} <= writable, f"{where}: a read-only root needs /tmp and a home to write"
 
 
 def test_schedules_and_replicas(manifests: dict[str, list[dict[str, Any]]]) -> None:
