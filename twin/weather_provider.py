@@ -49,8 +49,9 @@ _API_KEYS = {"temperature_c": "temperature_2m", "relative_humidity_pct": "relati
 _WIND_UNITS = {"m/s": 1.0, "km/h": 1.0 / 3.6, "mp/h": 0.44704, "kn": 1852.0 / 3600.0}
 _HOUR, _DAY = np.timedelta64(3600, "s"), np.timedelta64(86400, "s")
 _MAX_BODY = 1 << 20
-MAX_HOURS = 24
-"""forecast_days=2 starts at today 00:00 UTC, so 24 h ahead is always covered."""
+MAX_HOURS = 48
+"""forecast_days=3 starts at today 00:00 UTC, so 48 h ahead is always covered (tomorrow's light needs
+up to +47 h)."""
 
 
 class WeatherDataError(ValueError):
@@ -216,7 +217,7 @@ class WeatherProvider:
         self.timeout_s, self.retries, self.cache_ttl_s = float(timeout_s), int(retries), float(cache_ttl_s)
         self._url = base_url.rstrip("/") + "/v1/forecast"
         self._params = {"latitude": latitude, "longitude": longitude, "hourly": ",".join(_API_KEYS.values()),
-                        "wind_speed_unit": "ms", "timezone": "UTC", "forecast_days": 2}
+                        "wind_speed_unit": "ms", "timezone": "UTC", "forecast_days": 3}
         self._longitude, self._clock, self._utc_now = longitude, clock, utc_now
         self._client = httpx.Client(timeout=httpx.Timeout(self.timeout_s), transport=transport)
         self._lock = threading.Lock()  # guards cache, observations, rng and stats
@@ -232,6 +233,12 @@ class WeatherProvider:
         """A snapshot of the counters, safe to keep."""
         with self._lock:
             return dataclasses.replace(self._stats, errors=dict(self._stats.errors))
+
+    @property
+    def age_s(self) -> float | None:
+        """Seconds since the last live forecast was fetched (None: never)."""
+        with self._lock:
+            return None if self._cache is None else self._clock() - self._cached_at
 
     def close(self) -> None:
         """Release the HTTP connection pool."""

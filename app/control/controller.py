@@ -26,6 +26,7 @@ from app.control.estimation import soil_models
 from app.control.explain import explain_decisions
 from app.control.finish import COMMAND_IDS, command, watchdog_decision
 from app.control.observation import ObservationBuilder
+from app.control.outlook import Outlook
 from app.control.proposal import Proposer
 from app.control.records import ControlDecision, Mode, ModeEvent, ZoneSetup
 from app.control.step import Pending
@@ -92,10 +93,9 @@ class GreenhouseController:
         self.history: Any = None  # policy.explain.ExplanationHistory, created with the first explanation
 
     # ---- the decision --------------------------------------------------------------------------
-    def on_telemetry(self, tel: Telemetry, forecast_temp_c: np.ndarray | None = None,
-                     forecast_solar_w_m2: np.ndarray | None = None) -> ControlDecision:
+    def on_telemetry(self, tel: Telemetry, outlook: Outlook | None = None) -> ControlDecision:
         """One accepted telemetry message -> one decision, explanation included (a batch of one)."""
-        batch = DecisionBatch([Pending(self, tel, forecast_temp_c, forecast_solar_w_m2)])
+        batch = DecisionBatch([Pending(self, tel, outlook)])
         decision = batch.run()[0]
         if decision.explain is not None:
             decision.explanation = explain_decisions(self.proposer, [decision.explain])[0]

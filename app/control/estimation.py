@@ -19,7 +19,6 @@ from twin.climate import PAR_PER_W_M2, crop_coefficient, reference_et0, saturati
 from twin.config import SOIL_INDEX, SOIL_TYPES, CropConfig
 from twin.estimator import PROBE_STATUS, ZoneSoilModel, update_many
 from twin.hydraulics import valve_failure_latch
-from twin.spec import FORECAST_HOURS
 
 if TYPE_CHECKING:
     from app.control.controller import GreenhouseController
@@ -135,11 +134,9 @@ def observe(step: Step) -> None:
     step.sensor_ok = ~est.filled | (est.status == PROBE_STATUS.index("ok")).any(axis=1)
     if tel.estop and not ctl.estop_latched:
         step.events.append(ctl.estop("edge:estop", "telemetry reports the e-stop pressed", tel.ts))
-    fc_t = item.forecast_temp_c if item.forecast_temp_c is not None else np.full(FORECAST_HOURS, tel.air_temp_c or 20.0)
-    fc_s = item.forecast_solar_w_m2 if item.forecast_solar_w_m2 is not None else np.zeros(FORECAST_HOURS)
     step.obs, held = ctl.obs_builder.build(
-        ts=tel.ts, moisture=step.moisture, readings=tel.model_dump(), valve_open=np.asarray(tel.valve_open, float),
-        pump_pct=tel.pump_pct, light_pct=tel.light_pct, pump_current_a=tel.pump_current_a,
-        forecast_temp_c=fc_t, forecast_solar_w_m2=fc_s, valve_failed=ctl.valve_failed,
+        ts=tel.ts.astimezone(ctl.site_tz), moisture=step.moisture, readings=tel.model_dump(),
+        valve_open=np.asarray(tel.valve_open, float), pump_pct=tel.pump_pct, light_pct=tel.light_pct,
+        pump_current_a=tel.pump_current_a, outlook=item.outlook, valve_failed=ctl.valve_failed,
         dli_today=ctl.par_mol_today, lamp_hours_today=ctl.lights_hours_today)
     step.alarms += [f"held:{name}" for name in held]

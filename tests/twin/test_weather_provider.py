@@ -155,7 +155,7 @@ def test_live_response_parsed_and_request_shaped(server: FakeOpenMeteo) -> None:
     assert server.paths == ["/v1/forecast"]
     q = {k: v[0] for k, v in server.queries[0].items()}
     assert q == {"latitude": "52.0", "longitude": "5.0", "wind_speed_unit": "ms", "timezone": "UTC",
-                 "forecast_days": "2",
+                 "forecast_days": "3",
                  "hourly": "temperature_2m,relative_humidity_2m,shortwave_radiation,wind_speed_10m,precipitation"}
     assert wp.stats.live == 1 and wp.stats.errors == {}
 
