@@ -161,7 +161,7 @@ class PriceProvider:
         hours = [int((start + timedelta(hours=k)).timestamp()) for k in range(SLOTS)]
         mask = published_mask(now, self.tz)
         if not self.configured:
-            return PriceOutlook(start, self._tariff(start), np.ones(SLOTS), "tariff", None)
+            return PriceOutlook(start, self.tariff_prices(start), np.ones(SLOTS), "tariff", None)
         with self._lock:
             fresh = self._fetched_at is not None and self._clock() - self._fetched_at <= self.cache_ttl_s
         source: PriceSource = "cache"
@@ -184,7 +184,7 @@ class PriceProvider:
         with self._lock:
             known, fetched = dict(self._known), self._fetched_at
         age = None if fetched is None else self._clock() - fetched
-        prices, published = self._tariff(start), np.zeros(SLOTS)
+        prices, published = self.tariff_prices(start), np.zeros(SLOTS)
         from_data = 0
         for k, h in enumerate(hours):
             # An unpublished hour is never read from the data even when the endpoint has it: the
@@ -204,7 +204,7 @@ class PriceProvider:
             source = "cache"
         return PriceOutlook(start, prices, published, source, age, reason)
 
-    def _tariff(self, start: datetime) -> np.ndarray:
+    def tariff_prices(self, start: datetime) -> np.ndarray:
         """The time-of-use tariff of the 24 local clock hours from ``start`` [EUR/MWh, spot part]."""
         local = [(start + timedelta(hours=k)).astimezone(self.tz) for k in range(SLOTS)]
         weekday = np.array([t.weekday() for t in local])

@@ -9,6 +9,7 @@ telemetry reports and builds the observation the policy sees.
 from __future__ import annotations
 
 import math
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -134,9 +135,12 @@ def observe(step: Step) -> None:
     step.sensor_ok = ~est.filled | (est.status == PROBE_STATUS.index("ok")).any(axis=1)
     if tel.estop and not ctl.estop_latched:
         step.events.append(ctl.estop("edge:estop", "telemetry reports the e-stop pressed", tel.ts))
+    if item.outlook is not None:
+        step.outlook = item.outlook.at(tel.ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
+        step.alarms += list(step.outlook.alarms)
     step.obs, held = ctl.obs_builder.build(
         ts=tel.ts.astimezone(ctl.site_tz), moisture=step.moisture, readings=tel.model_dump(),
         valve_open=np.asarray(tel.valve_open, float), pump_pct=tel.pump_pct, light_pct=tel.light_pct,
-        pump_current_a=tel.pump_current_a, outlook=item.outlook, valve_failed=ctl.valve_failed,
+        pump_current_a=tel.pump_current_a, outlook=step.outlook, valve_failed=ctl.valve_failed,
         dli_today=ctl.par_mol_today, lamp_hours_today=ctl.lights_hours_today)
     step.alarms += [f"held:{name}" for name in held]

@@ -7,8 +7,8 @@ decision record can say on what outlook it was made.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,8 @@ class Outlook:
     weather_age_s: float | None = None
     price_source: str = "none"
     price_age_s: float | None = None
+    alarms: tuple[str, ...] = ()
+    """``outlook_weather:*`` / ``outlook_prices:*`` when a configured source fell back or went stale."""
 
     def __post_init__(self) -> None:
         for name, n in (("forecast_temp_c", FORECAST_HOURS), ("forecast_solar_w_m2", SOLAR_LEADS),
@@ -54,7 +56,24 @@ class Outlook:
         return {"issued": self.issued.isoformat(),
                 "weather": {"source": self.weather_source, "age_s": age(self.weather_age_s)},
                 "prices": {"source": self.price_source, "age_s": age(self.price_age_s),
-                           "published_hours": int(self.price_published.sum())}}
+                           "published_hours": int(self.price_published.sum())}, "alarms": list(self.alarms)}
+
+    def at(self, hour: datetime) -> Outlook:
+        """This outlook as seen from the clock hour ``hour`` (UTC) when that is up to a day after it was
+        issued (a decision just past the hour, before the next refresh): leads and slots move on, the
+        end is padded with the last value, the padded price slots unpublished."""
+        k = int((hour - self.issued).total_seconds() // 3600)
+        if k <= 0 or k >= PRICE_SLOTS:
+            return self
+
+        def move(a: np.ndarray, pad: float) -> np.ndarray:
+            return np.concatenate([a[k:], np.full(k, pad)])
+
+        return replace(self, issued=self.issued + timedelta(hours=k),
+                       forecast_temp_c=move(self.forecast_temp_c, self.forecast_temp_c[-1]),
+                       forecast_solar_w_m2=move(self.forecast_solar_w_m2, self.forecast_solar_w_m2[-1]),
+                       price_eur_mwh=move(self.price_eur_mwh, self.price_eur_mwh[-1]),
+                       price_published=move(self.price_published, 0.0))
 
     def view(self) -> dict[str, Any]:
         """The arrays too, rounded, for the live-state API."""

@@ -46,5 +46,7 @@ class Step:
     moisture: np.ndarray | None = None
     sensor_ok: np.ndarray | None = None
     obs: np.ndarray | None = None
+    outlook: Outlook | None = None
+    """The site outlook the observation was built on, moved on to the decision's hour."""
     # every member's action, batched (proposal.propose)
     members: np.ndarray | None = None
