@@ -54,12 +54,9 @@ def begin(item: Pending) -> Step:
     zone_water = account(ctl, tel, dt_s, alarms)
     ctl.water_today_l += zone_water
     ctl.lights_hours_today += tel.light_pct / 100.0 * dt_s / 3600.0
-    if tel.par_umol_m2_s is not None and math.isfinite(tel.par_umol_m2_s):
-        ctl.par_mol_today += max(float(tel.par_umol_m2_s), 0.0) * dt_s * 1e-6
-    builder = ctl.obs_builder
-    builder.add_irrigation(zone_water, dt_s)
-    day = builder.crop_day0 + (0.0 if builder.first_ts is None else (ts - builder.first_ts).total_seconds() / 86400.0)
-    return Step(ctl, item, dt_s, alarms, zone_water, day)
+    ctl.crop_twin.account(ts.astimezone(ctl.site_tz), dt_s, tel.par_umol_m2_s, tel.light_pct)
+    ctl.obs_builder.add_irrigation(zone_water, dt_s)
+    return Step(ctl, item, dt_s, alarms, zone_water, ctl.crop_twin.day)
 
 
 def account(ctl: GreenhouseController, tel: Telemetry, dt_s: float, alarms: list[str]) -> np.ndarray:
@@ -138,9 +135,20 @@ def observe(step: Step) -> None:
     if item.outlook is not None:
         step.outlook = item.outlook.at(tel.ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
         step.alarms += list(step.outlook.alarms)
+    held_now = ctl.obs_builder.held  # last good readings: the crop grows on them when one is missing
+    soil = ctl.estimator.models
+    stress = np.mean([min(max((t - m.wilting_point) * m.inv_stress_span, 0.0), 1.0) for t, m in zip(
+        est.theta.tolist(), soil, strict=True)])
+    ctl.crop_twin.grow(step.dt_s, _reading(tel.par_umol_m2_s, held_now["par"]), _reading(tel.co2_ppm, held_now["co2"]),
+                       _reading(tel.leaf_temp_c, held_now["leaf_temp"]), float(stress))
     step.obs, held = ctl.obs_builder.build(
         ts=tel.ts.astimezone(ctl.site_tz), moisture=step.moisture, readings=tel.model_dump(),
         valve_open=np.asarray(tel.valve_open, float), pump_pct=tel.pump_pct, light_pct=tel.light_pct,
         pump_current_a=tel.pump_current_a, outlook=step.outlook, valve_failed=ctl.valve_failed,
-        dli_today=ctl.par_mol_today, lamp_hours_today=ctl.lights_hours_today)
+        dli_today=ctl.crop_twin.dli_today, lamp_hours_today=ctl.crop_twin.lamp_hours_today,
+        crop_day=ctl.crop_twin.day)
     step.alarms += [f"held:{name}" for name in held]
+
+
+def _reading(value: float | None, held: float) -> float:
+    return held if value is None or not math.isfinite(value) else float(value)
