@@ -7,6 +7,10 @@ only ever reads :attr:`OutlookFeed.current` and never waits on the network. A so
 or whose data is older than ``outlook_stale_s`` puts an ``outlook_*`` alarm on the outlook, which
 every decision made on it carries (the alarm book groups them).
 
+The feed's clock is the site's: the wall clock, or the newest decided telemetry's time when that runs
+ahead (a simulated site in fast-forward, as ``greentwin demo`` runs one), so the outlook always
+starts at the hour the decisions are made in.
+
 No outside weather is measured at the site, so the weather fallback's "yesterday" is the hour the
 forecast gave for it at the time (each refresh records its current hour), else climatology.
 """
@@ -31,6 +35,22 @@ from twin.weather_provider import WeatherProvider, climatology
 log = logging.getLogger(__name__)
 
 
+class SiteClock:
+    """The wall clock, moved ahead to the newest telemetry time seen (never back)."""
+
+    def __init__(self, wall: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self._wall = wall
+        self._seen: datetime | None = None
+
+    def saw(self, ts: datetime) -> None:
+        if self._seen is None or ts > self._seen:
+            self._seen = ts
+
+    def __call__(self) -> datetime:
+        wall, seen = self._wall(), self._seen
+        return wall if seen is None or seen <= wall else seen
+
+
 class OutlookFeed:
     """The latest outlook of the site, refreshed off the event loop."""
 
@@ -53,17 +73,24 @@ class OutlookFeed:
     def from_settings(cls, settings: Settings) -> OutlookFeed:
         """Providers as the ``GREENTWIN_*`` settings say (empty URLs: the fallbacks, see the settings)."""
         tariff = PriceConfig(source="tou", adder_eur_mwh=settings.price_adder_eur_mwh)
+        clock = SiteClock()
         common = {"timeout_s": settings.outlook_timeout_s, "retries": settings.outlook_retries,
-                  "cache_ttl_s": settings.outlook_cache_ttl_s}
+                  "cache_ttl_s": settings.outlook_cache_ttl_s, "utc_now": clock}
         weather = WeatherProvider(settings.weather_url, settings.site_latitude, settings.site_longitude, **common)
         prices = PriceProvider(settings.price_url, tariff, site_timezone=settings.site_timezone, **common)
         return cls(weather, prices, stale_s=settings.outlook_stale_s, refresh_s=settings.outlook_refresh_s,
-                   longitude=settings.site_longitude)
+                   longitude=settings.site_longitude, utc_now=clock)
 
     @property
     def tariff(self) -> PriceConfig:
         """The grower's tariff and adder (the observation adds the adder to every price slot)."""
         return self.prices.tariff
+
+    def for_decisions(self, newest: datetime | None) -> Outlook:
+        """The outlook for a batch whose newest telemetry is stamped ``newest`` (it moves a site clock on)."""
+        if newest is not None and isinstance(self._utc_now, SiteClock):
+            self._utc_now.saw(newest)
+        return self.current
 
     @property
     def current(self) -> Outlook:

@@ -94,7 +94,7 @@ class Runtime:
         self.outlook = outlook or OutlookFeed.from_settings(settings)
         """The site's weather and prices, shared by every greenhouse's decisions (:mod:`app.outlook_feed`)."""
         self.intake = Intake(self.controllers, self.dispatch.emit, max_batch, max_waiting=settings.inbox_per_greenhouse,
-                             on_shed=self._on_shed, outlook=lambda: self.outlook.current)
+                             on_shed=self._on_shed, outlook=self.outlook.for_decisions)
         self._shed_alarmed: dict[str, float] = {}
         self.housekeeping = Housekeeping(self.controllers, self.intake, self.dispatch, self.writer, self.snapshots,
                                          self.metrics)
