@@ -125,6 +125,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from app.plant_sim_outlook import OutlookServer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the outlook is asked every few seconds here
     data = Path(args.data_dir)
     data.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{(data / 'greentwin.sqlite3').resolve()}"

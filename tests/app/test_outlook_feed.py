@@ -177,11 +177,15 @@ def test_a_served_decision_follows_the_price_outlook(proposer: str) -> None:
         shipped = load_proposer(Path(__file__).resolve().parents[2] / "policy" / "shipped", 6)
         make = lambda: shipped  # noqa: E731
     ts = datetime(2026, 12, 2, 19, 5, tzinfo=UTC)
-    lights = {}
+    lights, named = {}, set()
     for level in (-50.0, 900.0):
         ctl = GreenhouseController("gh1", ZONES, make(), SafetyLimits.default())
-        lights[level] = ctl.on_telemetry(telemetry(ts), prices_at(level)).command.light_pct
+        d = ctl.on_telemetry(telemetry(ts), prices_at(level))
+        lights[level] = d.command.light_pct
+        named |= {f["feature"].split("[")[0] for f in (d.explanation or {}).get("top", [])}
     assert lights[-50.0] > lights[900.0], lights
+    if proposer == "shipped":  # the ensemble's explanation names the outlook that decided it
+        assert "price" in named, named
 
 
 def test_runtime_decides_on_the_feeds_outlook(site: Site, tmp_path: Path) -> None:
