@@ -56,13 +56,7 @@ class CropTwin:
     def grow(self, dt_s: float, par_umol_m2_s: float, co2_ppm: float, leaf_temp_c: float, water_stress: float) -> None:
         """One crop step (photosynthesis, growth, harvest) under the measured climate; ``water_stress``
         is the root zone's stress factor in [0, 1] (1: unstressed)."""
-        if self.state is None:
-            self.state = initial_crop(np, self.growth, np.array([self.day]), np.array([leaf_temp_c]),
-                                      season_days=float(sum(self.crop.stage_days)))
-        one = lambda v: np.array([float(v)])  # noqa: E731
-        self.state, fruit = step_crop(np, self.growth, self.state, one(max(par_umol_m2_s, 0.0)), one(co2_ppm),
-                                      one(leaf_temp_c), one(min(max(water_stress, 0.0), 1.0)), dt_s)
-        self.yield_kg_m2 += float(fruit[0])
+        grow_many([self], [dt_s], [par_umol_m2_s], [co2_ppm], [leaf_temp_c], [water_stress])
 
     def estimates(self) -> dict[str, Any]:
         """What the twin believes now, for the API and the decision record (rounded)."""
@@ -88,3 +82,27 @@ class CropTwin:
         self.date = snap["date"]
         pools = snap.get("state")
         self.state = None if pools is None else CropState(**{k: np.array([float(v)]) for k, v in pools.items()})
+
+
+def grow_many(twins: list[CropTwin], dt_s: list[float], par_umol_m2_s: list[float], co2_ppm: list[float],
+              leaf_temp_c: list[float], water_stress: list[float]) -> None:
+    """:meth:`CropTwin.grow` for several greenhouses in one call of the crop model (a micro-batch's
+    greenhouses share its cost). Twins sharing crop parameters and step length are grown together."""
+    groups: dict[tuple[CropGrowthConfig, float], list[int]] = {}
+    for i, twin in enumerate(twins):
+        if twin.state is None:
+            twin.state = initial_crop(np, twin.growth, np.array([twin.day]), np.array([float(leaf_temp_c[i])]),
+                                      season_days=float(sum(twin.crop.stage_days)))
+        groups.setdefault((twin.growth, float(dt_s[i])), []).append(i)
+    for (growth, dt), idx in groups.items():
+        members = [twins[i] for i in idx]
+        state = CropState(*(np.concatenate([getattr(t.state, f) for t in members]) for f in CropState._fields))
+
+        def col(values: list[float], lo: float = -np.inf, hi: float = np.inf) -> np.ndarray:
+            return np.clip(np.array([float(values[i]) for i in idx]), lo, hi)  # noqa: B023 - used at once
+
+        new, fruit = step_crop(np, growth, state, col(par_umol_m2_s, 0.0), col(co2_ppm),
+                               col(leaf_temp_c), col(water_stress, 0.0, 1.0), dt)
+        for k, twin in enumerate(members):
+            twin.state = CropState(*(v[k:k + 1] for v in new))
+            twin.yield_kg_m2 += float(fruit[k])

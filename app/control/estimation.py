@@ -2,7 +2,8 @@
 
 :func:`begin` books the water and light since the last message (from the measured flow, not the
 command) and checks the valve feedback; :func:`estimate` computes every greenhouse's crop water
-demand and runs one Kalman update over all their zones; :func:`observe` latches an e-stop the
+demand and runs one Kalman update over all their zones; :func:`grow_crops` steps all their crop
+twins in one call of the crop model; :func:`observe` latches an e-stop the
 telemetry reports and builds the observation the policy sees.
 """
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.control.crop_twin import grow_many
 from app.control.step import Pending, Step
 from app.mqtt.topics import Telemetry
 from twin.climate import PAR_PER_W_M2, crop_coefficient, reference_et0, saturation_vapour_kpa
@@ -120,6 +122,21 @@ def estimate(steps: list[Step]) -> None:
         step.estimate = est
 
 
+def grow_crops(steps: list[Step]) -> None:
+    """Every greenhouse's crop twin one step on, in one call of the crop model: the measured canopy
+    climate (a missing reading holds its last value) and the root zone's FAO-56 stress factor."""
+    par, co2, leaf, stress = [], [], [], []
+    for step in steps:
+        tel, held, est = step.item.tel, step.ctl.obs_builder.held, step.estimate
+        assert est is not None
+        par.append(_reading(tel.par_umol_m2_s, held["par"]))
+        co2.append(_reading(tel.co2_ppm, held["co2"]))
+        leaf.append(_reading(tel.leaf_temp_c, held["leaf_temp"]))
+        stress.append(float(np.mean([min(max((t - m.wilting_point) * m.inv_stress_span, 0.0), 1.0)
+                                     for t, m in zip(est.theta.tolist(), step.ctl.estimator.models, strict=True)])))
+    grow_many([s.ctl.crop_twin for s in steps], [s.dt_s for s in steps], par, co2, leaf, stress)
+
+
 # ---- 3. observation -----------------------------------------------------------------------------
 
 
@@ -135,12 +152,6 @@ def observe(step: Step) -> None:
     if item.outlook is not None:
         step.outlook = item.outlook.at(tel.ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
         step.alarms += list(step.outlook.alarms)
-    held_now = ctl.obs_builder.held  # last good readings: the crop grows on them when one is missing
-    soil = ctl.estimator.models
-    stress = np.mean([min(max((t - m.wilting_point) * m.inv_stress_span, 0.0), 1.0) for t, m in zip(
-        est.theta.tolist(), soil, strict=True)])
-    ctl.crop_twin.grow(step.dt_s, _reading(tel.par_umol_m2_s, held_now["par"]), _reading(tel.co2_ppm, held_now["co2"]),
-                       _reading(tel.leaf_temp_c, held_now["leaf_temp"]), float(stress))
     step.obs, held = ctl.obs_builder.build(
         ts=tel.ts.astimezone(ctl.site_tz), moisture=step.moisture, readings=tel.model_dump(),
         valve_open=np.asarray(tel.valve_open, float), pump_pct=tel.pump_pct, light_pct=tel.light_pct,
