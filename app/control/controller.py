@@ -220,12 +220,15 @@ class GreenhouseController:
         self.valve_changed_at = [when(v) for v in snap["valve_changed_at"]]
         self.water_today_l = np.asarray(snap["water_today_l"], dtype=np.float64)
         self.lights_hours_today, self.day = float(snap["lights_hours_today"]), snap["day"]
+        self.last_ts = when(snap["last_ts"])
         if "crop_twin" in snap:
             self.crop_twin.restore(snap["crop_twin"])
-        else:  # written before the crop twin: continue its day's totals, start its crop afresh
+        else:  # written before the crop twin: continue its day's totals and crop age, grow a fresh crop
+            first = when(snap["first_ts"])
             self.crop_twin.date, self.crop_twin.lamp_hours_today = snap["day"], self.lights_hours_today
             self.crop_twin.dli_today = float(snap.get("par_mol_today", 0.0))
-        self.last_ts = when(snap["last_ts"])
+            if first is not None and self.last_ts is not None:
+                self.crop_twin.day += (self.last_ts - first).total_seconds() / 86400.0
         self.estimator.load_state_dict(snap["estimator"])
         self.obs_builder.irrigation_24h_mm = np.asarray(snap["irrigation_24h_mm"], dtype=np.float64)
         self.obs_builder.held = dict(snap["held"])

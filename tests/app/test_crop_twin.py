@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import numpy as np
+import pytest
 
 from app.control import ExpertProposer, GreenhouseController, ZoneSetup
 from app.control.crop_twin import CropTwin
@@ -88,3 +89,4 @@ def test_the_crop_twin_feeds_the_observation_and_survives_a_restart() -> None:
     again = _controller()
     again.restore(old)
     assert again.crop_twin.dli_today == 1.5 and again.crop_twin.date == old["day"]
+    assert again.crop_twin.day == pytest.approx(60.0 + 59 * 60.0 / 86400.0)  # the age the builder had counted
