@@ -21,6 +21,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -90,7 +91,10 @@ class OutlookFeed:
         """The outlook for a batch whose newest telemetry is stamped ``newest`` (it moves a site clock on)."""
         if newest is not None and isinstance(self._utc_now, SiteClock):
             self._utc_now.saw(newest)
-        return self.current
+        out = self.current
+        if (self._utc_now() - out.issued).total_seconds() > self.stale_s + 3600.0:  # the refreshes stopped
+            out = replace(out, alarms=(*out.alarms, "outlook:not_refreshed"))
+        return out
 
     @property
     def current(self) -> Outlook:

@@ -218,3 +218,13 @@ def test_runtime_decides_on_the_feeds_outlook(site: Site, tmp_path: Path) -> Non
     assert d.record()["estimate"]["outlook"]["prices"]["source"] == "live"
     price = np.asarray(d.observation)[rt.controllers["gh-outlook"].obs_builder.spec.slices["price"]]
     np.testing.assert_allclose(price, np.arange(14, 38) + 80.0 + 30.0, rtol=1e-5)  # the feed's tariff adder
+
+
+def test_an_outlook_nobody_refreshes_raises_its_own_alarm() -> None:
+    now = [NOW]
+    f = feed("", "", now=NOW)
+    f._utc_now = lambda: now[0]  # the feed's clock moves on; no refresh runs
+    assert f.for_decisions(None).alarms == ()
+    now[0] = NOW + timedelta(hours=5)
+    assert f.for_decisions(None).alarms == ("outlook:not_refreshed",)
+    f.close()
