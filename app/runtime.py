@@ -46,6 +46,7 @@ from app.metrics import Metrics
 from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
 from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry
+from app.outlook_feed import OutlookFeed
 from app.private_files import private_dir
 from app.recorder import DecisionRecorder
 from app.snapshots import SnapshotStore
@@ -64,7 +65,7 @@ class Runtime:
     def __init__(self, settings: Settings, sessions: sessionmaker[Session], *, state_dir: Path,
                  proposer: Proposer | None = None, limits: SafetyLimits | None = None,
                  metrics: Metrics | None = None, audit: AuditSink | None = None,
-                 max_batch: int = MAX_BATCH) -> None:
+                 max_batch: int = MAX_BATCH, outlook: OutlookFeed | None = None) -> None:
         self.settings = settings
         self.sessions = sessions
         self.state_dir = private_dir(Path(state_dir))
@@ -90,8 +91,10 @@ class Runtime:
         """Each greenhouse's latest accepted telemetry (read-only for the dashboard's live view)."""
         self.bridge: MqttBridge | None = None
         self.dispatch = Dispatcher(self.controllers, self.journal, self.writer, self.snapshots, self.metrics)
-        self.intake = Intake(self.controllers, self.dispatch.emit, max_batch,
-                             max_waiting=settings.inbox_per_greenhouse, on_shed=self._on_shed)
+        self.outlook = outlook or OutlookFeed.from_settings(settings)
+        """The site's weather and prices, shared by every greenhouse's decisions (:mod:`app.outlook_feed`)."""
+        self.intake = Intake(self.controllers, self.dispatch.emit, max_batch, max_waiting=settings.inbox_per_greenhouse,
+                             on_shed=self._on_shed, outlook=self.outlook.for_decisions)
         self._shed_alarmed: dict[str, float] = {}
         self.housekeeping = Housekeeping(self.controllers, self.intake, self.dispatch, self.writer, self.snapshots,
                                          self.metrics)
@@ -132,6 +135,8 @@ class Runtime:
     def load_greenhouses(self) -> None:
         self.controllers.update(build_controllers(self.sessions, self.settings, self.limits, self._proposer_for,
                                                   self.snapshots))
+        for ctl in self.controllers.values():
+            ctl.obs_builder.tariff = self.outlook.tariff  # the site's adder on every price slot
         self._replay_journal()
         continue_after_records(self.controllers, self.recorder.last_seq)
 
@@ -196,6 +201,7 @@ class Runtime:
         self.bridge.start()
         self._tasks.append(asyncio.create_task(self.housekeeping.run()))
         self._tasks.append(asyncio.create_task(self.keeper.run()))
+        self._tasks.append(asyncio.create_task(self.outlook.run()))
         # Everything loaded so far (libraries, models, controllers) lives as long as the service: a
         # full garbage collection would walk all of it (~0.3 M objects, hundreds of ms, every so
         # often: the p99 of the control loop). Frozen, a collection walks only what came later.
@@ -219,6 +225,7 @@ class Runtime:
         await asyncio.to_thread(self.writer.stop)  # stores the rest, seals and checkpoints the audit trail
         if self.audit is not None:
             self.audit.close()
+        self.outlook.close()
         self._loop = None
         gc.unfreeze()  # back to the collector's care (matters in a process that goes on, like the tests)
 

@@ -16,8 +16,10 @@ from app.api.edge_status import EdgeStatus
 from app.api.schemas import (
     ActuatorsLive,
     ClimateLive,
+    CropLive,
     GreenhouseLive,
     GreenhouseSummary,
+    OutlookLive,
     ZoneLive,
 )
 from app.control import GreenhouseController
@@ -94,7 +96,19 @@ def live(runtime: Runtime, gh: str, edge: EdgeLookup, *, in_band_pct: float | No
             pump_confirmed_pct=tel.pump_pct if tel else None, flow_l_min=tel.flow_l_min if tel else None,
             pump_current_a=tel.pump_current_a if tel else None,
             light_commanded_pct=_finite(commanded["light_pct"]) if commanded else None,
-            light_confirmed_pct=tel.light_pct if tel else None, lights_hours_today=float(ctl.lights_hours_today)))
+            light_confirmed_pct=tel.light_pct if tel else None, lights_hours_today=float(ctl.lights_hours_today)),
+        crop=CropLive(**ctl.crop_twin.estimates()), outlook=_outlook(runtime, ctl))
+
+
+def _outlook(runtime: Runtime, ctl: GreenhouseController) -> OutlookLive:
+    """The site outlook as this greenhouse's next decision will see it (its adder on the prices)."""
+    out = runtime.outlook.current
+    v = out.view()
+    return OutlookLive(issued=out.issued, weather_source=out.weather_source, weather_age_s=out.weather_age_s,
+                       price_source=out.price_source, price_age_s=out.price_age_s, alarms=list(out.alarms),
+                       forecast_temp_c=v["forecast_temp_c"], forecast_solar_w_m2=v["forecast_solar_w_m2"],
+                       price_eur_mwh=[round(p + ctl.obs_builder.tariff.adder_eur_mwh, 2) for p in v["price_eur_mwh"]],
+                       price_published=v["price_published"])
 
 
 def change_key(runtime: Runtime, gh: str) -> tuple[Any, ...]:

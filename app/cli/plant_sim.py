@@ -11,6 +11,7 @@ from types import FrameType
 
 from app.mqtt.connection import TlsFiles
 from app.plant_sim import PlantSim
+from app.plant_sim_outlook import OutlookServer
 from twin.config import DEFAULT_ZONES
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,15 @@ def run_plant_sim(args: argparse.Namespace) -> int:
         logger.info("signal %d: stopping plant-sim", signum)
         stop.set()
 
+    port = getattr(args, "outlook_port", None)
+    try:
+        outlook = None if port is None else OutlookServer(sim, port).start()
+    except OSError as exc:
+        logger.error("plant-sim: cannot serve the outlook on 127.0.0.1:%s: %s", port, exc)
+        return 2
+    if outlook is not None:
+        logger.info("plant-sim: weather forecast on %s/v1/forecast, day-ahead prices on %s/v1/day-ahead "
+                    "(GREENTWIN_WEATHER_URL and GREENTWIN_PRICE_URL of the service)", outlook.url, outlook.url)
     previous = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         if not sim.start():
@@ -48,6 +58,8 @@ def run_plant_sim(args: argparse.Namespace) -> int:
                     sim.dt_s / sim.speed)
         sim.run(stop)
     finally:
+        if outlook is not None:
+            outlook.close()
         sim.close()
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -122,8 +122,10 @@ def run_demo(args: argparse.Namespace) -> int:
     from app.main import create_app
     from app.mqtt.connection import parse_mqtt_url
     from app.plant_sim import PlantSim
+    from app.plant_sim_outlook import OutlookServer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the outlook is asked every few seconds here
     data = Path(args.data_dir)
     data.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{(data / 'greentwin.sqlite3').resolve()}"
@@ -148,11 +150,18 @@ def run_demo(args: argparse.Namespace) -> int:
     else:
         print(f"using the MQTT broker on {target.host}:{target.port}")
 
-    app = create_app(settings, state_dir=data / "state")
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning"))
     # The simulated plants have the registered soil, so the estimator's model matches them.
     sim = PlantSim(settings.mqtt_url, ["gh1", "gh2"], speed=args.speed, dt_s=60.0, seed=0,
                    twin_overrides={"fixed_soils": ("loam",) * 6})
+    # The simulated site's weather service and power exchange, offline on 127.0.0.1; asked every ten
+    # simulated minutes, as the plants run `speed` times faster than the wall clock.
+    outlook = OutlookServer(sim).start()
+    every = max(1.0, 600.0 / args.speed)
+    settings = settings.model_copy(update={"weather_url": settings.weather_url or outlook.url,
+                                           "price_url": settings.price_url or outlook.url,
+                                           "outlook_refresh_s": every, "outlook_cache_ttl_s": every})
+    app = create_app(settings, state_dir=data / "state")
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning"))
     stop = threading.Event()
     sim_thread = threading.Thread(target=lambda: (sim.start(), sim.run(stop)), name="plant-sim", daemon=True)
 
@@ -163,7 +172,8 @@ def run_demo(args: argparse.Namespace) -> int:
         sim_thread.start()
         print(f"\ngreentwin demo: dashboard on http://127.0.0.1:{args.port}/  "
               "(API: /docs, /api/greenhouses, /metrics)")
-        print(f"two simulated greenhouses (gh1, gh2, loam soil) at {args.speed:g}x speed.")
+        print(f"two simulated greenhouses (gh1, gh2, loam soil) at {args.speed:g}x speed; their weather "
+              f"forecast and day-ahead prices on {outlook.url} (see /api/greenhouses/gh1/live).")
         print("logins for the dashboard and POST /api/auth/login (new passwords at every start):")
         for name, password in logins.items():
             print(f"  {name:<11} {password}")
@@ -177,6 +187,7 @@ def run_demo(args: argparse.Namespace) -> int:
     finally:
         stop.set()
         sim.close()
+        outlook.close()
         if broker is not None:
             broker.stop()
     return 0

@@ -141,6 +141,28 @@ class Settings(BaseSettings):
     replica_id: str | None = Field(default=None, min_length=1, max_length=128)
     """Names this replica in the lease table; by default the host and the state directory, so a restarted replica takes its own leases back at once."""
 
+    # The site's outlook: one weather and one price provider, shared by every greenhouse.
+    weather_url: str = ""
+    """Base URL of an Open-Meteo style hourly forecast API (`{url}/v1/forecast`); empty: no forecast is fetched and decisions see yesterday's observed weather, else a fixed climatology (recorded as `fallback`, no alarm)."""
+    site_latitude: float = Field(default=52.0, ge=-90.0, le=90.0)
+    """The site's latitude [deg] for the weather forecast."""
+    site_longitude: float = Field(default=5.0, ge=-180.0, le=180.0)
+    """The site's longitude [deg] for the weather forecast (and the climatology's solar time)."""
+    price_url: str = ""
+    """Base URL of the day-ahead price API (`GET {url}/v1/day-ahead`, JSON `{"unit": "EUR/MWh", "prices": [{"start": ISO, "eur_mwh": x}]}`); empty: the time-of-use tariff is the contract, every hour known."""
+    price_adder_eur_mwh: float = Field(default=30.0, ge=-1000.0, le=6000.0)
+    """Network, tax and supplier margin the grower pays on top of the spot or tariff price [EUR/MWh]."""
+    outlook_timeout_s: float = Field(default=3.0, gt=0, le=60.0)
+    """Time-out of one weather or price request (each of connect, send, read, and the whole body)."""
+    outlook_retries: int = Field(default=2, ge=0, le=10)
+    """Retries after a failed weather or price request (transport errors, 5xx, malformed data)."""
+    outlook_cache_ttl_s: float = Field(default=900.0, ge=0)
+    """How long a fetched forecast or price list is reused before the next refresh asks again."""
+    outlook_refresh_s: float = Field(default=300.0, gt=0)
+    """How often the outlook is refreshed, off the event loop; a decision never waits for it."""
+    outlook_stale_s: float = Field(default=3 * 3600.0, gt=0)
+    """A configured source whose data is older than this, or that fell back, raises an `outlook_*` alarm on every decision until it recovers."""
+
     @model_validator(mode="after")
     def _renew_well_within_ttl(self) -> Self:
         """Renewing less often than twice per lease would let a healthy replica lose it to one slow round."""

@@ -189,6 +189,10 @@ def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
     assert row["telemetry_age_s"] is None and row["water_cap_l"] > 0
     live = client.get("/api/greenhouses/gh1/live", headers=headers).json()
     assert len(live["zones"]) == 3 and live["zones"][0]["band_low_vwc"] < live["zones"][0]["band_high_vwc"]
+    # The crop twin's estimates beside the measured climate, and the outlook decisions are made on.
+    assert live["crop"]["crop_day"] >= 60.0 and live["crop"]["yield_kg_m2"] == 0.0 and live["crop"]["lai"] is None
+    assert live["outlook"]["price_source"] == "tariff" and live["outlook"]["weather_source"] == "fallback"
+    assert len(live["outlook"]["price_eur_mwh"]) == 24 and min(live["outlook"]["price_eur_mwh"]) > 0.0
     assert client.get("/api/greenhouses/nope/live", headers=headers).status_code == 404
     assert client.get("/api/alarms", headers=headers).json() == []
     status = client.get("/api/greenhouses/gh1/audit-status", headers=headers).json()
