@@ -46,6 +46,16 @@ def _cmd_db(args: argparse.Namespace) -> int:
         if record is not None:
             print(f"audit trail dropped by {record['by']}: {record['reason']!r}; recorded in "
                   f"{Path(args.state_dir) / 'audit-trail-drops.jsonl'} with {len(record['chain_heads'])} chain heads")
+    elif args.db_command == "grant":
+        from app.cli.db_grant import grant
+
+        try:
+            grants = grant(db_cli.resolve_url(args.url), args.role)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for g in grants:
+            print(f"{args.role}: {', '.join(g.privileges)} on {g.table}")
     else:
         print(db_cli.current(args.url) or "none (not migrated)")
     return 0
@@ -166,6 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--state-dir", default="state", help="where the confirmation is recorded")
     cur = dbs.add_parser("current")
     cur.add_argument("--url", default=None)
+    gr = dbs.add_parser("grant", help="give the service's restricted role exactly the rights it needs (run as "
+                                      "the owner after each upgrade; PostgreSQL)")
+    gr.add_argument("--role", required=True, help="the role the service connects as")
+    gr.add_argument("--url", default=None, help="the owner's URL; default: GREENTWIN_DATABASE_URL")
     db.set_defaults(handler=_cmd_db)
 
     gh = sub.add_parser("greenhouse", help="manage registered greenhouses")

@@ -52,6 +52,9 @@ def _url(url: str | None) -> str:
     return url if url is not None else get_settings().database_url
 
 
+resolve_url = _url
+
+
 def upgrade(url: str | None = None, revision: str = "head") -> None:
     """Migrate the database forward to ``revision``."""
     command.upgrade(alembic_config(_url(url)), revision)
