@@ -63,15 +63,24 @@ def _cmd_db(args: argparse.Namespace) -> int:
 
 def _cmd_greenhouse_add(args: argparse.Namespace) -> int:
     from app.cli import db as db_cli
+    from app.cli.user import AccessTrail
     from app.core.db import SchemaOutOfDate
+    from audit.errors import AuditKeyError
 
+    trail = None
     try:
+        # The keys first: a registration that could not be sealed is not made.
+        trail = AccessTrail(args.url, args.state_dir)
         gh = db_cli.add_greenhouse(args.url, args.gh_id, zones=args.zones, soil=args.soil, name=args.name,
                                    daily_water_cap_l=args.daily_water_cap_l)
-    except (ValueError, SchemaOutOfDate) as exc:  # GreenhouseExists is a ValueError
+        trail.seal("greenhouse_register", db_cli.registration_payload(gh, args.soil, args.daily_water_cap_l))
+    except (ValueError, SchemaOutOfDate, AuditKeyError) as exc:  # GreenhouseExists is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"added greenhouse {gh.id} ({gh.zones} zones, {args.soil})")
+    finally:
+        if trail is not None:
+            trail.close()
+    print(f"added greenhouse {gh.id} ({gh.zones} zones, {args.soil}); sealed in the audit trail")
     return 0
 
 
@@ -191,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--name", default=None)
     add.add_argument("--daily-water-cap-l", type=float, default=250.0)
     add.add_argument("--url", default=None)
+    add.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
+                     "default: GREENTWIN_STATE_DIR or ./state)")
     add.set_defaults(handler=_cmd_greenhouse_add)
 
     from app.cli.user import add_user_arguments  # argparse only
