@@ -227,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     ver = auds.add_parser("verify", help="check every chain; non-zero exit names the first bad record")
     ver.add_argument("--greenhouse", metavar="GH", default=None)
     ver.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    ver.add_argument("--anchors", metavar="FILE", default=None,
+                     help="exported chain heads to check against (default: GREENTWIN_AUDIT_ANCHOR_FILE, or "
+                          "audit-anchors.jsonl in GREENTWIN_STATE_DIR)")
     pur = auds.add_parser("purge", help="delete records older than N days (>= 180) behind a signed anchor")
     pur.add_argument("--older-than-days", type=int, default=180)
     pur.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")

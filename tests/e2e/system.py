@@ -251,8 +251,9 @@ class System:
         assert svc.alive, f"the service exited\n{svc.tail()}"
         if expect_pid is not None:
             assert svc.pid == expect_pid, "the service was restarted by something other than the test"
-        crash = [ln for ln in svc.output().splitlines() if any(m in ln for m in CRASH_MARKS)]
-        assert crash == [], "an exception escaped a handler:\n" + "\n".join(crash[:10])
+        log = svc.output().splitlines()
+        crash = [i for i, ln in enumerate(log) if any(m in ln for m in CRASH_MARKS)]
+        assert crash == [], "an exception escaped a handler:\n" + "\n".join(log[max(0, crash[0] - 3):crash[0] + 30])
 
         # (1) Every stored decision, mode change and answered command has its sealed record; chains verify.
         wait_until(lambda: self.audit_complete() == [], timeout, "every stored record sealed and every chain "
@@ -295,10 +296,12 @@ class System:
                                 .where(AlarmGroup.kind.like("dead_letter:%"))) or 0)
 
     def audit_verify_cli(self) -> subprocess.CompletedProcess[str]:
-        """``greentwin audit verify`` as an operator runs it (the owner's URL, the service's keys)."""
+        """``greentwin audit verify`` as an operator runs it (the owner's URL, the service's keys), against
+        the chain heads the service exported."""
         env = dict(self.env, GREENTWIN_DATABASE_URL=self.roles.owner_url)
-        return subprocess.run([sys.executable, "-m", "app.cli", "audit", "verify"], env=env, capture_output=True,
-                              text=True, timeout=120)
+        anchors = self.service.state_dir / "audit-anchors.jsonl"
+        return subprocess.run([sys.executable, "-m", "app.cli", "audit", "verify", "--anchors", str(anchors)],
+                              env=env, capture_output=True, text=True, timeout=120)
 
 
 def _passwd(folder: Path, passwords: dict[str, str]) -> None:
@@ -348,7 +351,8 @@ def running_system(folder: Path, pg_url: str) -> Iterator[System]:
         env = service_env(database_url=service_url,
                           mqtt_url=f"mqtt://{SERVICE_USER}:{passwords[SERVICE_USER]}@127.0.0.1:{port}",
                           keys=keys, policy_dir=folder / "no-policy",
-                          extra={"GREENTWIN_MAX_CLOCK_SKEW_S": str(SKEW_S)})
+                          extra={"GREENTWIN_MAX_CLOCK_SKEW_S": str(SKEW_S),
+                                 "GREENTWIN_AUDIT_ANCHOR_EVERY_MIN": "0.05"})  # chain heads out every 3 s
         service = Service(folder, env, name="serve-0")
         system = System(folder, roles, keys, broker, passwords, proxy, env, service, user_passwords=user_passwords)
         stack.callback(lambda: system.service.stop())

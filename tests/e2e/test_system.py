@@ -346,7 +346,9 @@ def test_end_state(system: System) -> None:
     assert verify.returncode == 0, verify.stdout + verify.stderr
     lines = verify.stdout.splitlines()
     assert sum(1 for ln in lines if ln.startswith("ok ")) >= 2 * len(modes)
-    summary.add("end state", "edge boxes stopped; greentwin audit verify as the owner",
+    anchored = [ln for ln in lines if ": anchor: holds" in ln]
+    assert {ln.split()[1].rstrip(":") for ln in anchored} >= set(modes), "every chain's exported head still holds"
+    summary.add("end state", "edge boxes stopped; greentwin audit verify as the owner, against the exported heads",
                 {"modes": json.dumps(modes, sort_keys=True).replace('"', ""), **counts}, time.monotonic() - t0,
                 invariants="all held; audit verify exit 0")
 
