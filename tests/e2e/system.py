@@ -254,6 +254,9 @@ class System:
         log = svc.output().splitlines()
         crash = [i for i, ln in enumerate(log) if any(m in ln for m in CRASH_MARKS)]
         assert crash == [], "an exception escaped a handler:\n" + "\n".join(log[max(0, crash[0] - 3):crash[0] + 30])
+        # The restricted role has every right the service uses: a refusal would be a lost write.
+        denied = [ln for ln in log if "permission denied" in ln.lower()]
+        assert denied == [], "the service's database role lacks a right it uses:\n" + "\n".join(denied[:5])
 
         # (1) Every stored decision, mode change and answered command has its sealed record; chains verify.
         wait_until(lambda: self.audit_complete() == [], timeout, "every stored record sealed and every chain "

@@ -213,8 +213,8 @@ def test_hostile_mqtt_input(system: System) -> None:
     cases = fuzz.stream(400, 5)
     own = [c for c in cases if c.topic == fuzz.topic]
     elsewhere = [c for c in cases if c.topic != fuzz.topic]
-    # 2. Schema-valid but hostile acks and e-stops on its own topics: control characters, over-long
-    #    strings, far-future stamps, an ack for another greenhouse's command.
+    # 2. Schema-valid but hostile acks, e-stops and telemetry on its own topics: control characters,
+    #    over-long strings, far-future stamps.
     future = (datetime.now(UTC) + timedelta(days=3650)).isoformat()
     now = datetime.now(UTC).isoformat()
     foreign_cmd = system.edges["gh-a"].sim.applied[-1]
@@ -225,6 +225,8 @@ def test_hostile_mqtt_input(system: System) -> None:
                                               "reason": "x" * 100_000})),
         (f"greentwin/{HOSTILE}/ack", payload({"cmd_id": str(uuid.uuid4()), "ts": future, "status": "applied"})),
         (f"greentwin/{HOSTILE}/estop", payload({"ts": future, "pressed": True, "source": "panel"})),
+        (fuzz.topic, payload(dict(fuzz.body(seq=10**6, ts=datetime.now(UTC) + timedelta(days=3650)),
+                                  boot_id="boot-far-future"))),
         (f"greentwin/{HOSTILE}/estop", b"\xff\xfe not json"),
         (f"greentwin/{HOSTILE}/estop", b"[" * 5000 + b"]" * 5000),
     ]
