@@ -134,6 +134,15 @@ class System:
         under load the trail is always a round or two behind the tables, by design."""
         was_running = any(e.thread.is_alive() for e in self.edges.values())
         self.stop_edges()
+        previous: tuple[float, int] | None = None
+
+        def settled() -> bool:  # the last telemetry's decision made and its command applied
+            nonlocal previous
+            now = (self.service.metric("greentwin_decisions_total"), self.applied())
+            done, previous = now == previous, now
+            return done
+
+        wait_until(settled, 20, "the service to settle", interval=0.5)
         try:
             yield
         finally:
