@@ -18,7 +18,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -377,7 +376,3 @@ def running_system(folder: Path, pg_url: str) -> Iterator[System]:
 
 def payload(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def since(t0: float) -> float:
-    return round(time.monotonic() - t0, 1)
