@@ -70,6 +70,7 @@ def test_compose_secrets_are_declared_files_and_roles_split(compose: dict[str, A
     assert "db_owner_password" not in compose["services"]["greentwin"]["secrets"]
     assert "verify" in " ".join(compose["services"]["audit-verify"]["command"])
     assert "purge" in " ".join(compose["services"]["audit-purge"]["command"])
+    assert "db grant --role greentwin_app" in " ".join(compose["services"]["migrate"]["command"])
     text = (DEPLOY / "compose.yaml").read_text()
     assert not re.search(r"(?i)password\s*[:=]\s*[^/\s{]", text.replace("PASSWORD_FILE", "")), "a literal password"
 
@@ -103,6 +104,7 @@ def test_systemd_timers_start_oneshot_audit_jobs() -> None:
         assert f"audit {timer.stem.rsplit('-', 1)[1]}" in service["Service"]["ExecStart"]
     main = _unit(DEPLOY / "greentwin.service")["Service"]
     assert "db upgrade" in main["ExecStartPre"] and "serve" in main["ExecStart"]
+    assert "db grant --role greentwin_app" in main["ExecStartPre"]
     assert main["RestartPreventExitStatus"] == "2"  # a start that cannot proceed is not retried
 
 

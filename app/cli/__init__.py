@@ -46,6 +46,16 @@ def _cmd_db(args: argparse.Namespace) -> int:
         if record is not None:
             print(f"audit trail dropped by {record['by']}: {record['reason']!r}; recorded in "
                   f"{Path(args.state_dir) / 'audit-trail-drops.jsonl'} with {len(record['chain_heads'])} chain heads")
+    elif args.db_command == "grant":
+        from app.cli.db_grant import grant
+
+        try:
+            grants = grant(db_cli.resolve_url(args.url), args.role)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for g in grants:
+            print(f"{args.role}: {', '.join(g.privileges)} on {g.table}")
     else:
         print(db_cli.current(args.url) or "none (not migrated)")
     return 0
@@ -53,15 +63,24 @@ def _cmd_db(args: argparse.Namespace) -> int:
 
 def _cmd_greenhouse_add(args: argparse.Namespace) -> int:
     from app.cli import db as db_cli
+    from app.cli.user import AccessTrail
     from app.core.db import SchemaOutOfDate
+    from audit.errors import AuditKeyError
 
+    trail = None
     try:
+        # The keys first: a registration that could not be sealed is not made.
+        trail = AccessTrail(args.url, args.state_dir)
         gh = db_cli.add_greenhouse(args.url, args.gh_id, zones=args.zones, soil=args.soil, name=args.name,
                                    daily_water_cap_l=args.daily_water_cap_l)
-    except (ValueError, SchemaOutOfDate) as exc:  # GreenhouseExists is a ValueError
+        trail.seal("greenhouse_register", db_cli.registration_payload(gh, args.soil, args.daily_water_cap_l))
+    except (ValueError, SchemaOutOfDate, AuditKeyError) as exc:  # GreenhouseExists is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"added greenhouse {gh.id} ({gh.zones} zones, {args.soil})")
+    finally:
+        if trail is not None:
+            trail.close()
+    print(f"added greenhouse {gh.id} ({gh.zones} zones, {args.soil}); sealed in the audit trail")
     return 0
 
 
@@ -166,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--state-dir", default="state", help="where the confirmation is recorded")
     cur = dbs.add_parser("current")
     cur.add_argument("--url", default=None)
+    gr = dbs.add_parser("grant", help="give the service's restricted role exactly the rights it needs (run as "
+                                      "the owner after each upgrade; PostgreSQL)")
+    gr.add_argument("--role", required=True, help="the role the service connects as")
+    gr.add_argument("--url", default=None, help="the owner's URL; default: GREENTWIN_DATABASE_URL")
     db.set_defaults(handler=_cmd_db)
 
     gh = sub.add_parser("greenhouse", help="manage registered greenhouses")
@@ -177,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--name", default=None)
     add.add_argument("--daily-water-cap-l", type=float, default=250.0)
     add.add_argument("--url", default=None)
+    add.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
+                     "default: GREENTWIN_STATE_DIR or ./state)")
     add.set_defaults(handler=_cmd_greenhouse_add)
 
     from app.cli.user import add_user_arguments  # argparse only
@@ -202,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     ver = auds.add_parser("verify", help="check every chain; non-zero exit names the first bad record")
     ver.add_argument("--greenhouse", metavar="GH", default=None)
     ver.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    ver.add_argument("--anchors", metavar="FILE", default=None,
+                     help="exported chain heads to check against (default: GREENTWIN_AUDIT_ANCHOR_FILE, or "
+                          "audit-anchors.jsonl in GREENTWIN_STATE_DIR)")
     pur = auds.add_parser("purge", help="delete records older than N days (>= 180) behind a signed anchor")
     pur.add_argument("--older-than-days", type=int, default=180)
     pur.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")

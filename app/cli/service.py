@@ -136,9 +136,19 @@ def run_demo(args: argparse.Namespace) -> int:
     os.environ.setdefault("GREENTWIN_MAX_CLOCK_SKEW_S", str(10 * 365 * 86400))
     settings = Settings()
     db_cli.upgrade(url)
-    for gh in ("gh1", "gh2"):
-        with contextlib.suppress(ValueError):  # already registered on an earlier run
-            db_cli.add_greenhouse(url, gh, zones=DEFAULT_ZONES, soil="loam")
+    from app.cli.user import AccessTrail
+
+    trail = AccessTrail(url, str(data / "state"))  # the demo's own audit keys; registrations are sealed
+    try:
+        for gh in ("gh1", "gh2"):
+            try:
+                registered = db_cli.add_greenhouse(url, gh, zones=DEFAULT_ZONES, soil="loam")
+            except ValueError:  # already registered on an earlier run
+                continue
+            trail.seal("greenhouse_register", db_cli.registration_payload(registered, "loam",
+                                                                          db_cli.DEFAULT_DAILY_WATER_CAP_L))
+    finally:
+        trail.close()
     logins = demo_logins(url)
 
     target = parse_mqtt_url(settings.mqtt_url)

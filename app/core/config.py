@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     state_dir: Path = Path("state")
     """Controller snapshots, the decision spool and the demo's generated keys."""
 
-    @field_validator("audit_signing_key", "report_key", "report_cert", mode="before")
+    @field_validator("audit_signing_key", "report_key", "report_cert", "audit_anchor_file", mode="before")
     @classmethod
     def _empty_path_is_unset(cls, value: object) -> object:
         """``GREENTWIN_REPORT_KEY=`` (an empty line in an env file) means unset, not the working directory."""
@@ -90,6 +90,12 @@ class Settings(BaseSettings):
 
     audit_seal_stuck_s: float = Field(default=300.0, gt=0)
     """Seconds an audit event may wait to be sealed before /readyz fails (sealing is stuck)."""
+    audit_anchor_every_min: float = Field(default=15.0, gt=0)
+    """Minutes between exports of every audit chain's head, signed with the audit signing key, to `audit_anchor_file` (and `audit_anchor_url`); `greentwin audit verify` finds a chain cut or rewritten after its last export."""
+    audit_anchor_file: Path | None = None
+    """Append-only file of signed chain heads (archive it off the database host); default `audit-anchors.jsonl` in the state directory."""
+    audit_anchor_url: str | None = Field(default=None, repr=False)
+    """Also POST each export (JSON, the same signed lines) to this URL, e.g. a log service on another host; a failed POST is logged and the file still written."""
 
     # Edge input and broker access.
     max_clock_skew_s: float = Field(default=30.0, gt=0)

@@ -49,9 +49,11 @@ WRITE_POLICY: dict[tuple[str, str], frozenset[str] | None] = {
     ("POST", "/api/users"): frozenset({"admin"}),
     ("POST", "/api/users/{username}/disable"): frozenset({"admin"}),
     ("POST", "/api/users/{username}/password"): frozenset({"admin"}),
+    ("POST", "/api/users/{username}/roles"): frozenset({"admin"}),
 }
 BODIES = {"/api/greenhouses": {"id": "ghnew", "zones": 2}, "/api/users": {"username": "x", "roles": ["x"]}, "/api/greenhouses/{gh}/mode": {"mode": "auto", "reason": "test"},
-          "/api/greenhouses/{gh}/estop": {"reason": "role test"}, "/api/greenhouses/{gh}/estop/reset": {"reason": "test"}}
+          "/api/greenhouses/{gh}/estop": {"reason": "role test"}, "/api/greenhouses/{gh}/estop/reset": {"reason": "test"},
+          "/api/users/{username}/roles": {"roles": ["operator"]}}
 PARAMS = {"gh": "gh1", "alarm_id": "0" * 16, "username": "nobody"}
 
 
@@ -350,6 +352,25 @@ def test_admin_adds_disables_and_resets_accounts_and_each_change_is_sealed(clien
     kinds = [(e.kind, e.actor) for e in runtime.audit.store.tail_entries("_access", 4)]
     assert kinds == [("user_add", "admin:admin"), ("login", "nina"), ("password_reset", "admin:admin"),
                      ("user_disable", "admin:admin")]
+
+
+def test_role_changes_and_registrations_are_sealed_with_the_admin(client: TestClient) -> None:
+    admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
+    assert client.post("/api/users", json={"username": "rolf", "roles": ["operator"]}, headers=admin).status_code == 201
+    r = client.post("/api/users/rolf/roles", json={"roles": ["agronomist", "admin"]}, headers=admin)
+    assert r.status_code == 200 and r.json()["roles"] == ["admin", "agronomist"], r.text
+    assert client.post("/api/users/ghost/roles", json={"roles": ["admin"]}, headers=admin).status_code == 404
+    assert client.post("/api/users/rolf/roles", json={"roles": ["root"]}, headers=admin).status_code == 422
+    r = client.post("/api/greenhouses", json={"id": "gh-sealed", "zones": 2, "soil": "clay"}, headers=admin)
+    assert r.status_code == 201, r.text
+    assert client.post("/api/greenhouses", json={"id": "gh-sealed", "zones": 2}, headers=admin).status_code == 409
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    entries = runtime.audit.store.tail_entries("_access", 3)
+    assert [(e.kind, e.actor) for e in entries] == [("user_add", "admin:admin"), ("user_roles", "admin:admin"),
+                                                    ("greenhouse_register", "admin:admin")]
+    assert entries[1].payload == {"username": "rolf", "from_roles": ["operator"], "to_roles": ["admin", "agronomist"]}
+    assert entries[2].payload["greenhouse_id"] == "gh-sealed" and entries[2].payload["soil"] == "clay"
+    assert all(r.ok for r in runtime.audit.store.verify("_access"))
 
 
 def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> None:
