@@ -77,6 +77,18 @@ def _cmd_demos(args: argparse.Namespace) -> int:
     return demos_cli.main(args)
 
 
+def _cmd_policy(args: argparse.Namespace) -> int:
+    from app.cli import policy as policy_cli
+
+    return policy_cli.main(args)
+
+
+def _cmd_retrain(args: argparse.Namespace) -> int:
+    from app.cli import retrain as retrain_cli
+
+    return retrain_cli.main(args)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from policy.train_cli import run_train
 
@@ -190,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     dem = sub.add_parser("demos", help="export operator overrides as demonstrations for training")
     add_demos_arguments(dem)
     dem.set_defaults(handler=_cmd_demos)
+
+    from app.cli.policy import add_policy_arguments  # argparse only
+
+    pol = sub.add_parser("policy", help="the policy registry: list, promote VERSION, rollback")
+    add_policy_arguments(pol)
+    pol.set_defaults(handler=_cmd_policy)
 
     from policy.train_cli import add_train_arguments  # argparse only; torch loads when the command runs
 
