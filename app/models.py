@@ -23,8 +23,8 @@ from sqlalchemy import (
     MetaData,
     String,
     UniqueConstraint,
-    text,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
