@@ -141,6 +141,14 @@ class Settings(BaseSettings):
     replica_id: str | None = Field(default=None, min_length=1, max_length=128)
     """Names this replica in the lease table; by default the host and the state directory, so a restarted replica takes its own leases back at once."""
 
+    # Policy registry and nightly retraining (app.registry, app.retraining).
+    policy_poll_s: float = Field(default=30.0, gt=0, le=3600.0)
+    """How often the service checks the policy registry for a newly promoted ensemble and swaps to it (no restart)."""
+    retrain_dir: Path = Path("retrain")
+    """Where `greentwin retrain` keeps its runs (one resumable folder each) and the candidate ensembles it registers."""
+    retrain_every_s: float = Field(default=0.0, ge=0.0)
+    """`greentwin demo` only: run the retraining job this often with a tiny budget (0: never; the demo sets its own). Production schedules `greentwin retrain` with the systemd timer or the compose service."""
+
     @model_validator(mode="after")
     def _renew_well_within_ttl(self) -> Self:
         """Renewing less often than twice per lease would let a healthy replica lose it to one slow round."""

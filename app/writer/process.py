@@ -91,12 +91,13 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
                           recorder.dead_letters)
     given = pickle.loads(cfg.proposer) if cfg.proposer is not None else None
     loaded: dict[int, Proposer] = {}
+    current_dir = [cfg.policy_dir]
 
     def proposer_for(zones: int | None) -> Proposer | None:
         if given is not None or zones is None:
             return given
         if zones not in loaded:
-            loaded[zones] = load_proposer(cfg.policy_dir, zones)
+            loaded[zones] = load_proposer(current_dir[0], zones)
             if "torch" in sys.modules:  # one thread: this process should not crowd the control loop
                 sys.modules["torch"].set_num_threads(1)
         return loaded[zones]
@@ -104,6 +105,33 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
     for zones in cfg.zones:
         proposer_for(zones)
     store = DecisionStore(recorder, proposer_for, audit=audit)
+
+    def switch(directory: Path) -> None:
+        """Decisions journaled after a policy swap were taken by the new ensemble: explain them with it."""
+        if given is not None or directory == current_dir[0]:
+            return
+        try:
+            fresh = {z: load_proposer(directory, z) for z in loaded}
+        except Exception:  # explanations stay with the old ensemble; the decisions are stored anyway
+            log.exception("writer: cannot load the ensemble at %s for explanations", directory)
+            return
+        loaded.clear()
+        loaded.update(fresh)
+        current_dir[0] = directory
+
+    def store_in_order(jobs: list[Job], skip_stored: bool) -> list[Job]:
+        """Store ``jobs``, switching ensembles at each policy swap among them."""
+        done: list[Job] = []
+        start = 0
+        for i, j in enumerate(jobs):
+            if j.kind == "policy_swap":
+                done += store.store(jobs[start:i + 1], skip_stored=skip_stored)
+                switch(Path(str(j.row["directory"])))
+                start = i + 1
+        if start < len(jobs):
+            done += store.store(jobs[start:], skip_stored=skip_stored)
+        return done
+
     reader = JournalReader(cfg.journal)
     gc.collect()
     gc.freeze()  # what is loaded now stays: full collections need not walk it (see Runtime.start)
@@ -119,7 +147,7 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
             read = [Job.from_entry(e) for e in reader.read()]
             jobs += read
             if jobs:
-                done = store.store(jobs, skip_stored=resume)
+                done = store_in_order(jobs, resume)
                 resume = False
                 if audit is not None and any(j.kind == "mode_change" for j in done):
                     audit.flush()  # e-stops and operator actions are sealed before they are reported stored

@@ -15,6 +15,8 @@ from app.recorder import DecisionRecorder
 from app.writer.jobs import AUDIT_TO_JOB_KIND, Job, Key, ack_key
 
 log = logging.getLogger(__name__)
+ROW_KINDS = frozenset({"decision", "mode_change", "ack"})
+"""Job kinds with a database row; the others are audit records only."""
 
 
 class DecisionStore:
@@ -32,7 +34,7 @@ class DecisionStore:
         to_store, to_audit = (self._not_stored(jobs), self._not_audited(jobs)) if skip_stored else (jobs, jobs)
         needed = {id(j) for j in (*to_store, *to_audit)}
         self._explain([j for j in jobs if id(j) in needed])  # a row and its audit record carry the explanation
-        self.recorder.record_many([(j.kind, j.row) for j in to_store])
+        self.recorder.record_many([(j.kind, j.row) for j in to_store if j.kind in ROW_KINDS])
         if self.audit is not None:
             for j in to_audit:
                 self.audit.add(str(j.row["greenhouse_id"]), j.audit_kind, j.actor, j.row, j.ts)
