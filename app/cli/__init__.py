@@ -209,6 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_policy_arguments(pol)
     pol.set_defaults(handler=_cmd_policy)
 
+    from app.cli.retrain import add_retrain_arguments  # argparse only
+
+    ret = sub.add_parser("retrain", help="nightly retraining: calibrate, fine-tune, gate, promote (exit 0/1/3/4)")
+    add_retrain_arguments(ret)
+    ret.set_defaults(handler=_cmd_retrain)
+
     from policy.train_cli import add_train_arguments  # argparse only; torch loads when the command runs
 
     tr = sub.add_parser("train", help="train the PPO policy ensemble on the twin (resumable)")

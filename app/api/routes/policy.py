@@ -53,6 +53,10 @@ class PolicyOverview(BaseModel):
     ensemble: PolicyEnsemble | None
     problem: str | None
     """Why the ensemble could not be read (missing, malformed), when it could not."""
+    registry: list[dict[str, Any]] = []
+    """The registered versions, newest first (status, parent, data window, metrics, who promoted)."""
+    last_retrain: dict[str, Any] | None = None
+    """The newest `greentwin retrain` run: status, reason, stages and the gate's numbers."""
 
 
 def _num(d: dict[str, Any], *path: str) -> float | None:
@@ -90,8 +94,20 @@ def policy_overview(runtime: RuntimeDep, user: AdminUser) -> PolicyOverview:
         by_version.setdefault(ctl.proposer.policy_version, []).append(gh)
     ensemble, problem = None, None
     try:
-        ensemble = read_ensemble(Path(runtime.settings.policy_dir))
+        ensemble = read_ensemble(Path(getattr(runtime, "policy_dir", runtime.settings.policy_dir)))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         problem = f"no readable ensemble in the policy directory ({exc.__class__.__name__})"
+    rows, last = _registry(runtime)
     return PolicyOverview(in_force=[PolicyInForce(policy_version=v, greenhouses=g) for v, g in by_version.items()],
-                          ensemble=ensemble, problem=problem)
+                          ensemble=ensemble, problem=problem, registry=rows, last_retrain=last)
+
+
+def _registry(runtime: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Registry rows and the last retraining run; empty when the database cannot say (the page still shows)."""
+    from app.registry import list_versions
+    from app.retraining.runs import last_run
+
+    try:
+        return [v.as_dict() for v in list_versions(runtime.sessions)], last_run(runtime.sessions)
+    except Exception:  # noqa: BLE001 - an unreadable registry must not take the policy page down
+        return [], None
