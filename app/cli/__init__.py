@@ -269,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=8000)
     demo.add_argument("--speed", type=float, default=60.0, help="simulated seconds per wall second")
     demo.add_argument("--data-dir", default="demo-data")
+    demo.add_argument("--retrain-after", type=float, default=90.0, metavar="S",
+                      help="first scheduled `greentwin retrain` this many seconds after start (GREENTWIN_RETRAIN_EVERY_S=0: none)")
     demo.set_defaults(handler=_cmd_demo)
 
     sim = sub.add_parser("plant-sim", help="edge-box emulator: twins speaking the MQTT contract")

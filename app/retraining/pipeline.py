@@ -116,12 +116,13 @@ def _brief(stage: str, result: dict[str, Any]) -> dict[str, Any]:
 
 def _window(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
             now: datetime) -> dict[str, Any]:
-    from app.retraining.window import read_window
+    from app.retraining.window import newest_decision, read_window
 
     incumbent = registry.ensure_seeded(sessions, policy_dir)
     if incumbent is None:
         raise registry.RegistryError(f"no promoted policy and no ensemble in {policy_dir}: nothing to fine-tune")
-    since, until = now - timedelta(days=opts.window_days), now
+    until = max(now, newest_decision(sessions) or now)  # a plant clock ahead of this one (the demo's) counts too
+    since = until - timedelta(days=opts.window_days)
     folder = run.path / "window"
     folder.mkdir(exist_ok=True)
     windows = read_window(sessions, since, until)

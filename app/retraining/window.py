@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.models import Decision, Zone
@@ -95,3 +95,14 @@ def read_window(sessions: sessionmaker[Session], since: datetime, until: datetim
                                         np.asarray(irr, dtype=np.float64), np.asarray(etc, dtype=np.float64),
                                         max(dt_s, 1.0), skipped))
     return out
+
+
+def newest_decision(sessions: sessionmaker[Session]) -> datetime | None:
+    """The newest decision's time, just past it (the window's end when the plants' clock runs ahead)."""
+    with sessions() as s:
+        newest = s.scalar(select(func.max(Decision.ts)))
+    if newest is None:
+        return None
+    if newest.tzinfo is None:  # SQLite hands back naive UTC
+        newest = newest.replace(tzinfo=UTC)
+    return newest + timedelta(microseconds=1)
