@@ -117,6 +117,6 @@ def run_gate(candidate: Path, incumbent: Path, calibrations: list[dict[str, Any]
         cand, inc = result["metrics"]["candidate"], result["metrics"]["incumbent"]
         for key, sign in NO_WORSE:
             if sign * (float(cand[key]) - float(inc[key])) < -1e-9:
-                reasons.append(f"{name}: {key} worse ({float(cand[key]):.4g} vs {float(inc[key]):.4g})")
+                reasons.append(f"{name}: {key} worse ({float(cand[key]):.6g} vs {float(inc[key]):.6g})")
     verdict = "profit up " + str(diff) + ", nothing worse" if not reasons else "; ".join(reasons)
     return {"promote": not reasons, "reason": verdict, "profit_diff": diff.as_dict(), "suites": suites}

@@ -191,3 +191,28 @@ def test_rollback_after_a_promotion(url: str, tmp_path: Path) -> None:
     back, again = registry.rollback(sessions, "cli:ops")
     assert (back.status, again.version) == ("rolled_back", shipped.version)
     engine.dispose()
+
+
+@pytest.mark.slow
+def test_the_demo_schedule_runs_the_command_end_to_end(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """The demo's scheduler runs `greentwin retrain` as a child process (JSON lines, an exit code).
+    About a minute or two: `pytest -m slow tests/app/test_retrain.py`."""
+    import asyncio
+    import logging
+
+    from app.retraining.schedule import RetrainSchedule
+
+    monkeypatch.setenv("GREENTWIN_DATABASE_URL", url)
+    budget = ("--days", "3", "--iterations", "1", "--envs", "8", "--steps", "16", "--scenarios", "1",
+              "--eval-days", "0.25", "--replay-days", "0.25", "--instances", "2")
+    schedule = RetrainSchedule(tmp_path / "retrain", first_s=0.0, every_s=3600.0, budget=budget)
+    with caplog.at_level(logging.INFO, logger="app.retraining.schedule"):
+        code = asyncio.run(schedule.once())
+    assert code in (EXIT_PROMOTED, EXIT_REFUSED), caplog.text
+    logged = caplog.text
+    for stage in ("window", "calibrate", "finetune", "gate", "promote"):
+        assert f"stage={stage} state=done" in logged
+    engine = make_engine(url)
+    assert last_run(make_session_factory(engine))["status"] in ("promoted", "refused")  # type: ignore[index]
+    engine.dispose()
