@@ -104,8 +104,6 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
 
     for zones in cfg.zones:
         proposer_for(zones)
-    store = DecisionStore(recorder, proposer_for, audit=audit)
-
     def switch(directory: Path) -> None:
         """Decisions journaled after a policy swap were taken by the new ensemble: explain them with it."""
         if given is not None or directory == current_dir[0]:
@@ -119,19 +117,8 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
         loaded.update(fresh)
         current_dir[0] = directory
 
-    def store_in_order(jobs: list[Job], skip_stored: bool) -> list[Job]:
-        """Store ``jobs``, switching ensembles at each policy swap among them."""
-        done: list[Job] = []
-        start = 0
-        for i, j in enumerate(jobs):
-            if j.kind == "policy_swap":
-                done += store.store(jobs[start:i + 1], skip_stored=skip_stored)
-                switch(Path(str(j.row["directory"])))
-                start = i + 1
-        if start < len(jobs):
-            done += store.store(jobs[start:], skip_stored=skip_stored)
-        return done
-
+    store = DecisionStore(recorder, proposer_for, audit=audit,
+                          on_swap=lambda job: switch(Path(str(job.row["directory"]))))
     reader = JournalReader(cfg.journal)
     gc.collect()
     gc.freeze()  # what is loaded now stays: full collections need not walk it (see Runtime.start)
@@ -147,7 +134,7 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
             read = [Job.from_entry(e) for e in reader.read()]
             jobs += read
             if jobs:
-                done = store_in_order(jobs, resume)
+                done = store.store(jobs, skip_stored=resume)
                 resume = False
                 if audit is not None and any(j.kind == "mode_change" for j in done):
                     audit.flush()  # e-stops and operator actions are sealed before they are reported stored

@@ -88,3 +88,38 @@ def test_promotion_is_picked_up_sealed_and_a_bad_one_is_refused(tmp_path: Path) 
     # (here none: the threshold expert).
     assert again.policy_watch.version == "ppo-test-bad" and "ppo-test-bad" in again.policy_watch.failed
     assert {c.proposer.policy_version for c in again.controllers.values()} == {"expert"}
+
+
+def test_the_writer_explains_decisions_after_a_swap_with_the_new_ensemble(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Journal order decides: decisions before the swap record are explained with the old ensemble,
+    those after it with the new one, in the same writer round."""
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    import app.writer.store as store_mod
+    from app.writer import Job
+    from app.writer.store import DecisionStore
+
+    explained: list[tuple[str, int]] = []
+
+    def fake_explain(proposer, requests):  # type: ignore[no-untyped-def]
+        explained.extend((proposer.policy_version, r) for r in requests)
+        return [{"top": proposer.policy_version} for _ in requests]
+
+    monkeypatch.setattr(store_mod, "explain_decisions", fake_explain)
+    current = {"v": SimpleNamespace(policy_version="old", members=[])}
+    stored: list[tuple[str, dict]] = []
+    recorder = SimpleNamespace(record_many=lambda items: stored.extend(items) or True)
+    store = DecisionStore(recorder, lambda zones: current["v"],  # type: ignore[arg-type]
+                          on_swap=lambda job: current.update(v=SimpleNamespace(policy_version=job.row["to_version"],
+                                                                               members=[])))
+    ts = datetime(2026, 6, 1, tzinfo=UTC)
+
+    def decision(seq: int) -> Job:
+        return Job("decision", {"greenhouse_id": "ga", "seq": seq, "ts": ts, "explanation": {}}, "decision", "policy",
+                   ts, request=seq, zones=6)  # type: ignore[arg-type]
+
+    swap = Job.policy_swap("ga", ts, {"from_version": "old", "to_version": "new", "directory": "/x"}, "registry:t")
+    store.store([decision(1), decision(2), swap, decision(3)])
+    assert explained == [("old", 1), ("old", 2), ("new", 3)]
+    assert [kind for kind, _ in stored] == ["decision", "decision", "decision"]  # the swap has no row
