@@ -110,13 +110,16 @@ def run_gate(candidate: Path, incumbent: Path, calibrations: list[dict[str, Any]
         for n in controllers:
             profits[n] += per[n]
     diff = paired_bootstrap(profits["candidate"], profits["incumbent"], seed=seed)
+    # EUR/m2 to the cent's hundredth: a short window's differences are small
+    shown = (f"{diff.mean:+.5f} EUR/m2 (95 % CI {diff.low:+.5f} .. {diff.high:+.5f}, "
+             f"{diff.n} scenarios)")
     reasons = []
     if not (diff.mean > 0 and diff.low > 0):
-        reasons.append(f"profit vs incumbent {diff} is not above zero")
+        reasons.append(f"profit vs incumbent {shown} is not above zero")
     for name, result in suites.items():
         cand, inc = result["metrics"]["candidate"], result["metrics"]["incumbent"]
         for key, sign in NO_WORSE:
             if sign * (float(cand[key]) - float(inc[key])) < -1e-9:
                 reasons.append(f"{name}: {key} worse ({float(cand[key]):.6g} vs {float(inc[key]):.6g})")
-    verdict = "profit up " + str(diff) + ", nothing worse" if not reasons else "; ".join(reasons)
+    verdict = f"profit up {shown}, nothing worse" if not reasons else "; ".join(reasons)
     return {"promote": not reasons, "reason": verdict, "profit_diff": diff.as_dict(), "suites": suites}
