@@ -204,6 +204,8 @@ def _promote(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opt
     candidate = tuned["candidate"]
     reason = str(gate.get("reason", ""))
     current = registry.promoted(sessions)
+    if gate.get("promote") and current is not None and current.version == candidate:  # a crash after promoting
+        return {"promoted": True, "candidate": candidate, "reason": reason}
     if gate.get("promote") and current is not None and current.version != window["incumbent"]:
         reason = (f"{current.version} was promoted while the run compared against {window['incumbent']}: "
                   f"the gate's comparison is stale")
