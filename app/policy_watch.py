@@ -3,8 +3,8 @@
 Every ``GREENTWIN_POLICY_POLL_S`` the watcher reads the promoted version; when it changed, it
 loads that ensemble for every zone count the service controls (off the event loop), then, on the
 loop between two batches, gives every controller the new proposer and journals a ``policy_swap``
-record per greenhouse (from and to version, who promoted it), sealed in that greenhouse's chain
-by the writer, which explains later decisions with the new ensemble. A version that cannot be
+record per greenhouse it holds (from and to version, who promoted it), sealed in that greenhouse's
+chain by the writer, which explains later decisions with the new ensemble. A version that cannot be
 loaded leaves every greenhouse on the ensemble it has and raises an alarm per greenhouse, once
 per version; the service never stops over it.
 """
@@ -125,6 +125,8 @@ class PolicyWatcher:
         for gh, ctl in sorted(rt.controllers.items()):
             old = ctl.proposer.policy_version
             ctl.proposer = fresh[ctl.z]
+            if not rt.dispatch.may_command(gh):  # its lease holder seals the switch in its chain
+                continue
             payload = {"from_version": old, "to_version": info.version, "registry_from": before,
                        "directory": str(directory), "promoted_by": info.promoted_by, "note": info.note}
             entries.append(Job.policy_swap(gh, now, payload, f"registry:{info.promoted_by or 'unknown'}").entry())
