@@ -96,6 +96,18 @@ def _cmd_demos(args: argparse.Namespace) -> int:
     return demos_cli.main(args)
 
 
+def _cmd_policy(args: argparse.Namespace) -> int:
+    from app.cli import policy as policy_cli
+
+    return policy_cli.main(args)
+
+
+def _cmd_retrain(args: argparse.Namespace) -> int:
+    from app.cli import retrain as retrain_cli
+
+    return retrain_cli.main(args)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from policy.train_cli import run_train
 
@@ -216,6 +228,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_demos_arguments(dem)
     dem.set_defaults(handler=_cmd_demos)
 
+    from app.cli.policy import add_policy_arguments  # argparse only
+
+    pol = sub.add_parser("policy", help="the policy registry: list, promote VERSION, rollback")
+    add_policy_arguments(pol)
+    pol.set_defaults(handler=_cmd_policy)
+
+    from app.cli.retrain import add_retrain_arguments  # argparse only
+
+    ret = sub.add_parser("retrain", help="nightly retraining: calibrate, fine-tune, gate, promote (exit 0/1/3/4)")
+    add_retrain_arguments(ret)
+    ret.set_defaults(handler=_cmd_retrain)
+
     from policy.train_cli import add_train_arguments  # argparse only; torch loads when the command runs
 
     tr = sub.add_parser("train", help="train the PPO policy ensemble on the twin (resumable)")
@@ -273,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=8000)
     demo.add_argument("--speed", type=float, default=60.0, help="simulated seconds per wall second")
     demo.add_argument("--data-dir", default="demo-data")
+    demo.add_argument("--retrain-after", type=float, default=90.0, metavar="S",
+                      help="first scheduled `greentwin retrain` this many seconds after start (GREENTWIN_RETRAIN_EVERY_S=0: none)")
     demo.set_defaults(handler=_cmd_demo)
 
     sim = sub.add_parser("plant-sim", help="edge-box emulator: twins speaking the MQTT contract")

@@ -134,6 +134,10 @@ def run_demo(args: argparse.Namespace) -> int:
     # The simulated plants run `speed` times faster than the wall clock, so their timestamps run
     # ahead of it by design: the edge clock-skew check would refuse them after a minute.
     os.environ.setdefault("GREENTWIN_MAX_CLOCK_SKEW_S", str(10 * 365 * 86400))
+    # The nightly job, shortly after start and then every half hour, so it visibly runs end to end.
+    os.environ.setdefault("GREENTWIN_RETRAIN_EVERY_S", "1800")
+    os.environ.setdefault("GREENTWIN_RETRAIN_DIR", str((data / "retrain").resolve()))
+    os.environ.setdefault("GREENTWIN_POLICY_POLL_S", "10")
     settings = Settings()
     db_cli.upgrade(url)
     from app.cli.user import AccessTrail
@@ -175,8 +179,14 @@ def run_demo(args: argparse.Namespace) -> int:
     stop = threading.Event()
     sim_thread = threading.Thread(target=lambda: (sim.start(), sim.run(stop)), name="plant-sim", daemon=True)
 
+    from app.retraining.schedule import RetrainSchedule
+
+    schedule = RetrainSchedule(settings.retrain_dir, first_s=args.retrain_after, every_s=settings.retrain_every_s) \
+        if settings.retrain_every_s > 0 else None
+
     async def main() -> None:
         serve = asyncio.create_task(server.serve())
+        retrain = asyncio.create_task(schedule.run()) if schedule is not None else None
         while not server.started and not serve.done():
             await asyncio.sleep(0.1)
         sim_thread.start()
@@ -187,8 +197,17 @@ def run_demo(args: argparse.Namespace) -> int:
         print("logins for the dashboard and POST /api/auth/login (new passwords at every start):")
         for name, password in logins.items():
             print(f"  {name:<11} {password}")
+        if schedule is not None:
+            print(f"retraining (greentwin retrain, tiny budget) after {args.retrain_after:g} s, then every "
+                  f"{settings.retrain_every_s:g} s; the service swaps to a promoted ensemble within "
+                  f"{settings.policy_poll_s:g} s.")
         print("Ctrl-C stops everything.\n")
-        await serve
+        try:
+            await serve
+        finally:
+            if retrain is not None:
+                schedule.stop()  # type: ignore[union-attr]
+                retrain.cancel()
 
     try:
         asyncio.run(main())

@@ -99,10 +99,12 @@ def finish(step: Step, choice: Choice) -> ControlDecision:
     return ControlDecision(
         greenhouse_id=ctl.gh, seq=ctl.seq, ts=ts, actor=choice.actor, mode=cmd.mode,
         telemetry=tel.model_dump(mode="json"),
+        # etc_mm and irrigation_mm: the water balance of this step, which the nightly calibration fits to.
         estimate={"theta": step.moisture.tolist(), "std": est.std.tolist(), "probe_status": est.probe_status(),
                   "filled": est.filled.tolist(), "outlook": None if step.outlook is None else step.outlook.record(),
                   "crop_twin": ctl.crop_twin.estimates(),
-                  "price_eur_mwh": float(obs[ctl.obs_builder.spec.slices["price"].start])},
+                  "price_eur_mwh": float(obs[ctl.obs_builder.spec.slices["price"].start]),
+                  "etc_mm": float(step.etc_mm), "irrigation_mm": (step.zone_water / ctl.obs_builder.zone_area_m2).tolist()},
         member_actions=choice.members.tolist(), voted=action_dict(np.asarray(choice.action), ctl.z),
         clipped=action_dict(safe, ctl.z),
         rules_fired=[{"rule": f.rule_id, "actuator": f.actuator, "before": f.before, "after": f.after}

@@ -168,6 +168,13 @@ class Settings(BaseSettings):
     """How often the outlook is refreshed, off the event loop; a decision never waits for it."""
     outlook_stale_s: float = Field(default=3 * 3600.0, gt=0)
     """A configured source whose data is older than this, or that fell back, raises an `outlook_*` alarm on every decision until it recovers."""
+    # Policy registry and nightly retraining (app.registry, app.retraining).
+    policy_poll_s: float = Field(default=30.0, gt=0, le=3600.0)
+    """How often the service checks the policy registry for a newly promoted ensemble and swaps to it (no restart)."""
+    retrain_dir: Path = Path("retrain")
+    """Where `greentwin retrain` keeps its runs (one resumable folder each) and the candidate ensembles it registers."""
+    retrain_every_s: float = Field(default=0.0, ge=0.0)
+    """`greentwin demo` only: run the retraining job this often with a tiny budget (0: never; the demo sets its own). Production schedules `greentwin retrain` with the systemd timer or the compose service."""
 
     @model_validator(mode="after")
     def _renew_well_within_ttl(self) -> Self:

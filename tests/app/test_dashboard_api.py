@@ -442,3 +442,26 @@ def test_admin_pages_for_admins_only(client: TestClient) -> None:
                         assert client.get(src).status_code == 200, src
         finally:
             client.cookies.clear()
+
+
+def test_policy_overview_shows_the_registry_and_the_last_retraining_run(client: TestClient, tmp_path: Path) -> None:
+    import shutil
+
+    from app import registry
+    from app.retraining.runs import record_run
+
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    shipped = Path(__file__).resolve().parents[2] / "policy" / "shipped"
+    folder = tmp_path / "cand"
+    shutil.copytree(shipped, folder)
+    registry.add_candidate(runtime.sessions, "ppo-api-cand", folder, parent=None, status="refused",
+                           metrics={"promote": False, "reason": "stress worse"}, note="gate: stress worse")
+    record_run(runtime.sessions, "20261202T030000Z", status="refused", summary={"stages": {"gate": {"promote": False}}},
+               candidate="ppo-api-cand", reason="stress worse", finished=True)
+    admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
+    body = client.get("/api/policy", headers=admin).json()
+    [row] = [r for r in body["registry"] if r["version"] == "ppo-api-cand"]
+    assert row["status"] == "refused" and row["metrics"]["reason"] == "stress worse"
+    last = body["last_retrain"]
+    assert (last["id"], last["status"], last["candidate"]) == ("20261202T030000Z", "refused", "ppo-api-cand")
+    assert last["summary"]["stages"]["gate"] == {"promote": False}
