@@ -26,6 +26,8 @@ UPDATES: dict[str, tuple[str, ...]] = {
     "service_replica": ("UPDATE", "DELETE"),      # heartbeats; expired replicas go
     "trend_cell": ("UPDATE", "DELETE"),           # the newest cells are rewritten
     "trend_progress": ("UPDATE",),
+    "policy_version": ("UPDATE",),                # promotion, rollback, retiring the replaced one
+    "retrain_run": ("UPDATE",),                   # a run's stages and verdict as it goes
 }
 """Service tables whose rows change after they are written, and how."""
 

@@ -8,16 +8,19 @@ DELETE under the purge licence, TRUNCATE, DDL) is refused by PostgreSQL's permis
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import ProgrammingError
 
+from app import registry
 from app.auth.users import create_user, disable_user
 from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
@@ -59,6 +62,25 @@ def test_the_service_role_records_decisions_accounts_and_audit_records(roles: Ro
             store.append("gh1", "decision", "policy", {"i": i}, datetime.now(UTC))
         [result] = store.verify("gh1")
         assert result.ok and result.head_seq == 3
+    finally:
+        engine.dispose()
+
+
+def test_the_service_role_promotes_and_rolls_back_policies(roles: RoleDatabase, tmp_path: Path) -> None:
+    """The retraining job and `greentwin policy` run as the service's role: the registry's rows change."""
+    shipped = Path(__file__).resolve().parents[2] / "policy" / "shipped"
+    candidate = tmp_path / "candidate"
+    shutil.copytree(shipped, candidate)
+    engine = make_engine(roles.app_url)
+    try:
+        sessions = make_session_factory(engine)
+        first = registry.ensure_seeded(sessions, shipped)
+        assert first is not None and first.status == "promoted"
+        registry.add_candidate(sessions, "candidate-1", candidate, parent=first.version)
+        assert registry.promote(sessions, "candidate-1", "test").status == "promoted"
+        taken_back, again = registry.rollback(sessions, "test")
+        assert (taken_back.version, taken_back.status) == ("candidate-1", "rolled_back")
+        assert again.version == first.version and registry.promoted(sessions).version == first.version
     finally:
         engine.dispose()
 
