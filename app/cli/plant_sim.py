@@ -25,7 +25,11 @@ def run_plant_sim(args: argparse.Namespace) -> int:
     if url is None or tz is None:
         from app.core.config import get_settings
 
-        settings = get_settings()
+        try:
+            settings = get_settings()
+        except ValueError as exc:  # names the bad setting, never its value (hide_input_in_errors)
+            logger.error("plant-sim: %s", exc)
+            return 2
         url, tz = url or settings.mqtt_url, tz or settings.site_timezone
     greenhouses = [g.strip() for g in str(args.greenhouses).split(",") if g.strip()]
     try:

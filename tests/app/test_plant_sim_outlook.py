@@ -3,6 +3,7 @@ non-flat outlook from it that matches the simulated plant's own weather."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -106,3 +107,11 @@ def test_a_new_episode_keeps_the_sites_clock() -> None:
     sim.twin.reset_instances(np.array([0]))  # as an episode's end does inside the twin's step
     sim.step_once()
     assert _off_the_clock_h(sim, 1.0 + 10.0 / 60.0).max() < 1e-3  # 06:10Z = 01:10 EST
+
+
+def test_plant_sim_refuses_an_unknown_site_time_zone() -> None:
+    from app.cli.plant_sim import run_plant_sim
+
+    args = argparse.Namespace(mqtt_url="mqtt://127.0.0.1:1", site_timezone="Nowhere/Atlantis", greenhouses="gh1",
+                              speed=1.0, dt_s=60.0, seed=0, zones=3, outlook_port=None)
+    assert run_plant_sim(args) == 2
