@@ -8,7 +8,9 @@ power exchange would serve them, on 127.0.0.1 only.
   provider applies the 13:00 publication rule itself.
 
 The hours are the simulation's: sim time T maps to the twin's hour of year of the site's first
-greenhouse (the site's weather and market), so the forecast's sun is the sun its plants get.
+greenhouse (the site's weather and market), so the forecast's sun is the sun its plants get; that
+hour's time of day is the site-local hour of T (:class:`app.plant_sim.PlantSim` keeps its twins on
+the site's clock), so it is also the hour the service's time-of-day features read.
 The forecast is the twin's weather itself (no forecast error).
 """
 

@@ -97,7 +97,7 @@ def live(runtime: Runtime, gh: str, edge: EdgeLookup, *, in_band_pct: float | No
             pump_current_a=tel.pump_current_a if tel else None,
             light_commanded_pct=_finite(commanded["light_pct"]) if commanded else None,
             light_confirmed_pct=tel.light_pct if tel else None, lights_hours_today=float(ctl.lights_hours_today)),
-        crop=CropLive(**ctl.crop_twin.estimates()), outlook=_outlook(runtime, ctl))
+        crop=CropLive(**ctl.crop_estimates()), outlook=_outlook(runtime, ctl))
 
 
 def _outlook(runtime: Runtime, ctl: GreenhouseController) -> OutlookLive:

@@ -308,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--zones", type=int, default=DEFAULT_ZONES)
     sim.add_argument("--mqtt-url", default=None, help="default: GREENTWIN_MQTT_URL")
+    sim.add_argument("--site-timezone", default=None, metavar="TZ",
+                     help="the service's site time zone, whose local hours the twins' days follow "
+                          "(default: GREENTWIN_SITE_TIMEZONE)")
     sim.add_argument("--outlook-port", type=int, default=None, metavar="PORT",
                      help="also serve the twin's weather forecast (Open-Meteo shape) and day-ahead prices over "
                           "HTTP on 127.0.0.1:PORT, for GREENTWIN_WEATHER_URL and GREENTWIN_PRICE_URL (0: any free port)")

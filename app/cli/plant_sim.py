@@ -21,18 +21,23 @@ def run_plant_sim(args: argparse.Namespace) -> int:
     """``greentwin plant-sim``: run the emulator until Ctrl-C / SIGTERM."""
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    url = getattr(args, "mqtt_url", None)
-    if url is None:
+    url, tz = getattr(args, "mqtt_url", None), getattr(args, "site_timezone", None)
+    if url is None or tz is None:
         from app.core.config import get_settings
 
-        url = get_settings().mqtt_url
+        try:
+            settings = get_settings()
+        except ValueError as exc:  # names the bad setting, never its value (hide_input_in_errors)
+            logger.error("plant-sim: %s", exc)
+            return 2
+        url, tz = url or settings.mqtt_url, tz or settings.site_timezone
     greenhouses = [g.strip() for g in str(args.greenhouses).split(",") if g.strip()]
     try:
         files = [getattr(args, f"{name}_file", None) for name in ("ca", "cert", "key")]
         tls = TlsFiles(*(None if f is None else Path(f) for f in files)) if any(files) else None
         sim = PlantSim(url, greenhouses, speed=args.speed, dt_s=args.dt_s, seed=getattr(args, "seed", 0),
-                       zones=getattr(args, "zones", DEFAULT_ZONES), tls=tls)
-    except ValueError as exc:
+                       zones=getattr(args, "zones", DEFAULT_ZONES), tls=tls, site_timezone=tz)
+    except (ValueError, KeyError) as exc:  # ZoneInfo: KeyError for an unknown zone
         logger.error("plant-sim: %s", exc)  # parse errors never carry the URL's password (redact_url)
         return 2
     stop = threading.Event()

@@ -165,8 +165,9 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"using the MQTT broker on {target.host}:{target.port}")
 
     # The simulated plants have the registered soil, so the estimator's model matches them.
+    # and their days follow the site's clock, as the service reads their timestamps.
     sim = PlantSim(settings.mqtt_url, ["gh1", "gh2"], speed=args.speed, dt_s=60.0, seed=0,
-                   twin_overrides={"fixed_soils": ("loam",) * 6})
+                   twin_overrides={"fixed_soils": ("loam",) * 6}, site_timezone=settings.site_timezone)
     # The simulated site's weather service and power exchange, offline on 127.0.0.1; asked every ten
     # simulated minutes, as the plants run `speed` times faster than the wall clock.
     outlook = OutlookServer(sim).start()

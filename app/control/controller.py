@@ -87,7 +87,8 @@ class GreenhouseController:
         self.valve_changed_at: list[datetime | None] = [None] * self.z
         self.water_today_l = np.zeros(self.z)
         self.lights_hours_today = 0.0
-        """Lamp hours today as the safety clipper counts them against its daily cap."""
+        """Lamp hours since site-local midnight: the one count the safety cap, the observation and the
+        API read (the crop twin keeps none of its own)."""
         self.crop_twin = CropTwin(crop=self.crop, growth=twin_cfg.crop_growth)
         """The crop beside this greenhouse: crop age, today's light and lamp hours, yield to date."""
         self.day: str | None = None
@@ -170,6 +171,10 @@ class GreenhouseController:
         return event
 
     # ---- bookkeeping ---------------------------------------------------------------------------
+    def crop_estimates(self) -> dict[str, Any]:
+        """The crop twin's estimates with today's lamp hours as the safety cap counts them."""
+        return self.crop_twin.estimates(self.lights_hours_today)
+
     def roll_day(self, ts: datetime) -> None:
         """A new calendar day resets the daily water and light totals the caps are counted against."""
         day = ts.astimezone(self.site_tz).date().isoformat()
@@ -225,7 +230,7 @@ class GreenhouseController:
             self.crop_twin.restore(snap["crop_twin"])
         else:  # written before the crop twin: continue its day's totals and crop age, grow a fresh crop
             first = when(snap["first_ts"])
-            self.crop_twin.date, self.crop_twin.lamp_hours_today = snap["day"], self.lights_hours_today
+            self.crop_twin.date = snap["day"]
             self.crop_twin.dli_today = float(snap.get("par_mol_today", 0.0))
             if first is not None and self.last_ts is not None:
                 self.crop_twin.day += (self.last_ts - first).total_seconds() / 86400.0

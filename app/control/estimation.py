@@ -56,7 +56,7 @@ def begin(item: Pending) -> Step:
     zone_water = account(ctl, tel, dt_s, alarms)
     ctl.water_today_l += zone_water
     ctl.lights_hours_today += tel.light_pct / 100.0 * dt_s / 3600.0
-    ctl.crop_twin.account(ts.astimezone(ctl.site_tz), dt_s, tel.par_umol_m2_s, tel.light_pct)
+    ctl.crop_twin.account(ts.astimezone(ctl.site_tz), dt_s, tel.par_umol_m2_s)
     ctl.obs_builder.add_irrigation(zone_water, dt_s)
     return Step(ctl, item, dt_s, alarms, zone_water, ctl.crop_twin.day)
 
@@ -156,7 +156,7 @@ def observe(step: Step) -> None:
         ts=tel.ts.astimezone(ctl.site_tz), moisture=step.moisture, readings=tel.model_dump(),
         valve_open=np.asarray(tel.valve_open, float), pump_pct=tel.pump_pct, light_pct=tel.light_pct,
         pump_current_a=tel.pump_current_a, outlook=step.outlook, valve_failed=ctl.valve_failed,
-        dli_today=ctl.crop_twin.dli_today, lamp_hours_today=ctl.crop_twin.lamp_hours_today,
+        dli_today=ctl.crop_twin.dli_today, lamp_hours_today=ctl.lights_hours_today,
         crop_day=ctl.crop_twin.day)
     step.alarms += [f"held:{name}" for name in held]
 

@@ -176,6 +176,12 @@ class Settings(BaseSettings):
     retrain_every_s: float = Field(default=0.0, ge=0.0)
     """`greentwin demo` only: run the retraining job this often with a tiny budget (0: never; the demo sets its own). Production schedules `greentwin retrain` with the systemd timer or the compose service."""
 
+    # The site's economics: what the policy's observation and the PDF report's money both price.
+    fruit_price_eur_kg: float = Field(default=1.0, gt=0.0, le=10.0)
+    """What the grower is paid per kg of fresh fruit [EUR/kg]: the observation's fruit price (its range ends at 10) and the report's revenue."""
+    water_price_eur_m3: float = Field(default=0.75, ge=0.0, le=100.0)
+    """What irrigation water costs [EUR/m3]: the report's water cost."""
+
     @model_validator(mode="after")
     def _renew_well_within_ttl(self) -> Self:
         """Renewing less often than twice per lease would let a healthy replica lose it to one slow round."""

@@ -26,7 +26,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -58,6 +58,9 @@ from audit.report.data import (
     require_aware,
     utc,
 )
+
+if TYPE_CHECKING:
+    from app.core.config import Settings
 
 _STREAM_BATCH = 1000
 
@@ -236,6 +239,11 @@ class _Collector:
             d.condensed = True
         d.clips_by_rule = dict(sorted(self.clips.items()))
         d.policies = [PolicyUse(v, n, *self.policy_span[v]) for v, n in sorted(self.policy_counts.items())]
+
+
+def site_energy_model(settings: Settings) -> EnergyModel:
+    """The report's economics at the site's configured prices, the ones the policy's observation sees."""
+    return EnergyModel(fruit_price_eur_kg=settings.fruit_price_eur_kg, water_price_eur_m3=settings.water_price_eur_m3)
 
 
 def collect_report_data(

@@ -17,9 +17,10 @@ from sqlalchemy import insert
 
 from app.cli import db as db_cli
 from app.cli import report as report_cli
+from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, ModeChange
-from app.reports import collect_report_data
+from app.reports import collect_report_data, site_energy_model
 from audit.report import render_report, watermark_text
 from audit.signing import generate_identity, sign_pdf, verify_pdf
 
@@ -355,3 +356,27 @@ def test_economics_follow_the_recorded_prices_and_the_crop_twins_harvest(signed_
     assert _row(text, "Profit (EUR)", f"{e.profit_eur:,.2f}")
     assert _row(text, "Price the lamps paid / period average (EUR/MWh)", "300.0 / 200.0")
     assert _row(text, "Lamp price capture (paid / average)", "1.50")
+
+
+def test_economics_at_the_sites_configured_prices(seeded: str, tmp_path: Path, monkeypatch) -> None:
+    """The fruit and water prices come from the settings (the observation's fruit price), in the
+    collected numbers and in what the CLI prints."""
+    settings = Settings(fruit_price_eur_kg=2.5, water_price_eur_m3=1.2)
+    e = _collect(seeded, energy=site_energy_model(settings)).economics
+    zones, unattributed = _expected_water()
+    assert e.fruit_price_eur_kg == 2.5 and e.water_price_eur_m3 == 1.2
+    assert e.revenue_eur == pytest.approx(e.yield_kg * 2.5) and e.yield_kg > 0
+    assert e.water_cost_eur == pytest.approx((sum(zones) + unattributed) / 1000 * 1.2)
+    for var in (report_cli.KEY_ENV, report_cli.CERT_ENV, "GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY",
+                "GREENTWIN_AUDIT_SIGNING_KEY", "GREENTWIN_ENVIRONMENT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GREENTWIN_FRUIT_PRICE_EUR_KG", "2.5")
+    monkeypatch.setenv("GREENTWIN_WATER_PRICE_EUR_M3", "1.2")
+    out = tmp_path / "r.pdf"
+    args = argparse.Namespace(report_command=None, greenhouse="gh1", period_from=T0.isoformat(),
+                              period_to=END.isoformat(), out=str(out), url=seeded, state_dir=str(tmp_path / "state"))
+    assert report_cli.main(args) == 0
+    text = " ".join(" ".join(_pages(out.read_bytes())).split())
+    assert "2.50 EUR/kg" in text and "1.20 EUR/m3" in text
+    monkeypatch.setenv("GREENTWIN_FRUIT_PRICE_EUR_KG", "-1")
+    assert report_cli.main(args) == 2
