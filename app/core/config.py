@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     """The sliding window of `login_max_failures`."""
     site_timezone: str = "UTC"
     """The site's IANA time zone: the dashboard shows times in it (ISO-8601 with offset on hover)."""
+    water_price_eur_m3: float = Field(default=1.0, ge=0.0)
+    """Price of irrigation water [EUR/m3] for the dashboard's water cost today (tap water ~1, rainwater ~0)."""
 
     # Deployment: key files and the state directory (`greentwin init` makes all of them).
     audit_keys: SecretStr | None = None

@@ -62,17 +62,19 @@ def _known(runtime: RuntimeDep, gh: str) -> None:
 
 @router.get("/overview")
 async def overview(dash: DashboardDep) -> list[GreenhouseSummary]:
-    """Every greenhouse under control: mode, edge box, telemetry age, water against the cap, time in band."""
+    """Every greenhouse under control: mode, edge box, telemetry age, water against the cap, time in band,
+    and today's yield (estimated) and profit."""
     for gh in dash.runtime.controllers:
-        await anyio.to_thread.run_sync(lambda g=gh: dash.in_band(g, wait=True))
+        await anyio.to_thread.run_sync(lambda g=gh: (dash.in_band(g, wait=True), dash.economics(g, wait=True)))
     return dash.overview()
 
 
 @router.get("/greenhouses/{gh}/live")
 async def live(gh: str, runtime: RuntimeDep, dash: DashboardDep) -> GreenhouseLive:
-    """One greenhouse's live state: zones, actuators commanded vs confirmed, climate, policy."""
+    """One greenhouse's live state: zones, actuators commanded vs confirmed, climate, policy, today's
+    economics and the last decision's outlook (forecast and prices)."""
     _known(runtime, gh)
-    await anyio.to_thread.run_sync(lambda: dash.in_band(gh, wait=True))
+    await anyio.to_thread.run_sync(lambda: (dash.in_band(gh, wait=True), dash.economics(gh, wait=True)))
     return dash.live(gh)
 
 
