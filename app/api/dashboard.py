@@ -19,6 +19,7 @@ from app.api import history as hist
 from app.api import live_state
 from app.api import trend_rollup as roll
 from app.api.alarm_book import AlarmBook
+from app.api.cell_cache import CellCache, Cells
 from app.api.edge_status import EdgeStatus, EdgeStatusWatcher
 from app.api.schemas import EconomicsToday, GreenhouseLive, GreenhouseSummary, HistoryResponse
 from app.models import Greenhouse
@@ -40,7 +41,8 @@ class Dashboard:
         self.edge_watcher = edge
         self.alarms = AlarmBook(runtime, runtime.sessions)
         self.trends = roll.TrendRollup(runtime.sessions)
-        self._rollup = roll.RollupThread(self.trends)
+        self.cells = CellCache()
+        self._rollup = roll.RollupThread(self.trends, when_current=self.warm_cells)
         self._names: dict[str, str] | None = None
         self.events: dict[str | None, tuple[tuple[Any, ...], str]] = {}
         """The live streams' latest event per greenhouse page (None: the overview), shared by them."""
@@ -54,6 +56,13 @@ class Dashboard:
         """Keep the trend cells up with the decisions in the background."""
         self._rollup.start()
 
+    def warm_cells(self) -> None:
+        """Load each greenhouse's last week of cells into memory, so no operator's first page pays for it."""
+        for gh, ctl in sorted(self.runtime.controllers.items()):
+            end = roll.cell_index(self.timeline_end(gh)) + 1
+            with self.runtime.sessions() as s:
+                self.cells.read(s, gh, ctl.z + len(roll.SCALARS), end - 7 * 86400 // roll.CELL_S, end)
+
     def stop(self) -> None:
         self._rollup.stop()
         try:
@@ -64,13 +73,21 @@ class Dashboard:
     def history(self, session: Session, gh: str, start: datetime, end: datetime, points: int) -> HistoryResponse:
         """Trends over [start, end): from the trend cells once they hold every stored decision."""
         try:
-            current = self.trends.catch_up(READ_CATCH_UP_ROWS)
+            caught_up = self.trends.catch_up(READ_CATCH_UP_ROWS, wait=False)
+            current = True if caught_up is None else caught_up  # None: a round is under way, at most a round behind
         except Exception:  # e.g. SQLite locked by the writer: the decisions themselves still answer
             current = False
         ctl = self.runtime.controllers[gh]
-        out = hist.history(session, gh, ctl.z, self.bands(gh), start, end, points, cells=current)
+        out = hist.history(session, gh, ctl.z, self.bands(gh), start, end, points, cells=current,
+                           read=self.read_cells)
         out.price_eur_mwh = econ.hourly_price(ctl, out.ts).tolist()
         return out
+
+    def read_cells(self, session: Session, gh: str, first: int, end: int) -> Cells:
+        """Trend cells from memory when the cache keeps them, else from the table."""
+        width = self.runtime.controllers[gh].z + len(roll.SCALARS)
+        got = self.cells.read(session, gh, width, first, end)
+        return got if got is not None else roll.read_cells(session, gh, first, end)
 
     def edge(self, gh: str) -> EdgeStatus:
         return self.edge_watcher.get(gh) if self.edge_watcher is not None else EdgeStatus("unknown", None)
@@ -148,7 +165,7 @@ class Dashboard:
                     if bounds is None:
                         continue
                     day, start, end = bounds
-                    cells = roll.read_cells(s, gh, roll.cell_index(start), roll.cell_index(end - timedelta(microseconds=1)) + 1)
+                    cells = self.read_cells(s, gh, roll.cell_index(start), roll.cell_index(end - timedelta(microseconds=1)) + 1)
                     ghs.append(gh)
                     climates.append(econ.day_climate(cells[0], cells[2], cells[3], ctl.z))
                     ages.append(econ.crop_age_days(ctl, start))
