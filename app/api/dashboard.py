@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 IN_BAND_TTL_S = 60.0
 ECONOMICS_TTL_S = 60.0
 EMPTY_TTL_S = 5.0
+FRESH_S = 12.0
+"""A history read takes the cells as they stand when a round left nothing behind this recently
+(the background rounds run every 5 s); otherwise it runs a round first."""
 READ_CATCH_UP_ROWS = 2000
 """A history read first takes in at most this many new decisions; more: the roll-up is still
 taking in a backlog (a first start on an old database), and the read averages decisions instead."""
@@ -72,11 +75,14 @@ class Dashboard:
 
     def history(self, session: Session, gh: str, start: datetime, end: datetime, points: int) -> HistoryResponse:
         """Trends over [start, end): from the trend cells once they hold every stored decision."""
-        try:
-            caught_up = self.trends.catch_up(READ_CATCH_UP_ROWS, wait=False)
-            current = True if caught_up is None else caught_up  # None: a round is under way, at most a round behind
-        except Exception:  # e.g. SQLite locked by the writer: the decisions themselves still answer
-            current = False
+        current: bool | None = self.trends.current_within(FRESH_S)  # the background rounds keep up: no round here
+        if not current:
+            try:
+                current = self.trends.catch_up(READ_CATCH_UP_ROWS, wait=False)
+                if current is None:  # a round is under way: one behind, unless the cells were never current
+                    current = self.trends.current_at is not None
+            except Exception:  # e.g. SQLite locked by the writer: the decisions themselves still answer
+                current = False
         ctl = self.runtime.controllers[gh]
         out = hist.history(session, gh, ctl.z, self.bands(gh), start, end, points, cells=current,
                            read=self.read_cells)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -135,6 +136,8 @@ class TrendRollup:
         self.sessions = sessions
         self._lock = threading.Lock()
         self._zones: dict[str, int] = {}
+        self.current_at: float | None = None
+        """When (monotonic) the last round began that left no decision behind."""
 
     def catch_up(self, max_rows: int = ROUND_ROWS, *, wait: bool = True) -> bool | None:
         """One round over at most ``max_rows`` new decisions; True when none are left behind.
@@ -144,9 +147,17 @@ class TrendRollup:
         if not self._lock.acquire(blocking=wait):
             return None
         try:
-            return self._round(max_rows)
+            started = time.monotonic()
+            done = self._round(max_rows)
+            if done:
+                self.current_at = started
+            return done
         finally:
             self._lock.release()
+
+    def current_within(self, seconds: float) -> bool:
+        """The cells held every stored decision at some moment in the last ``seconds``."""
+        return self.current_at is not None and time.monotonic() - self.current_at <= seconds
 
     def _round(self, max_rows: int) -> bool:
         with self.sessions() as session:

@@ -98,3 +98,23 @@ def test_the_window_moves_with_the_reads_and_keeps_a_bounded_size(tmp_path: Path
     window = cache._windows["gh1"]
     assert window.first >= first + 288 * 3 - 288 and len(window.decisions) <= 4 * 288, "old days are let go"
     engine.dispose()
+
+
+def test_a_reader_does_not_queue_behind_a_round_in_progress(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'q.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    with sessions() as s:
+        s.execute(Decision.__table__.insert(), _rows("gh1", range(0, 50), 1))
+        s.commit()
+    rollup = roll.TrendRollup(sessions)
+    assert rollup.current_at is None and not rollup.current_within(60.0)
+    assert rollup.catch_up(max_rows=20) is False and rollup.current_at is None, "rows left behind: not current"
+    while not rollup.catch_up(max_rows=20):
+        pass
+    assert rollup.current_within(60.0) and not rollup.current_within(-1.0)
+    with rollup._lock:  # a round under way elsewhere
+        assert rollup.catch_up(wait=False) is None
+    engine.dispose()
