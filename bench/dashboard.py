@@ -100,8 +100,13 @@ def main() -> None:
                                    seconds=args.seconds, rounds=args.rounds, mqtt_url=args.mqtt_url, seed=args.seed)
             results["live"] = live
             verdict = "on target" if live["ratio"] <= LIVE_RATIO else "OVER TARGET"
-            print(f"  p99 median without {live['p99_without_ms']:.1f} ms, with {live['p99_with_ms']:.1f} ms: "
-                  f"ratio {live['ratio']:.2f} (target <= {LIVE_RATIO:.2f})  {verdict}", flush=True)
+            lo_a, hi_a = live["p99_without_range_ms"]
+            lo_b, hi_b = live["p99_with_range_ms"]
+            print(f"  p99 median without {live['p99_without_ms']:.1f} ms ({lo_a:.1f}-{hi_a:.1f}), with "
+                  f"{live['p99_with_ms']:.1f} ms ({lo_b:.1f}-{hi_b:.1f}): ratio {live['ratio']:.2f} "
+                  f"(target <= {LIVE_RATIO:.2f})  {verdict}", flush=True)
+            print(f"  per round (with / without, back to back): {', '.join(f'{r:.2f}' for r in live['round_ratios'])}"
+                  f"; median {live['round_ratio_median']:.2f}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
 

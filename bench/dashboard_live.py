@@ -165,6 +165,10 @@ def side_by_side(workdir: Path, *, greenhouses: int, dashboards: int, seconds: f
                 print(f"    round {k + 1}, {d:>3} dashboards: p50 {r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms"
                       f"  answered {r['answered']}/{r['messages']}"
                       + ("" if not d else f"  events per dashboard >= {r['events_min']}"), flush=True)
-    base = statistics.median(r["p99_ms"] for r in runs if r["dashboards"] == 0)
-    live = statistics.median(r["p99_ms"] for r in runs if r["dashboards"])
-    return {"runs": runs, "p99_without_ms": base, "p99_with_ms": live, "ratio": live / base}
+    without = [r["p99_ms"] for r in runs if r["dashboards"] == 0]
+    with_ = [r["p99_ms"] for r in runs if r["dashboards"]]
+    base, live = statistics.median(without), statistics.median(with_)
+    pairs = [b / a for a, b in zip(without, with_, strict=True)]  # each round's phases ran back to back
+    return {"runs": runs, "p99_without_ms": base, "p99_with_ms": live, "ratio": live / base,
+            "p99_without_range_ms": [min(without), max(without)], "p99_with_range_ms": [min(with_), max(with_)],
+            "round_ratios": pairs, "round_ratio_median": statistics.median(pairs)}

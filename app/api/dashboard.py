@@ -9,7 +9,6 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -21,6 +20,7 @@ from app.api import trend_rollup as roll
 from app.api.alarm_book import AlarmBook
 from app.api.cell_cache import CellCache, Cells
 from app.api.edge_status import EdgeStatus, EdgeStatusWatcher
+from app.api.live_feed import LiveFeed
 from app.api.schemas import EconomicsToday, GreenhouseLive, GreenhouseSummary, HistoryResponse
 from app.models import Greenhouse
 from app.runtime import Runtime
@@ -47,8 +47,8 @@ class Dashboard:
         self.cells = CellCache()
         self._rollup = roll.RollupThread(self.trends, when_current=self.warm_cells)
         self._names: dict[str, str] | None = None
-        self.events: dict[str | None, tuple[tuple[Any, ...], str]] = {}
-        """The live streams' latest event per greenhouse page (None: the overview), shared by them."""
+        self.feed = LiveFeed(self)
+        """The live streams' events, built once per page for all of its streams."""
         self._in_band: dict[str, tuple[float, float | None]] = {}
         self._refreshing: set[str] = set()
         self._lock = threading.Lock()
