@@ -6,7 +6,9 @@
    (the way without trend cells), and the ratio.
 2. Live (``dashboard_live``): the control loop's telemetry -> command latency with no dashboard
    and with 50 open dashboards on live updates, phases alternating on one service; target: p99
-   with them within 10 % of p99 without.
+   with them within 10 % of p99 without. Each round's pair runs back to back; the report gives the
+   medians over rounds, their spread, each round's ratio, and the CPU time of the service's event
+   loop per second (the streams' cost itself, which a busy host hardly moves, unlike latency).
 
     python bench/dashboard.py                      # both parts
     python bench/dashboard.py --part live --seconds 10 --rounds 3
@@ -107,6 +109,8 @@ def main() -> None:
                   f"(target <= {LIVE_RATIO:.2f})  {verdict}", flush=True)
             print(f"  per round (with / without, back to back): {', '.join(f'{r:.2f}' for r in live['round_ratios'])}"
                   f"; median {live['round_ratio_median']:.2f}", flush=True)
+            print(f"  event loop CPU: {live['loop_cpu_without_ms_per_s']:.0f} ms/s without, "
+                  f"{live['loop_cpu_with_ms_per_s']:.0f} ms/s with the dashboards (medians)", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
 

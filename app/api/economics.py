@@ -184,8 +184,9 @@ def outlook(ctl: GreenhouseController, decided: tuple[datetime, Sequence[float]]
     if len(obs) != spec.dim:
         return None
     values = np.asarray(obs, dtype=np.float64)
-    # The hour's start in site time, then whole hours in UTC (a wall-clock step would slip at DST).
-    first = ts.astimezone(ctl.site_tz).replace(minute=0, second=0, microsecond=0).astimezone(UTC)
+    # Slot k is clock hour +k on the decision's own clock (the offset its telemetry carried), as the
+    # observation builder counts them; whole hours on from there in UTC.
+    first = ts.replace(minute=0, second=0, microsecond=0).astimezone(UTC)
     slots = sl["price"].stop - sl["price"].start
     temp, solar = values[sl["forecast_temp"]], values[sl["forecast_solar"]]
     return Outlook(decided_at=ts, hours=[first + timedelta(hours=k) for k in range(slots)],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -148,3 +148,7 @@ def test_outlook_lines_prices_and_forecast_up_on_clock_hours() -> None:
     assert o.solar_w_m2[1:] == pytest.approx(solar[:23].tolist(), abs=1e-3)
     assert o.price_eur_mwh == pytest.approx(tariff_outlook(PriceConfig(), ts, 24).tolist())
     assert o.published == [False] * 24, "tariff slots are marked unpublished"
+    # A clock half an hour off UTC: the slots are that clock's hours, as the observation counted them.
+    kolkata = datetime(2026, 6, 3, 10, 40, tzinfo=timezone(timedelta(hours=5, minutes=30)))
+    k = econ.outlook(ctl, (kolkata, d.observation))
+    assert k is not None and k.hours[0] == datetime(2026, 6, 3, 4, 30, tzinfo=UTC)
