@@ -145,6 +145,9 @@ class Dashboard:
     def economics(self, gh: str, *, wait: bool = False) -> EconomicsToday | None:
         """Today's money: the counted parts live, the crop estimate cached for a minute and refreshed
         for every greenhouse at once in the background (``wait``: compute now when there is none yet)."""
+        ctl = self.runtime.controllers[gh]
+        if ctl.day is None:  # no telemetry yet: nothing to count, and no reason to run the model for it
+            return None
         cached = self._estimates.get(gh)
         # Without a yield yet (no trend cells today) look again soon rather than in a minute.
         ttl = ECONOMICS_TTL_S if cached is not None and cached[1].yield_kg is not None else EMPTY_TTL_S
@@ -158,8 +161,8 @@ class Dashboard:
                 if start:
                     threading.Thread(target=self._estimate_all, daemon=True, name="economics").start()
             cached = self._estimates.get(gh)
-        return econ.today(self.runtime.controllers[gh], cached[1] if cached is not None else None,
-                          self.runtime.settings.water_price_eur_m3, self.timeline_end(gh))
+        return econ.today(ctl, cached[1] if cached is not None else None, self.runtime.settings.water_price_eur_m3,
+                          self.timeline_end(gh))
 
     def _estimate_all(self) -> None:
         """One crop-model run over today's trend cells of every greenhouse (a failed read: the next retries)."""
