@@ -75,10 +75,11 @@ class LiveFeed:
         topic = self.topics.get(gh)
         if topic is None:
             topic = self.topics[gh] = Topic()
-            await self.refresh(gh, topic)
             topic.task = asyncio.create_task(self._run(gh, topic), name=f"live-feed-{gh or 'overview'}")
         topic.streams += 1
         try:
+            if topic.version == 0:
+                await self._refresh_logged(gh, topic)
             yield topic
         finally:
             topic.streams -= 1
@@ -114,7 +115,10 @@ class LiveFeed:
     async def _run(self, gh: str | None, topic: Topic) -> None:
         while True:
             await asyncio.sleep(self.poll_s)
-            try:
-                await self.refresh(gh, topic)
-            except Exception:  # the streams keep their last event and keep-alive; the next second retries
-                log.exception("live feed of %s: building the event failed", gh or "the overview")
+            await self._refresh_logged(gh, topic)
+
+    async def _refresh_logged(self, gh: str | None, topic: Topic) -> None:
+        try:
+            await self.refresh(gh, topic)
+        except Exception:  # the streams keep their last event; the next second retries
+            log.exception("live feed of %s: building the event failed", gh or "the overview")
