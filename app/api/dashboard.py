@@ -182,7 +182,8 @@ class Dashboard:
             fruit = econ.fruit_kg_m2(climates, ages)
             now = time.monotonic()
             for gh, climate, kg, day in zip(ghs, climates, fruit, days, strict=True):
-                self._estimates[gh] = (now, econ.estimate(self.runtime.controllers[gh], climate, kg, day))
+                ctl = self.runtime.controllers[gh]
+                self._estimates[gh] = (now, econ.estimate(ctl, climate, kg, day, self.timeline_end(gh)))
         except Exception as exc:  # e.g. SQLite locked by the writer: the counted parts still show
             log.warning("today's economics: estimate failed (%s: %s)", exc.__class__.__name__, exc)
         finally:

@@ -127,31 +127,37 @@ class DayEstimate:
     yield_kg: float | None
     lamp_price_eur_mwh: float | None
     """Mean all-in price of today's lamp hours, weighted by lamp power; None: no lamp hours in the cells."""
+    price_now_eur_mwh: float = math.nan
+    """The price of the hour the estimate was made in (the lamps' price before they have burned)."""
 
 
 def estimate(ctl: GreenhouseController, climate: DayClimate, fruit_kg_per_m2: float | None,
-             day: date) -> DayEstimate:
+             day: date, now: datetime | None = None) -> DayEstimate:
     light = climate.channels[:, _LIGHT] if len(climate.starts) else np.zeros(0)
     weight = float(np.clip(light, 0.0, None).sum())
     price = None
     if weight > 0:
         price = float((np.clip(light, 0.0, None) * hourly_price(ctl, climate.starts)).sum() / weight)
     kg = None if fruit_kg_per_m2 is None else fruit_kg_per_m2 * floor_area_m2(ctl)
-    return DayEstimate(day, kg, price)
+    return DayEstimate(day, kg, price, float(hourly_price(ctl, [now or datetime.now(UTC)])[0]))
 
 
 def today(ctl: GreenhouseController, cached: DayEstimate | None, water_price_eur_m3: float,
           now: datetime) -> EconomicsToday | None:
-    """Today's economics: counted parts live from the controller, the estimate from the cache."""
-    bounds = day_bounds(ctl)
-    if bounds is None:
+    """Today's economics: counted parts live from the controller, the estimate from the cache.
+
+    Built for every live event of every open page, so cheap: the prices come with the cached estimate
+    (a price a minute old at most), and the model is built without validation (the values are ours)."""
+    if ctl.day is None:
         return None
-    day = bounds[0]
+    day = date.fromisoformat(ctl.day)
     if cached is not None and cached.day != day:
         cached = None
     lamp_kwh = ctl.lights_hours_today * ctl.climate.lamp_power_w_m2 * floor_area_m2(ctl) / 1000.0
-    price = cached.lamp_price_eur_mwh if cached is not None else None
-    if price is None:
+    price = None
+    if cached is not None:
+        price = cached.lamp_price_eur_mwh if cached.lamp_price_eur_mwh is not None else cached.price_now_eur_mwh
+    if price is None or not math.isfinite(price):
         price = float(hourly_price(ctl, [now])[0])
     energy = lamp_kwh * price / 1000.0
     water_l = float(ctl.water_today_l.sum())
@@ -159,7 +165,7 @@ def today(ctl: GreenhouseController, cached: DayEstimate | None, water_price_eur
     fruit_price = float(ctl.obs_builder.fruit_price_eur_kg)
     kg = cached.yield_kg if cached is not None else None
     revenue = None if kg is None else kg * fruit_price
-    return EconomicsToday(
+    return EconomicsToday.model_construct(
         day=day, dli_mol_m2=float(ctl.par_mol_today), lights_hours=float(ctl.lights_hours_today),
         lamp_kwh=lamp_kwh, lamp_price_eur_mwh=price, energy_cost_eur=energy, water_l=water_l,
         water_price_eur_m3=water_price_eur_m3, water_cost_eur=water, fruit_price_eur_kg=fruit_price,
@@ -183,13 +189,14 @@ def outlook(ctl: GreenhouseController, decided: tuple[datetime, Sequence[float]]
     sl = spec.slices
     if len(obs) != spec.dim:
         return None
-    values = np.asarray(obs, dtype=np.float64)
+    values = [float(v) for v in obs]
     # Slot k is clock hour +k on the decision's own clock (the offset its telemetry carried), as the
     # observation builder counts them; whole hours on from there in UTC.
     first = ts.replace(minute=0, second=0, microsecond=0).astimezone(UTC)
     slots = sl["price"].stop - sl["price"].start
     temp, solar = values[sl["forecast_temp"]], values[sl["forecast_solar"]]
-    return Outlook(decided_at=ts, hours=[first + timedelta(hours=k) for k in range(slots)],
-                   temp_c=[None, *_floats(temp[:slots - 1])], solar_w_m2=[None, *_floats(solar[:slots - 1])],
-                   price_eur_mwh=_floats(values[sl["price"]]),
-                   published=[bool(v >= 0.5) for v in values[sl["price_published"]]])
+    # Built for every live event of the page: without validation (the values are ours, typed above).
+    return Outlook.model_construct(
+        decided_at=ts, hours=[first + timedelta(hours=k) for k in range(slots)],
+        temp_c=[None, *_floats(temp[:slots - 1])], solar_w_m2=[None, *_floats(solar[:slots - 1])],
+        price_eur_mwh=_floats(values[sl["price"]]), published=[v >= 0.5 for v in values[sl["price_published"]]])
