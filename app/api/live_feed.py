@@ -48,12 +48,11 @@ class Topic:
         self.changed.set()
         self.changed = asyncio.Event()
 
-    async def next(self, version: int, timeout: float) -> None:
-        """Return once a version after ``version`` is out, or after ``timeout`` seconds."""
-        if self.version != version:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), timeout)
+    async def next(self, version: int) -> None:
+        """Return once a version after ``version`` is out: within the feed's keep-alive, as its task
+        publishes at least that often (no timer per stream: fifty streams, fifty fewer tasks a second)."""
+        if self.version == version:
+            await self.changed.wait()
 
 
 class LiveFeed:
@@ -120,5 +119,8 @@ class LiveFeed:
     async def _refresh_logged(self, gh: str | None, topic: Topic) -> None:
         try:
             await self.refresh(gh, topic)
-        except Exception:  # the streams keep their last event; the next second retries
+        except Exception:  # the streams get their last event again as keep-alive; the next second retries
             log.exception("live feed of %s: building the event failed", gh or "the overview")
+            now = self.clock()
+            if topic.version and topic.key is not None and now - topic.built >= self.keepalive_s:
+                topic.publish(topic.text, topic.key, now)

@@ -76,7 +76,7 @@ def test_streams_of_a_page_share_one_event_built_once_per_change(client: TestCli
             deadline = time.monotonic() + 20
             while "gh1" not in runtime.dispatch.observations and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
-            waiter = asyncio.create_task(topic.next(before, 10.0))
+            waiter = asyncio.create_task(topic.next(before))
             await feed.refresh("gh1", topic)
             await asyncio.wait_for(waiter, 1.0)  # a waiting stream wakes at once
             return before, topic.version

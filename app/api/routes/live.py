@@ -155,7 +155,7 @@ async def stream(request: Request, runtime: RuntimeDep, dash: DashboardDep, auth
                 if topic.version != sent:
                     sent = topic.version
                     yield topic.text
-                await topic.next(sent, KEEPALIVE_S)
+                await topic.next(sent)
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
