@@ -49,7 +49,8 @@ const GT = (() => {
   function eur(v) {
     if (v === null || v === undefined) { return "–"; }
     const digits = Math.abs(v) < 100 ? 2 : 0;
-    return (v < 0 ? "−" : "") + "€" + Math.abs(v).toFixed(digits);
+    const shown = Math.abs(v).toFixed(digits);
+    return (v < 0 && Number(shown) !== 0 ? "−" : "") + "€" + shown;  // no "−€0.00" for a rounding crumb
   }
   function el(tag, cls, text) {
     const e = document.createElement(tag);
