@@ -36,6 +36,7 @@ def build_controllers(sessions: sessionmaker[Session], settings: Settings, limit
                                        command_ttl_s=settings.command_ttl_s, max_age_s=settings.max_age_s,
                                        max_future_s=settings.max_clock_skew_s, site_timezone=settings.site_timezone,
                                        disagreement_threshold=1.0 - settings.low_confidence_threshold)
+            ctl.obs_builder.fruit_price_eur_kg = settings.fruit_price_eur_kg  # as the report prices it
             snap = snapshots.load(gh.id)
             if snap is not None:
                 ctl.restore(snap)

@@ -15,8 +15,10 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from datetime import datetime
 
 from app.control import ControlDecision, DecisionBatch, GreenhouseController, Pending
+from app.control.outlook import Outlook
 from app.mqtt.topics import Telemetry
 
 log = logging.getLogger(__name__)
@@ -38,7 +40,8 @@ class Intake:
     """The queue between the bridge and the controllers, and the loop that decides its batches."""
 
     def __init__(self, controllers: dict[str, GreenhouseController], emit: Emit, max_batch: int = MAX_BATCH,
-                 max_waiting: int = MAX_WAITING, on_shed: Shed | None = None) -> None:
+                 max_waiting: int = MAX_WAITING, on_shed: Shed | None = None,
+                 outlook: Callable[[datetime | None], Outlook | None] = lambda newest: None) -> None:
         if max_waiting < 1:
             raise ValueError("max_waiting must be >= 1")
         self.controllers = controllers
@@ -46,6 +49,9 @@ class Intake:
         self.max_batch = max_batch
         self.max_waiting = max_waiting
         self.on_shed = on_shed
+        self.outlook = outlook
+        """The site's outlook for a batch, given its newest telemetry time: every decision of a batch is
+        made on the same one."""
         self.shed = 0
         """Messages dropped because their greenhouse's queue was full."""
         self.stopping = False
@@ -94,10 +100,12 @@ class Intake:
         while self._ready and not self.stopping:
             items: list[Pending] = []
             arrived: list[float] = []
+            newest = max((q[-1][0].ts for q in self._inbox.values() if q), default=None)
+            outlook = self.outlook(newest)
             while self._ready and len(items) < self.max_batch:
                 gh = self._ready.popleft()
                 tel, at = self._inbox[gh].popleft()
-                items.append(Pending(self.controllers[gh], tel))
+                items.append(Pending(self.controllers[gh], tel, outlook))
                 arrived.append(at)
             for item in items:  # greenhouses with more waiting queue up again, behind this batch
                 if self._inbox[item.ctl.gh]:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
 
+from app.anchoring import HeadAnchoring
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.dashboard import Dashboard
 from app.api.edge_status import EdgeStatusWatcher
@@ -47,6 +51,8 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
             account_limiter=SlidingWindowLimiter(settings.login_max_failures_per_account, settings.login_window_s),
             metrics=rt.metrics, audit=rt.audit.store if rt.audit is not None else None)
         await rt.start()
+        anchoring = None if rt.audit is None else HeadAnchoring.from_settings(settings, rt.audit.store, rt.state_dir)
+        anchor_task = None if anchoring is None else asyncio.create_task(anchoring.run())
         edge = EdgeStatusWatcher(rt.settings.mqtt_target(), rt.settings.mqtt_tls())
         edge.start()
         app.state.dashboard = dash = Dashboard(rt, edge)
@@ -57,7 +63,16 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
         finally:
             dash.stop()
             edge.stop()
+            if anchor_task is not None:
+                anchor_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await anchor_task
             await rt.stop()
+            if anchoring is not None:  # the heads the writer sealed last leave with the service
+                try:
+                    await asyncio.to_thread(anchoring.anchor_now)
+                except Exception:  # noqa: BLE001 - a stop must finish; the last export stands
+                    logging.getLogger(__name__).exception("audit anchors: export at shutdown failed")
 
     app = FastAPI(title="greentwin", version="0.1.0", lifespan=lifespan)
     app.include_router(health.router)

@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -270,3 +271,57 @@ class AlarmGroup(Base):
     acknowledged_by: Mapped[str | None] = mapped_column(String(64))
     acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     ack_through: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+# -- policy registry (app.registry) and nightly retraining runs (app.retraining) ---------------
+
+POLICY_STATUSES = ("candidate", "promoted", "retired", "rolled_back", "refused")
+RUN_STATUSES = ("running", "promoted", "refused", "failed")
+
+
+class PolicyVersion(Base):
+    """One policy ensemble the service may run; exactly one is ``promoted`` (a partial unique index).
+
+    ``retired`` was promoted and replaced by a newer promotion (a rollback goes back to the newest
+    retired one); ``rolled_back`` was promoted and taken back.
+    """
+
+    __tablename__ = "policy_version"
+    __table_args__ = (
+        CheckConstraint(_in("status", POLICY_STATUSES), name="status"),
+        Index("uq_policy_version_promoted", "status", unique=True,
+              postgresql_where=text("status = 'promoted'"), sqlite_where=text("status = 'promoted'")),
+    )
+
+    version: Mapped[str] = mapped_column(String(64), primary_key=True)
+    parent: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    directory: Mapped[str] = mapped_column(String(1024))
+    data_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    data_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    twin_version: Mapped[str | None] = mapped_column(String(64))
+    config_hash: Mapped[str | None] = mapped_column(String(64))
+    calibration: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    git_commit: Mapped[str | None] = mapped_column(String(64))
+    note: Mapped[str] = mapped_column(String(REASON_MAX_LEN), default="")
+    """Why: the gate's verdict, who promoted or rolled back."""
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    promoted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    promoted_by: Mapped[str | None] = mapped_column(String(ACTOR_MAX_LEN))
+
+
+class RetrainRun(Base):
+    """One ``greentwin retrain`` run: its window, stages done, outcome and summary (shown by the API)."""
+
+    __tablename__ = "retrain_run"
+    __table_args__ = (CheckConstraint(_in("status", RUN_STATUSES), name="status"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(String(16))
+    incumbent: Mapped[str | None] = mapped_column(String(64))
+    candidate: Mapped[str | None] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(String(REASON_MAX_LEN), default="")
+    summary: Mapped[dict[str, Any]] = mapped_column(JsonType)

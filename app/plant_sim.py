@@ -6,6 +6,10 @@ Commands are applied at most once per cmd_id, dropped when older than their TTL,
 whose commands stop arriving for longer than the last TTL falls back to the safe state (all off).
 What a box decides lives in :mod:`app.plant_sim_edge`; this module owns the twin, the pacing,
 the MQTT clients and the operator's fault buttons.
+
+One clock: the telemetry's timestamp (``sim_time``), read in the site's time zone, is the hour of
+day of every twin instance (its sun, its lamps' dark period) and of the outlook it serves, so the
+service's time-of-day features, the plant's light and the forecast agree.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import paho.mqtt.client as mqtt
@@ -59,6 +64,7 @@ from app.plant_sim_edge import (
 from safety.action import safe_state
 from twin.config import DEFAULT_ZONES
 from twin.env import GreenhouseTwin
+from twin.weather import HOURS_PER_YEAR
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +78,8 @@ class PlantSim:
 
     def __init__(self, url: str | MqttTarget, greenhouses: list[str], *, speed: float = 1.0, dt_s: float = 60, seed: int = 0,
                  zones: int = DEFAULT_ZONES, clock: Callable[[], float] = time.time, start_time: datetime | None = None,
-                 twin_overrides: dict[str, Any] | None = None, tls: TlsFiles | None = None) -> None:
+                 twin_overrides: dict[str, Any] | None = None, tls: TlsFiles | None = None,
+                 site_timezone: str = "UTC") -> None:
         if not greenhouses:
             raise ValueError("at least one greenhouse is needed")
         if len(set(greenhouses)) != len(greenhouses):
@@ -91,6 +98,9 @@ class PlantSim:
         # The first step lands on the wall clock: at speed 1 the box's timestamps are the real time,
         # as the service's clock-skew check expects of an edge box.
         self.sim_time = start_time or datetime.now(UTC) - timedelta(seconds=self.dt_s)
+        self.site_tz = ZoneInfo(site_timezone)
+        """The service's site time zone: the twin's hours of day are its local hours."""
+        self._align_clock()
         self._clock = clock
         self._lock = threading.RLock()
         self._index = {gh: i for i, gh in enumerate(self.greenhouses)}
@@ -164,6 +174,7 @@ class PlantSim:
             commanded = {gh: st.action.copy() for gh, st in self.state.items()}
             _, _, _, _, info = self.twin.step(actions)
             self.sim_time += timedelta(seconds=self.dt_s)
+            self._align_clock()
             readings = {k: np.asarray(v) for k, v in info["readings"].items()}
             out: dict[str, Telemetry] = {}
             for gh, st in self.state.items():
@@ -178,6 +189,21 @@ class PlantSim:
             else:
                 logger.debug("%s offline: telemetry seq %d not sent", gh, tel.seq)
         return out
+
+    def _align_clock(self) -> None:
+        """Move each twin instance to the site-local hour of day of ``sim_time``, keeping its day of
+        the year (its season): a new episode (its start hour drawn at random) and a daylight-saving
+        change are the only times this moves anything."""
+        local = self.sim_time.astimezone(self.site_tz)
+        hour_of_day = local.hour + local.minute / 60.0 + (local.second + local.microsecond * 1e-6) / 3600.0
+        b, params = self.twin.backend, self.twin.params
+        start = np.asarray(b.to_numpy(params.start_hour), dtype=np.float64)
+        now = start + np.asarray(b.to_numpy(self.twin.state.step), dtype=np.float64) * self.twin.config.dt_h
+        shift = (hour_of_day - now % 24.0 + 12.0) % 24.0 - 12.0  # the nearer way round the clock
+        if np.all(np.abs(shift) < 1e-3):
+            return
+        start = (start + shift) % HOURS_PER_YEAR  # the weather tables wrap the year the same way
+        params.start_hour[:] = b.asarray(start, dtype=b.float)
 
     def _effective_action(self, st: GreenhouseState) -> np.ndarray:
         """What the plant really does: the set-points, with stuck valves holding their position."""

@@ -33,7 +33,7 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit_sink import AuditSink, record_at_start, record_policy_in_force
-from app.control import GreenhouseController, ModeEvent, Proposer, load_proposer
+from app.control import GreenhouseController, ModeEvent, Proposer
 from app.core.config import Settings
 from app.deadletter import DeadLetters
 from app.dispatch import Alarm, Dispatcher
@@ -41,15 +41,18 @@ from app.fleet import build_controllers, continue_after_records
 from app.housekeeping import Housekeeping
 from app.intake import MAX_BATCH, Intake
 from app.journal import DecisionJournal
+from app.journal_replay import replay_journal
 from app.leases import LeaseBook, LeaseKeeper, default_holder
 from app.metrics import Metrics
 from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
 from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry
+from app.outlook_feed import OutlookFeed
+from app.policy_watch import PolicyWatcher
 from app.private_files import private_dir
 from app.recorder import DecisionRecorder
 from app.snapshots import SnapshotStore
-from app.writer import DecisionStore, Job, WriterConfig, WriterProcess
+from app.writer import WriterConfig, WriterProcess
 from safety import SafetyLimits
 from twin.config import DEFAULT_ZONES
 
@@ -64,7 +67,7 @@ class Runtime:
     def __init__(self, settings: Settings, sessions: sessionmaker[Session], *, state_dir: Path,
                  proposer: Proposer | None = None, limits: SafetyLimits | None = None,
                  metrics: Metrics | None = None, audit: AuditSink | None = None,
-                 max_batch: int = MAX_BATCH) -> None:
+                 max_batch: int = MAX_BATCH, outlook: OutlookFeed | None = None) -> None:
         self.settings = settings
         self.sessions = sessions
         self.state_dir = private_dir(Path(state_dir))
@@ -84,14 +87,18 @@ class Runtime:
         self.limits = limits or SafetyLimits.default()
         self._proposer = proposer
         self._proposers: dict[int, Proposer] = {}
+        self.policy_dir = Path(settings.policy_dir)  # the ensemble in force (the registry's, app.policy_watch)
+        self.policy_watch = PolicyWatcher(self, settings.policy_poll_s)
         self.controllers: dict[str, GreenhouseController] = {}
         self.last_decision: dict[str, dict[str, Any]] = {}
         self.last_telemetry: dict[str, Telemetry] = {}
         """Each greenhouse's latest accepted telemetry (read-only for the dashboard's live view)."""
         self.bridge: MqttBridge | None = None
         self.dispatch = Dispatcher(self.controllers, self.journal, self.writer, self.snapshots, self.metrics)
-        self.intake = Intake(self.controllers, self.dispatch.emit, max_batch,
-                             max_waiting=settings.inbox_per_greenhouse, on_shed=self._on_shed)
+        self.outlook = outlook or OutlookFeed.from_settings(settings)
+        """The site's weather and prices, shared by every greenhouse's decisions (:mod:`app.outlook_feed`)."""
+        self.intake = Intake(self.controllers, self.dispatch.emit, max_batch, max_waiting=settings.inbox_per_greenhouse,
+                             on_shed=self._on_shed, outlook=self.outlook.for_decisions)
         self._shed_alarmed: dict[str, float] = {}
         self.housekeeping = Housekeeping(self.controllers, self.intake, self.dispatch, self.writer, self.snapshots,
                                          self.metrics)
@@ -126,32 +133,22 @@ class Runtime:
         if self._proposer is not None:
             return self._proposer
         if zones not in self._proposers:
-            self._proposers[zones] = load_proposer(Path(self.settings.policy_dir), zones)
+            self._proposers[zones] = self.policy_watch.load_at_start(zones)
         return self._proposers[zones]
 
+    def replace_proposers(self, directory: Path, proposers: dict[int, Proposer]) -> None:
+        """A promoted ensemble swapped in (the watcher has handed it to the controllers)."""
+        self.policy_dir, self._proposers = directory, dict(proposers)
+
     def load_greenhouses(self) -> None:
+        if self._proposer is None:
+            self.policy_watch.adopt()
         self.controllers.update(build_controllers(self.sessions, self.settings, self.limits, self._proposer_for,
                                                   self.snapshots))
-        self._replay_journal()
+        for ctl in self.controllers.values():
+            ctl.obs_builder.tariff = self.outlook.tariff  # the site's adder on every price slot
+        self.writer_resume = replay_journal(self.journal, self.recorder, self._proposer_for, self.audit)
         continue_after_records(self.controllers, self.recorder.last_seq)
-
-    def _replay_journal(self) -> None:
-        """Store what a previous run journaled (so published) but had not stored yet: once, in order.
-        The journal goes only once every event in it is sealed; otherwise the writer takes it over."""
-        entries = self.journal.recover()
-        if entries:
-            store = DecisionStore(self.recorder, lambda zones: self._proposer_for(zones or DEFAULT_ZONES), audit=self.audit)
-            done = store.store([Job.from_entry(e) for e in entries], skip_stored=True)
-            log.warning("journal: %d records of a previous run were not stored yet; stored them now", len(done))
-            if self.audit is not None:
-                self.audit.flush()
-            if self.audit is not None and self.audit.pending:
-                log.error("journal: %d audit events could not be sealed at start; the journal is kept and the "
-                          "writer seals them", self.audit.discard_pending())
-                self.journal.keep_recovered()
-                self.writer_resume = True
-                return
-        self.journal.discard_recovered()
 
     def _writer_config(self) -> WriterConfig:
         bind = getattr(self.sessions, "kw", {}).get("bind")
@@ -161,7 +158,7 @@ class Runtime:
             store = self.audit.store
             keys = (store.keyring.to_json(), store.signer.to_pem())  # the same keys, rebuilt in the writer
         return WriterConfig(database_url=url, spool_path=self.recorder.spool_path, journal=self.journal.folder,
-                            policy_dir=Path(self.settings.policy_dir),
+                            policy_dir=self.policy_dir,
                             proposer=None if self._proposer is None else pickle.dumps(self._proposer),
                             audit_keys=keys, resume=self.writer_resume, zones=tuple(sorted({c.z for c in self.controllers.values()})))
 
@@ -196,6 +193,9 @@ class Runtime:
         self.bridge.start()
         self._tasks.append(asyncio.create_task(self.housekeeping.run()))
         self._tasks.append(asyncio.create_task(self.keeper.run()))
+        self._tasks.append(asyncio.create_task(self.outlook.run()))
+        if self._proposer is None:
+            self._tasks.append(asyncio.create_task(self.policy_watch.run()))
         # Everything loaded so far (libraries, models, controllers) lives as long as the service: a
         # full garbage collection would walk all of it (~0.3 M objects, hundreds of ms, every so
         # often: the p99 of the control loop). Frozen, a collection walks only what came later.
@@ -219,6 +219,7 @@ class Runtime:
         await asyncio.to_thread(self.writer.stop)  # stores the rest, seals and checkpoints the audit trail
         if self.audit is not None:
             self.audit.close()
+        self.outlook.close()
         self._loop = None
         gc.unfreeze()  # back to the collector's care (matters in a process that goes on, like the tests)
 

@@ -329,6 +329,23 @@ class AuditStore:
                 after = max(after, from_seq - 1)
             yield from self._stream(conn, greenhouse_id, after=after)
 
+    def heads(self) -> list[tuple[str, int, str]]:
+        """(chain, seq, record_hash) of every chain's newest stored record, by chain id."""
+        newest = (select(AuditRecord.greenhouse_id, func.max(AuditRecord.seq).label("seq"))
+                  .group_by(AuditRecord.greenhouse_id).subquery())
+        stmt = (select(AuditRecord.greenhouse_id, AuditRecord.seq, AuditRecord.record_hash)
+                .join(newest, (AuditRecord.greenhouse_id == newest.c.greenhouse_id) & (AuditRecord.seq == newest.c.seq))
+                .order_by(AuditRecord.greenhouse_id))
+        with self._engine.connect() as conn:
+            return [(gid, int(seq), str(h)) for gid, seq, h in conn.execute(stmt)]
+
+    def record_at(self, greenhouse_id: str, seq: int) -> SealedRecord | None:
+        """The stored record ``seq`` of one chain (None when it is not there)."""
+        with self._engine.connect() as conn:
+            row = conn.execute(select(*_RECORD_COLUMNS).where(AuditRecord.greenhouse_id == greenhouse_id,
+                                                              AuditRecord.seq == seq)).first()
+        return None if row is None else SealedRecord(*row)
+
     def latest_anchor(self, greenhouse_id: str) -> Anchor | None:
         """The newest purge anchor: verification of what remains starts from it."""
         with self._engine.connect() as conn:

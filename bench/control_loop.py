@@ -187,8 +187,39 @@ def _half_means(values: list[float]) -> tuple[float, float]:
     return float(np.mean(values[:half])), float(np.mean(values[half:]))
 
 
-def run(n: int, mode: str, seconds: float, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """One scenario: a fresh database and service, ``n`` greenhouses for ``seconds``."""
+def proc_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used, from /proc (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_rss_mb(pid: int) -> float:
+    """Resident memory of a live process in MB, from /proc (Linux)."""
+    try:
+        for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if row.startswith("VmRSS:"):
+                return int(row.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def _cpu_s(exclude: set[int]) -> tuple[float, float]:
+    """CPU seconds used so far by this process (the service's loop, bridge and API) and by its
+    other children (the writer), not counting the load generator: what a replica pays."""
+    children = sum(proc_cpu_s(p.pid) for p in mp.active_children() if p.pid is not None and p.pid not in exclude)
+    return time.process_time(), children
+
+
+def run(n: int, mode: str, seconds: float, args: argparse.Namespace, workdir: Path,
+        url: str | None = None) -> dict[str, Any]:
+    """One scenario: a fresh database and service, ``n`` greenhouses for ``seconds``.
+
+    ``url`` is an empty database to migrate and use (PostgreSQL); by default a new SQLite file.
+    """
     from sqlalchemy import func, select
 
     from app.audit_sink import AuditSink
@@ -200,7 +231,7 @@ def run(n: int, mode: str, seconds: float, args: argparse.Namespace, workdir: Pa
 
     folder = workdir / f"{mode}-{n}-{uuid.uuid4().hex[:6]}"
     folder.mkdir()
-    url = f"sqlite:///{folder / 'bench.sqlite3'}"
+    url = url or f"sqlite:///{folder / 'bench.sqlite3'}"
     db_cli.upgrade(url)
     prefix = "b" + uuid.uuid4().hex[:6]
     ghs = [f"{prefix}-{i:04d}" for i in range(n)]
@@ -232,12 +263,16 @@ def run(n: int, mode: str, seconds: float, args: argparse.Namespace, workdir: Pa
     assert parent.poll(120) and parent.recv() == "ready", "load generator did not start"
     start = time.time() + 0.5
     parent.send(start)
+    cpu0 = _cpu_s({proc.pid})
     service: list[tuple[float, int, int]] = []  # (t, waiting telemetry, records not yet stored)
     while not parent.poll(0.25):
         waiting = getattr(runtime, "waiting", 0)
         writer = getattr(runtime, "writer", None)
         service.append((time.time() - start, waiting, writer.backlog if writer is not None else 0))
     gen = parent.recv()
+    cpu1, wall_s = _cpu_s({proc.pid}), time.time() - start
+    rss_mb = sum(proc_rss_mb(p) for p in [os.getpid(), *(c.pid for c in mp.active_children())]
+                 if p is not None and p != proc.pid)
     proc.join(10)
     decided = getattr(runtime, "decided", None)
     batches = getattr(runtime, "batches", None)
@@ -264,6 +299,8 @@ def run(n: int, mode: str, seconds: float, args: argparse.Namespace, workdir: Pa
         "stored": stored, "decided": decided, "mean_batch": (decided / batches) if decided and batches else None,
         "store_lag_p50_ms": float(np.percentile(lag, 50) * 1000) if lag else None,
         "store_lag_p99_ms": float(np.percentile(lag, 99) * 1000) if lag else None,
+        "service_cpu_s": cpu1[0] - cpu0[0] + cpu1[1] - cpu0[1], "writer_cpu_s": cpu1[1] - cpu0[1], "wall_s": wall_s,
+        "started_at": start, "service_rss_mb": rss_mb,
     }
 
 
@@ -326,6 +363,14 @@ def main() -> None:
 @contextlib.contextmanager
 def deployed_broker() -> Iterator[str]:
     """Mosquitto on a free loopback port with the deployed broker's ``set_tcp_nodelay``."""
+    with private_broker() as (url, _pid):
+        yield url
+
+
+@contextlib.contextmanager
+def private_broker() -> Iterator[tuple[str, int]]:
+    """(URL, process id) of a Mosquitto of its own on a free loopback port, as deployed
+    (``set_tcp_nodelay``); the pid lets a bench read the broker's own CPU time."""
     import shutil
     import socket
     import subprocess
@@ -347,7 +392,7 @@ def deployed_broker() -> Iterator[str]:
                 time.sleep(0.05)
             else:
                 raise RuntimeError("the private mosquitto did not start")
-            yield f"mqtt://127.0.0.1:{port}"
+            yield f"mqtt://127.0.0.1:{port}", proc.pid
         finally:
             proc.terminate()
             proc.wait(10)

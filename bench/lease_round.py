@@ -31,7 +31,7 @@ from app.leases import LeaseBook
 from app.models import Greenhouse
 from app.mqtt.topics import Telemetry, encode, parse_telemetry
 
-PG_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
+PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 @contextmanager

@@ -89,12 +89,13 @@ def twin_config_of(cfg: PPOConfig) -> TwinConfig:
 def run_hash(cfg: PPOConfig) -> str:
     """Identity of a training run for resuming: training config (minus device and workers), twin config and version.
 
-    The device and the number of twin worker processes are left out so a run started on a GPU
-    can be finished on a CPU, with or without workers (and hashes stay those of older runs).
+    The device, the number of twin worker processes and the validation settings are left out: a
+    run started on a GPU can be finished on a CPU, with or without workers; validation only
+    watches the run (and hashes stay those of older runs).
     """
     d = config_to_dict(cfg)
-    d.pop("device")
-    d.pop("workers")
+    for key in ("device", "workers", "validate_every", "validation_scenarios", "validation_days"):
+        d.pop(key)
     payload = {"train": d, "twin": twin_config_of(cfg).config_hash(), "twin_version": TWIN_VERSION}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -81,6 +81,14 @@ class PPOConfig:
     stagger_starts: bool = True
     """Before training, spread the instances' clocks over one simulated day (the served threshold
     runs them meanwhile; :func:`policy.ppo.stagger_clocks`), so no rollout sees a single time of day."""
+    validate_every: int = 0
+    """Score the deterministic policy on the validation suite (:mod:`policy.validation`) every this
+    many iterations and at the last, and keep the weights with the highest validation profit instead
+    of the last iterate (0: no validation, the last iterate is kept)."""
+    validation_scenarios: int = 4
+    """Scenarios of the validation suite (8 greenhouses each, soils and faults cycled)."""
+    validation_days: float = 7.0
+    """Episode length of each validation scenario [days]."""
     seed: int = 0
     """Seeds torch and the twin."""
     device: str = "cpu"
@@ -101,6 +109,8 @@ class PPOConfig:
         if self.batch_size % self.num_minibatches:
             raise ValueError(f"num_envs * num_steps ({self.batch_size}) must be divisible by "
                              f"num_minibatches ({self.num_minibatches})")
+        if self.validate_every < 0 or self.validation_scenarios < 1 or self.validation_days <= 0:
+            raise ValueError("validate_every must be >= 0, validation_scenarios >= 1 and validation_days > 0")
         if self.num_iterations < 1:
             raise ValueError("total_steps must cover at least one rollout (num_envs * num_steps)")
 

@@ -40,6 +40,7 @@ from policy.config import PPOConfig
 from policy.networks import ActorCritic
 from policy.ppo import IterationMetrics, TrainSnapshot, make_twin, train
 from policy.processes import spawn_pool, usable_cores
+from policy.validation import BestCheckpoint, validate, validation_suite
 
 TRAIN_STATE_FILE = "train_state.pt"
 
@@ -210,14 +211,32 @@ def _train_member(cfg: PPOConfig, k: int, members: int, out: Path, progress: boo
                             prior_kl=f"{m.prior_kl:.4f}", open=opened,
                             refresh=False)
 
+        keeper = BestCheckpoint.load(d) if resume is not None else BestCheckpoint()
+        suite = validation_suite(cfg.validation_scenarios, cfg.validation_days) if cfg.validate_every > 0 else []
+
+        def check(iteration: int, env_steps: int, agent: ActorCritic) -> None:
+            point = validate(agent, suite, iteration, env_steps)
+            keeper.offer(point, agent)
+            keeper.save(d)
+            best = keeper.best
+            if progress and best is not None:
+                bar.write(f"member {k + 1}/{members} iteration {iteration}: validation profit "
+                          f"{point.profit_eur_m2:.3f} EUR/m2 (best {best.profit_eur_m2:.3f} at iteration "
+                          f"{best.iteration})")
+
         result = train(member_cfg, progress=report, resume=resume, snapshot=save_snapshot,
-                       snapshot_every=snapshot_every)
+                       snapshot_every=snapshot_every, validate=check if suite else None)
     metrics: dict[str, Any] = {"train": result.metrics[-1]._asdict(), "train_seconds": time.perf_counter() - start,
                                "torch_threads": torch.get_num_threads()}
+    if keeper.best_state is not None:
+        # The checkpoint that earned the most on the validation suite serves, not the last iterate.
+        result.agent.load_state_dict(keeper.best_state)
+        metrics["validation"] = keeper.summary()
     if eval_steps > 0:
         metrics["eval"] = evaluate(result.agent, member_cfg, eval_steps, eval_envs)
     # The base cfg's seed is the run's; the member's own seed is recorded separately.
     save_member(d, result.agent, build_meta(cfg, seed=seed, member=k, metrics=metrics))
     snap_path.unlink(missing_ok=True)
+    (d / "best.pt").unlink(missing_ok=True)
     return MemberSummary(k, seed, d, "resumed" if resume is not None else "trained", metrics,
                          time.perf_counter() - start)

@@ -41,8 +41,9 @@ from policy.evaluate import (
 from policy.residual import Interlocked
 from twin.config import DEFAULT_ZONES as ZONES
 
-PAIRS = (("policy", "expert"), ("expert", "timer"), ("hindsight", "expert"))
-"""(a, b) rows whose per-scenario profit difference a - b the report gives with a bootstrap interval."""
+PAIRS = (("policy", "expert"), ("policy", "served"), ("expert", "timer"), ("hindsight", "expert"))
+"""(a, b) rows whose per-scenario profit difference a - b the report gives with a bootstrap interval;
+policy - served is what learning adds to its residual prior (the interlock is in both)."""
 
 
 def parse_seeds(text: str) -> tuple[int, int]:

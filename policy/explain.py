@@ -34,9 +34,10 @@ from twin.spec import FEATURES, ObservationSpec
 LOW_CONFIDENCE = 0.6
 """The runtime's default: decisions with confidence below this keep a history snapshot."""
 TOP_K = 3
-KEPT_FEATURES = frozenset({"target_low", "target_high", "forecast_temp", "forecast_solar",
-                           "hour_sin", "hour_cos", "growth_stage"})
-"""Context the baseline never moves: the task (targets), the weather ahead and the time."""
+KEPT_FEATURES = frozenset({"target_low", "target_high", "hour_sin", "hour_cos", "growth_stage"})
+"""Context the baseline never moves: the task (targets), the time and the season. The outlook (weather
+forecast, forecast light, prices) moves to its typical values like the state, so an explanation can
+name it: lamps planned against tomorrow's prices or a bright afternoon are decided by the outlook."""
 
 ModelFn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -105,7 +106,7 @@ def ensemble_score_fn(members: Sequence[ActorCritic]) -> ModelFn:
 def neutral_baseline(obs: ArrayLike, spec: ObservationSpec, typical: ArrayLike | None = None) -> np.ndarray:
     """The reference observation: moisture at band centre, state features at ``typical``, context kept.
 
-    ``obs`` is (D,) or (T, D). Targets, forecasts, time of day and growth stage stay as
+    ``obs`` is (D,) or (T, D). Targets, time of day and growth stage stay as
     observed (:data:`KEPT_FEATURES`); every other non-moisture feature moves to ``typical``
     (D,) if given (e.g. the training mean), else stays too.
     """

@@ -130,14 +130,21 @@ def _restore_rng(states: dict[str, Any], device: torch.device, gen: torch.Genera
         torch.cuda.set_rng_state(states["cuda"].cpu(), device)
 
 
+Validator = Callable[[int, int, ActorCritic], None]
+"""Called with (iteration, env steps, agent) every ``cfg.validate_every`` iterations and after the last."""
+
+
 def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None = None,
           resume: TrainSnapshot | None = None, snapshot: Callable[[TrainSnapshot], None] | None = None,
-          snapshot_every: int = 0) -> TrainResult:
+          snapshot_every: int = 0, validate: Validator | None = None,
+          init_state: dict[str, torch.Tensor] | None = None) -> TrainResult:
     """Train an :class:`ActorCritic` on the twin; deterministic for a given ``cfg.seed``.
 
     With ``snapshot`` and ``snapshot_every > 0`` the callback receives a :data:`TrainSnapshot`
     after every ``snapshot_every``-th iteration (not after the last: the result is the final
     state). Passing one back as ``resume`` continues from it instead of starting over.
+    ``init_state`` (an agent's ``state_dict``) fine-tunes a trained policy instead of a fresh one
+    (the nightly retraining starts from the incumbent); its BC warm start is skipped.
     With ``cfg.workers > 0`` the rollouts run on worker processes (:mod:`policy.parallel`),
     which are stopped and their shared memory released however training ends. On a
     ``torchrun`` rank the twin holds that rank's slice of the run's instances.
@@ -148,9 +155,9 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
 
         with ShmVectorTwin(cfg.num_envs, cfg.workers, seed=cfg.seed, device=cfg.device, instance_offset=offset,
                            **cfg.twin_kwargs()) as vec:
-            return _train(cfg, vec, progress, resume, snapshot, snapshot_every)
+            return _train(cfg, vec, progress, resume, snapshot, snapshot_every, validate, init_state)
     twin: VectorTwin = make_twin(cfg, instance_offset=offset)
-    return _train(cfg, twin, progress, resume, snapshot, snapshot_every)
+    return _train(cfg, twin, progress, resume, snapshot, snapshot_every, validate, init_state)
 
 
 class Demos(NamedTuple):
@@ -168,7 +175,8 @@ UPDATE_METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac
 
 def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetrics], None] | None,
            resume: TrainSnapshot | None, snapshot: Callable[[TrainSnapshot], None] | None,
-           snapshot_every: int) -> TrainResult:
+           snapshot_every: int, validate: Validator | None = None,
+           init_state: dict[str, torch.Tensor] | None = None) -> TrainResult:
     """The loop of :func:`train` on ``twin``: setup, then per iteration collect, GAE, update, log."""
     # ---- setup: seeds, ranks, agent, optimiser, BC warm start ------------------------------------
     torch.manual_seed(cfg.seed)
@@ -182,12 +190,14 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
     served = served_expert(zones)
     agent = ActorCritic(twin.observation_spec.dim, zones, cfg.hidden, cfg.shared_torso,
                         residual=served if cfg.residual else None, prior_logit=cfg.residual_prior_logit).to(device)
+    if init_state is not None:
+        agent.load_state_dict(init_state)
     ctx.prepare(agent)
     # foreach: one fused kernel per update step over all parameters instead of one per tensor
     # (the default on CUDA only); on CPU it cuts the update's optimiser time, same arithmetic.
     optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5, foreach=True)
     demos = _demonstrations(cfg, twin, device)
-    if demos is not None and resume is None and not cfg.residual:
+    if demos is not None and resume is None and init_state is None and not cfg.residual:
         _pretrain_bc(cfg, agent, optimizer, demos, gen)
 
     # ---- storage and the first observation ---------------------------------------------------
@@ -236,6 +246,9 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
         metrics.append(m)
         if progress is not None and ctx.is_main:
             progress(m)
+        if validate is not None and ctx.is_main and cfg.validate_every > 0 \
+                and (iteration % cfg.validate_every == 0 or iteration == cfg.num_iterations):
+            validate(iteration, env_steps, agent)
         if (snapshot is not None or ctx.active) and snapshot_every > 0 and iteration % snapshot_every == 0 \
                 and iteration < cfg.num_iterations:
             snap = _snapshot(iteration, env_steps, agent, optimizer, gen, scaler, twin, next_obs, metrics, device)

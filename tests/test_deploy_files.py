@@ -37,7 +37,7 @@ def test_settings_table_is_the_generated_one() -> None:
 
 def test_compose_services_wait_for_what_they_need(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert {"db", "mqtt", "init", "migrate", "greentwin", "audit-verify", "audit-purge"} <= set(services)
+    assert {"db", "mqtt", "init", "migrate", "greentwin", "audit-verify", "audit-purge", "retrain"} <= set(services)
     for name in ("db", "mqtt", "greentwin"):
         assert services[name]["healthcheck"]["test"], f"{name} has no health check"
     assert "/readyz" in " ".join(services["greentwin"]["healthcheck"]["test"])
@@ -52,7 +52,7 @@ def test_compose_keys_belong_to_the_container_user(compose: dict[str, Any]) -> N
     """The jobs that write or read keys run as the image's user, on the same state volume."""
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     assert f"--uid {CONTAINER_UID}" in dockerfile and re.search(r"^USER greentwin$", dockerfile, re.M)
-    for name in ("init", "migrate", "greentwin", "audit-verify", "audit-purge"):
+    for name in ("init", "migrate", "greentwin", "audit-verify", "audit-purge", "retrain"):
         service = compose["services"][name]
         assert service["user"].split(":")[0] == CONTAINER_UID, name
         assert "state:/var/lib/greentwin" in service["volumes"], name
@@ -70,6 +70,9 @@ def test_compose_secrets_are_declared_files_and_roles_split(compose: dict[str, A
     assert "db_owner_password" not in compose["services"]["greentwin"]["secrets"]
     assert "verify" in " ".join(compose["services"]["audit-verify"]["command"])
     assert "purge" in " ".join(compose["services"]["audit-purge"]["command"])
+    assert "db grant --role greentwin_app" in " ".join(compose["services"]["migrate"]["command"])
+    assert env["retrain"]["GREENTWIN_DB_ROLE"] == "greentwin_app"  # rows only: the registry, the runs
+    assert "greentwin retrain" in " ".join(compose["services"]["retrain"]["command"])
     text = (DEPLOY / "compose.yaml").read_text()
     assert not re.search(r"(?i)password\s*[:=]\s*[^/\s{]", text.replace("PASSWORD_FILE", "")), "a literal password"
 
@@ -92,17 +95,21 @@ def _unit(path: Path) -> configparser.ConfigParser:
     return parser
 
 
-def test_systemd_timers_start_oneshot_audit_jobs() -> None:
+def test_systemd_timers_start_oneshot_jobs() -> None:
     timers = sorted(DEPLOY.glob("*.timer"))
-    assert {t.stem for t in timers} == {"greentwin-audit-verify", "greentwin-audit-purge"}
+    assert {t.stem for t in timers} == {"greentwin-audit-verify", "greentwin-audit-purge", "greentwin-retrain"}
     for timer in timers:
         unit = _unit(timer)
         assert unit["Timer"]["OnCalendar"] and unit["Timer"]["Persistent"] == "true"
         service = _unit(timer.with_suffix(".service"))
         assert service["Service"]["Type"] == "oneshot" and service["Service"]["User"] == "greentwin"
-        assert f"audit {timer.stem.rsplit('-', 1)[1]}" in service["Service"]["ExecStart"]
+        job = timer.stem.removeprefix("greentwin-").replace("audit-", "audit ")
+        assert f"greentwin {job}" in service["Service"]["ExecStart"]
+    retrain = _unit(DEPLOY / "greentwin-retrain.service")["Service"]
+    assert retrain["SuccessExitStatus"].split() == ["3", "4"]  # refused and locked are not failures
     main = _unit(DEPLOY / "greentwin.service")["Service"]
     assert "db upgrade" in main["ExecStartPre"] and "serve" in main["ExecStart"]
+    assert "db grant --role greentwin_app" in main["ExecStartPre"]
     assert main["RestartPreventExitStatus"] == "2"  # a start that cannot proceed is not retried
 
 

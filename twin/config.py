@@ -444,6 +444,9 @@ class TwinConfig:
     """Probability of sand, loam and clay for each zone."""
     fixed_soils: tuple[str, ...] | None = None
     """If set, one soil name per zone instead of random draws (registered greenhouses)."""
+    zone_soils: tuple[tuple[float, float, float, float], ...] | None = None
+    """If set, one calibrated soil per zone, (field capacity, wilting point, saturation, hourly retention),
+    instead of the soil classes' table values: the twin of one greenhouse as its logs fitted it."""
     moisture_estimate: bool = True
     """Observed moisture is the per-zone Kalman estimate (what the runtime feeds the policy),
     with drifting probes excluded; False: the plain mean of the valid probes."""
@@ -464,6 +467,13 @@ class TwinConfig:
             unknown = [s for s in self.fixed_soils if s not in SOIL_INDEX]
             if unknown:
                 raise ValueError(f"unknown soil types {unknown}; known: {sorted(SOIL_INDEX)}")
+        if self.zone_soils is not None:
+            if len(self.zone_soils) != self.zones:
+                raise ValueError("zone_soils needs one soil per zone")
+            for fc, wp, sat, ret in self.zone_soils:
+                if not (0.0 <= wp < fc <= sat <= 1.0 and 0.0 < ret < 1.0):
+                    raise ValueError(f"zone_soils entry {(fc, wp, sat, ret)} is not a soil (0 <= wp < fc <= sat <= 1, "
+                                     "0 < retention < 1)")
         if abs(sum(self.soil_mix) - 1.0) > 1e-6:
             raise ValueError("soil_mix must sum to 1")
 
@@ -476,7 +486,10 @@ class TwinConfig:
         return max(1, round(self.episode_days * 86400.0 / self.dt_s))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if d["zone_soils"] is None:  # absent, as before the field existed: the hashes of trained policies hold
+            del d["zone_soils"]
+        return d
 
     def config_hash(self) -> str:
         """Stable hash recorded with every trained policy (which twin it learned in)."""

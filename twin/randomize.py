@@ -52,6 +52,9 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
         cum = np.cumsum(cfg.soil_mix)[:-1]
         soil = sum((xp.astype(u >= float(c), backend.int) for c in cum), start=xp.zeros_like(xp.astype(u, backend.int)))
     props = backend.take_rows(backend.asarray(table), soil)  # [N, Z, 4]
+    if cfg.zone_soils is not None:  # calibrated: every instance the greenhouse's own fitted zones
+        fitted = np.asarray(cfg.zone_soils, dtype=np.float32)[None, :, :]
+        props = backend.asarray(np.broadcast_to(fitted, (int(keys.shape[0]), z, 4)).copy())
     jit = backend.uniform(keys, episode, _S_SOIL_JITTER, 3 * z).reshape(-1, 3, z)
     fc = props[..., 0] * (0.92 + 0.16 * jit[:, 0])   # field capacity: +-8 %
     wp = props[..., 1] * (0.92 + 0.16 * jit[:, 1])   # wilting point: +-8 %

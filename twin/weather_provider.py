@@ -49,8 +49,9 @@ _API_KEYS = {"temperature_c": "temperature_2m", "relative_humidity_pct": "relati
 _WIND_UNITS = {"m/s": 1.0, "km/h": 1.0 / 3.6, "mp/h": 0.44704, "kn": 1852.0 / 3600.0}
 _HOUR, _DAY = np.timedelta64(3600, "s"), np.timedelta64(86400, "s")
 _MAX_BODY = 1 << 20
-MAX_HOURS = 24
-"""forecast_days=2 starts at today 00:00 UTC, so 24 h ahead is always covered."""
+MAX_HOURS = 48
+"""forecast_days=3 starts at today 00:00 UTC, so 48 h ahead is always covered (tomorrow's light needs
+up to +47 h)."""
 
 
 class WeatherDataError(ValueError):
@@ -214,9 +215,11 @@ class WeatherProvider:
         if not (timeout_s > 0 and retries >= 0 and cache_ttl_s >= 0):
             raise ValueError("need timeout_s > 0, retries >= 0 and cache_ttl_s >= 0")
         self.timeout_s, self.retries, self.cache_ttl_s = float(timeout_s), int(retries), float(cache_ttl_s)
+        self.configured = bool(base_url.strip())
+        """False for an empty ``base_url``: no request is made, every answer is the fallback."""
         self._url = base_url.rstrip("/") + "/v1/forecast"
         self._params = {"latitude": latitude, "longitude": longitude, "hourly": ",".join(_API_KEYS.values()),
-                        "wind_speed_unit": "ms", "timezone": "UTC", "forecast_days": 2}
+                        "wind_speed_unit": "ms", "timezone": "UTC", "forecast_days": 3}
         self._longitude, self._clock, self._utc_now = longitude, clock, utc_now
         self._client = httpx.Client(timeout=httpx.Timeout(self.timeout_s), transport=transport)
         self._lock = threading.Lock()  # guards cache, observations, rng and stats
@@ -232,6 +235,12 @@ class WeatherProvider:
         """A snapshot of the counters, safe to keep."""
         with self._lock:
             return dataclasses.replace(self._stats, errors=dict(self._stats.errors))
+
+    @property
+    def age_s(self) -> float | None:
+        """Seconds since the last live forecast was fetched (None: never)."""
+        with self._lock:
+            return None if self._cache is None else self._clock() - self._cached_at
 
     def close(self) -> None:
         """Release the HTTP connection pool."""
@@ -269,6 +278,8 @@ class WeatherProvider:
             hit = cached.window(start, hours, "cache") if cached is not None and age <= self.cache_ttl_s else None
             if hit is not None:
                 return self._count("cache", hit)
+            if not self.configured:
+                return self._degrade(start, hours, None)
             try:
                 retrying = Retrying(stop=stop_after_attempt(self.retries + 1), reraise=True,
                                     wait=wait_exponential(multiplier=0.05, min=0.05, max=0.5),
@@ -316,9 +327,10 @@ class WeatherProvider:
             logger.debug("weather attempt failed (%s): %s", kind, exc, exc_info=kind == "unexpected")
             raise
 
-    def _degrade(self, start: np.datetime64, hours: int, exc: Exception) -> HourlyWeather:
-        """Stale cache if it still covers the window, else yesterday's observations, else climatology."""
-        kind = _error_kind(exc)
+    def _degrade(self, start: np.datetime64, hours: int, exc: Exception | None) -> HourlyWeather:
+        """Stale cache if it still covers the window, else yesterday's observations, else climatology
+        (``exc`` None: no forecast is configured, which is a choice, not a failure worth a warning)."""
+        kind = "unconfigured" if exc is None else _error_kind(exc)
         reason, trace = f"{kind}: {exc}", kind == "unexpected"
         with self._lock:
             cached = self._cache
@@ -338,6 +350,7 @@ class WeatherProvider:
                     scale = mean[i] if name in _RELATIVE else 1.0
                     values[i, j] = np.clip(mean[i] + NOISE_STD[name] * scale * noise[i, j], *RANGES[name])
         used = sum(r is not None for r in rows)
-        logger.warning("weather fetch failed (%s); fallback from %d/%d observed hours, rest climatology",
-                       reason, used, hours, exc_info=trace)
+        logger.log(logging.DEBUG if exc is None else logging.WARNING,
+                   "weather fetch failed (%s); fallback from %d/%d observed hours, rest climatology",
+                   reason, used, hours, exc_info=trace)
         return self._count("fallback", HourlyWeather(times, *values, source="fallback"))

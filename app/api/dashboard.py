@@ -199,7 +199,7 @@ class Dashboard:
         ctl = self.runtime.controllers[gh]
         row = live_state.live(self.runtime, gh, self.edge, in_band_pct=self.in_band(gh, wait=wait),
                               unacked=self.alarms.unacknowledged(gh), economics=self.economics(gh, wait=wait),
-                              outlook=econ.outlook(ctl, self.runtime.dispatch.observations.get(gh)))
+                              decision_outlook=econ.outlook(ctl, self.runtime.dispatch.observations.get(gh)))
         return row.model_copy(update={"name": self.name(gh)})
 
     def overview(self, *, wait: bool = False) -> list[GreenhouseSummary]:

@@ -7,9 +7,10 @@ the controller's own totals: lamp hours x lamp power x the price of the hours th
 water today x the configured water price (the pump's energy, a few percent of the lamps', is left
 out, as are heating and labour).
 
-The price of an hour is what the decisions' price slots hold for it: the configured time-of-use tariff
-(all-in, as :func:`app.control.observation.tariff_outlook` fills them) until a price feed exists;
-:func:`hourly_price` is the one place that says so.
+The price of an hour here is the configured time-of-use tariff, all-in; with a day-ahead feed
+configured (``GREENTWIN_PRICE_URL``) the decisions see the feed's prices instead, and these costs stay
+on the tariff until the trend cells keep the recorded price of each hour. :func:`hourly_price` is the
+one place that says so.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def today(ctl: GreenhouseController, cached: DayEstimate | None, water_price_eur
     kg = cached.yield_kg if cached is not None else None
     revenue = None if kg is None else kg * fruit_price
     return EconomicsToday.model_construct(
-        day=day, dli_mol_m2=float(ctl.par_mol_today), lights_hours=float(ctl.lights_hours_today),
+        day=day, dli_mol_m2=float(ctl.crop_twin.dli_today), lights_hours=float(ctl.lights_hours_today),
         lamp_kwh=lamp_kwh, lamp_price_eur_mwh=price, energy_cost_eur=energy, water_l=water_l,
         water_price_eur_m3=water_price_eur_m3, water_cost_eur=water, fruit_price_eur_kg=fruit_price,
         yield_kg=kg, revenue_eur=revenue, profit_eur=None if revenue is None else revenue - energy - water,
@@ -190,9 +191,9 @@ def outlook(ctl: GreenhouseController, decided: tuple[datetime, Sequence[float]]
     if len(obs) != spec.dim:
         return None
     values = [float(v) for v in obs]
-    # Slot k is clock hour +k on the decision's own clock (the offset its telemetry carried), as the
-    # observation builder counts them; whole hours on from there in UTC.
-    first = ts.replace(minute=0, second=0, microsecond=0).astimezone(UTC)
+    # Slot k is clock hour +k on the site's clock, as the observation builder counts them (a half-hour
+    # zone's hours start at :30 UTC); whole hours on from there in UTC.
+    first = ts.astimezone(ctl.site_tz).replace(minute=0, second=0, microsecond=0).astimezone(UTC)
     slots = sl["price"].stop - sl["price"].start
     temp, solar = values[sl["forecast_temp"]], values[sl["forecast_solar"]]
     # Built for every live event of the page: without validation (the values are ours, typed above).

@@ -16,10 +16,12 @@ from app.api.edge_status import EdgeStatus
 from app.api.schemas import (
     ActuatorsLive,
     ClimateLive,
+    CropLive,
     EconomicsToday,
     GreenhouseLive,
     GreenhouseSummary,
     Outlook,
+    OutlookLive,
     ZoneLive,
 )
 from app.control import GreenhouseController
@@ -72,7 +74,7 @@ def _zone(ctl: GreenhouseController, i: int, tel: Any, estimate: dict[str, Any] 
 
 def live(runtime: Runtime, gh: str, edge: EdgeLookup, *, in_band_pct: float | None, unacked: int,
          now: datetime | None = None, economics: EconomicsToday | None = None,
-         outlook: Outlook | None = None) -> GreenhouseLive:
+         decision_outlook: Outlook | None = None) -> GreenhouseLive:
     """The greenhouse page's live state."""
     now = now or datetime.now(UTC)
     ctl = runtime.controllers[gh]
@@ -84,8 +86,8 @@ def live(runtime: Runtime, gh: str, edge: EdgeLookup, *, in_band_pct: float | No
     if ctl.mode == "manual":
         manual = [float(v) for v in ctl.manual_action.tolist()]
     return GreenhouseLive(
-        **_summary_fields(runtime, gh, edge, in_band_pct, unacked, now), economics=economics, outlook=outlook,
-        server_time=now, confidence=_finite(last["confidence"]) if last else None,
+        **_summary_fields(runtime, gh, edge, in_band_pct, unacked, now), economics=economics,
+        decision_outlook=decision_outlook, server_time=now, confidence=_finite(last["confidence"]) if last else None,
         last_decision_seq=int(last["seq"]) if last else None,
         last_decision_at=datetime.fromisoformat(last["ts"]) if last else None,
         manual_action=manual,
@@ -98,7 +100,19 @@ def live(runtime: Runtime, gh: str, edge: EdgeLookup, *, in_band_pct: float | No
             pump_confirmed_pct=tel.pump_pct if tel else None, flow_l_min=tel.flow_l_min if tel else None,
             pump_current_a=tel.pump_current_a if tel else None,
             light_commanded_pct=_finite(commanded["light_pct"]) if commanded else None,
-            light_confirmed_pct=tel.light_pct if tel else None, lights_hours_today=float(ctl.lights_hours_today)))
+            light_confirmed_pct=tel.light_pct if tel else None, lights_hours_today=float(ctl.lights_hours_today)),
+        crop=CropLive(**ctl.crop_estimates()), outlook=_outlook(runtime, ctl))
+
+
+def _outlook(runtime: Runtime, ctl: GreenhouseController) -> OutlookLive:
+    """The site outlook as this greenhouse's next decision will see it (its adder on the prices)."""
+    out = runtime.outlook.current
+    v = out.view()
+    return OutlookLive(issued=out.issued, weather_source=out.weather_source, weather_age_s=out.weather_age_s,
+                       price_source=out.price_source, price_age_s=out.price_age_s, alarms=list(out.alarms),
+                       forecast_temp_c=v["forecast_temp_c"], forecast_solar_w_m2=v["forecast_solar_w_m2"],
+                       price_eur_mwh=[round(p + ctl.obs_builder.tariff.adder_eur_mwh, 2) for p in v["price_eur_mwh"]],
+                       price_published=v["price_published"])
 
 
 def change_key(runtime: Runtime, gh: str) -> tuple[Any, ...]:

@@ -36,6 +36,33 @@ class ClimateLive(BaseModel):
     leaf_temp_c: float | None
 
 
+class CropLive(BaseModel):
+    """The crop twin's estimates: what no sensor measures, beside the measured climate."""
+
+    crop_day: float = Field(description="crop age, days since planting")
+    growth_stage: float = Field(description="fraction of the crop season elapsed")
+    dli_today_mol_m2: float = Field(description="PAR at the canopy since local midnight, natural plus lamps")
+    lamp_hours_today: float
+    yield_kg_m2: float = Field(description="fresh fruit harvested since the twin started")
+    lai: float | None = Field(description="leaf area index (null until the first telemetry)")
+    fruit_load_g_m2: float | None = Field(description="fruit on the plants, g CH2O per m2")
+
+
+class OutlookLive(BaseModel):
+    """The site's outlook every decision is made on now: where it came from, and its arrays."""
+
+    issued: datetime
+    weather_source: str = Field(description="live, cache or fallback (yesterday's weather, else climatology)")
+    weather_age_s: float | None
+    price_source: str = Field(description="live, cache, fallback (the tariff as a guess) or tariff (the contract)")
+    price_age_s: float | None
+    alarms: list[str]
+    forecast_temp_c: list[float] = Field(description="outside temperature, hours +1..+24")
+    forecast_solar_w_m2: list[float] = Field(description="outside global radiation, hours +1..+24")
+    price_eur_mwh: list[float] = Field(description="all-in price (spot plus adder) of clock hours +0..+23")
+    price_published: list[int] = Field(description="1: published day-ahead price; 0: the same hour a day earlier")
+
+
 class ActuatorsLive(BaseModel):
     pump_commanded_pct: float | None
     pump_confirmed_pct: float | None
@@ -136,7 +163,9 @@ class GreenhouseLive(GreenhouseSummary):
     zones: list[ZoneLive]
     climate: ClimateLive
     actuators: ActuatorsLive
-    outlook: Outlook | None = Field(description="the last decision's forecast and prices; null before one")
+    crop: CropLive
+    outlook: OutlookLive
+    decision_outlook: Outlook | None = Field(description="the last decision's forecast and prices; null before one")
 
 
 class HistoryResponse(BaseModel):

@@ -100,6 +100,20 @@ def set_password(*, session: Session, username: str, password: str) -> User:
     return user
 
 
+def set_roles(*, session: Session, username: str, roles: Sequence[str]) -> tuple[User, list[str]]:
+    """Replace the account's roles; returns it and the roles it had (each request reads roles anew,
+    so the change holds from the next request on)."""
+    wanted = validate_roles(roles)
+    user = get_user(session, username)
+    if user is None:
+        raise UnknownUser(f"no user {normalize_username(username)!r}")
+    before = sorted(user.roles)
+    if before != wanted:
+        user.role_rows = [UserRole(role=r) for r in wanted]
+        session.commit()
+    return user, before
+
+
 def bump_token_epoch(*, session: Session, user_id: int) -> None:
     """Revoke every token of the user issued so far (logout)."""
     session.execute(update(User).where(User.id == user_id).values(token_epoch=User.token_epoch + 1))

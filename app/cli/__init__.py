@@ -46,6 +46,16 @@ def _cmd_db(args: argparse.Namespace) -> int:
         if record is not None:
             print(f"audit trail dropped by {record['by']}: {record['reason']!r}; recorded in "
                   f"{Path(args.state_dir) / 'audit-trail-drops.jsonl'} with {len(record['chain_heads'])} chain heads")
+    elif args.db_command == "grant":
+        from app.cli.db_grant import grant
+
+        try:
+            grants = grant(db_cli.resolve_url(args.url), args.role)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for g in grants:
+            print(f"{args.role}: {', '.join(g.privileges)} on {g.table}")
     else:
         print(db_cli.current(args.url) or "none (not migrated)")
     return 0
@@ -53,15 +63,24 @@ def _cmd_db(args: argparse.Namespace) -> int:
 
 def _cmd_greenhouse_add(args: argparse.Namespace) -> int:
     from app.cli import db as db_cli
+    from app.cli.user import AccessTrail
     from app.core.db import SchemaOutOfDate
+    from audit.errors import AuditKeyError
 
+    trail = None
     try:
+        # The keys first: a registration that could not be sealed is not made.
+        trail = AccessTrail(args.url, args.state_dir)
         gh = db_cli.add_greenhouse(args.url, args.gh_id, zones=args.zones, soil=args.soil, name=args.name,
                                    daily_water_cap_l=args.daily_water_cap_l)
-    except (ValueError, SchemaOutOfDate) as exc:  # GreenhouseExists is a ValueError
+        trail.seal("greenhouse_register", db_cli.registration_payload(gh, args.soil, args.daily_water_cap_l))
+    except (ValueError, SchemaOutOfDate, AuditKeyError) as exc:  # GreenhouseExists is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"added greenhouse {gh.id} ({gh.zones} zones, {args.soil})")
+    finally:
+        if trail is not None:
+            trail.close()
+    print(f"added greenhouse {gh.id} ({gh.zones} zones, {args.soil}); sealed in the audit trail")
     return 0
 
 
@@ -75,6 +94,18 @@ def _cmd_demos(args: argparse.Namespace) -> int:
     from app.cli import demos as demos_cli
 
     return demos_cli.main(args)
+
+
+def _cmd_policy(args: argparse.Namespace) -> int:
+    from app.cli import policy as policy_cli
+
+    return policy_cli.main(args)
+
+
+def _cmd_retrain(args: argparse.Namespace) -> int:
+    from app.cli import retrain as retrain_cli
+
+    return retrain_cli.main(args)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -166,6 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--state-dir", default="state", help="where the confirmation is recorded")
     cur = dbs.add_parser("current")
     cur.add_argument("--url", default=None)
+    gr = dbs.add_parser("grant", help="give the service's restricted role exactly the rights it needs (run as "
+                                      "the owner after each upgrade; PostgreSQL)")
+    gr.add_argument("--role", required=True, help="the role the service connects as")
+    gr.add_argument("--url", default=None, help="the owner's URL; default: GREENTWIN_DATABASE_URL")
     db.set_defaults(handler=_cmd_db)
 
     gh = sub.add_parser("greenhouse", help="manage registered greenhouses")
@@ -177,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--name", default=None)
     add.add_argument("--daily-water-cap-l", type=float, default=250.0)
     add.add_argument("--url", default=None)
+    add.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
+                     "default: GREENTWIN_STATE_DIR or ./state)")
     add.set_defaults(handler=_cmd_greenhouse_add)
 
     from app.cli.user import add_user_arguments  # argparse only
@@ -191,6 +228,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_demos_arguments(dem)
     dem.set_defaults(handler=_cmd_demos)
 
+    from app.cli.policy import add_policy_arguments  # argparse only
+
+    pol = sub.add_parser("policy", help="the policy registry: list, promote VERSION, rollback")
+    add_policy_arguments(pol)
+    pol.set_defaults(handler=_cmd_policy)
+
+    from app.cli.retrain import add_retrain_arguments  # argparse only
+
+    ret = sub.add_parser("retrain", help="nightly retraining: calibrate, fine-tune, gate, promote (exit 0/1/3/4)")
+    add_retrain_arguments(ret)
+    ret.set_defaults(handler=_cmd_retrain)
+
     from policy.train_cli import add_train_arguments  # argparse only; torch loads when the command runs
 
     tr = sub.add_parser("train", help="train the PPO policy ensemble on the twin (resumable)")
@@ -202,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     ver = auds.add_parser("verify", help="check every chain; non-zero exit names the first bad record")
     ver.add_argument("--greenhouse", metavar="GH", default=None)
     ver.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    ver.add_argument("--anchors", metavar="FILE", default=None,
+                     help="exported chain heads to check against (default: GREENTWIN_AUDIT_ANCHOR_FILE, or "
+                          "audit-anchors.jsonl in GREENTWIN_STATE_DIR)")
     pur = auds.add_parser("purge", help="delete records older than N days (>= 180) behind a signed anchor")
     pur.add_argument("--older-than-days", type=int, default=180)
     pur.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
@@ -245,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=8000)
     demo.add_argument("--speed", type=float, default=60.0, help="simulated seconds per wall second")
     demo.add_argument("--data-dir", default="demo-data")
+    demo.add_argument("--retrain-after", type=float, default=90.0, metavar="S",
+                      help="first scheduled `greentwin retrain` this many seconds after start (GREENTWIN_RETRAIN_EVERY_S=0: none)")
     demo.set_defaults(handler=_cmd_demo)
 
     sim = sub.add_parser("plant-sim", help="edge-box emulator: twins speaking the MQTT contract")
@@ -254,6 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--zones", type=int, default=DEFAULT_ZONES)
     sim.add_argument("--mqtt-url", default=None, help="default: GREENTWIN_MQTT_URL")
+    sim.add_argument("--site-timezone", default=None, metavar="TZ",
+                     help="the service's site time zone, whose local hours the twins' days follow "
+                          "(default: GREENTWIN_SITE_TIMEZONE)")
+    sim.add_argument("--outlook-port", type=int, default=None, metavar="PORT",
+                     help="also serve the twin's weather forecast (Open-Meteo shape) and day-ahead prices over "
+                          "HTTP on 127.0.0.1:PORT, for GREENTWIN_WEATHER_URL and GREENTWIN_PRICE_URL (0: any free port)")
     # An edge box has its own certificate (CN = its greenhouse id), never the service's.
     sim.add_argument("--ca-file", default=None, help="the site CA (mqtts://)")
     sim.add_argument("--cert-file", default=None, help="the edge box's client certificate (PEM)")

@@ -66,8 +66,9 @@ def _open_store(args: argparse.Namespace) -> tuple[AuditStore, Engine]:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """``greentwin audit verify [--greenhouse GH] [--url URL]``: 0 when every chain verifies and holds every
-    stored decision, mode change and answered command; 1 naming the first bad record or what is missing."""
+    """``greentwin audit verify [--greenhouse GH] [--url URL] [--anchors FILE]``: 0 when every chain
+    verifies, holds every stored decision, mode change and answered command, and still holds the
+    head last exported to the anchor file; 1 naming the first bad record or what is missing."""
     from app.core.db import SchemaOutOfDate
 
     try:
@@ -77,15 +78,17 @@ def run_verify(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from app.audit_coverage import check_coverage
 
+    gh = getattr(args, "greenhouse", None)
     try:
-        results = store.verify(getattr(args, "greenhouse", None))
-        coverage = check_coverage(engine, store, getattr(args, "greenhouse", None))
+        results = store.verify(gh)
+        coverage = check_coverage(engine, store, gh)
+        anchor_lines, anchors_ok = _check_anchors(store, args, gh)
     finally:
         engine.dispose()
-    if not results and not coverage:
+    if not results and not coverage and not anchor_lines:
         print("no audit records")
         return EXIT_OK
-    status = EXIT_OK
+    status = EXIT_OK if anchors_ok else EXIT_TAMPER
     for r in results:
         if r.ok:
             print(f"ok   {r.greenhouse_id}: {r.records_checked} records verified (head seq {r.head_seq})")
@@ -97,7 +100,32 @@ def run_verify(args: argparse.Namespace) -> int:
         print(c.describe())
         if not c.ok:
             status = EXIT_TAMPER
+    for line in anchor_lines:
+        print(line)
     return status
+
+
+def _check_anchors(store: AuditStore, args: argparse.Namespace, gh: str | None) -> tuple[list[str], bool]:
+    """Lines about each chain against the newest external anchor of its head, and whether all hold.
+
+    A chain cut or rewritten after its head was exported fails even when what is left verifies."""
+    from app.anchoring import anchor_path
+    from audit.anchors import check_anchors, read_anchors
+
+    arg = getattr(args, "anchors", None)
+    path = Path(arg) if arg else anchor_path(get_settings(), get_settings().state_dir)
+    if not path.exists():
+        if arg:
+            return [f"FAIL anchors: {path} does not exist"], False
+        return [f"note: no anchor file at {path}; chain heads not checked against exported anchors "
+                "(--anchors FILE)"], True
+    anchors, problems = read_anchors(path, store.signer.public_key)
+    if gh is not None:
+        anchors = {g: cp for g, cp in anchors.items() if g == gh}
+    lines = [f"FAIL anchors: {p}" for p in problems]
+    checks = check_anchors(store, anchors)
+    lines += [c.describe().replace(": ", ": anchor: ", 1) for c in checks]
+    return lines, not problems and all(c.ok for c in checks)
 
 
 def run_purge(args: argparse.Namespace) -> int:

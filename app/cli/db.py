@@ -52,6 +52,9 @@ def _url(url: str | None) -> str:
     return url if url is not None else get_settings().database_url
 
 
+resolve_url = _url
+
+
 def upgrade(url: str | None = None, revision: str = "head") -> None:
     """Migrate the database forward to ``revision``."""
     command.upgrade(alembic_config(_url(url)), revision)
@@ -124,3 +127,9 @@ def add_greenhouse(
         except IntegrityError as exc:
             raise GreenhouseExists(f"greenhouse {gh_id!r} already exists") from exc
         return gh
+
+
+def registration_payload(gh: Greenhouse, soil: str, daily_water_cap_l: float) -> dict[str, Any]:
+    """What the access chain records of a registration (the same from the CLI and the API)."""
+    return {"greenhouse_id": gh.id, "name": gh.name, "zones": gh.zones, "soil": soil,
+            "daily_water_cap_l": daily_water_cap_l}

@@ -151,7 +151,7 @@ def run_report(args: argparse.Namespace) -> int:
     """``greentwin report --greenhouse GH --from ISO --to ISO --out FILE.pdf [--url URL]``."""
     from app.core.config import get_settings
     from app.core.db import SchemaOutOfDate, make_engine, make_session_factory, require_current_schema
-    from app.reports import collect_report_data
+    from app.reports import collect_report_data, site_energy_model
     from audit.report import render_report
     from audit.signing import sign_pdf
 
@@ -163,16 +163,18 @@ def run_report(args: argparse.Namespace) -> int:
         if end <= start:
             raise ValueError("--to must be after --from")
         identity = load_signing_identity(args)
+        settings = get_settings()  # a bad setting (a pydantic ValueError) is a usage error too
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    url = args.url or get_settings().database_url
+    url = args.url or settings.database_url
     engine = make_engine(url)
     try:
         require_current_schema(engine)
         verification = audit_verification(url, args.greenhouse)
         with make_session_factory(engine)() as session:
-            data = collect_report_data(session, args.greenhouse, start, end, verification=verification)
+            data = collect_report_data(session, args.greenhouse, start, end, verification=verification,
+                                       energy=site_energy_model(settings))
     except (SchemaOutOfDate, LookupError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -122,8 +122,10 @@ def run_demo(args: argparse.Namespace) -> int:
     from app.main import create_app
     from app.mqtt.connection import parse_mqtt_url
     from app.plant_sim import PlantSim
+    from app.plant_sim_outlook import OutlookServer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the outlook is asked every few seconds here
     data = Path(args.data_dir)
     data.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{(data / 'greentwin.sqlite3').resolve()}"
@@ -132,11 +134,25 @@ def run_demo(args: argparse.Namespace) -> int:
     # The simulated plants run `speed` times faster than the wall clock, so their timestamps run
     # ahead of it by design: the edge clock-skew check would refuse them after a minute.
     os.environ.setdefault("GREENTWIN_MAX_CLOCK_SKEW_S", str(10 * 365 * 86400))
+    # The nightly job, shortly after start and then every half hour, so it visibly runs end to end.
+    os.environ.setdefault("GREENTWIN_RETRAIN_EVERY_S", "1800")
+    os.environ.setdefault("GREENTWIN_RETRAIN_DIR", str((data / "retrain").resolve()))
+    os.environ.setdefault("GREENTWIN_POLICY_POLL_S", "10")
     settings = Settings()
     db_cli.upgrade(url)
-    for gh in ("gh1", "gh2"):
-        with contextlib.suppress(ValueError):  # already registered on an earlier run
-            db_cli.add_greenhouse(url, gh, zones=DEFAULT_ZONES, soil="loam")
+    from app.cli.user import AccessTrail
+
+    trail = AccessTrail(url, str(data / "state"))  # the demo's own audit keys; registrations are sealed
+    try:
+        for gh in ("gh1", "gh2"):
+            try:
+                registered = db_cli.add_greenhouse(url, gh, zones=DEFAULT_ZONES, soil="loam")
+            except ValueError:  # already registered on an earlier run
+                continue
+            trail.seal("greenhouse_register", db_cli.registration_payload(registered, "loam",
+                                                                          db_cli.DEFAULT_DAILY_WATER_CAP_L))
+    finally:
+        trail.close()
     logins = demo_logins(url)
 
     target = parse_mqtt_url(settings.mqtt_url)
@@ -148,27 +164,51 @@ def run_demo(args: argparse.Namespace) -> int:
     else:
         print(f"using the MQTT broker on {target.host}:{target.port}")
 
+    # The simulated plants have the registered soil, so the estimator's model matches them.
+    # and their days follow the site's clock, as the service reads their timestamps.
+    sim = PlantSim(settings.mqtt_url, ["gh1", "gh2"], speed=args.speed, dt_s=60.0, seed=0,
+                   twin_overrides={"fixed_soils": ("loam",) * 6}, site_timezone=settings.site_timezone)
+    # The simulated site's weather service and power exchange, offline on 127.0.0.1; asked every ten
+    # simulated minutes, as the plants run `speed` times faster than the wall clock.
+    outlook = OutlookServer(sim).start()
+    every = max(1.0, 600.0 / args.speed)
+    settings = settings.model_copy(update={"weather_url": settings.weather_url or outlook.url,
+                                           "price_url": settings.price_url or outlook.url,
+                                           "outlook_refresh_s": every, "outlook_cache_ttl_s": every})
     app = create_app(settings, state_dir=data / "state")
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning"))
-    # The simulated plants have the registered soil, so the estimator's model matches them.
-    sim = PlantSim(settings.mqtt_url, ["gh1", "gh2"], speed=args.speed, dt_s=60.0, seed=0,
-                   twin_overrides={"fixed_soils": ("loam",) * 6})
     stop = threading.Event()
     sim_thread = threading.Thread(target=lambda: (sim.start(), sim.run(stop)), name="plant-sim", daemon=True)
 
+    from app.retraining.schedule import RetrainSchedule
+
+    schedule = RetrainSchedule(settings.retrain_dir, first_s=args.retrain_after, every_s=settings.retrain_every_s) \
+        if settings.retrain_every_s > 0 else None
+
     async def main() -> None:
         serve = asyncio.create_task(server.serve())
+        retrain = asyncio.create_task(schedule.run()) if schedule is not None else None
         while not server.started and not serve.done():
             await asyncio.sleep(0.1)
         sim_thread.start()
         print(f"\ngreentwin demo: dashboard on http://127.0.0.1:{args.port}/  "
               "(API: /docs, /api/greenhouses, /metrics)")
-        print(f"two simulated greenhouses (gh1, gh2, loam soil) at {args.speed:g}x speed.")
+        print(f"two simulated greenhouses (gh1, gh2, loam soil) at {args.speed:g}x speed; their weather "
+              f"forecast and day-ahead prices on {outlook.url} (see /api/greenhouses/gh1/live).")
         print("logins for the dashboard and POST /api/auth/login (new passwords at every start):")
         for name, password in logins.items():
             print(f"  {name:<11} {password}")
+        if schedule is not None:
+            print(f"retraining (greentwin retrain, tiny budget) after {args.retrain_after:g} s, then every "
+                  f"{settings.retrain_every_s:g} s; the service swaps to a promoted ensemble within "
+                  f"{settings.policy_poll_s:g} s.")
         print("Ctrl-C stops everything.\n")
-        await serve
+        try:
+            await serve
+        finally:
+            if retrain is not None:
+                schedule.stop()  # type: ignore[union-attr]
+                retrain.cancel()
 
     try:
         asyncio.run(main())
@@ -177,6 +217,7 @@ def run_demo(args: argparse.Namespace) -> int:
     finally:
         stop.set()
         sim.close()
+        outlook.close()
         if broker is not None:
             broker.stop()
     return 0

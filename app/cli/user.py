@@ -1,8 +1,8 @@
-"""Handlers behind ``greentwin user add|list|disable``: API accounts and their roles.
+"""Handlers behind ``greentwin user add|list|disable|roles``: API accounts and their roles.
 
 A password comes from standard input with ``--password-stdin`` (one line, so it never shows in
-the process list or the shell history); without it one is generated and printed once. Adding
-and disabling accounts are sealed into the audit trail (``_access`` chain) with the operating
+the process list or the shell history); without it one is generated and printed once. Adding,
+disabling and role changes are sealed into the audit trail (``_access`` chain) with the operating
 system user as the actor, so they need the service's audit keys (demo mode: its own).
 """
 
@@ -24,7 +24,7 @@ EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def add_user_arguments(parser: argparse.ArgumentParser) -> None:
-    """``user add`` / ``user list`` / ``user disable`` (argparse only)."""
+    """``user add`` / ``user list`` / ``user disable`` / ``user roles`` (argparse only)."""
     sub = parser.add_subparsers(dest="user_command", required=True)
     add = sub.add_parser("add", help="create an account; prints a generated password unless --password-stdin")
     add.add_argument("name", metavar="NAME")
@@ -41,6 +41,13 @@ def add_user_arguments(parser: argparse.ArgumentParser) -> None:
     dis.add_argument("--url", default=None)
     dis.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
                      "default: GREENTWIN_STATE_DIR or ./state)")
+    rol = sub.add_parser("roles", help="replace an account's roles")
+    rol.add_argument("name", metavar="NAME")
+    rol.add_argument("--role", dest="roles", action="append", choices=ROLES, required=True,
+                     help="repeat for several roles; the account gets exactly these")
+    rol.add_argument("--url", default=None)
+    rol.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
+                     "default: GREENTWIN_STATE_DIR or ./state)")
 
 
 def _session(url: str | None) -> AbstractContextManager[Session]:
@@ -51,7 +58,7 @@ def _session(url: str | None) -> AbstractContextManager[Session]:
     return migrated_session(url or get_settings().database_url)
 
 
-class _AccessTrail:
+class AccessTrail:
     """User management is a human action: each change is sealed into the service-level chain.
 
     The keys are loaded before anything changes, so a command that could not be recorded
@@ -95,14 +102,14 @@ def _read_password(stream: TextIO) -> str:
 def main(args: argparse.Namespace) -> int:
     """Dispatch ``greentwin user ...``; exit 2 with a message for bad input, a taken name or an old schema."""
     from app.auth.passwords import check_password_policy, generate_password
-    from app.auth.users import UnknownUser, create_user, disable_user, list_users
+    from app.auth.users import UnknownUser, create_user, disable_user, list_users, set_roles
     from app.core.db import SchemaOutOfDate
     from audit.errors import AuditKeyError
 
-    trail: _AccessTrail | None = None
+    trail: AccessTrail | None = None
     try:
-        if args.user_command in ("add", "disable"):
-            trail = _AccessTrail(args.url, args.state_dir)
+        if args.user_command in ("add", "disable", "roles"):
+            trail = AccessTrail(args.url, args.state_dir)
         if args.user_command == "add":
             generated = not args.password_stdin
             password = generate_password() if generated else _read_password(sys.stdin)
@@ -124,6 +131,13 @@ def main(args: argparse.Namespace) -> int:
                     state = "disabled" if u.disabled_at is not None else "active"
                     last = u.last_login_at.isoformat(timespec="seconds") if u.last_login_at else "never"
                     print(f"{u.username:<24} {','.join(sorted(u.roles)):<28} {state:<9} last login {last}")
+        elif args.user_command == "roles":
+            with _session(args.url) as session:
+                user, before = set_roles(session=session, username=args.name, roles=args.roles)
+                after = sorted(user.roles)
+                print(f"user {user.username}: roles {', '.join(before)} -> {', '.join(after)}")
+            assert trail is not None
+            trail.seal("user_roles", {"username": user.username, "from_roles": before, "to_roles": after})
         else:
             with _session(args.url) as session:
                 user = disable_user(session=session, username=args.name)

@@ -3,6 +3,8 @@
 Read in this order; each module imports only modules above it (type hints aside):
 
 * :mod:`~app.control.records` - zones, mode events, decisions: the plain records every stage shares;
+* :mod:`~app.control.outlook` - the site's weather forecast and prices as a decision sees them;
+* :mod:`~app.control.crop_twin` - the crop beside the greenhouse: what no sensor measures;
 * :mod:`~app.control.step` - a message waiting (``Pending``) and between stages (``Step``);
 * :mod:`~app.control.observation` - held readings and irrigation memory: the policy's view;
 * :mod:`~app.control.estimation` - accounting, the Kalman estimate, the policy's observation;

@@ -2,6 +2,7 @@
 
     begin     estimation.begin      accounting: time step, water and light, valve feedback
     estimate  estimation.estimate   crop water demand, one Kalman update over every zone
+              estimation.grow_crops one crop-model step over every greenhouse's crop twin
     observe   estimation.observe    e-stop reported by telemetry, the policy's observation
     propose   proposal.propose      one ensemble forward per proposer
     finish    proposal.choose       e-stop / manual / vote / expert fallback, interlock
@@ -55,6 +56,7 @@ class DecisionBatch:
 
     def estimate(self) -> None:
         self._vectorised(estimation.estimate)
+        self._vectorised(estimation.grow_crops)  # apart: a retry must not repeat a Kalman update
 
     def observe(self, lo: int = 0, hi: int | None = None) -> None:
         self._each(estimation.observe, self.steps[lo:hi])

@@ -22,10 +22,12 @@ from zoneinfo import ZoneInfo
 import numpy as np
 
 from app.control.batch import DecisionBatch
+from app.control.crop_twin import CropTwin
 from app.control.estimation import soil_models
 from app.control.explain import explain_decisions
 from app.control.finish import COMMAND_IDS, command, watchdog_decision
 from app.control.observation import ObservationBuilder
+from app.control.outlook import Outlook
 from app.control.proposal import Proposer
 from app.control.records import ControlDecision, Mode, ModeEvent, ZoneSetup
 from app.control.step import Pending
@@ -85,17 +87,18 @@ class GreenhouseController:
         self.valve_changed_at: list[datetime | None] = [None] * self.z
         self.water_today_l = np.zeros(self.z)
         self.lights_hours_today = 0.0
-        self.par_mol_today = 0.0
-        """PAR received at the canopy since local midnight [mol/m2] (the observation's ``dli_today``)."""
+        """Lamp hours since site-local midnight: the one count the safety cap, the observation and the
+        API read (the crop twin keeps none of its own)."""
+        self.crop_twin = CropTwin(crop=self.crop, growth=twin_cfg.crop_growth)
+        """The crop beside this greenhouse: crop age, today's light and lamp hours, yield to date."""
         self.day: str | None = None
         self.last_ts: datetime | None = None
         self.history: Any = None  # policy.explain.ExplanationHistory, created with the first explanation
 
     # ---- the decision --------------------------------------------------------------------------
-    def on_telemetry(self, tel: Telemetry, forecast_temp_c: np.ndarray | None = None,
-                     forecast_solar_w_m2: np.ndarray | None = None) -> ControlDecision:
+    def on_telemetry(self, tel: Telemetry, outlook: Outlook | None = None) -> ControlDecision:
         """One accepted telemetry message -> one decision, explanation included (a batch of one)."""
-        batch = DecisionBatch([Pending(self, tel, forecast_temp_c, forecast_solar_w_m2)])
+        batch = DecisionBatch([Pending(self, tel, outlook)])
         decision = batch.run()[0]
         if decision.explain is not None:
             decision.explanation = explain_decisions(self.proposer, [decision.explain])[0]
@@ -168,6 +171,10 @@ class GreenhouseController:
         return event
 
     # ---- bookkeeping ---------------------------------------------------------------------------
+    def crop_estimates(self) -> dict[str, Any]:
+        """The crop twin's estimates with today's lamp hours as the safety cap counts them."""
+        return self.crop_twin.estimates(self.lights_hours_today)
+
     def roll_day(self, ts: datetime) -> None:
         """A new calendar day resets the daily water and light totals the caps are counted against."""
         day = ts.astimezone(self.site_tz).date().isoformat()
@@ -175,7 +182,6 @@ class GreenhouseController:
             self.day = day
             self.water_today_l = np.zeros(self.z)
             self.lights_hours_today = 0.0
-            self.par_mol_today = 0.0
 
     def valve_ages(self, ts: datetime) -> np.ndarray:
         """Seconds each valve has held its state (dwell limits); never switched counts as very old."""
@@ -196,7 +202,7 @@ class GreenhouseController:
                 "prev_action": self.prev_action.tolist(), "valve_failed": self.valve_failed.tolist(),
                 "valve_changed_at": [None if t is None else t.isoformat() for t in self.valve_changed_at],
                 "water_today_l": self.water_today_l.tolist(), "lights_hours_today": self.lights_hours_today,
-                "par_mol_today": self.par_mol_today,
+                "crop_twin": self.crop_twin.snapshot(),
                 "day": self.day, "last_ts": None if self.last_ts is None else self.last_ts.isoformat(),
                 "estimator": self.estimator.state_dict(),
                 "irrigation_24h_mm": self.obs_builder.irrigation_24h_mm.tolist(),
@@ -219,8 +225,15 @@ class GreenhouseController:
         self.valve_changed_at = [when(v) for v in snap["valve_changed_at"]]
         self.water_today_l = np.asarray(snap["water_today_l"], dtype=np.float64)
         self.lights_hours_today, self.day = float(snap["lights_hours_today"]), snap["day"]
-        self.par_mol_today = float(snap.get("par_mol_today", 0.0))  # snapshots written before the crop
         self.last_ts = when(snap["last_ts"])
+        if "crop_twin" in snap:
+            self.crop_twin.restore(snap["crop_twin"])
+        else:  # written before the crop twin: continue its day's totals and crop age, grow a fresh crop
+            first = when(snap["first_ts"])
+            self.crop_twin.date = snap["day"]
+            self.crop_twin.dli_today = float(snap.get("par_mol_today", 0.0))
+            if first is not None and self.last_ts is not None:
+                self.crop_twin.day += (self.last_ts - first).total_seconds() / 86400.0
         self.estimator.load_state_dict(snap["estimator"])
         self.obs_builder.irrigation_24h_mm = np.asarray(snap["irrigation_24h_mm"], dtype=np.float64)
         self.obs_builder.held = dict(snap["held"])

@@ -2,24 +2,26 @@
 
 :func:`begin` books the water and light since the last message (from the measured flow, not the
 command) and checks the valve feedback; :func:`estimate` computes every greenhouse's crop water
-demand and runs one Kalman update over all their zones; :func:`observe` latches an e-stop the
+demand and runs one Kalman update over all their zones; :func:`grow_crops` steps all their crop
+twins in one call of the crop model; :func:`observe` latches an e-stop the
 telemetry reports and builds the observation the policy sees.
 """
 
 from __future__ import annotations
 
 import math
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.control.crop_twin import grow_many
 from app.control.step import Pending, Step
 from app.mqtt.topics import Telemetry
 from twin.climate import PAR_PER_W_M2, crop_coefficient, reference_et0, saturation_vapour_kpa
 from twin.config import SOIL_INDEX, SOIL_TYPES, CropConfig
 from twin.estimator import PROBE_STATUS, ZoneSoilModel, update_many
 from twin.hydraulics import valve_failure_latch
-from twin.spec import FORECAST_HOURS
 
 if TYPE_CHECKING:
     from app.control.controller import GreenhouseController
@@ -54,12 +56,9 @@ def begin(item: Pending) -> Step:
     zone_water = account(ctl, tel, dt_s, alarms)
     ctl.water_today_l += zone_water
     ctl.lights_hours_today += tel.light_pct / 100.0 * dt_s / 3600.0
-    if tel.par_umol_m2_s is not None and math.isfinite(tel.par_umol_m2_s):
-        ctl.par_mol_today += max(float(tel.par_umol_m2_s), 0.0) * dt_s * 1e-6
-    builder = ctl.obs_builder
-    builder.add_irrigation(zone_water, dt_s)
-    day = builder.crop_day0 + (0.0 if builder.first_ts is None else (ts - builder.first_ts).total_seconds() / 86400.0)
-    return Step(ctl, item, dt_s, alarms, zone_water, day)
+    ctl.crop_twin.account(ts.astimezone(ctl.site_tz), dt_s, tel.par_umol_m2_s)
+    ctl.obs_builder.add_irrigation(zone_water, dt_s)
+    return Step(ctl, item, dt_s, alarms, zone_water, ctl.crop_twin.day)
 
 
 def account(ctl: GreenhouseController, tel: Telemetry, dt_s: float, alarms: list[str]) -> np.ndarray:
@@ -123,6 +122,21 @@ def estimate(steps: list[Step]) -> None:
         step.estimate = est
 
 
+def grow_crops(steps: list[Step]) -> None:
+    """Every greenhouse's crop twin one step on, in one call of the crop model: the measured canopy
+    climate (a missing reading holds its last value) and the root zone's FAO-56 stress factor."""
+    par, co2, leaf, stress = [], [], [], []
+    for step in steps:
+        tel, held, est = step.item.tel, step.ctl.obs_builder.held, step.estimate
+        assert est is not None
+        par.append(_reading(tel.par_umol_m2_s, held["par"]))
+        co2.append(_reading(tel.co2_ppm, held["co2"]))
+        leaf.append(_reading(tel.leaf_temp_c, held["leaf_temp"]))
+        stress.append(float(np.mean([min(max((t - m.wilting_point) * m.inv_stress_span, 0.0), 1.0)
+                                     for t, m in zip(est.theta.tolist(), step.ctl.estimator.models, strict=True)])))
+    grow_many([s.ctl.crop_twin for s in steps], [s.dt_s for s in steps], par, co2, leaf, stress)
+
+
 # ---- 3. observation -----------------------------------------------------------------------------
 
 
@@ -135,11 +149,17 @@ def observe(step: Step) -> None:
     step.sensor_ok = ~est.filled | (est.status == PROBE_STATUS.index("ok")).any(axis=1)
     if tel.estop and not ctl.estop_latched:
         step.events.append(ctl.estop("edge:estop", "telemetry reports the e-stop pressed", tel.ts))
-    fc_t = item.forecast_temp_c if item.forecast_temp_c is not None else np.full(FORECAST_HOURS, tel.air_temp_c or 20.0)
-    fc_s = item.forecast_solar_w_m2 if item.forecast_solar_w_m2 is not None else np.zeros(FORECAST_HOURS)
+    if item.outlook is not None:
+        step.outlook = item.outlook.at(tel.ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
+        step.alarms += list(step.outlook.alarms)
     step.obs, held = ctl.obs_builder.build(
-        ts=tel.ts, moisture=step.moisture, readings=tel.model_dump(), valve_open=np.asarray(tel.valve_open, float),
-        pump_pct=tel.pump_pct, light_pct=tel.light_pct, pump_current_a=tel.pump_current_a,
-        forecast_temp_c=fc_t, forecast_solar_w_m2=fc_s, valve_failed=ctl.valve_failed,
-        dli_today=ctl.par_mol_today, lamp_hours_today=ctl.lights_hours_today)
+        ts=tel.ts.astimezone(ctl.site_tz), moisture=step.moisture, readings=tel.model_dump(),
+        valve_open=np.asarray(tel.valve_open, float), pump_pct=tel.pump_pct, light_pct=tel.light_pct,
+        pump_current_a=tel.pump_current_a, outlook=step.outlook, valve_failed=ctl.valve_failed,
+        dli_today=ctl.crop_twin.dli_today, lamp_hours_today=ctl.lights_hours_today,
+        crop_day=ctl.crop_twin.day)
     step.alarms += [f"held:{name}" for name in held]
+
+
+def _reading(value: float | None, held: float) -> float:
+    return held if value is None or not math.isfinite(value) else float(value)

@@ -56,8 +56,12 @@ COMMAND_IDS = CommandIds()
 
 
 def clip_context(step: Step) -> ClipContext:
-    """The plant as the clipper needs it: previous action, valve ages, today's totals, moisture."""
+    """The plant as the clipper needs it: previous action, valve ages, today's totals, moisture.
+
+    The dark period and the lamp-hour cap read the site's clock, as the observation does: an edge box
+    writing UTC (or any offset) for a site elsewhere gets the site's 23:00-05:00, not its own."""
     ctl, tel = step.ctl, step.item.tel
+    local = tel.ts.astimezone(ctl.site_tz)
     moisture, sensor_ok = step.moisture, step.sensor_ok
     assert moisture is not None and sensor_ok is not None
     natural_par = math.nan if tel.par_umol_m2_s is None else \
@@ -66,7 +70,7 @@ def clip_context(step: Step) -> ClipContext:
                        zone_water_today_l=ctl.water_today_l, moisture_vwc=np.where(sensor_ok, moisture, np.nan),
                        sensor_ok=sensor_ok, saturation_vwc=ctl.saturation, natural_par_umol=natural_par,
                        lights_on_hours_today=ctl.lights_hours_today,
-                       local_hour=tel.ts.hour + tel.ts.minute / 60.0 + tel.ts.second / 3600.0,
+                       local_hour=local.hour + local.minute / 60.0 + local.second / 3600.0,
                        valve_failed=None if ctl.mode == "manual" else ctl.valve_failed >= 0.5)
 
 
@@ -99,8 +103,12 @@ def finish(step: Step, choice: Choice) -> ControlDecision:
     return ControlDecision(
         greenhouse_id=ctl.gh, seq=ctl.seq, ts=ts, actor=choice.actor, mode=cmd.mode,
         telemetry=tel.model_dump(mode="json"),
+        # etc_mm and irrigation_mm: the water balance of this step, which the nightly calibration fits to.
         estimate={"theta": step.moisture.tolist(), "std": est.std.tolist(), "probe_status": est.probe_status(),
-                  "filled": est.filled.tolist()},
+                  "filled": est.filled.tolist(), "outlook": None if step.outlook is None else step.outlook.record(),
+                  "crop_twin": ctl.crop_estimates(),
+                  "price_eur_mwh": float(obs[ctl.obs_builder.spec.slices["price"].start]),
+                  "etc_mm": float(step.etc_mm), "irrigation_mm": (step.zone_water / ctl.obs_builder.zone_area_m2).tolist()},
         member_actions=choice.members.tolist(), voted=action_dict(np.asarray(choice.action), ctl.z),
         clipped=action_dict(safe, ctl.z),
         rules_fired=[{"rule": f.rule_id, "actuator": f.actuator, "before": f.before, "after": f.after}

@@ -3,12 +3,12 @@
 The layout is the twin's (:class:`twin.spec.ObservationSpec`), filled from what the edge box
 reports instead of from simulated state: moisture from the Kalman estimate, climate from the
 readings (a missing reading holds its last value and is reported as held), irrigation from the
-flow meter, the forecast from the weather provider.
+flow meter, the weather forecast and the day-ahead prices from the site's :class:`Outlook`
+(:mod:`app.outlook_feed`), the crop's age and today's light from the greenhouse's crop twin.
 
-Not yet fed from the site: day-ahead electricity prices. Until a price feed exists the price slots
-hold the configured time-of-use tariff, all-in, marked unpublished (a forecast, as the twin marks its
-naive one), never a made-up zero that would make every lamp hour look free; tomorrow's light counts
-only the forecast hours that fall tomorrow.
+Without an outlook (a controller driven alone) the forecast is flat and the price slots hold the
+configured time-of-use tariff marked unpublished, never a made-up zero that would make every lamp
+hour look free. Clock features read ``ts`` in the site's local time, as the twin's hours are local.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from datetime import datetime
 
 import numpy as np
 
+from app.control.outlook import Outlook, unknown_outlook
 from twin.climate import PAR_PER_W_M2, crop_coefficient
 from twin.config import CropConfig, PriceConfig
 from twin.prices import tou_price
@@ -45,7 +46,7 @@ class ObservationBuilder:
     """Share of outside solar the cover lets through (the natural light forecasts)."""
     fruit_price_eur_kg: float = 1.0
     tariff: PriceConfig = field(default_factory=PriceConfig)
-    """The time-of-use tariff and adder the price slots hold while no day-ahead feed exists."""
+    """The grower's adder on the spot price, and the time-of-use tariff used without an outlook."""
     lamps_ours: bool = True
     """Whether greentwin controls this greenhouse's lamps (else its climate computer does)."""
     held: dict[str, float] = field(default_factory=lambda: dict(_DEFAULTS))
@@ -62,10 +63,12 @@ class ObservationBuilder:
 
     def build(self, *, ts: datetime, moisture: np.ndarray, readings: dict[str, float | None],
               valve_open: np.ndarray, pump_pct: float, light_pct: float, pump_current_a: float,
-              forecast_temp_c: np.ndarray, forecast_solar_w_m2: np.ndarray,
-              valve_failed: np.ndarray | None = None, dli_today: float = 0.0,
-              lamp_hours_today: float = 0.0) -> tuple[np.ndarray, list[str]]:
-        """Observation (D,) float32 and the names of readings that were held from earlier."""
+              outlook: Outlook | None = None, valve_failed: np.ndarray | None = None, dli_today: float = 0.0,
+              lamp_hours_today: float = 0.0, crop_day: float | None = None) -> tuple[np.ndarray, list[str]]:
+        """Observation (D,) float32 and the names of readings that were held from earlier.
+
+        ``ts`` in the site's local time; ``crop_day`` is the crop twin's age of the crop (else the
+        builder counts days since it first saw the greenhouse)."""
         held_names: list[str] = []
         for name, key in CLIMATE_FIELDS:
             value = readings.get(key)
@@ -75,8 +78,12 @@ class ObservationBuilder:
                 self.held[name] = float(value)
         if self.first_ts is None:
             self.first_ts = ts
-        day = self.crop_day0 + (ts - self.first_ts).total_seconds() / 86400.0
-        _, stage = crop_coefficient(np, self.crop, np.asarray([day]))
+        if crop_day is None:
+            crop_day = self.crop_day0 + (ts - self.first_ts).total_seconds() / 86400.0
+        if outlook is None:
+            outlook = unknown_outlook(ts, self.held["air_temp"],
+                                      tariff_outlook(self.tariff, ts, 24) - self.tariff.adder_eur_mwh)
+        _, stage = crop_coefficient(np, self.crop, np.asarray([crop_day]))
         hour = ts.hour + ts.minute / 60.0 + ts.second / 3600.0
         phase = 2.0 * math.pi * hour / 24.0
         sl = self.spec.slices
@@ -89,8 +96,9 @@ class ObservationBuilder:
         obs[sl["valve_failed"]] = 0.0 if valve_failed is None else valve_failed
         for name, _ in CLIMATE_FIELDS:
             obs[sl[name]] = self.held[name]
-        obs[sl["forecast_temp"]] = np.resize(forecast_temp_c, FORECAST_HOURS)
-        obs[sl["forecast_solar"]] = np.resize(forecast_solar_w_m2, FORECAST_HOURS)
+        solar = np.nan_to_num(outlook.forecast_solar_w_m2)
+        obs[sl["forecast_temp"]] = outlook.forecast_temp_c
+        obs[sl["forecast_solar"]] = solar[:FORECAST_HOURS]
         obs[sl["hour_sin"]] = math.sin(phase)
         obs[sl["hour_cos"]] = math.cos(phase)
         obs[sl["growth_stage"]] = float(stage[0])
@@ -99,13 +107,12 @@ class ObservationBuilder:
         obs[sl["pump_current"]] = pump_current_a / self.rated_current_a
         obs[sl["dli_today"]] = dli_today
         obs[sl["lamp_hours_today"]] = lamp_hours_today
-        solar = np.resize(np.nan_to_num(np.asarray(forecast_solar_w_m2, dtype=np.float64)), FORECAST_HOURS)
-        left = 23 - ts.hour  # whole clock hours left today after the current one (forecast +1..+24 h)
+        left = 23 - ts.hour  # whole clock hours left today after the current one (leads +1..+left)
         mol = self.transmissivity * PAR_PER_W_M2 * 3600.0 * 1e-6
         obs[sl["dli_natural_rest_today"]] = solar[:left].sum() * mol
         obs[sl["dli_natural_tomorrow"]] = solar[left:left + 24].sum() * mol
-        obs[sl["price"]] = tariff_outlook(self.tariff, ts, sl["price"].stop - sl["price"].start)
-        obs[sl["price_published"]] = 0.0
+        obs[sl["price"]] = outlook.price_eur_mwh + self.tariff.adder_eur_mwh
+        obs[sl["price_published"]] = outlook.price_published
         obs[sl["fruit_price"]] = self.fruit_price_eur_kg
         obs[sl["lamps_ours"]] = 1.0 if self.lamps_ours else 0.0
         obs = np.nan_to_num(obs, nan=0.0)

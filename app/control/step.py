@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app.control.outlook import Outlook
 from app.control.records import ModeEvent
 from app.mqtt.topics import Telemetry
 from twin.estimator import GreenhouseEstimate
@@ -22,8 +23,8 @@ class Pending:
 
     ctl: GreenhouseController
     tel: Telemetry
-    forecast_temp_c: np.ndarray | None = None
-    forecast_solar_w_m2: np.ndarray | None = None
+    outlook: Outlook | None = None
+    """The site's weather and price outlook at decision time (None: flat, see the observation)."""
 
 
 @dataclass
@@ -45,5 +46,7 @@ class Step:
     moisture: np.ndarray | None = None
     sensor_ok: np.ndarray | None = None
     obs: np.ndarray | None = None
+    outlook: Outlook | None = None
+    """The site outlook the observation was built on, moved on to the decision's hour."""
     # every member's action, batched (proposal.propose)
     members: np.ndarray | None = None

@@ -69,9 +69,6 @@ class Settings(BaseSettings):
     """The sliding window of `login_max_failures`."""
     site_timezone: str = "UTC"
     """The site's IANA time zone: the dashboard shows times in it (ISO-8601 with offset on hover)."""
-    water_price_eur_m3: float = Field(default=1.0, ge=0.0)
-    """Price of irrigation water [EUR/m3] for the dashboard's water cost today (tap water ~1, rainwater ~0)."""
-
     # Deployment: key files and the state directory (`greentwin init` makes all of them).
     audit_keys: SecretStr | None = None
     """Audit keyring JSON text; takes precedence over `audit_key` (for platforms that inject secrets as variables)."""
@@ -84,7 +81,7 @@ class Settings(BaseSettings):
     state_dir: Path = Path("state")
     """Controller snapshots, the decision spool and the demo's generated keys."""
 
-    @field_validator("audit_signing_key", "report_key", "report_cert", mode="before")
+    @field_validator("audit_signing_key", "report_key", "report_cert", "audit_anchor_file", mode="before")
     @classmethod
     def _empty_path_is_unset(cls, value: object) -> object:
         """``GREENTWIN_REPORT_KEY=`` (an empty line in an env file) means unset, not the working directory."""
@@ -92,6 +89,12 @@ class Settings(BaseSettings):
 
     audit_seal_stuck_s: float = Field(default=300.0, gt=0)
     """Seconds an audit event may wait to be sealed before /readyz fails (sealing is stuck)."""
+    audit_anchor_every_min: float = Field(default=15.0, gt=0)
+    """Minutes between exports of every audit chain's head, signed with the audit signing key, to `audit_anchor_file` (and `audit_anchor_url`); `greentwin audit verify` finds a chain cut or rewritten after its last export."""
+    audit_anchor_file: Path | None = None
+    """Append-only file of signed chain heads (archive it off the database host); default `audit-anchors.jsonl` in the state directory."""
+    audit_anchor_url: str | None = Field(default=None, repr=False)
+    """Also POST each export (JSON, the same signed lines) to this URL, e.g. a log service on another host; a failed POST is logged and the file still written."""
 
     # Edge input and broker access.
     max_clock_skew_s: float = Field(default=30.0, gt=0)
@@ -142,6 +145,41 @@ class Settings(BaseSettings):
     """How often a replica renews its leases and takes over expired ones (at most half of `lease_ttl_s`)."""
     replica_id: str | None = Field(default=None, min_length=1, max_length=128)
     """Names this replica in the lease table; by default the host and the state directory, so a restarted replica takes its own leases back at once."""
+
+    # The site's outlook: one weather and one price provider, shared by every greenhouse.
+    weather_url: str = ""
+    """Base URL of an Open-Meteo style hourly forecast API (`{url}/v1/forecast`); empty: no forecast is fetched and decisions see yesterday's observed weather, else a fixed climatology (recorded as `fallback`, no alarm)."""
+    site_latitude: float = Field(default=52.0, ge=-90.0, le=90.0)
+    """The site's latitude [deg] for the weather forecast."""
+    site_longitude: float = Field(default=5.0, ge=-180.0, le=180.0)
+    """The site's longitude [deg] for the weather forecast (and the climatology's solar time)."""
+    price_url: str = ""
+    """Base URL of the day-ahead price API (`GET {url}/v1/day-ahead`, JSON `{"unit": "EUR/MWh", "prices": [{"start": ISO, "eur_mwh": x}]}`); empty: the time-of-use tariff is the contract, every hour known."""
+    price_adder_eur_mwh: float = Field(default=30.0, ge=-1000.0, le=6000.0)
+    """Network, tax and supplier margin the grower pays on top of the spot or tariff price [EUR/MWh]."""
+    outlook_timeout_s: float = Field(default=3.0, gt=0, le=60.0)
+    """Time-out of one weather or price request (each of connect, send, read, and the whole body)."""
+    outlook_retries: int = Field(default=2, ge=0, le=10)
+    """Retries after a failed weather or price request (transport errors, 5xx, malformed data)."""
+    outlook_cache_ttl_s: float = Field(default=900.0, ge=0)
+    """How long a fetched forecast or price list is reused before the next refresh asks again."""
+    outlook_refresh_s: float = Field(default=300.0, gt=0)
+    """How often the outlook is refreshed, off the event loop; a decision never waits for it."""
+    outlook_stale_s: float = Field(default=3 * 3600.0, gt=0)
+    """A configured source whose data is older than this, or that fell back, raises an `outlook_*` alarm on every decision until it recovers."""
+    # Policy registry and nightly retraining (app.registry, app.retraining).
+    policy_poll_s: float = Field(default=30.0, gt=0, le=3600.0)
+    """How often the service checks the policy registry for a newly promoted ensemble and swaps to it (no restart)."""
+    retrain_dir: Path = Path("retrain")
+    """Where `greentwin retrain` keeps its runs (one resumable folder each) and the candidate ensembles it registers."""
+    retrain_every_s: float = Field(default=0.0, ge=0.0)
+    """`greentwin demo` only: run the retraining job this often with a tiny budget (0: never; the demo sets its own). Production schedules `greentwin retrain` with the systemd timer or the compose service."""
+
+    # The site's economics: what the policy's observation and the PDF report's money both price.
+    fruit_price_eur_kg: float = Field(default=1.0, gt=0.0, le=10.0)
+    """What the grower is paid per kg of fresh fruit [EUR/kg]: the observation's fruit price (its range ends at 10) and the report's revenue."""
+    water_price_eur_m3: float = Field(default=0.75, ge=0.0, le=100.0)
+    """What irrigation water costs [EUR/m3]: the report's water cost and the dashboard's water cost today (tap water ~1, rainwater ~0)."""
 
     @model_validator(mode="after")
     def _renew_well_within_ttl(self) -> Self:

@@ -5,7 +5,7 @@ Rendering and signing stay in :mod:`audit.report` and :mod:`audit.signing`, whic
 
 from __future__ import annotations
 
-from app.reports.collect import collect_report_data
+from app.reports.collect import collect_report_data, site_energy_model
 from app.reports.describe import feature_names, saliency_map
 
-__all__ = ["collect_report_data", "feature_names", "saliency_map"]
+__all__ = ["collect_report_data", "feature_names", "saliency_map", "site_energy_model"]

@@ -22,10 +22,11 @@ Accounting (the same conventions as :class:`app.control.controller.GreenhouseCon
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -58,6 +59,9 @@ from audit.report.data import (
     utc,
 )
 
+if TYPE_CHECKING:
+    from app.core.config import Settings
+
 _STREAM_BATCH = 1000
 
 
@@ -75,6 +79,10 @@ class _Collector:
         self.max_log = max_log_entries
         self.max_heatmaps = max_heatmaps
         self.prev_ts, self.prev_valves = prev if prev is not None else (None, [0.0] * self.z)
+        self.prev_yield: float | None = None
+        econ = data.economics
+        econ.floor_m2, econ.fruit_price_eur_kg = self.z * energy.zone_area_m2, energy.fruit_price_eur_kg
+        econ.water_price_eur_m3 = energy.water_price_eur_m3
         self.hour: HourSummary | None = None
         self.policy_counts: Counter[str] = Counter()
         self.policy_span: dict[str, tuple[datetime, datetime]] = {}
@@ -121,14 +129,17 @@ class _Collector:
         self.prev_ts = ts
 
         # lights and energy
+        lamp_kwh = 0.0
         if "light_pct" in tel:
             light = json_number(tel, "light_pct")
             hour.light_pct_sum += light
             hour.light_n += 1
             d.lamp_hours += light / 100.0 * dt_h
-            area = self.z * self.energy.zone_area_m2
-            d.energy_lamps_kwh += self.energy.lamp_power_w_m2 * area * light / 100.0 * dt_h / 1000.0
-        d.energy_pump_kwh += self.energy.pump_rated_kw * json_number(tel, "pump_pct") / 100.0 * dt_h
+            lamp_kwh = self.energy.lamp_power_w_m2 * d.economics.floor_m2 * light / 100.0 * dt_h / 1000.0
+            d.energy_lamps_kwh += lamp_kwh
+        pump_kwh = self.energy.pump_rated_kw * json_number(tel, "pump_pct") / 100.0 * dt_h
+        d.energy_pump_kwh += pump_kwh
+        self._money(row.estimate if isinstance(row.estimate, dict) else {}, dt_h, litres, lamp_kwh, pump_kwh)
 
         # moisture against each zone's band
         theta = json_floats(row.estimate.get("theta") if isinstance(row.estimate, dict) else None, self.z)
@@ -196,6 +207,28 @@ class _Collector:
         if not keep_all and self.all_entries:
             self.all_entries = []  # too long for a full log: condensed from here on
 
+    def _money(self, estimate: dict[str, Any], dt_h: float, litres: float, lamp_kwh: float, pump_kwh: float) -> None:
+        """The economic view of one interval: energy at its recorded price, water, the crop twin's harvest."""
+        econ = self.data.economics
+        price = estimate.get("price_eur_mwh")
+        if isinstance(price, int | float) and math.isfinite(price):
+            econ.energy_cost_eur += (lamp_kwh + pump_kwh) * price / 1000.0
+            econ.lamp_paid_eur += lamp_kwh * price / 1000.0
+            econ.lamp_kwh_priced += lamp_kwh
+            econ.priced_hours += dt_h
+            econ.price_hours_eur_mwh += price * dt_h
+        else:
+            econ.unpriced_hours += dt_h
+        econ.water_cost_eur += max(litres, 0.0) / 1000.0 * self.energy.water_price_eur_m3
+        crop = estimate.get("crop_twin")
+        grown = crop.get("yield_kg_m2") if isinstance(crop, dict) else None
+        if isinstance(grown, int | float) and math.isfinite(grown):
+            if self.prev_yield is not None:  # a restarted crop twin counts from zero again
+                gained = grown - self.prev_yield if grown >= self.prev_yield else grown
+                econ.yield_kg += gained * econ.floor_m2
+                econ.revenue_eur += gained * econ.floor_m2 * self.energy.fruit_price_eur_kg
+            self.prev_yield = grown
+
     def finish(self) -> None:
         d = self.data
         if self.hour is not None:
@@ -206,6 +239,11 @@ class _Collector:
             d.condensed = True
         d.clips_by_rule = dict(sorted(self.clips.items()))
         d.policies = [PolicyUse(v, n, *self.policy_span[v]) for v, n in sorted(self.policy_counts.items())]
+
+
+def site_energy_model(settings: Settings) -> EnergyModel:
+    """The report's economics at the site's configured prices, the ones the policy's observation sees."""
+    return EnergyModel(fruit_price_eur_kg=settings.fruit_price_eur_kg, water_price_eur_m3=settings.water_price_eur_m3)
 
 
 def collect_report_data(

@@ -14,7 +14,7 @@ from app.control.records import ControlDecision, ExplainRequest, ModeEvent
 
 Key = tuple[str, str, int]
 """(kind, greenhouse, seq): a record's identity (an ack's "seq" is :func:`ack_key` of its cmd_id)."""
-AUDIT_TO_JOB_KIND = {"decision": "decision", "command_ack": "ack"}
+AUDIT_TO_JOB_KIND = {"decision": "decision", "command_ack": "ack", "policy_swap": "policy_swap"}
 """Job kind of an audit record kind; every other kind is a mode change."""
 
 
@@ -27,10 +27,12 @@ def ack_key(cmd_id: str) -> int:
 class Job:
     """One record to store; ``request`` is set for an ensemble decision still to be explained.
 
+    A ``policy_swap`` is the service switching ensembles: only an audit record (its "seq" a random
+    62-bit id), and the writer explains the decisions after it with the new ensemble.
     An ``ack`` is the edge box's answer to a command (or ``timeout``): ``row`` carries the cmd_id,
     status and reason; it updates the decision's ``ack_status`` and is sealed as ``command_ack``."""
 
-    kind: Literal["decision", "mode_change", "ack"]
+    kind: Literal["decision", "mode_change", "ack", "policy_swap"]
     row: dict[str, Any]
     audit_kind: str
     actor: str
@@ -87,3 +89,9 @@ class Job:
         """The edge box's answer to a command (or ``timeout``), sealed as ``command_ack``."""
         row = {"greenhouse_id": gh, "cmd_id": str(cmd_id), "status": status, "reason": reason, "ts": ts}
         return cls("ack", row, "command_ack", "edge", ts)
+
+    @classmethod
+    def policy_swap(cls, gh: str, ts: datetime, payload: dict[str, Any], actor: str) -> Job:
+        """The greenhouse's ensemble switched (``payload``: from/to versions, directory, who promoted)."""
+        row = {"greenhouse_id": gh, "seq": uuid.uuid4().int >> 66, "ts": ts, **payload}
+        return cls("policy_swap", row, "policy_swap", actor, ts)

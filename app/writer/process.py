@@ -91,19 +91,34 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
                           recorder.dead_letters)
     given = pickle.loads(cfg.proposer) if cfg.proposer is not None else None
     loaded: dict[int, Proposer] = {}
+    current_dir = [cfg.policy_dir]
 
     def proposer_for(zones: int | None) -> Proposer | None:
         if given is not None or zones is None:
             return given
         if zones not in loaded:
-            loaded[zones] = load_proposer(cfg.policy_dir, zones)
+            loaded[zones] = load_proposer(current_dir[0], zones)
             if "torch" in sys.modules:  # one thread: this process should not crowd the control loop
                 sys.modules["torch"].set_num_threads(1)
         return loaded[zones]
 
     for zones in cfg.zones:
         proposer_for(zones)
-    store = DecisionStore(recorder, proposer_for, audit=audit)
+    def switch(directory: Path) -> None:
+        """Decisions journaled after a policy swap were taken by the new ensemble: explain them with it."""
+        if given is not None or directory == current_dir[0]:
+            return
+        try:
+            fresh = {z: load_proposer(directory, z) for z in loaded}
+        except Exception:  # explanations stay with the old ensemble; the decisions are stored anyway
+            log.exception("writer: cannot load the ensemble at %s for explanations", directory)
+            return
+        loaded.clear()
+        loaded.update(fresh)
+        current_dir[0] = directory
+
+    store = DecisionStore(recorder, proposer_for, audit=audit,
+                          on_swap=lambda job: switch(Path(str(job.row["directory"]))))
     reader = JournalReader(cfg.journal)
     gc.collect()
     gc.freeze()  # what is loaded now stays: full collections need not walk it (see Runtime.start)

@@ -15,24 +15,29 @@ from app.recorder import DecisionRecorder
 from app.writer.jobs import AUDIT_TO_JOB_KIND, Job, Key, ack_key
 
 log = logging.getLogger(__name__)
+ROW_KINDS = frozenset({"decision", "mode_change", "ack"})
+"""Job kinds with a database row; the others are audit records only."""
 
 
 class DecisionStore:
     """One round: explain, write (one transaction or one spool append), queue the audit events."""
 
     def __init__(self, recorder: DecisionRecorder, proposer_for: Callable[[int | None], Proposer | None], *,
-                 audit: AuditSink | None = None) -> None:
+                 audit: AuditSink | None = None, on_swap: Callable[[Job], None] | None = None) -> None:
         self.recorder = recorder
         self.proposer_for = proposer_for
         self.audit = audit
+        self.on_swap = on_swap
+        """Called at each ``policy_swap`` among the jobs, in journal order: the decisions after it
+        are explained with the ensemble it names."""
 
     def store(self, jobs: list[Job], *, skip_stored: bool = False) -> list[Job]:
         """Store ``jobs`` in order; ``skip_stored`` first drops those already in the database (a
         replay after a crash). Returns the jobs stored by this call."""
         to_store, to_audit = (self._not_stored(jobs), self._not_audited(jobs)) if skip_stored else (jobs, jobs)
         needed = {id(j) for j in (*to_store, *to_audit)}
-        self._explain([j for j in jobs if id(j) in needed])  # a row and its audit record carry the explanation
-        self.recorder.record_many([(j.kind, j.row) for j in to_store])
+        self._explain_in_order(jobs, needed)  # a row and its audit record carry the explanation
+        self.recorder.record_many([(j.kind, j.row) for j in to_store if j.kind in ROW_KINDS])
         if self.audit is not None:
             for j in to_audit:
                 self.audit.add(str(j.row["greenhouse_id"]), j.audit_kind, j.actor, j.row, j.ts)
@@ -71,6 +76,18 @@ class DecisionStore:
         except OperationalError:  # cannot tell: all go to the spool, whose write-back skips stored rows
             log.warning("database unavailable while replaying %d journaled records: spooling them all", len(jobs))
         return [j for j in jobs if j.key not in stored]
+
+    def _explain_in_order(self, jobs: list[Job], needed: set[int]) -> None:
+        """Explain the ``needed`` jobs, switching ensembles at each policy swap on the way."""
+        segment: list[Job] = []
+        for j in jobs:
+            if j.kind == "policy_swap" and self.on_swap is not None:
+                self._explain(segment)
+                segment = []
+                self.on_swap(j)
+            elif id(j) in needed:
+                segment.append(j)
+        self._explain(segment)
 
     def _explain(self, jobs: list[Job]) -> None:
         groups: dict[int, tuple[Proposer, list[Job]]] = {}

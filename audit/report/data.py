@@ -25,11 +25,56 @@ MIN_DT_S = 1.0
 
 @dataclass(frozen=True)
 class EnergyModel:
-    """Electrical constants for the energy estimate (defaults mirror ``twin.config``)."""
+    """Electrical constants for the energy estimate and the prices of the economic view (defaults
+    mirror ``twin.config``: the reference fruit price, the middle of the water price range)."""
 
     lamp_power_w_m2: float = 100.0
     zone_area_m2: float = 50.0
     pump_rated_kw: float = 0.75
+    fruit_price_eur_kg: float = 1.0
+    water_price_eur_m3: float = 0.75
+
+
+@dataclass
+class Economics:
+    """The period's money as the decisions saw it: each interval's energy at the all-in electricity
+    price its decision recorded, water at the model's price, fruit harvested by the crop twin
+    (the evaluation's definitions, ``policy.evaluate``: profit is revenue less energy and water;
+    price capture is the price paid per lamp MWh over the period's time-averaged price)."""
+
+    yield_kg: float = 0.0
+    floor_m2: float = 0.0
+    fruit_price_eur_kg: float = 1.0
+    water_price_eur_m3: float = 0.75
+    revenue_eur: float = 0.0
+    energy_cost_eur: float = 0.0
+    water_cost_eur: float = 0.0
+    lamp_kwh_priced: float = 0.0
+    lamp_paid_eur: float = 0.0
+    priced_hours: float = 0.0
+    price_hours_eur_mwh: float = 0.0
+    """Integral of the all-in price over the priced hours [EUR/MWh x h]."""
+    unpriced_hours: float = 0.0
+    """Intervals whose decision recorded no price (made before prices were recorded): no energy cost."""
+
+    @property
+    def profit_eur(self) -> float:
+        return self.revenue_eur - self.energy_cost_eur - self.water_cost_eur
+
+    @property
+    def mean_price_eur_mwh(self) -> float | None:
+        return self.price_hours_eur_mwh / self.priced_hours if self.priced_hours > 0 else None
+
+    @property
+    def lamp_price_eur_mwh(self) -> float | None:
+        """What the lamps paid per MWh; None without lamp energy."""
+        return 1000.0 * self.lamp_paid_eur / self.lamp_kwh_priced if self.lamp_kwh_priced > 0 else None
+
+    @property
+    def price_capture(self) -> float | None:
+        """Lamp price over the average price: below 1, the lamps ran in cheaper hours than average."""
+        lamp, mean = self.lamp_price_eur_mwh, self.mean_price_eur_mwh
+        return lamp / mean if lamp is not None and mean else None
 
 
 @dataclass(frozen=True)
@@ -184,6 +229,7 @@ class ReportData:
     saliency_maps: list[SaliencyMap] = field(default_factory=list)
     saliency_total: int = 0
     """Low-confidence decisions carrying a saliency history (``saliency_maps`` holds the first ones)."""
+    economics: Economics = field(default_factory=Economics)
 
     @property
     def saliency_omitted(self) -> int:

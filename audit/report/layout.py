@@ -87,6 +87,7 @@ def _summary(data: ReportData) -> list[Flowable]:
         ["Audit trail verification", p(data.verification)],
     ]
     out: list[Flowable] = [Paragraph("Summary", H2), Table(rows, colWidths=[80 * mm, 90 * mm], style=GRID)]
+    out += [Spacer(1, 4 * mm), *_economics(data)]
     zone_rows = [[f"{z.index}", f"{z.low:.3f}-{z.high:.3f}", _fmt(z.water_l), _fmt(z.time_in_band_pct),
                   _fmt(z.hours_below), _fmt(z.hours_above), _fmt(z.hours_observed)] for z in data.zones]
     out += [Spacer(1, 4 * mm), Paragraph("Zones", H2),
@@ -99,6 +100,31 @@ def _summary(data: ReportData) -> list[Flowable]:
                   else [["Version", "Decisions", "First", "Last"], ["none", "0", "-", "-"]],
                   colWidths=[50 * mm, 22 * mm, 42 * mm, 42 * mm], style=GRID)]
     return out
+
+
+def _economics(data: ReportData) -> list[Flowable]:
+    """Yield, revenue, energy and water cost, profit, and what the lamps paid against the average price."""
+    e = data.economics
+    per_m2 = (lambda v: f" ({_fmt(v / e.floor_m2, 3)} per m2)") if e.floor_m2 > 0 else (lambda v: "")
+    capture = e.price_capture
+    rows: list[list[Any]] = [
+        ["Quantity", "Value"],
+        ["Yield, fresh fruit (kg)", f"{_fmt(e.yield_kg, 2)}{per_m2(e.yield_kg)}"],
+        ["Revenue (EUR)", f"{_fmt(e.revenue_eur, 2)}{per_m2(e.revenue_eur)}"],
+        ["Energy cost (EUR)", f"{_fmt(e.energy_cost_eur, 2)}{per_m2(e.energy_cost_eur)}"],
+        ["Water cost (EUR)", f"{_fmt(e.water_cost_eur, 2)}{per_m2(e.water_cost_eur)}"],
+        ["Profit (EUR)", f"{_fmt(e.profit_eur, 2)}{per_m2(e.profit_eur)}"],
+        ["Price the lamps paid / period average (EUR/MWh)",
+         f"{_fmt(e.lamp_price_eur_mwh)} / {_fmt(e.mean_price_eur_mwh)}"],
+        ["Lamp price capture (paid / average)", "-" if capture is None else f"{capture:.2f}"],
+    ]
+    note = ("Energy at the all-in electricity price each decision recorded for its hour; water at "
+            f"{_fmt(e.water_price_eur_m3, 2)} EUR/m3; yield is the crop twin's harvest at "
+            f"{_fmt(e.fruit_price_eur_kg, 2)} EUR/kg. "
+            "A capture below 1 means the lamps ran in cheaper hours than the period's average.")
+    if e.unpriced_hours > 0:
+        note += f" {_fmt(e.unpriced_hours, 1)} h had no recorded price and carry no energy cost."
+    return [Paragraph("Economics", H2), Table(rows, colWidths=[80 * mm, 90 * mm], style=GRID), p(note, SMALL)]
 
 
 def _safety_and_modes(data: ReportData) -> list[Flowable]:

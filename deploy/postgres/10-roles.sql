@@ -14,9 +14,10 @@ GRANT CONNECT, TEMPORARY ON DATABASE greentwin TO greentwin_app;
 \connect greentwin
 REVOKE CREATE ON SCHEMA public FROM PUBLIC;
 GRANT USAGE ON SCHEMA public TO greentwin_app;
--- Tables the owner creates from now on (every migration) are usable by the service at once.
--- The audit trail's append-only triggers still refuse UPDATE and DELETE on sealed records.
+-- Tables the owner creates from now on (every migration) can be read and appended to by the
+-- service at once; `greentwin db grant --role greentwin_app` (run after every upgrade) adds
+-- UPDATE and DELETE only where the service changes rows, never on the audit trail's tables.
 ALTER DEFAULT PRIVILEGES FOR ROLE greentwin_owner IN SCHEMA public
-    GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO greentwin_app;
+    GRANT SELECT, INSERT ON TABLES TO greentwin_app;
 ALTER DEFAULT PRIVILEGES FOR ROLE greentwin_owner IN SCHEMA public
-    GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO greentwin_app;
+    GRANT USAGE, SELECT ON SEQUENCES TO greentwin_app;

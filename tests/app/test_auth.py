@@ -21,7 +21,7 @@ from app.cli import db as db_cli
 from app.cli import main as cli_main
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
-from app.models import User
+from app.models import Greenhouse, User
 
 PW = "correct horse battery"
 
@@ -227,6 +227,42 @@ def test_user_cli_add_list_disable(db_url: str, session: Session, capsys: pytest
         ("user_added", "olga"), ("user_added", "anna"), ("user_disabled", "olga")]
     assert entries[0].payload["roles"] == ["agronomist", "operator"] and entries[0].actor.startswith("cli:")
     assert all(r.ok for r in store.verify(ACCESS_CHAIN))
+
+
+def test_role_changes_and_registrations_from_the_cli_are_sealed(db_url: str, capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "demo")
+    state = str(tmp_path / "state")
+    assert cli_main(["user", "add", "olga", "--role", "operator", "--url", db_url, "--state-dir", state]) == 0
+    assert cli_main(["user", "roles", "olga", "--role", "admin", "--role", "agronomist", "--url", db_url,
+                     "--state-dir", state]) == 0
+    assert "roles operator -> admin, agronomist" in capsys.readouterr().out
+    assert cli_main(["user", "roles", "nobody", "--role", "admin", "--url", db_url, "--state-dir", state]) == 2
+    assert cli_main(["greenhouse", "add", "gh-cli", "--zones", "2", "--url", db_url, "--state-dir", state]) == 0
+    assert cli_main(["greenhouse", "add", "gh-cli", "--url", db_url, "--state-dir", state]) == 2
+    assert "already exists" in capsys.readouterr().err
+    from app.audit_sink import ACCESS_CHAIN, service_audit_keys
+    from audit.store import AuditStore
+
+    store = AuditStore(make_engine(db_url), *service_audit_keys(Settings(environment="demo"), Path(state)))
+    entries = store.tail_entries(ACCESS_CHAIN, 10)
+    assert [e.kind for e in entries] == ["user_added", "user_roles", "greenhouse_register"]
+    assert all(e.actor.startswith("cli:") for e in entries)
+    assert entries[1].payload == {"username": "olga", "from_roles": ["operator"], "to_roles": ["admin", "agronomist"]}
+    assert entries[2].payload["greenhouse_id"] == "gh-cli" and entries[2].payload["zones"] == 2
+
+
+def test_greenhouse_cli_registers_nothing_it_cannot_record(db_url: str, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY", "GREENTWIN_AUDIT_SIGNING_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "dev")
+    assert cli_main(["greenhouse", "add", "gh-nokeys", "--url", db_url, "--state-dir", str(tmp_path)]) == 2
+    assert "audit keys are not configured" in capsys.readouterr().err
+    engine = make_engine(db_url)
+    with Session(engine) as s:
+        assert s.get(Greenhouse, "gh-nokeys") is None
+    engine.dispose()
 
 
 def test_user_cli_changes_nothing_it_cannot_record(db_url: str, session: Session,

@@ -50,9 +50,11 @@ WRITE_POLICY: dict[tuple[str, str], frozenset[str] | None] = {
     ("POST", "/api/users"): frozenset({"admin"}),
     ("POST", "/api/users/{username}/disable"): frozenset({"admin"}),
     ("POST", "/api/users/{username}/password"): frozenset({"admin"}),
+    ("POST", "/api/users/{username}/roles"): frozenset({"admin"}),
 }
 BODIES = {"/api/greenhouses": {"id": "ghnew", "zones": 2}, "/api/users": {"username": "x", "roles": ["x"]}, "/api/greenhouses/{gh}/mode": {"mode": "auto", "reason": "test"},
-          "/api/greenhouses/{gh}/estop": {"reason": "role test"}, "/api/greenhouses/{gh}/estop/reset": {"reason": "test"}}
+          "/api/greenhouses/{gh}/estop": {"reason": "role test"}, "/api/greenhouses/{gh}/estop/reset": {"reason": "test"},
+          "/api/users/{username}/roles": {"roles": ["operator"]}}
 PARAMS = {"gh": "gh1", "alarm_id": "0" * 16, "username": "nobody"}
 
 
@@ -193,6 +195,10 @@ def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
     assert row["telemetry_age_s"] is None and row["water_cap_l"] > 0
     live = client.get("/api/greenhouses/gh1/live", headers=headers).json()
     assert len(live["zones"]) == 3 and live["zones"][0]["band_low_vwc"] < live["zones"][0]["band_high_vwc"]
+    # The crop twin's estimates beside the measured climate, and the outlook decisions are made on.
+    assert live["crop"]["crop_day"] >= 60.0 and live["crop"]["yield_kg_m2"] == 0.0 and live["crop"]["lai"] is None
+    assert live["outlook"]["price_source"] == "tariff" and live["outlook"]["weather_source"] == "fallback"
+    assert len(live["outlook"]["price_eur_mwh"]) == 24 and min(live["outlook"]["price_eur_mwh"]) > 0.0
     assert client.get("/api/greenhouses/nope/live", headers=headers).status_code == 404
     assert client.get("/api/alarms", headers=headers).json() == []
     status = client.get("/api/greenhouses/gh1/audit-status", headers=headers).json()
@@ -220,11 +226,12 @@ def test_economics_and_outlook_follow_the_first_telemetry(client: TestClient) ->
     while "gh1" not in runtime.dispatch.observations and time.monotonic() < deadline:
         time.sleep(0.05)
     live = client.get("/api/greenhouses/gh1/live", headers=headers).json()
-    econ, outlook = live["economics"], live["outlook"]
+    econ, outlook = live["economics"], live["decision_outlook"]
     assert econ is not None and econ["water_cost_eur"] == 0.0 and econ["lamp_price_eur_mwh"] > 0
     assert set(econ["estimated"]) == {"yield_kg", "revenue_eur", "profit_eur"}
     assert outlook is not None and len(outlook["hours"]) == len(outlook["price_eur_mwh"]) == 24
-    assert outlook["published"] == [False] * 24 and all(p > 0 for p in outlook["price_eur_mwh"])
+    # No price feed configured: the time-of-use tariff is the contract, every hour known.
+    assert outlook["published"] == [True] * 24 and all(p > 0 for p in outlook["price_eur_mwh"])
     [row] = client.get("/api/overview", headers=headers).json()
     assert row["economics"]["day"] == econ["day"]
     h = client.get("/api/greenhouses/gh1/history", params={"hours": 24}, headers=headers).json()
@@ -377,6 +384,25 @@ def test_admin_adds_disables_and_resets_accounts_and_each_change_is_sealed(clien
                      ("user_disable", "admin:admin")]
 
 
+def test_role_changes_and_registrations_are_sealed_with_the_admin(client: TestClient) -> None:
+    admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
+    assert client.post("/api/users", json={"username": "rolf", "roles": ["operator"]}, headers=admin).status_code == 201
+    r = client.post("/api/users/rolf/roles", json={"roles": ["agronomist", "admin"]}, headers=admin)
+    assert r.status_code == 200 and r.json()["roles"] == ["admin", "agronomist"], r.text
+    assert client.post("/api/users/ghost/roles", json={"roles": ["admin"]}, headers=admin).status_code == 404
+    assert client.post("/api/users/rolf/roles", json={"roles": ["root"]}, headers=admin).status_code == 422
+    r = client.post("/api/greenhouses", json={"id": "gh-sealed", "zones": 2, "soil": "clay"}, headers=admin)
+    assert r.status_code == 201, r.text
+    assert client.post("/api/greenhouses", json={"id": "gh-sealed", "zones": 2}, headers=admin).status_code == 409
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    entries = runtime.audit.store.tail_entries("_access", 3)
+    assert [(e.kind, e.actor) for e in entries] == [("user_add", "admin:admin"), ("user_roles", "admin:admin"),
+                                                    ("greenhouse_register", "admin:admin")]
+    assert entries[1].payload == {"username": "rolf", "from_roles": ["operator"], "to_roles": ["admin", "agronomist"]}
+    assert entries[2].payload["greenhouse_id"] == "gh-sealed" and entries[2].payload["soil"] == "clay"
+    assert all(r.ok for r in runtime.audit.store.verify("_access"))
+
+
 def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
@@ -446,3 +472,26 @@ def test_admin_pages_for_admins_only(client: TestClient) -> None:
                         assert client.get(src).status_code == 200, src
         finally:
             client.cookies.clear()
+
+
+def test_policy_overview_shows_the_registry_and_the_last_retraining_run(client: TestClient, tmp_path: Path) -> None:
+    import shutil
+
+    from app import registry
+    from app.retraining.runs import record_run
+
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    shipped = Path(__file__).resolve().parents[2] / "policy" / "shipped"
+    folder = tmp_path / "cand"
+    shutil.copytree(shipped, folder)
+    registry.add_candidate(runtime.sessions, "ppo-api-cand", folder, parent=None, status="refused",
+                           metrics={"promote": False, "reason": "stress worse"}, note="gate: stress worse")
+    record_run(runtime.sessions, "20261202T030000Z", status="refused", summary={"stages": {"gate": {"promote": False}}},
+               candidate="ppo-api-cand", reason="stress worse", finished=True)
+    admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
+    body = client.get("/api/policy", headers=admin).json()
+    [row] = [r for r in body["registry"] if r["version"] == "ppo-api-cand"]
+    assert row["status"] == "refused" and row["metrics"]["reason"] == "stress worse"
+    last = body["last_retrain"]
+    assert (last["id"], last["status"], last["candidate"]) == ("20261202T030000Z", "refused", "ppo-api-cand")
+    assert last["summary"]["stages"]["gate"] == {"promote": False}

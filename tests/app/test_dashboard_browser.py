@@ -158,6 +158,9 @@ def test_overview_and_a_live_value_that_changes_without_reload(stack: dict[str, 
                            timeout=30000)
     assert page.evaluate("window.__sameDocument") is True, "the value changed without a reload"
     assert page.locator("#controls").is_visible()
+    crop, outlook = page.inner_text("#crop"), page.inner_text("#outlook")  # the twin's estimates, the outlook
+    assert "Crop age" in crop and "days" in crop and "Yield to date" in crop
+    assert "Price this hour" in outlook and "EUR/MWh" in outlook and "Outlook alarms" in outlook
     page.wait_for_selector("#chart-moisture .uplot")
     p.shot("greenhouse")
     p.close()

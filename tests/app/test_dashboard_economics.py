@@ -13,7 +13,7 @@ from app.api import economics as econ
 from app.api import trend_rollup as roll
 from app.cli import db as db_cli
 from app.control import ExpertProposer, GreenhouseController, ZoneSetup
-from app.control.observation import tariff_outlook
+from app.control.outlook import Outlook
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision
 from app.mqtt.topics import Telemetry
@@ -58,7 +58,7 @@ def test_counted_costs_and_the_estimate_add_up_to_the_profit() -> None:
     ctl.on_telemetry(_telemetry(T0, 1))
     ctl.lights_hours_today = 2.0
     ctl.water_today_l = np.full(6, 100.0)
-    ctl.par_mol_today = 3.5
+    ctl.crop_twin.dli_today = 3.5
     day = date(2026, 6, 3)
     cached = econ.DayEstimate(day, yield_kg=40.0, lamp_price_eur_mwh=125.0)
     e = econ.today(ctl, cached, 1.5, T0)
@@ -138,7 +138,11 @@ def test_outlook_lines_prices_and_forecast_up_on_clock_hours() -> None:
     ts = datetime(2026, 6, 3, 8, 40, tzinfo=UTC)  # 10:40 local
     temp = np.arange(24, dtype=float) + 10.0
     solar = np.linspace(0.0, 690.0, 24)
-    d = ctl.on_telemetry(_telemetry(ts, 1), forecast_temp_c=temp, forecast_solar_w_m2=solar)
+    spot = np.linspace(40.0, 63.0, 24)
+    site = Outlook(issued=ts.replace(minute=0), forecast_temp_c=temp,
+                   forecast_solar_w_m2=np.concatenate([solar, np.zeros(23)]), price_eur_mwh=spot,
+                   price_published=np.zeros(24), price_source="fallback")
+    d = ctl.on_telemetry(_telemetry(ts, 1), outlook=site)
     assert econ.outlook(ctl, None) is None
     assert econ.outlook(ctl, (ts, [0.0, 1.0])) is None, "an observation of another layout shows nothing"
     o = econ.outlook(ctl, (d.ts, d.observation))
@@ -146,9 +150,9 @@ def test_outlook_lines_prices_and_forecast_up_on_clock_hours() -> None:
     assert o.hours[0] == datetime(2026, 6, 3, 8, 0, tzinfo=UTC) and o.hours[1] - o.hours[0] == timedelta(hours=1)
     assert o.temp_c[0] is None and o.temp_c[1:] == pytest.approx(temp[:23].tolist())
     assert o.solar_w_m2[1:] == pytest.approx(solar[:23].tolist(), abs=1e-3)
-    assert o.price_eur_mwh == pytest.approx(tariff_outlook(PriceConfig(), ts, 24).tolist())
-    assert o.published == [False] * 24, "tariff slots are marked unpublished"
-    # A clock half an hour off UTC: the slots are that clock's hours, as the observation counted them.
+    assert o.price_eur_mwh == pytest.approx((spot + ctl.obs_builder.tariff.adder_eur_mwh).tolist())
+    assert o.published == [False] * 24, "forecast slots are marked unpublished"
+    # A timestamp written with another offset: the slots are still the site's clock hours (UTC here).
     kolkata = datetime(2026, 6, 3, 10, 40, tzinfo=timezone(timedelta(hours=5, minutes=30)))
     k = econ.outlook(ctl, (kolkata, d.observation))
-    assert k is not None and k.hours[0] == datetime(2026, 6, 3, 4, 30, tzinfo=UTC)
+    assert k is not None and k.hours[0] == datetime(2026, 6, 3, 5, 0, tzinfo=UTC)

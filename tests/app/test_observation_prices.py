@@ -1,4 +1,4 @@
-"""The service's observation carries the tariff in its price slots while no day-ahead feed exists."""
+"""Without a site outlook the service's observation carries the tariff in its price slots, unpublished."""
 
 from __future__ import annotations
 
@@ -26,8 +26,7 @@ def test_observation_price_slots_hold_the_tariff_marked_unpublished() -> None:
     builder = ObservationBuilder(6, np.full(6, 0.2), np.full(6, 0.35))
     ts = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)  # a Wednesday morning
     obs, _ = builder.build(ts=ts, moisture=np.full(6, 0.3), readings={}, valve_open=np.zeros(6), pump_pct=0.0,
-                           light_pct=0.0, pump_current_a=0.0, forecast_temp_c=np.full(24, 5.0),
-                           forecast_solar_w_m2=np.zeros(24))
+                           light_pct=0.0, pump_current_a=0.0)
     sl = spec.slices
     np.testing.assert_allclose(obs[sl["price"]], tariff_outlook(builder.tariff, ts, 24), rtol=1e-6)
     assert obs[sl["price"]].min() > 0.0  # never the free-power zero that lit every allowed hour

@@ -17,9 +17,10 @@ from sqlalchemy import insert
 
 from app.cli import db as db_cli
 from app.cli import report as report_cli
+from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, ModeChange
-from app.reports import collect_report_data
+from app.reports import collect_report_data, site_energy_model
 from audit.report import render_report, watermark_text
 from audit.signing import generate_identity, sign_pdf, verify_pdf
 
@@ -62,6 +63,11 @@ def _rules(i: int) -> list[dict]:
     return fired
 
 
+def _price(i: int) -> float:
+    """All-in price of decision i's hour: the lamps (on at odd i) always run in the dear hours."""
+    return 300.0 if i % 2 else 100.0
+
+
 def _decision(seq: int, i: int, ts: datetime) -> dict:
     actor, mode, conf, expl = _actor_mode(i)
     flow, feedback = _flow(i)
@@ -70,7 +76,8 @@ def _decision(seq: int, i: int, ts: datetime) -> dict:
     return {"greenhouse_id": "gh1", "seq": seq, "ts": ts, "actor": actor, "mode": mode,
             "telemetry": {"flow_l_min": flow, "valve_open": feedback, "light_pct": 50.0 if i % 2 else 0.0,
                           "pump_pct": 40.0 if flow else 0.0},
-            "estimate": {"theta": theta}, "member_actions": [], "voted": {},
+            "estimate": {"theta": theta, "price_eur_mwh": _price(i), "crop_twin": {"yield_kg_m2": 0.001 * (i + 1)}},
+            "member_actions": [], "voted": {},
             "clipped": {"valves": valves, "pump_pct": 40.0, "light_pct": 0.0}, "rules_fired": _rules(i),
             "reward_terms": None, "confidence": conf, "explanation": expl, "cmd_id": None, "ack_status": None}
 
@@ -329,3 +336,47 @@ def test_thirty_days_of_minute_decisions(tmp_path: Path) -> None:
     assert data.decision_count == n and data.condensed and len(data.hours) == 720
     assert elapsed < 30
     assert verify_pdf(signed, ident.cert).ok
+
+
+def test_economics_follow_the_recorded_prices_and_the_crop_twins_harvest(signed_report) -> None:
+    pdf, data = signed_report
+    e = data.economics
+    step_h, floor = STEP_S / 3600, 3 * 50.0
+    lamp_kwh = sum(100.0 * floor * 0.5 * step_h / 1000 for i in range(N) if i % 2)
+    pump_cost = sum(0.75 * 0.4 * step_h * _price(i) / 1000 for i in range(N) if _flow(i)[0])
+    zones, unattributed = _expected_water()
+    assert e.yield_kg == pytest.approx(0.001 * (N - 1) * floor)  # harvest between the period's decisions
+    assert e.revenue_eur == pytest.approx(e.yield_kg * 1.0)
+    assert e.energy_cost_eur == pytest.approx(lamp_kwh * 300.0 / 1000 + pump_cost)
+    assert e.water_cost_eur == pytest.approx((sum(zones) + unattributed) / 1000 * 0.75)
+    assert e.profit_eur == pytest.approx(e.revenue_eur - e.energy_cost_eur - e.water_cost_eur)
+    assert e.lamp_price_eur_mwh == pytest.approx(300.0) and e.mean_price_eur_mwh == pytest.approx(200.0)
+    assert e.price_capture == pytest.approx(1.5) and e.unpriced_hours == 0.0
+    text = "\n".join(_pages(pdf))
+    assert _row(text, "Profit (EUR)", f"{e.profit_eur:,.2f}")
+    assert _row(text, "Price the lamps paid / period average (EUR/MWh)", "300.0 / 200.0")
+    assert _row(text, "Lamp price capture (paid / average)", "1.50")
+
+
+def test_economics_at_the_sites_configured_prices(seeded: str, tmp_path: Path, monkeypatch) -> None:
+    """The fruit and water prices come from the settings (the observation's fruit price), in the
+    collected numbers and in what the CLI prints."""
+    settings = Settings(fruit_price_eur_kg=2.5, water_price_eur_m3=1.2)
+    e = _collect(seeded, energy=site_energy_model(settings)).economics
+    zones, unattributed = _expected_water()
+    assert e.fruit_price_eur_kg == 2.5 and e.water_price_eur_m3 == 1.2
+    assert e.revenue_eur == pytest.approx(e.yield_kg * 2.5) and e.yield_kg > 0
+    assert e.water_cost_eur == pytest.approx((sum(zones) + unattributed) / 1000 * 1.2)
+    for var in (report_cli.KEY_ENV, report_cli.CERT_ENV, "GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY",
+                "GREENTWIN_AUDIT_SIGNING_KEY", "GREENTWIN_ENVIRONMENT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GREENTWIN_FRUIT_PRICE_EUR_KG", "2.5")
+    monkeypatch.setenv("GREENTWIN_WATER_PRICE_EUR_M3", "1.2")
+    out = tmp_path / "r.pdf"
+    args = argparse.Namespace(report_command=None, greenhouse="gh1", period_from=T0.isoformat(),
+                              period_to=END.isoformat(), out=str(out), url=seeded, state_dir=str(tmp_path / "state"))
+    assert report_cli.main(args) == 0
+    text = " ".join(" ".join(_pages(out.read_bytes())).split())
+    assert "2.50 EUR/kg" in text and "1.20 EUR/m3" in text
+    monkeypatch.setenv("GREENTWIN_FRUIT_PRICE_EUR_KG", "-1")
+    assert report_cli.main(args) == 2

@@ -229,3 +229,26 @@ def test_history_keeps_the_last_ten_pairs_per_greenhouse() -> None:
     assert is_low_confidence(0.59) and not is_low_confidence(0.6)
     with pytest.raises(ValueError):
         ExplanationHistory(maxlen=0)
+
+
+@pytest.mark.parametrize("feature", ["price[+0h]", "forecast_solar[+3h]", "dli_natural_tomorrow"])
+def test_an_outlook_feature_can_lead_the_explanation(feature: str) -> None:
+    """Prices and the weather ahead move in the baseline like the state, so a decision they drive names them."""
+    i = SPEC.names.index(feature)
+
+    def only_outlook(seed: int) -> ActorCritic:
+        agent = member(seed, head_std=2.0)
+        with torch.no_grad():
+            first = agent.actor_torso[0]
+            assert isinstance(first, torch.nn.Linear)
+            first.weight.zero_()
+            first.weight[:, i] = torch.linspace(-3.0, 3.0, first.out_features)
+            first.bias.zero_()
+        return agent
+
+    ens = Ensemble([only_outlook(k) for k in range(3)], "test")
+    x = sample_obs(1, 3)[0]
+    x[i] = SPEC.high[i] * 0.9  # far from the typical (mid-range) value
+    e = explain(ens, x, confidence=0.9)
+    assert e.top[0].feature == feature and e.top[0].share_pct > 90.0
+    assert "above the reference" in e.top[0].sentence

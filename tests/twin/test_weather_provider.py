@@ -155,7 +155,7 @@ def test_live_response_parsed_and_request_shaped(server: FakeOpenMeteo) -> None:
     assert server.paths == ["/v1/forecast"]
     q = {k: v[0] for k, v in server.queries[0].items()}
     assert q == {"latitude": "52.0", "longitude": "5.0", "wind_speed_unit": "ms", "timezone": "UTC",
-                 "forecast_days": "2",
+                 "forecast_days": "3",
                  "hourly": "temperature_2m,relative_humidity_2m,shortwave_radiation,wind_speed_10m,precipitation"}
     assert wp.stats.live == 1 and wp.stats.errors == {}
 
@@ -403,3 +403,11 @@ def test_concurrent_forecasts_share_one_fetch(server: FakeOpenMeteo) -> None:
         for t in threads:
             t.join(5)
     assert server.requests == 1 and (wp.stats.live, wp.stats.cache) == (1, 3)
+
+
+def test_no_base_url_asks_nothing_and_serves_the_fallback_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING), make("") as wp:
+        w = wp.forecast(hours=48)
+        assert not wp.configured and w.source == "fallback" and len(w.times) == 48
+        assert wp.stats.requests == 0 and wp.stats.fallback == 1 and wp.age_s is None
+    assert not [r for r in caplog.records if r.name == "twin.weather_provider"]

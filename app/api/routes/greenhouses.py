@@ -2,7 +2,8 @@
 
 Every endpoint needs a logged-in user; mode changes, the e-stop and its reset need the
 ``operator`` role and record that user as the actor (``operator:<username>``), whatever the
-request body says; registration needs ``admin``.
+request body says; registration needs ``admin`` and is sealed into the access chain with the
+admin as the actor before it answers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
 from app.api.deps import AdminUser, OperatorUser, RuntimeDep, SessionDep, get_current_user
+from app.audit_sink import ACCESS_CHAIN
 from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate
 from app.fields import ACTOR_MAX_LEN, Name, Reason
@@ -158,6 +160,8 @@ def _public(event: Any) -> ModeEventPublic:
 @router.post("", status_code=201)
 def register_greenhouse(body: GreenhouseCreate, runtime: RuntimeDep, user: AdminUser) -> GreenhousePublic:
     """Register a greenhouse and its zones (admin); its control loop starts at the next service start."""
+    if runtime.audit is None:  # refused before anything changes: a registration must be sealed
+        raise HTTPException(status_code=503, detail="no audit trail configured: registrations must be sealed")
     try:
         gh = db_cli.add_greenhouse(runtime.settings.database_url, body.id, zones=body.zones, soil=body.soil,
                                    name=body.name, daily_water_cap_l=body.daily_water_cap_l)
@@ -167,6 +171,8 @@ def register_greenhouse(body: GreenhouseCreate, runtime: RuntimeDep, user: Admin
         raise HTTPException(status_code=503, detail=str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
+    runtime.audit.store.append(ACCESS_CHAIN, "greenhouse_register", f"admin:{user.username}",
+                               db_cli.registration_payload(gh, body.soil, body.daily_water_cap_l))
     return GreenhousePublic(id=gh.id, name=gh.name, zones=gh.zones, soil=body.soil,
                             controlled=gh.id in runtime.controllers)
 

@@ -48,11 +48,50 @@ class PolicyEnsemble(BaseModel):
     members: list[PolicyMember]
 
 
+class RegistryRow(BaseModel):
+    """A policy registry row (:mod:`app.registry`)."""
+
+    version: str
+    parent: str | None
+    status: str
+    directory: str
+    created_at: str
+    promoted_at: str | None
+    promoted_by: str | None
+    note: str
+    data_from: str | None
+    data_to: str | None
+    twin_version: str | None
+    config_hash: str | None
+    git_commit: str | None
+    metrics: dict[str, Any] | None
+    """The gate's verdict and numbers per suite and controller."""
+    calibration: dict[str, Any] | None
+    """Fit error and distribution distance per greenhouse, before and after calibration."""
+
+
+class RetrainRunSummary(BaseModel):
+    """A `greentwin retrain` run: its outcome and, per stage, what it found."""
+
+    id: str
+    status: str
+    started_at: str
+    finished_at: str | None
+    incumbent: str | None
+    candidate: str | None
+    reason: str
+    summary: dict[str, Any]
+
+
 class PolicyOverview(BaseModel):
     in_force: list[PolicyInForce]
     ensemble: PolicyEnsemble | None
     problem: str | None
     """Why the ensemble could not be read (missing, malformed), when it could not."""
+    registry: list[RegistryRow] = []
+    """The registered versions, newest first."""
+    last_retrain: RetrainRunSummary | None = None
+    """The newest `greentwin retrain` run."""
 
 
 def _num(d: dict[str, Any], *path: str) -> float | None:
@@ -90,8 +129,22 @@ def policy_overview(runtime: RuntimeDep, user: AdminUser) -> PolicyOverview:
         by_version.setdefault(ctl.proposer.policy_version, []).append(gh)
     ensemble, problem = None, None
     try:
-        ensemble = read_ensemble(Path(runtime.settings.policy_dir))
+        ensemble = read_ensemble(Path(getattr(runtime, "policy_dir", runtime.settings.policy_dir)))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         problem = f"no readable ensemble in the policy directory ({exc.__class__.__name__})"
+    rows, last = _registry(runtime)
     return PolicyOverview(in_force=[PolicyInForce(policy_version=v, greenhouses=g) for v, g in by_version.items()],
-                          ensemble=ensemble, problem=problem)
+                          ensemble=ensemble, problem=problem, registry=rows, last_retrain=last)
+
+
+def _registry(runtime: Any) -> tuple[list[RegistryRow], RetrainRunSummary | None]:
+    """Registry rows and the last retraining run; empty when the database cannot say (the page still shows)."""
+    from app.registry import list_versions
+    from app.retraining.runs import last_run
+
+    try:
+        last = last_run(runtime.sessions)
+        return ([RegistryRow(**v.as_dict()) for v in list_versions(runtime.sessions)],
+                None if last is None else RetrainRunSummary(**last))
+    except Exception:  # noqa: BLE001 - an unreadable registry must not take the policy page down
+        return [], None

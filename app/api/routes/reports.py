@@ -72,7 +72,7 @@ def _verification(runtime: Runtime, gh: str) -> str:
 def build_signed_report(runtime: Runtime, gh: str, start: datetime, end: datetime, generated_by: str) -> bytes:
     """Collect, render and sign (blocking: run it in a worker thread). ``LookupError`` for an unknown greenhouse."""
     from app.cli import report as report_cli
-    from app.reports import collect_report_data
+    from app.reports import collect_report_data, site_energy_model
     from audit.report import render_report
     from audit.signing import sign_pdf
 
@@ -86,7 +86,8 @@ def build_signed_report(runtime: Runtime, gh: str, start: datetime, end: datetim
         raise SigningUnavailable(f"report cannot be signed: {exc}") from exc
     verification = _verification(runtime, gh)
     with runtime.sessions() as session:
-        data = collect_report_data(session, gh, start, end, verification=verification)
+        data = collect_report_data(session, gh, start, end, verification=verification,
+                                   energy=site_energy_model(runtime.settings))
     pdf = render_report(data, generated_by=generated_by, generated_at=datetime.now(UTC), report_id=str(uuid.uuid4()))
     return sign_pdf(pdf, identity.key, identity.cert)
 

@@ -86,7 +86,20 @@ document.addEventListener("DOMContentLoaded", () => {
       ["PAR", GT.num(c.par_umol_m2_s, 0, "µmol/m²/s")], ["CO₂", GT.num(c.co2_ppm, 0, "ppm")],
       ["Leaf temperature", GT.num(c.leaf_temp_c, 1, "°C")]]);
     renderEconomics(s.economics);
-    renderOutlook(s.outlook);
+    renderOutlook(s.decision_outlook);
+    const cr = s.crop, o = s.outlook;
+    kv($("crop"), [["Crop age", GT.num(cr.crop_day, 1, "days")], ["Season elapsed", GT.num(100 * cr.growth_stage, 0, "%")],
+      ["Light today (DLI)", GT.num(cr.dli_today_mol_m2, 2, "mol/m²")], ["Lamp hours today", GT.num(cr.lamp_hours_today, 1, "h")],
+      ["Leaf area index", GT.num(cr.lai, 2, "")], ["Fruit on the plants", GT.num(cr.fruit_load_g_m2, 0, "g/m²")],
+      ["Yield to date", GT.num(cr.yield_kg_m2, 3, "kg/m²")]]);
+    const old = (v) => (v === null ? "" : `, ${GT.num(v / 60, 0, "min")} old`);
+    const cheapest = o.price_eur_mwh.indexOf(Math.min(...o.price_eur_mwh));
+    kv($("outlook"), [["Weather", o.weather_source + old(o.weather_age_s)], ["Prices", o.price_source + old(o.price_age_s)],
+      ["Price this hour", GT.num(o.price_eur_mwh[0], 0, "EUR/MWh")],
+      ["Cheapest hour ahead", `+${cheapest} h at ${GT.num(o.price_eur_mwh[cheapest], 0, "EUR/MWh")}`],
+      ["Published hours", `${o.price_published.reduce((x, y) => x + y, 0)} of 24`],
+      ["Sun ahead (max, 24 h)", GT.num(Math.max(...o.forecast_solar_w_m2), 0, "W/m²")],
+      ["Outlook alarms", o.alarms.length ? o.alarms.join(", ") : "none"]]);
     if (operator) { renderControls(s); }
     if (s.last_decision_seq !== lastDecisionSeq) { lastDecisionSeq = s.last_decision_seq; loadDecisions(); }
   }

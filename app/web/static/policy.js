@@ -1,4 +1,5 @@
-// Admins: the policy version each greenhouse runs, and the ensemble's evaluation metrics per member.
+// Admins: the policy version each greenhouse runs, the registry, the last retraining run, and the
+// ensemble's evaluation metrics per member.
 "use strict";
 document.addEventListener("DOMContentLoaded", async () => {
   const msg = document.getElementById("policy-msg");
@@ -9,6 +10,20 @@ document.addEventListener("DOMContentLoaded", async () => {
     for (const v of p.in_force) {
       const tr = GT.el("tr"); tr.append(GT.el("td", "mono", v.policy_version), GT.el("td", "", v.greenhouses.join(", ")));
       forced.append(tr);
+    }
+    const reg = document.querySelector("#registry tbody");
+    for (const r of p.registry) {
+      const tr = GT.el("tr"), when = GT.el("td");
+      if (r.promoted_at) GT.time(when, r.promoted_at); else when.textContent = "–";
+      tr.append(GT.el("td", "mono", r.version), GT.el("td", "", r.status), GT.el("td", "mono", r.parent || "–"),
+        when, GT.el("td", "", r.promoted_by || "–"), GT.el("td", "", r.note));
+      reg.append(tr);
+    }
+    const last = p.last_retrain;
+    if (last) {
+      document.getElementById("retrain-last").textContent =
+        `Run ${last.id}: ${last.status}` + (last.candidate ? ` (candidate ${last.candidate})` : "") +
+        (last.reason ? ` — ${last.reason}` : "");
     }
     if (!p.ensemble) { msg.textContent = p.problem || "No ensemble."; return; }
     const e = p.ensemble;

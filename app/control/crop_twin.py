@@ -1,0 +1,108 @@
+"""The crop beside one greenhouse: what no sensor measures, estimated from what the sensors do.
+
+A :class:`CropTwin` runs the twin's own crop model (:mod:`twin.crop`, the same pure functions) on
+the greenhouse's telemetry (PAR at the canopy, leaf temperature, CO2) and its root-zone water
+stress (the Kalman estimate), so the policy's crop features (crop age, today's light) and the yield
+to date come from the greenhouse itself, not from constants. Its state is part of the controller's
+snapshot, so a restart continues the same crop.
+
+Today's lamp hours are not counted here: the controller's count (the one the safety clipper caps)
+is the only one, so the observation, the cap and the API cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from twin.climate import season_stage
+from twin.config import CropConfig
+from twin.crop import CropGrowthConfig, CropState, initial_crop, leaf_area_index, step_crop
+
+CROP_DAY0 = 60.0
+"""Crop age [days since planting] assumed when the service first sees a greenhouse."""
+
+
+@dataclass
+class CropTwin:
+    """One greenhouse's crop and today's light (site-local calendar day)."""
+
+    crop: CropConfig = field(default_factory=CropConfig)
+    growth: CropGrowthConfig = field(default_factory=CropGrowthConfig)
+    day: float = CROP_DAY0
+    """Crop age [days since planting]."""
+    dli_today: float = 0.0
+    """PAR at the canopy since local midnight, natural plus lamps [mol/m2]."""
+    yield_kg_m2: float = 0.0
+    """Fresh fruit harvested since the twin started [kg/m2]."""
+    date: str | None = None
+    """The local calendar day today's totals count."""
+    state: CropState | None = None
+    """The crop's pools, arrays of one; None until the first telemetry gives a temperature."""
+
+    def account(self, local_ts: datetime, dt_s: float, par_umol_m2_s: float | None) -> None:
+        """Age the crop and book the light of the ``dt_s`` seconds before ``local_ts``; a new local
+        day starts today's light at zero."""
+        date = local_ts.date().isoformat()
+        if date != self.date:
+            self.date, self.dli_today = date, 0.0
+        self.day += dt_s / 86400.0
+        if par_umol_m2_s is not None and np.isfinite(par_umol_m2_s):
+            self.dli_today += max(float(par_umol_m2_s), 0.0) * dt_s * 1e-6
+
+    def grow(self, dt_s: float, par_umol_m2_s: float, co2_ppm: float, leaf_temp_c: float, water_stress: float) -> None:
+        """One crop step (photosynthesis, growth, harvest) under the measured climate; ``water_stress``
+        is the root zone's stress factor in [0, 1] (1: unstressed)."""
+        grow_many([self], [dt_s], [par_umol_m2_s], [co2_ppm], [leaf_temp_c], [water_stress])
+
+    def estimates(self, lamp_hours_today: float) -> dict[str, Any]:
+        """What the twin believes now, for the API and the decision record (rounded); today's lamp
+        hours are the controller's count, shown beside the light they added."""
+        out: dict[str, Any] = {"crop_day": round(self.day, 3),
+                               "growth_stage": round(float(season_stage(np, self.crop, np.float64(self.day))), 4),
+                               "dli_today_mol_m2": round(self.dli_today, 3),
+                               "lamp_hours_today": round(lamp_hours_today, 3),
+                               "yield_kg_m2": round(self.yield_kg_m2, 5), "lai": None, "fruit_load_g_m2": None}
+        if self.state is not None:
+            out["lai"] = round(float(leaf_area_index(np, self.growth, self.state.c_leaf)[0]), 3)
+            out["fruit_load_g_m2"] = round(float(self.state.c_fruit[0]) / 1000.0, 2)
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able state (the controller's snapshot carries it)."""
+        return {"day": self.day, "dli_today": self.dli_today, "yield_kg_m2": self.yield_kg_m2, "date": self.date,
+                "state": None if self.state is None else {k: float(v[0]) for k, v in self.state._asdict().items()}}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self.day, self.dli_today = float(snap["day"]), float(snap["dli_today"])
+        self.yield_kg_m2 = float(snap["yield_kg_m2"])
+        self.date = snap["date"]
+        pools = snap.get("state")
+        self.state = None if pools is None else CropState(**{k: np.array([float(v)]) for k, v in pools.items()})
+
+
+def grow_many(twins: list[CropTwin], dt_s: list[float], par_umol_m2_s: list[float], co2_ppm: list[float],
+              leaf_temp_c: list[float], water_stress: list[float]) -> None:
+    """:meth:`CropTwin.grow` for several greenhouses in one call of the crop model (a micro-batch's
+    greenhouses share its cost). Twins sharing crop parameters and step length are grown together."""
+    groups: dict[tuple[CropGrowthConfig, float], list[int]] = {}
+    for i, twin in enumerate(twins):
+        if twin.state is None:
+            twin.state = initial_crop(np, twin.growth, np.array([twin.day]), np.array([float(leaf_temp_c[i])]),
+                                      season_days=float(sum(twin.crop.stage_days)))
+        groups.setdefault((twin.growth, float(dt_s[i])), []).append(i)
+    for (growth, dt), idx in groups.items():
+        members = [twins[i] for i in idx]
+        state = CropState(*(np.concatenate([getattr(t.state, f) for t in members]) for f in CropState._fields))
+
+        def col(values: list[float], lo: float = -np.inf, hi: float = np.inf) -> np.ndarray:
+            return np.clip(np.array([float(values[i]) for i in idx]), lo, hi)  # noqa: B023 - used at once
+
+        new, fruit = step_crop(np, growth, state, col(par_umol_m2_s, 0.0), col(co2_ppm),
+                               col(leaf_temp_c), col(water_stress, 0.0, 1.0), dt)
+        for k, twin in enumerate(members):
+            twin.state = CropState(*(v[k:k + 1] for v in new))
+            twin.yield_kg_m2 += float(fruit[k])

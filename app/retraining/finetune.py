@@ -1,0 +1,75 @@
+"""Stage 3: fine-tune a candidate ensemble from the incumbent (PPO + behaviour cloning).
+
+Each member starts from the incumbent member's weights and its own training recipe (residual or
+not, network size), with a small budget (``iterations`` rollouts of ``num_envs`` x ``num_steps``)
+and the window's operator overrides as demonstrations in the BC term. Members are saved one by
+one, so a killed run skips the finished ones when it resumes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from policy.checkpoint import (
+    build_meta,
+    member_dir,
+    read_ensemble_manifest,
+    read_meta,
+    save_member,
+    write_ensemble_manifest,
+)
+from policy.config import PPOConfig
+from policy.ppo import train
+
+
+def member_config(train_config: dict[str, Any], *, iterations: int, num_envs: int, num_steps: int, seed: int,
+                  demos: Path | None) -> PPOConfig:
+    """The incumbent member's recipe with the fine-tuning budget."""
+    fields = dict(train_config)
+    fields["demo_files"] = (str(demos),) if demos is not None else ()
+    fields["twin_overrides"] = tuple(tuple(kv) for kv in fields.get("twin_overrides") or ())
+    batch = num_envs * num_steps
+    minibatches = max(1, min(int(fields.get("num_minibatches", 4)), batch))
+    while batch % minibatches:
+        minibatches -= 1
+    known = set(PPOConfig.__dataclass_fields__)
+    fields = {k: v for k, v in fields.items() if k in known}
+    fields.update(num_envs=num_envs, num_steps=num_steps, total_steps=iterations * batch, seed=seed,
+                  num_minibatches=minibatches, workers=0, device="cpu",
+                  # the incumbent's BC weight has decayed already; the overrides keep a small pull
+                  bc_decay_steps=max(batch, iterations * batch))
+    return PPOConfig(**fields)
+
+
+def finetune(incumbent: Path, out: Path, *, iterations: int, num_envs: int, num_steps: int, seed: int,
+             demos: Path | None, parent: str, on_member: Callable[[int, int], None] | None = None
+             ) -> dict[str, Any]:
+    """Train the candidate into ``out``; returns its manifest (``policy_version``...)."""
+    manifest = read_ensemble_manifest(incumbent)
+    entries = manifest["members"]
+    out.mkdir(parents=True, exist_ok=True)
+    dirs = []
+    for k, entry in enumerate(entries):
+        d = member_dir(out, k)
+        dirs.append(d)
+        if (d / "meta.json").exists():
+            continue
+        src = incumbent / entry["dir"]
+        meta = read_meta(src)
+        cfg = member_config(meta.get("train_config") or {}, iterations=iterations, num_envs=num_envs,
+                            num_steps=num_steps, seed=seed + k, demos=demos)
+        state = torch.load(src / "weights.pt", map_location="cpu", weights_only=True)
+        start = time.perf_counter()
+        result = train(cfg, init_state=state)
+        last = result.metrics[-1]._asdict()
+        save_member(d, result.agent, build_meta(cfg, seed=seed + k, member=k, metrics={
+            "train": last, "train_seconds": time.perf_counter() - start, "torch_threads": torch.get_num_threads(),
+            "finetuned_from": {"version": manifest["policy_version"], "member": entry["dir"]}}))
+        if on_member is not None:
+            on_member(k + 1, len(entries))
+    return write_ensemble_manifest(out, dirs, extra={"parent": parent, "finetuned_from": manifest["policy_version"]})

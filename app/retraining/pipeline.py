@@ -1,0 +1,220 @@
+"""One retraining run, stage by stage (:data:`app.retraining.STAGES`), resumable at each stage.
+
+The incumbent is fixed when the window is read: the gate compares against it, and a promotion
+is refused if another version was promoted while the run worked (the comparison would be stale).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import registry
+from app.retraining import EXIT_ERROR, EXIT_PROMOTED, EXIT_REFUSED, STAGES
+from app.retraining.runs import RunDir, record_run
+
+log = logging.getLogger(__name__)
+
+Report = Callable[..., None]
+"""``report(event, **fields)``: progress for a person or a log collector."""
+
+
+@dataclass(frozen=True)
+class RetrainOptions:
+    """The budget and window of a run (the defaults are a nightly job's; tests shrink them)."""
+
+    window_days: float = 14.0
+    iterations: int = 4
+    num_envs: int = 128
+    num_steps: int = 64
+    scenarios: int = 6
+    eval_days: float = 7.0
+    instances: int = 4
+    replay_days: float = 7.0
+    seed: int = 0
+    stop_after: str | None = None
+    """Stop (exit 1, the run left to resume) once this stage is done: how a crash is rehearsed."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: int
+    run_id: str
+    reason: str
+    summary: dict[str, Any]
+
+
+class Stopped(RuntimeError):
+    """The run stopped on request after a stage (``stop_after``)."""
+
+
+def run_retrain(sessions: sessionmaker[Session], policy_dir: Path, root: Path, opts: RetrainOptions,
+                report: Report, now: datetime | None = None) -> Outcome:
+    """Run (or resume) a retraining run; never raises for a failed stage: the outcome says it."""
+    now = now or datetime.now(UTC)
+    run, resumed = RunDir.current_or_new(root, now)
+    report("run", run=run.run_id, resumed=resumed, done=run.done())
+    summary: dict[str, Any] = {"options": asdict(opts), "stages": {}}
+    incumbent: str | None = None
+    stage = "start"
+    try:
+        record_run(sessions, run.run_id, status="running", summary=summary)
+        for stage in STAGES:
+            result = run.result(stage)
+            if result is None:
+                report("stage", run=run.run_id, stage=stage, state="start")
+                result = run.finish(stage, _STAGE[stage](sessions, policy_dir, run, opts, now))
+                report("stage", run=run.run_id, stage=stage, state="done", **_brief(stage, result))
+            summary["stages"][stage] = _brief(stage, result)
+            incumbent = (run.result("window") or {}).get("incumbent")
+            record_run(sessions, run.run_id, status="running", summary=summary, incumbent=incumbent,
+                       candidate=(run.result("finetune") or {}).get("candidate"))
+            if opts.stop_after == stage and stage != STAGES[-1]:
+                raise Stopped(f"stopped after stage {stage} (--stop-after); rerun to continue")
+    except Exception as exc:  # noqa: BLE001 - every failure is a run outcome, exit 1, resumable
+        reason = f"{stage}: {exc.__class__.__name__}: {exc}" if not isinstance(exc, Stopped) else str(exc)
+        if not isinstance(exc, Stopped):
+            log.exception("retraining run %s failed in stage %s", run.run_id, stage)
+        record_run(sessions, run.run_id, status="failed", summary=summary, incumbent=incumbent, reason=reason,
+                   finished=True)
+        report("end", run=run.run_id, status="failed", reason=reason)
+        return Outcome(EXIT_ERROR, run.run_id, reason, summary)
+    final = run.result("promote") or {}
+    status = "promoted" if final.get("promoted") else "refused"
+    record_run(sessions, run.run_id, status=status, summary=summary, incumbent=incumbent,
+               candidate=final.get("candidate"), reason=str(final.get("reason", "")), finished=True)
+    run.close()
+    report("end", run=run.run_id, status=status, reason=final.get("reason", ""))
+    return Outcome(EXIT_PROMOTED if status == "promoted" else EXIT_REFUSED, run.run_id, str(final.get("reason", "")),
+                   summary)
+
+
+def _brief(stage: str, result: dict[str, Any]) -> dict[str, Any]:
+    """What the summary keeps of a stage's result (the full result stays in the run folder)."""
+    if stage == "window":
+        return {k: result[k] for k in ("since", "until", "incumbent", "demos") if k in result} | {
+            "greenhouses": [{"id": g["id"], "steps": g["steps"]} for g in result.get("greenhouses", [])]}
+    if stage == "calibrate":
+        return {"greenhouses": [{k: g.get(k) for k in ("greenhouse_id", "rmse_before", "rmse_after",
+                                                       "distance_before", "distance_after")}
+                                for g in result.get("greenhouses", [])]}
+    if stage == "gate":
+        return {"promote": result.get("promote"), "reason": result.get("reason"),
+                "profit_diff": result.get("profit_diff"),
+                "metrics": {name: suite["metrics"] for name, suite in (result.get("suites") or {}).items()}}
+    return dict(result)
+
+
+# ---- the stages ---------------------------------------------------------------------------------
+
+
+def _window(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
+            now: datetime) -> dict[str, Any]:
+    from app.retraining.window import newest_decision, read_window
+
+    incumbent = registry.ensure_seeded(sessions, policy_dir)
+    if incumbent is None:
+        raise registry.RegistryError(f"no promoted policy and no ensemble in {policy_dir}: nothing to fine-tune")
+    until = max(now, newest_decision(sessions) or now)  # a plant clock ahead of this one (the demo's) counts too
+    since = until - timedelta(days=opts.window_days)
+    folder = run.path / "window"
+    folder.mkdir(exist_ok=True)
+    windows = read_window(sessions, since, until)
+    for w in windows:
+        w.save(folder / f"{w.greenhouse_id}.npz")
+    demos, demo_file = _export_demos(sessions, run.path / "demos.npz", since, until)
+    return {"since": since, "until": until, "incumbent": incumbent.version, "incumbent_dir": incumbent.directory,
+            "greenhouses": [{"id": w.greenhouse_id, "steps": w.steps, "skipped": w.skipped} for w in windows],
+            "demos": demos, "demos_file": demo_file}
+
+
+def _export_demos(sessions: sessionmaker[Session], out: Path, since: datetime, until: datetime
+                  ) -> tuple[int, str | None]:
+    from app.cli.demos import export_demos
+
+    bind = sessions.kw["bind"]
+    try:
+        result = export_demos(bind.url.render_as_string(hide_password=False), out, since=since, until=until)
+    except ValueError:  # no overrides in the window: PPO alone
+        return 0, None
+    return result.count, str(out)
+
+
+def _calibrate(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
+               now: datetime) -> dict[str, Any]:
+    from app.retraining.calibrate import calibrate_greenhouse
+    from app.retraining.window import GreenhouseWindow
+
+    window = run.result("window") or {}
+    out = []
+    for g in window.get("greenhouses", []):
+        out.append(calibrate_greenhouse(GreenhouseWindow.load(run.path / "window" / f"{g['id']}.npz")))
+    return {"greenhouses": out}
+
+
+def _finetune(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
+              now: datetime) -> dict[str, Any]:
+    from app.retraining.finetune import finetune
+    from policy.checkpoint import git_commit
+    from twin import TWIN_VERSION
+    from twin.config import TwinConfig
+
+    window = run.result("window") or {}
+    calibration = run.result("calibrate") or {}
+    out = run.root / "candidates" / run.run_id
+    demos = window.get("demos_file")
+    manifest = finetune(Path(window["incumbent_dir"]), out, iterations=opts.iterations, num_envs=opts.num_envs,
+                        num_steps=opts.num_steps, seed=opts.seed, demos=Path(demos) if demos else None,
+                        parent=window["incumbent"])
+    version = str(manifest["policy_version"])
+    registry.add_candidate(
+        sessions, version, out, parent=window["incumbent"], data_from=datetime.fromisoformat(window["since"]),
+        data_to=datetime.fromisoformat(window["until"]), twin_version=TWIN_VERSION,
+        config_hash=TwinConfig().config_hash(), git_commit=git_commit(),
+        calibration=_brief("calibrate", calibration), note=f"fine-tuned by retraining run {run.run_id}")
+    return {"candidate": version, "directory": str(out), "members": len(manifest["members"])}
+
+
+def _gate(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
+          now: datetime) -> dict[str, Any]:
+    from app.retraining.gate import run_gate
+    from app.retraining.runs import plain
+
+    window, tuned = run.result("window") or {}, run.result("finetune") or {}
+    calibrations = (run.result("calibrate") or {}).get("greenhouses", [])
+    result = run_gate(Path(tuned["directory"]), Path(window["incumbent_dir"]), calibrations,
+                      scenarios=opts.scenarios, days=opts.eval_days, instances=opts.instances,
+                      replay_days=opts.replay_days, seed=opts.seed)
+    info = registry.get(sessions, tuned["candidate"])
+    if info is not None and info.status == "candidate":
+        registry.add_candidate(sessions, tuned["candidate"], Path(tuned["directory"]), parent=window["incumbent"],
+                               metrics=plain(_brief("gate", result)))
+    return result
+
+
+def _promote(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
+             now: datetime) -> dict[str, Any]:
+    window, tuned, gate = run.result("window") or {}, run.result("finetune") or {}, run.result("gate") or {}
+    candidate = tuned["candidate"]
+    reason = str(gate.get("reason", ""))
+    current = registry.promoted(sessions)
+    if gate.get("promote") and current is not None and current.version == candidate:  # a crash after promoting
+        return {"promoted": True, "candidate": candidate, "reason": reason}
+    if gate.get("promote") and current is not None and current.version != window["incumbent"]:
+        reason = (f"{current.version} was promoted while the run compared against {window['incumbent']}: "
+                  f"the gate's comparison is stale")
+    elif gate.get("promote"):
+        registry.promote(sessions, candidate, f"retrain:{run.run_id}", f"gate: {reason}")
+        return {"promoted": True, "candidate": candidate, "reason": reason}
+    registry.mark(sessions, candidate, "refused", f"gate: {reason}")
+    return {"promoted": False, "candidate": candidate, "reason": reason}
+
+
+_STAGE: dict[str, Callable[[sessionmaker[Session], Path, RunDir, RetrainOptions, datetime], dict[str, Any]]] = {
+    "window": _window, "calibrate": _calibrate, "finetune": _finetune, "gate": _gate, "promote": _promote}

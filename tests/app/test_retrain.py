@@ -1,0 +1,218 @@
+"""``greentwin retrain`` end to end on a small seeded window: calibration, fine-tuning, the gate,
+the registry, resuming after a stop, the lock, the exit codes."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from app import registry
+from app.cli import db as db_cli
+from app.cli.retrain import retrain
+from app.core.config import DEFAULT_POLICY_DIR
+from app.core.db import make_engine, make_session_factory
+from app.models import Decision
+from app.retraining import EXIT_ERROR, EXIT_LOCKED, EXIT_PROMOTED, EXIT_REFUSED
+from app.retraining.gate import run_gate
+from app.retraining.lock import Locked, run_lock
+from app.retraining.pipeline import RetrainOptions
+from app.retraining.runs import last_run
+from policy.checkpoint import member_dir, read_meta, sha256_file, write_ensemble_manifest
+from twin.calibration import SoilLog, simulate_zone
+from twin.env import GreenhouseTwin
+
+NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)  # the run reads the window before now
+TRUTH = {"field_capacity": 0.31, "wilting_point": 0.15, "saturation": 0.45, "hourly_retention": 0.90,
+         "root_mm": 300.0, "theta0": 0.27}
+"""The soil the synthetic greenhouse really has: wetter and faster-draining than the loam table."""
+TINY = RetrainOptions(window_days=3.0, iterations=1, num_envs=8, num_steps=16, scenarios=1, eval_days=0.25,
+                      instances=2, replay_days=0.25, seed=0)
+
+
+def _window_rows(gh: str, steps: int = 96, dt_s: float = 1800.0) -> list[Decision]:
+    """Two days of decisions whose logged moisture follows the TRUTH bucket (seeded noise)."""
+    rng = np.random.default_rng(7)
+    hours = (np.arange(steps) * dt_s / 3600.0) % 24.0
+    etc = 0.3 * (dt_s / 3600.0) * np.clip(np.sin(np.pi * (hours - 6.0) / 12.0), 0.0, None)
+    rows = []
+    moist = []
+    irrigation = np.zeros((steps, 6))
+    for z in range(6):
+        irrigation[(np.arange(steps) + 3 * z) % 12 == 0, z] = 5.0
+        log = SoilLog(np.zeros(steps), irrigation[:, z], etc, dt_s)
+        moist.append(simulate_zone(TRUTH, log) + rng.normal(0.0, 0.002, steps))
+    start = NOW - timedelta(seconds=dt_s * steps)
+    for t in range(steps):
+        rows.append(Decision(
+            greenhouse_id=gh, seq=t + 1, ts=start + timedelta(seconds=dt_s * t), actor="policy:x", mode="auto",
+            telemetry={"soil_vwc": [[float(moist[z][t]), None] for z in range(6)]},
+            estimate={"etc_mm": float(etc[t]), "irrigation_mm": irrigation[t].tolist()},
+            member_actions=[], voted={}, clipped={}, rules_fired=[], reward_terms=None, confidence=1.0,
+            explanation=None, cmd_id=str(uuid.UUID(int=t + 1 + 1000 * len(gh))), ack_status="applied"))
+    obs = GreenhouseTwin(num_instances=3, backend="numpy", seed=0).reset()
+    for k in range(3):  # operator overrides with the observation they acted on: the BC demonstrations
+        rows.append(Decision(
+            greenhouse_id=gh, seq=steps + 1 + k, ts=NOW - timedelta(minutes=10 - k), actor="operator:ann",
+            mode="manual", telemetry={}, estimate={"observation": np.asarray(obs[k], dtype=float).tolist()},
+            member_actions=[], voted={}, clipped={"valves": [1, 0, 0, 0, 0, 1], "pump_pct": 60.0, "light_pct": 0.0},
+            rules_fired=[], reward_terms=None, confidence=1.0, explanation=None,
+            cmd_id=str(uuid.uuid4()), ack_status="applied"))
+    return rows
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, "gh1", zones=6, soil="loam")
+    engine = make_engine(url)
+    with make_session_factory(engine)() as s:
+        s.add_all(_window_rows("gh1"))
+        s.commit()
+    engine.dispose()
+    return url
+
+
+def _bad_ensemble(out: Path) -> Path:
+    """The shipped ensemble made dark and dry: every valve biased shut, the lamps biased off."""
+    manifest = json.loads((DEFAULT_POLICY_DIR / "ensemble.json").read_text())
+    dirs = []
+    for k, entry in enumerate(manifest["members"]):
+        src, d = DEFAULT_POLICY_DIR / entry["dir"], member_dir(out, k)
+        d.mkdir(parents=True)
+        state = torch.load(src / "weights.pt", weights_only=True)
+        bias = state["actor_head.bias"].clone()
+        bias[:6] -= 6.0  # valve logits
+        bias[7] -= 8.0  # the lamps' setting, on the logit scale
+        state["actor_head.bias"] = bias
+        torch.save(state, d / "weights.pt")
+        meta = read_meta(src) | {"weights_sha256": sha256_file(d / "weights.pt")}
+        (d / "meta.json").write_text(json.dumps(meta))
+        dirs.append(d)
+    write_ensemble_manifest(out, dirs)
+    return out
+
+
+def test_gate_promotes_a_better_candidate_and_refuses_a_worse_one(tmp_path: Path) -> None:
+    bad = _bad_ensemble(tmp_path / "bad")
+    better = run_gate(DEFAULT_POLICY_DIR, bad, [], scenarios=2, days=1.0, instances=2, replay_days=1.0)
+    assert better["promote"], better["reason"]
+    assert better["profit_diff"]["ci_low"] > 0
+    worse = run_gate(bad, DEFAULT_POLICY_DIR, [], scenarios=2, days=0.5, instances=2, replay_days=0.5)
+    assert not worse["promote"]
+    assert "stress_hours worse" in worse["reason"] and "yield_kg_m2 worse" in worse["reason"]
+
+
+def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -> None:
+    root = tmp_path / "retrain"
+    events: list[dict[str, Any]] = []
+
+    def progress(event: str, **fields: Any) -> None:
+        events.append({"event": event, **fields})
+
+    stopped = retrain(url, DEFAULT_POLICY_DIR, root, RetrainOptions(**{**TINY.__dict__, "stop_after": "calibrate"}),
+                      progress)
+    assert stopped == EXIT_ERROR
+    run_id = (root / "CURRENT").read_text().strip()
+    assert sorted(p.name for p in (root / "runs" / run_id).glob("*.json")) == ["calibrate.json", "window.json"]
+    calibration = json.loads((root / "runs" / run_id / "calibrate.json").read_text())["greenhouses"][0]
+    # The fit finds the wetter, faster-draining soil: much closer to the log than the loam table.
+    assert calibration["rmse_after"] < 0.5 * calibration["rmse_before"]
+    assert calibration["distance_after"] < calibration["distance_before"]
+    assert math.isclose(calibration["zones"][0]["after"]["params"]["field_capacity"], TRUTH["field_capacity"],
+                        abs_tol=0.03)
+    window = json.loads((root / "runs" / run_id / "window.json").read_text())
+    assert window["demos"] == 3 and window["greenhouses"][0]["steps"] == 96
+
+    events.clear()
+    code = retrain(url, DEFAULT_POLICY_DIR, root, TINY, progress)
+    assert code in (EXIT_PROMOTED, EXIT_REFUSED)
+    assert events[0] == {"event": "run", "run": run_id, "resumed": True, "done": ["window", "calibrate"]}
+    started = [e["stage"] for e in events if e["event"] == "stage" and e["state"] == "start"]
+    assert started == ["finetune", "gate", "promote"]
+    assert not (root / "CURRENT").exists()
+
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    shipped = registry.manifest_version(DEFAULT_POLICY_DIR)
+    [candidate] = [v for v in registry.list_versions(sessions) if v.version != shipped]
+    assert candidate.parent == shipped and candidate.status == ("promoted" if code == EXIT_PROMOTED else "refused")
+    assert candidate.calibration and candidate.metrics and candidate.data_to is not None
+    run = last_run(sessions)
+    assert run is not None and run["id"] == run_id and run["candidate"] == candidate.version
+    assert run["status"] == ("promoted" if code == EXIT_PROMOTED else "refused")
+    assert set(run["summary"]["stages"]) == {"window", "calibrate", "finetune", "gate", "promote"}
+    tuned = read_meta(Path(candidate.directory) / "member_0")
+    assert tuned["metrics"]["finetuned_from"]["version"] == shipped
+    assert tuned["train_config"]["demo_files"]  # the operator overrides were in the BC term
+    engine.dispose()
+
+
+def test_a_second_run_is_refused_while_one_holds_the_lock(url: str, tmp_path: Path) -> None:
+    root = tmp_path / "retrain"
+    engine = make_engine(url)
+    with run_lock(engine, root / "retrain.lock"):
+        assert retrain(url, DEFAULT_POLICY_DIR, root, TINY, lambda *a, **k: None) == EXIT_LOCKED
+    engine.dispose()
+    assert not (root / "CURRENT").exists()
+
+
+@pytest.mark.postgres
+def test_advisory_lock_on_postgresql(make_pg_database) -> None:  # type: ignore[no-untyped-def]
+    with make_pg_database("h_retrain_lock") as pg:
+        one, two = make_engine(pg), make_engine(pg)
+        with run_lock(one, Path("unused")):
+            with pytest.raises(Locked), run_lock(two, Path("unused")):
+                pass
+        with run_lock(two, Path("unused")):  # released with the first run
+            pass
+        one.dispose()
+        two.dispose()
+
+
+def test_rollback_after_a_promotion(url: str, tmp_path: Path) -> None:
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    shipped = registry.ensure_seeded(sessions, DEFAULT_POLICY_DIR)
+    assert shipped is not None
+    folder = tmp_path / "cand"
+    shutil.copytree(DEFAULT_POLICY_DIR, folder)
+    registry.add_candidate(sessions, "cand", folder, parent=shipped.version)
+    registry.promote(sessions, "cand", "retrain:test")
+    back, again = registry.rollback(sessions, "cli:ops")
+    assert (back.status, again.version) == ("rolled_back", shipped.version)
+    engine.dispose()
+
+
+@pytest.mark.slow
+def test_the_demo_schedule_runs_the_command_end_to_end(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """The demo's scheduler runs `greentwin retrain` as a child process (JSON lines, an exit code).
+    About a minute or two: `pytest -m slow tests/app/test_retrain.py`."""
+    import asyncio
+    import logging
+
+    from app.retraining.schedule import RetrainSchedule
+
+    monkeypatch.setenv("GREENTWIN_DATABASE_URL", url)
+    budget = ("--days", "3", "--iterations", "1", "--envs", "8", "--steps", "16", "--scenarios", "1",
+              "--eval-days", "0.25", "--replay-days", "0.25", "--instances", "2")
+    schedule = RetrainSchedule(tmp_path / "retrain", first_s=0.0, every_s=3600.0, budget=budget)
+    with caplog.at_level(logging.INFO, logger="app.retraining.schedule"):
+        code = asyncio.run(schedule.once())
+    assert code in (EXIT_PROMOTED, EXIT_REFUSED), caplog.text
+    logged = caplog.text
+    for stage in ("window", "calibrate", "finetune", "gate", "promote"):
+        assert f"stage={stage} state=done" in logged
+    engine = make_engine(url)
+    assert last_run(make_session_factory(engine))["status"] in ("promoted", "refused")  # type: ignore[index]
+    engine.dispose()
