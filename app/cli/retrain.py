@@ -77,7 +77,7 @@ def retrain(url: str, policy_dir: Path, root: Path, opts: Any, progress: Any) ->
     engine = make_engine(url)
     try:
         require_current_schema(engine)
-        with run_lock(engine, root / "retrain.lock"):
+        with run_lock(engine):
             return run_retrain(make_session_factory(engine), policy_dir, root, opts, progress).code
     except Locked as exc:
         progress("end", status="locked", reason=str(exc))

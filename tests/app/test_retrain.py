@@ -23,7 +23,7 @@ from app.core.db import make_engine, make_session_factory
 from app.models import Decision
 from app.retraining import EXIT_ERROR, EXIT_LOCKED, EXIT_PROMOTED, EXIT_REFUSED
 from app.retraining.gate import run_gate
-from app.retraining.lock import Locked, run_lock
+from app.retraining.lock import Locked, lock_path, run_lock
 from app.retraining.pipeline import RetrainOptions
 from app.retraining.runs import last_run
 from policy.checkpoint import member_dir, read_meta, sha256_file, write_ensemble_manifest
@@ -158,22 +158,36 @@ def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -
 
 
 def test_a_second_run_is_refused_while_one_holds_the_lock(url: str, tmp_path: Path) -> None:
-    root = tmp_path / "retrain"
+    """The lock lives with the database: a run with another ``--dir`` on the same SQLite file is refused."""
     engine = make_engine(url)
-    with run_lock(engine, root / "retrain.lock"):
-        assert retrain(url, DEFAULT_POLICY_DIR, root, TINY, lambda *a, **k: None) == EXIT_LOCKED
+    assert lock_path(engine) == tmp_path / "gt.sqlite3.retrain.lock"
+    with run_lock(engine):
+        for root in (tmp_path / "retrain", tmp_path / "elsewhere"):
+            assert retrain(url, DEFAULT_POLICY_DIR, root, TINY, lambda *a, **k: None) == EXIT_LOCKED
+            assert not (root / "CURRENT").exists()
     engine.dispose()
-    assert not (root / "CURRENT").exists()
+
+
+def test_in_memory_databases_lock_by_url() -> None:
+    one, two = make_engine("sqlite://"), make_engine("sqlite://")
+    assert lock_path(one) == lock_path(two) != lock_path(make_engine("sqlite:///other.sqlite3"))
+    with run_lock(one):
+        with pytest.raises(Locked), run_lock(two):
+            pass
+    with run_lock(two):
+        pass
+    one.dispose()
+    two.dispose()
 
 
 @pytest.mark.postgres
 def test_advisory_lock_on_postgresql(make_pg_database) -> None:  # type: ignore[no-untyped-def]
     with make_pg_database("h_retrain_lock") as pg:
         one, two = make_engine(pg), make_engine(pg)
-        with run_lock(one, Path("unused")):
-            with pytest.raises(Locked), run_lock(two, Path("unused")):
+        with run_lock(one):
+            with pytest.raises(Locked), run_lock(two):
                 pass
-        with run_lock(two, Path("unused")):  # released with the first run
+        with run_lock(two):  # released with the first run
             pass
         one.dispose()
         two.dispose()
