@@ -56,7 +56,7 @@ class RetrainSchedule:
             line = raw.decode(errors="replace").strip()
             with contextlib.suppress(ValueError):
                 event = json.loads(line)
-                if event.get("event") in ("stage", "end"):
+                if event.get("event") in ("stage", "end", "abandoned"):
                     log.info("retrain %s", " ".join(f"{k}={v}" for k, v in event.items() if k != "ts"))
                     continue
             if line:

@@ -20,14 +20,15 @@ from app.cli import db as db_cli
 from app.cli.retrain import retrain
 from app.core.config import DEFAULT_POLICY_DIR
 from app.core.db import make_engine, make_session_factory
-from app.models import Decision
+from app.models import Decision, RetrainRun
 from app.retraining import EXIT_ERROR, EXIT_LOCKED, EXIT_PROMOTED, EXIT_REFUSED
 from app.retraining.gate import run_gate
 from app.retraining.lock import Locked, lock_path, run_lock
-from app.retraining.pipeline import RetrainOptions
+from app.retraining.pipeline import RetrainOptions, run_retrain
 from app.retraining.runs import last_run
 from policy.checkpoint import member_dir, read_meta, sha256_file, write_ensemble_manifest
 from twin.calibration import SoilLog, simulate_zone
+from twin.config import TwinConfig
 from twin.env import GreenhouseTwin
 
 NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)  # the run reads the window before now
@@ -35,7 +36,7 @@ TRUTH = {"field_capacity": 0.31, "wilting_point": 0.15, "saturation": 0.45, "hou
          "root_mm": 300.0, "theta0": 0.27}
 """The soil the synthetic greenhouse really has: wetter and faster-draining than the loam table."""
 TINY = RetrainOptions(window_days=3.0, iterations=1, num_envs=8, num_steps=16, scenarios=1, eval_days=0.25,
-                      instances=2, replay_days=0.25, seed=0)
+                      instances=2, replay_days=0.25, seed=0, start_states=24, distance_instances=4)
 
 
 def _window_rows(gh: str, steps: int = 96, dt_s: float = 1800.0) -> list[Decision]:
@@ -55,7 +56,8 @@ def _window_rows(gh: str, steps: int = 96, dt_s: float = 1800.0) -> list[Decisio
         rows.append(Decision(
             greenhouse_id=gh, seq=t + 1, ts=start + timedelta(seconds=dt_s * t), actor="policy:x", mode="auto",
             telemetry={"soil_vwc": [[float(moist[z][t]), None] for z in range(6)]},
-            estimate={"etc_mm": float(etc[t]), "irrigation_mm": irrigation[t].tolist()},
+            estimate={"etc_mm": float(etc[t]), "irrigation_mm": irrigation[t].tolist(),
+                      "theta": [float(moist[z][t]) for z in range(6)], "crop_twin": {"crop_day": 70.0 + t * dt_s / 86400}},
             member_actions=[], voted={}, clipped={}, rules_fired=[], reward_terms=None, confidence=1.0,
             explanation=None, cmd_id=str(uuid.UUID(int=t + 1 + 1000 * len(gh))), ack_status="applied"))
     obs = GreenhouseTwin(num_instances=3, backend="numpy", seed=0).reset()
@@ -123,7 +125,7 @@ def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -
                       progress)
     assert stopped == EXIT_ERROR
     run_id = (root / "CURRENT").read_text().strip()
-    assert sorted(p.name for p in (root / "runs" / run_id).glob("*.json")) == ["calibrate.json", "window.json"]
+    assert sorted(p.name for p in (root / "runs" / run_id).glob("*.json")) == ["calibrate.json", "run.json", "window.json"]
     calibration = json.loads((root / "runs" / run_id / "calibrate.json").read_text())["greenhouses"][0]
     # The fit finds the wetter, faster-draining soil: much closer to the log than the loam table.
     assert calibration["rmse_after"] < 0.5 * calibration["rmse_before"]
@@ -132,11 +134,23 @@ def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -
                         abs_tol=0.03)
     window = json.loads((root / "runs" / run_id / "window.json").read_text())
     assert window["demos"] == 3 and window["greenhouses"][0]["steps"] == 96
+    # Episodes start from logged states: a seeded sample of the window's steps, in the fitted soils.
+    starts = calibration["start_states"]
+    assert len(starts) == TINY.start_states
+    assert all(70.0 <= s["crop_day"] <= 72.0 and s["zone_soils"] == calibration["zone_soils"] for s in starts)
+    logged_hours = {round((t.ts - t.ts.replace(month=1, day=1, hour=0, minute=0, second=0)).total_seconds() / 3600, 3)
+                    for t in _window_rows("gh1")}
+    assert {round(s["hour_of_year"], 3) for s in starts} <= logged_hours
+    # ... which brings the twin's states closer to the logged ones than the table twin's random starts.
+    dist = calibration["distribution"]
+    assert dist["start_moisture"]["after"] < 0.25 * dist["start_moisture"]["before"]
+    assert dist["rollout_moisture"]["after"] < dist["rollout_moisture"]["before"]
+    assert math.isfinite(dist["daily_irrigation_mm"]["before"]) and math.isfinite(dist["daily_irrigation_mm"]["after"])
 
     events.clear()
     code = retrain(url, DEFAULT_POLICY_DIR, root, TINY, progress)
     assert code in (EXIT_PROMOTED, EXIT_REFUSED)
-    assert events[0] == {"event": "run", "run": run_id, "resumed": True, "done": ["window", "calibrate"]}
+    assert events[0] == {"event": "run", "run": run_id, "resumed": True, "done": ["window", "calibrate"], "attempt": 2}
     started = [e["stage"] for e in events if e["event"] == "stage" and e["state"] == "start"]
     assert started == ["finetune", "gate", "promote"]
     assert not (root / "CURRENT").exists()
@@ -154,6 +168,48 @@ def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -
     tuned = read_meta(Path(candidate.directory) / "member_0")
     assert tuned["metrics"]["finetuned_from"]["version"] == shipped
     assert tuned["train_config"]["demo_files"]  # the operator overrides were in the BC term
+    # It trained in the calibrated twin, from the logged starts; the registry records that twin.
+    assert len(tuned["twin_config"]["start_states"]) == TINY.start_states
+    assert candidate.config_hash == tuned["twin_config_hash"] != TwinConfig().config_hash()
+    assert run["summary"]["stages"]["calibrate"]["greenhouses"][0]["distribution"]["start_moisture"]["after"] >= 0
+    engine.dispose()
+
+
+def test_a_run_that_keeps_failing_is_abandoned_for_a_new_one(url: str, tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """After max_attempts starts (or a day) an unfinished run is closed as failed and a new one starts."""
+    import logging
+
+    root = tmp_path / "retrain"
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    events: list[dict[str, Any]] = []
+    failing = RetrainOptions(**{**TINY.__dict__, "stop_after": "window", "max_attempts": 2})
+
+    def start(now: datetime) -> str:
+        events.clear()
+        out = run_retrain(sessions, DEFAULT_POLICY_DIR, root, failing, lambda e, **f: events.append({"event": e, **f}),
+                          now=now)
+        assert out.code == EXIT_ERROR
+        return out.run_id
+
+    first = start(NOW)
+    assert start(NOW) == first and events[0]["attempt"] == 2  # resumed once
+    with caplog.at_level(logging.WARNING, logger="app.retraining.pipeline"):
+        second = start(NOW)
+    assert second != first and events[0] == {"event": "abandoned", "run": first,
+                                              "reason": "2 attempts did not finish it (at most 2); stages done: window"}
+    assert events[1]["resumed"] is False and events[1]["attempt"] == 1
+    assert f"retraining run {first} abandoned: 2 attempts" in caplog.text
+    with sessions() as s:
+        old = s.get(RetrainRun, first)
+        assert old is not None and old.status == "failed" and old.finished_at is not None
+        assert old.reason.startswith("abandoned: 2 attempts") and "abandoned" in old.summary
+
+    third = start(NOW + timedelta(hours=25))  # one attempt only, but a day old
+    assert third not in (first, second)
+    assert events[0]["run"] == second and events[0]["reason"].startswith("started 25.0 h ago (at most 24 h)")
+    assert (root / "CURRENT").read_text().strip() == third
     engine.dispose()
 
 
