@@ -286,3 +286,30 @@ def test_the_demo_schedule_runs_the_command_end_to_end(url: str, tmp_path: Path,
     engine = make_engine(url)
     assert last_run(make_session_factory(engine))["status"] in ("promoted", "refused")  # type: ignore[index]
     engine.dispose()
+
+
+def test_logged_steps_are_placed_on_the_site_local_clock() -> None:
+    from zoneinfo import ZoneInfo
+
+    from app.retraining.window import hour_of_year
+
+    site = ZoneInfo("Europe/Amsterdam")
+    assert hour_of_year(datetime(2026, 7, 1, 10, 0, tzinfo=UTC), site) == 181 * 24 + 12.0  # CEST, UTC+2
+    assert hour_of_year(datetime(2026, 1, 1, 0, 30, tzinfo=UTC), site) == 1.5  # CET, UTC+1
+    assert hour_of_year(datetime(2026, 12, 31, 23, 30), ZoneInfo("UTC")) == 364 * 24 + 23.5  # naive: UTC
+
+
+def test_the_terminal_shows_each_greenhouse_s_distances(capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli.retrain import Progress
+
+    progress = Progress(tty=True)
+    progress("run", run="r", resumed=False, done=[], attempt=1)
+    dist = {"start_moisture": {"before": 0.09, "after": 0.002}, "rollout_moisture": {"before": 0.08, "after": 0.01},
+            "daily_irrigation_mm": {"before": 14.0, "after": 9.5}}
+    progress("stage", run="r", stage="calibrate", state="done", greenhouses=[{"greenhouse_id": "gh1", "distribution": dist}])
+    progress("abandoned", run="old", reason="3 attempts did not finish it")
+    progress("end", status="failed", reason="x")
+    out = capsys.readouterr().out
+    assert "gh1: logged vs simulated (W1, before -> after calibration): start_moisture 0.0900 -> 0.0020 m3/m3" in out
+    assert "daily_irrigation_mm 14.0000 -> 9.5000 mm/day" in out
+    assert "abandoned run old: 3 attempts did not finish it; starting a new one" in out
