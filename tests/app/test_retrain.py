@@ -213,6 +213,29 @@ def test_a_run_that_keeps_failing_is_abandoned_for_a_new_one(url: str, tmp_path:
     engine.dispose()
 
 
+def test_an_abandoned_run_s_unjudged_candidate_is_refused(url: str, tmp_path: Path) -> None:
+    from app.retraining.runs import RunDir
+
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    shipped = registry.ensure_seeded(sessions, DEFAULT_POLICY_DIR)
+    assert shipped is not None
+    root = tmp_path / "retrain"
+    stuck = RunDir.new(root, NOW - timedelta(hours=2))
+    shutil.copytree(DEFAULT_POLICY_DIR, stuck.root / "candidates" / stuck.run_id)
+    registry.add_candidate(sessions, "stuck", stuck.root / "candidates" / stuck.run_id, parent=shipped.version)
+    stuck.finish("finetune", {"candidate": "stuck"})
+    for _ in range(3):  # three starts that died in the gate
+        stuck.count_attempt()
+    out = run_retrain(sessions, DEFAULT_POLICY_DIR, root, RetrainOptions(**{**TINY.__dict__, "stop_after": "window"}),
+                      lambda *a, **k: None, now=NOW)
+    assert out.run_id != stuck.run_id
+    info = registry.get(sessions, "stuck")
+    assert info is not None and info.status == "refused" and "abandoned" in info.note
+    assert registry.promoted(sessions).version == shipped.version  # type: ignore[union-attr]
+    engine.dispose()
+
+
 def test_a_second_run_is_refused_while_one_holds_the_lock(url: str, tmp_path: Path) -> None:
     """The lock lives with the database: a run with another ``--dir`` on the same SQLite file is refused."""
     engine = make_engine(url)
