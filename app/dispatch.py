@@ -54,6 +54,8 @@ class Dispatcher:
         """Set by a runtime that holds leases (:mod:`app.leases`): the fencing token to command a
         greenhouse with, None while another replica controls it. Unset, every greenhouse is ours."""
         self.alarms: list[Alarm] = []
+        self.observations: dict[str, tuple[datetime, list[float]]] = {}
+        """Each greenhouse's latest decided observation (the dashboard's outlook reads its forecast and prices)."""
 
     def emit(self, decisions: list[ControlDecision], arrived: list[float] | None = None) -> None:
         """Journal (one write) -> snapshot new latches -> publish -> count; the writer stores the rest."""
@@ -75,6 +77,8 @@ class Dispatcher:
                 self.save_snapshot(d.greenhouse_id)
         for d in decisions:
             self.publish(d.greenhouse_id, d.command)
+            if d.observation is not None:
+                self.observations[d.greenhouse_id] = (d.ts, d.observation)
         now = time.perf_counter()
         for k, d in enumerate(decisions):
             self._count(d, None if arrived is None else now - arrived[k])

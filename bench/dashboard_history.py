@@ -22,7 +22,7 @@ import numpy as np
 ZONES = 6
 DAYS = 7
 PASSWORD = "bench dashboard password"
-PG_URLS = ("postgresql+psycopg2://postgres@127.0.0.1:5432/test", "postgresql+psycopg2://root@127.0.0.1:5432/test")
+PG_URLS = ("postgresql+psycopg://postgres@127.0.0.1:5432/test", "postgresql+psycopg://root@127.0.0.1:5432/test")
 
 
 def decision_rows(gh: str, start: datetime, minutes: int, seed: int) -> list[dict[str, Any]]:

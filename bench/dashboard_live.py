@@ -107,6 +107,17 @@ class Service:
         self.server.should_exit = True
         self.thread.join(120)
 
+    def loop_cpu_s(self) -> float:
+        """CPU seconds the service's event loop thread has used (control loop, streams, HTTP): unlike
+        latency, barely moved by other work on a busy host."""
+        import asyncio
+
+        async def probe() -> float:
+            return time.thread_time()
+
+        loop = self.app.state.runtime._loop
+        return float(asyncio.run_coroutine_threadsafe(probe(), loop).result(30))
+
     def token(self) -> str:
         import json
 
@@ -136,9 +147,11 @@ def phase(service: Service, dashboards: int, seconds: float, mqtt_url: str, seed
     gen = ctx.Process(target=cl.generate, args=(cfg, child), daemon=True)
     gen.start()
     assert parent.poll(120) and parent.recv() == "ready", "load generator did not start"
+    cpu0, wall0 = service.loop_cpu_s(), time.perf_counter()
     parent.send(time.time() + 0.5)
     assert parent.poll(seconds + 120), "load generator did not finish"
     result = parent.recv()
+    loop_cpu_ms_per_s = (service.loop_cpu_s() - cpu0) / (time.perf_counter() - wall0) * 1000.0
     gen.join(10)
     events: list[int] = []
     if watcher is not None:
@@ -150,7 +163,8 @@ def phase(service: Service, dashboards: int, seconds: float, mqtt_url: str, seed
     return {"dashboards": dashboards, "answered": int(len(lat)), "messages": result["messages"],
             "p50_ms": float(np.percentile(lat, 50)) if len(lat) else float("nan"),
             "p99_ms": float(np.percentile(lat, 99)) if len(lat) else float("nan"),
-            "events_min": min(events) if events else None, "events_total": sum(events)}
+            "events_min": min(events) if events else None, "events_total": sum(events),
+            "loop_cpu_ms_per_s": loop_cpu_ms_per_s}
 
 
 def side_by_side(workdir: Path, *, greenhouses: int, dashboards: int, seconds: float, rounds: int, mqtt_url: str,
@@ -163,8 +177,15 @@ def side_by_side(workdir: Path, *, greenhouses: int, dashboards: int, seconds: f
                 r = phase(service, d, seconds, mqtt_url, seed + k, f"r{k}d{d}")
                 runs.append(r)
                 print(f"    round {k + 1}, {d:>3} dashboards: p50 {r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms"
+                      f"  loop CPU {r['loop_cpu_ms_per_s']:5.0f} ms/s"
                       f"  answered {r['answered']}/{r['messages']}"
                       + ("" if not d else f"  events per dashboard >= {r['events_min']}"), flush=True)
-    base = statistics.median(r["p99_ms"] for r in runs if r["dashboards"] == 0)
-    live = statistics.median(r["p99_ms"] for r in runs if r["dashboards"])
-    return {"runs": runs, "p99_without_ms": base, "p99_with_ms": live, "ratio": live / base}
+    without = [r["p99_ms"] for r in runs if r["dashboards"] == 0]
+    with_ = [r["p99_ms"] for r in runs if r["dashboards"]]
+    base, live = statistics.median(without), statistics.median(with_)
+    pairs = [b / a for a, b in zip(without, with_, strict=True)]  # each round's phases ran back to back
+    return {"runs": runs, "p99_without_ms": base, "p99_with_ms": live, "ratio": live / base,
+            "p99_without_range_ms": [min(without), max(without)], "p99_with_range_ms": [min(with_), max(with_)],
+            "round_ratios": pairs, "round_ratio_median": statistics.median(pairs),
+            "loop_cpu_without_ms_per_s": statistics.median(r["loop_cpu_ms_per_s"] for r in runs if not r["dashboards"]),
+            "loop_cpu_with_ms_per_s": statistics.median(r["loop_cpu_ms_per_s"] for r in runs if r["dashboards"])}

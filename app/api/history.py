@@ -18,6 +18,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from app.api import trend_rollup as roll
+from app.api.cell_cache import CellReader
 from app.api.schemas import HistoryResponse
 from app.models import Decision
 
@@ -49,12 +50,11 @@ def on_cell_grid(start: datetime, bucket_s: float) -> bool:
 
 
 def _from_cells(session: Session, gh: str, zones: int, start: datetime, bucket_s: float,
-                points: int, end: datetime) -> tuple[list[int], list[int], np.ndarray]:
+                points: int, end: datetime, read: CellReader) -> tuple[list[int], list[int], np.ndarray]:
     """(bucket indices, decisions per bucket, means) summed from the cells: exact on the cell grid."""
     n = zones + len(SCALARS)
     first = roll.cell_index(start)
-    cells, decisions, sums, counts = roll.read_cells(session, gh, first, roll.cell_index(end - timedelta(
-        microseconds=1)) + 1)
+    cells, decisions, sums, counts = read(session, gh, first, roll.cell_index(end - timedelta(microseconds=1)) + 1)
     if not len(cells) or sums.shape[1] != n:  # none, or cells of an earlier zone count of this greenhouse
         return [], [], np.zeros((0, n))
     b = np.minimum((cells - first) * roll.CELL_S // int(bucket_s), points - 1)
@@ -69,17 +69,18 @@ def _from_cells(session: Session, gh: str, zones: int, start: datetime, bucket_s
 
 
 def history(session: Session, gh: str, zones: int, bands: list[tuple[float, float]], start: datetime,
-            end: datetime, points: int, *, cells: bool = False) -> HistoryResponse:
+            end: datetime, points: int, *, cells: bool = False, read: CellReader = roll.read_cells) -> HistoryResponse:
     """Bucket means of moisture per zone and the greenhouse's scalar readings over [start, end).
 
-    ``cells``: the trend cells are up to date, so buckets on their grid may be read from them."""
+    ``cells``: the trend cells are up to date, so buckets on their grid may be read from them (with
+    ``read``: the table, or the dashboard's :class:`app.api.cell_cache.CellCache` in front of it)."""
     if end <= start:
         raise ValueError("'to' must be after 'from'")
     start, end = start.astimezone(UTC), end.astimezone(UTC)
     points = max(1, min(points, MAX_POINTS))
     bucket_s = (end - start).total_seconds() / points
     if cells and on_cell_grid(start, bucket_s):
-        index, counts, means = _from_cells(session, gh, zones, start, bucket_s, points, end)
+        index, counts, means = _from_cells(session, gh, zones, start, bucket_s, points, end, read)
     else:
         rows = _bucket_rows(session, gh, zones, start, end, bucket_s)
         index = [min(max(int(r[0]), 0), points - 1) for r in rows]

@@ -17,8 +17,10 @@ from app.api.schemas import (
     ActuatorsLive,
     ClimateLive,
     CropLive,
+    EconomicsToday,
     GreenhouseLive,
     GreenhouseSummary,
+    Outlook,
     OutlookLive,
     ZoneLive,
 )
@@ -33,9 +35,10 @@ def _finite(v: Any) -> float | None:
 
 
 def summary(runtime: Runtime, gh: str, edge: EdgeLookup, *, in_band_pct: float | None, unacked: int,
-            now: datetime | None = None) -> GreenhouseSummary:
+            now: datetime | None = None, economics: EconomicsToday | None = None) -> GreenhouseSummary:
     """One overview row."""
-    return GreenhouseSummary(**_summary_fields(runtime, gh, edge, in_band_pct, unacked, now or datetime.now(UTC)))
+    return GreenhouseSummary(**_summary_fields(runtime, gh, edge, in_band_pct, unacked, now or datetime.now(UTC)),
+                             economics=economics)
 
 
 def _summary_fields(runtime: Runtime, gh: str, edge: EdgeLookup, in_band_pct: float | None, unacked: int,
@@ -70,7 +73,8 @@ def _zone(ctl: GreenhouseController, i: int, tel: Any, estimate: dict[str, Any] 
 
 
 def live(runtime: Runtime, gh: str, edge: EdgeLookup, *, in_band_pct: float | None, unacked: int,
-         now: datetime | None = None) -> GreenhouseLive:
+         now: datetime | None = None, economics: EconomicsToday | None = None,
+         decision_outlook: Outlook | None = None) -> GreenhouseLive:
     """The greenhouse page's live state."""
     now = now or datetime.now(UTC)
     ctl = runtime.controllers[gh]
@@ -82,8 +86,8 @@ def live(runtime: Runtime, gh: str, edge: EdgeLookup, *, in_band_pct: float | No
     if ctl.mode == "manual":
         manual = [float(v) for v in ctl.manual_action.tolist()]
     return GreenhouseLive(
-        **_summary_fields(runtime, gh, edge, in_band_pct, unacked, now),
-        server_time=now, confidence=_finite(last["confidence"]) if last else None,
+        **_summary_fields(runtime, gh, edge, in_band_pct, unacked, now), economics=economics,
+        decision_outlook=decision_outlook, server_time=now, confidence=_finite(last["confidence"]) if last else None,
         last_decision_seq=int(last["seq"]) if last else None,
         last_decision_at=datetime.fromisoformat(last["ts"]) if last else None,
         manual_action=manual,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -101,6 +101,38 @@ class DecisionPublic(BaseModel):
     ack_status: str | None
 
 
+class EconomicsToday(BaseModel):
+    """Money of the greenhouse's current local day so far; the fields named in ``estimated`` are estimates."""
+
+    day: date = Field(description="the site's calendar day these totals count")
+    dli_mol_m2: float = Field(description="PAR received at the canopy since local midnight (mol/m2), lamps included")
+    lights_hours: float = Field(description="lamp hours today at full power (h)")
+    lamp_kwh: float = Field(description="lamp energy today (kWh): lamp hours x lamp power x floor area")
+    lamp_price_eur_mwh: float = Field(description="mean all-in price of today's lamp hours, or of the current "
+                                                         "hour while the lamps have not burned (EUR/MWh)")
+    energy_cost_eur: float = Field(description="lamp energy x its price (EUR); the pump's energy is not counted")
+    water_l: float = Field(description="irrigation water today, measured by the flow meter (L)")
+    water_price_eur_m3: float
+    water_cost_eur: float = Field(description="water today x the configured water price (EUR)")
+    fruit_price_eur_kg: float
+    yield_kg: float | None = Field(description="fresh fruit grown today, estimated by the crop model from "
+                                               "today's PAR, CO2 and air temperature (kg); null: no trend data yet")
+    revenue_eur: float | None = Field(description="yield estimate x fruit price (EUR)")
+    profit_eur: float | None = Field(description="revenue less energy and water cost (EUR)")
+    estimated: list[str] = Field(description="the fields above that are model estimates, not counted")
+
+
+class Outlook(BaseModel):
+    """The last decision's view ahead, on one hourly axis (the current clock hour first)."""
+
+    decided_at: datetime
+    hours: list[datetime] = Field(description="start of each clock hour")
+    temp_c: list[float | None] = Field(description="outside temperature forecast (degC); null: none for that hour")
+    solar_w_m2: list[float | None] = Field(description="outside global radiation forecast (W/m2)")
+    price_eur_mwh: list[float | None] = Field(description="all-in electricity price of the hour (EUR/MWh)")
+    published: list[bool] = Field(description="true: a published price; false: a forecast of it")
+
+
 class GreenhouseSummary(BaseModel):
     """One overview row."""
 
@@ -117,6 +149,7 @@ class GreenhouseSummary(BaseModel):
     time_in_band_pct: float | None = Field(description="zones in their band over the last 24 h, % of samples")
     alarms_unacknowledged: int
     policy_version: str
+    economics: EconomicsToday | None = Field(description="today so far; null before the first telemetry")
 
 
 class GreenhouseLive(GreenhouseSummary):
@@ -132,6 +165,7 @@ class GreenhouseLive(GreenhouseSummary):
     actuators: ActuatorsLive
     crop: CropLive
     outlook: OutlookLive
+    decision_outlook: Outlook | None = Field(description="the last decision's forecast and prices; null before one")
 
 
 class HistoryResponse(BaseModel):
@@ -153,6 +187,8 @@ class HistoryResponse(BaseModel):
     air_rh_pct: list[float | None]
     par_umol_m2_s: list[float | None]
     co2_ppm: list[float | None]
+    price_eur_mwh: list[float | None] = Field(default_factory=list,
+                                              description="all-in electricity price at each bucket centre (EUR/MWh)")
 
 
 class AlarmPublic(BaseModel):

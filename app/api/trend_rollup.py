@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -77,7 +79,7 @@ def cell_start(index: int) -> datetime:
     return ORIGIN + timedelta(seconds=index * CELL_S)
 
 
-def _runs(indices: set[int]) -> list[tuple[int, int]]:
+def runs(indices: set[int]) -> list[tuple[int, int]]:
     """Contiguous [first, last] runs of cell indices (a late row far back is its own run)."""
     out: list[tuple[int, int]] = []
     for i in sorted(indices):
@@ -134,10 +136,31 @@ class TrendRollup:
         self.sessions = sessions
         self._lock = threading.Lock()
         self._zones: dict[str, int] = {}
+        self.current_at: float | None = None
+        """When (monotonic) the last round began that left no decision behind."""
 
-    def catch_up(self, max_rows: int = ROUND_ROWS) -> bool:
-        """One round over at most ``max_rows`` new decisions; True when none are left behind."""
-        with self._lock, self.sessions() as session:
+    def catch_up(self, max_rows: int = ROUND_ROWS, *, wait: bool = True) -> bool | None:
+        """One round over at most ``max_rows`` new decisions; True when none are left behind.
+
+        ``wait=False``: None at once when a round is running already (a reader then takes the cells
+        as they stand, at most that round behind, rather than queue behind its writes)."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            started = time.monotonic()
+            done = self._round(max_rows)
+            if done:
+                self.current_at = started
+            return done
+        finally:
+            self._lock.release()
+
+    def current_within(self, seconds: float) -> bool:
+        """The cells held every stored decision at some moment in the last ``seconds``."""
+        return self.current_at is not None and time.monotonic() - self.current_at <= seconds
+
+    def _round(self, max_rows: int) -> bool:
+        with self.sessions() as session:
             progress = session.get(TrendProgress, PROGRESS_ID)
             done = progress.last_decision_id if progress is not None else 0
             new = session.execute(select(Decision.id, Decision.greenhouse_id, Decision.ts)
@@ -149,7 +172,7 @@ class TrendRollup:
                 dirty[gh].add(cell_index(ts))
             for gh, indices in dirty.items():
                 zones = self._zone_count(session, gh)
-                for first, last in _runs(indices):
+                for first, last in runs(indices):
                     recompute(session, gh, zones, first, last)
             if progress is None:
                 session.add(TrendProgress(id=PROGRESS_ID, last_decision_id=int(new[-1][0])))
@@ -167,9 +190,12 @@ class TrendRollup:
 class RollupThread:
     """Runs rounds every ``period_s`` in the background (a database error is logged, the next round retries)."""
 
-    def __init__(self, rollup: TrendRollup, period_s: float = 5.0) -> None:
+    def __init__(self, rollup: TrendRollup, period_s: float = 5.0,
+                 when_current: Callable[[], None] | None = None) -> None:
         self.rollup = rollup
         self.period_s = period_s
+        self.when_current = when_current
+        """Called once, the first time the cells hold every stored decision (to warm readers' caches)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trend-rollup", daemon=True)
 
@@ -186,6 +212,9 @@ class RollupThread:
             try:
                 while not self.rollup.catch_up() and not self._stop.is_set():
                     pass
+                if self.when_current is not None and not self._stop.is_set():
+                    warm, self.when_current = self.when_current, None
+                    warm()
             except Exception as exc:  # locked SQLite, a restarted PostgreSQL: the next round catches up
                 log.warning("trend roll-up round failed (%s: %s)", exc.__class__.__name__, exc)
             self._stop.wait(self.period_s)

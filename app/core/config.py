@@ -69,7 +69,6 @@ class Settings(BaseSettings):
     """The sliding window of `login_max_failures`."""
     site_timezone: str = "UTC"
     """The site's IANA time zone: the dashboard shows times in it (ISO-8601 with offset on hover)."""
-
     # Deployment: key files and the state directory (`greentwin init` makes all of them).
     audit_keys: SecretStr | None = None
     """Audit keyring JSON text; takes precedence over `audit_key` (for platforms that inject secrets as variables)."""
@@ -180,7 +179,7 @@ class Settings(BaseSettings):
     fruit_price_eur_kg: float = Field(default=1.0, gt=0.0, le=10.0)
     """What the grower is paid per kg of fresh fruit [EUR/kg]: the observation's fruit price (its range ends at 10) and the report's revenue."""
     water_price_eur_m3: float = Field(default=0.75, ge=0.0, le=100.0)
-    """What irrigation water costs [EUR/m3]: the report's water cost."""
+    """What irrigation water costs [EUR/m3]: the report's water cost and the dashboard's water cost today (tap water ~1, rainwater ~0)."""
 
     @model_validator(mode="after")
     def _renew_well_within_ttl(self) -> Self:

@@ -32,6 +32,7 @@ from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
 from app.models import Decision
+from app.mqtt.topics import Telemetry
 from app.web.security import CSP, csrf_token
 
 SECRET = "dashboard-api-secret-" + "5b1e7c2d" * 4
@@ -181,7 +182,10 @@ def test_json_endpoints_are_typed_in_openapi(client: TestClient) -> None:
             if "$ref" not in schema:
                 untyped.append(f"{method.upper()} {path}: {schema}")
     assert untyped == []
-    assert "GreenhouseLive" in spec["components"]["schemas"] and "HistoryResponse" in spec["components"]["schemas"]
+    schemas = spec["components"]["schemas"]
+    assert {"GreenhouseLive", "HistoryResponse", "EconomicsToday", "Outlook"} <= set(schemas)
+    assert "outlook" in schemas["GreenhouseLive"]["properties"]
+    assert "economics" in schemas["GreenhouseSummary"]["properties"]
 
 
 def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
@@ -206,6 +210,32 @@ def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
     assert r.status_code == 422
     r = client.get("/api/greenhouses/gh1/history", params={"from": "2026-01-01T00:00:00"}, headers=headers)
     assert r.status_code == 422 and "offset" in r.json()["detail"]
+
+
+def test_economics_and_outlook_follow_the_first_telemetry(client: TestClient) -> None:
+    """A telemetry message through the runtime as the bridge hands it over: the overview gains today's
+    money (yield marked estimated) and the greenhouse page the decision's outlook, with the tariff's prices."""
+    headers = {"Authorization": f"Bearer {_login(client, 'agronomist')}"}
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    now = datetime.now(UTC).replace(microsecond=0)
+    tel = Telemetry(ts=now, boot_id="econ", seq=1, soil_vwc=[[0.24, 0.24]] * 3, air_temp_c=21.0, air_rh_pct=70.0,
+                    par_umol_m2_s=200.0, co2_ppm=500.0, leaf_temp_c=21.0, flow_l_min=0.0, pump_current_a=0.0,
+                    valve_open=[0, 0, 0], pump_pct=0.0, light_pct=0.0, estop=False)
+    client.portal.call(runtime.on_telemetry, "gh1", tel)  # type: ignore[union-attr]
+    deadline = time.monotonic() + 30
+    while "gh1" not in runtime.dispatch.observations and time.monotonic() < deadline:
+        time.sleep(0.05)
+    live = client.get("/api/greenhouses/gh1/live", headers=headers).json()
+    econ, outlook = live["economics"], live["decision_outlook"]
+    assert econ is not None and econ["water_cost_eur"] == 0.0 and econ["lamp_price_eur_mwh"] > 0
+    assert set(econ["estimated"]) == {"yield_kg", "revenue_eur", "profit_eur"}
+    assert outlook is not None and len(outlook["hours"]) == len(outlook["price_eur_mwh"]) == 24
+    # No price feed configured: the time-of-use tariff is the contract, every hour known.
+    assert outlook["published"] == [True] * 24 and all(p > 0 for p in outlook["price_eur_mwh"])
+    [row] = client.get("/api/overview", headers=headers).json()
+    assert row["economics"]["day"] == econ["day"]
+    h = client.get("/api/greenhouses/gh1/history", params={"hours": 24}, headers=headers).json()
+    assert len(h["price_eur_mwh"]) == len(h["ts"])
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

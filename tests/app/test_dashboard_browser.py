@@ -166,6 +166,31 @@ def test_overview_and_a_live_value_that_changes_without_reload(stack: dict[str, 
     p.close()
 
 
+def test_economic_tiles_and_the_outlook_chart(stack: dict[str, Any], browser: Any) -> None:
+    """Today's money with units (the estimates marked), the outlook and price charts, under the CSP."""
+    p = Page(browser, stack["base"], "vera")
+    page = p.page
+    page.wait_for_function(f"() => /kg est\\.$/.test(document.querySelector(\"#overview tr[data-gh='{GH}'] .yield\")"
+                           "?.textContent || '')", timeout=30000)
+    assert re.fullmatch(r"−?€\d+\.\d\d est\.", page.inner_text(f"#overview tr[data-gh='{GH}'] .profit"))
+    page = p.greenhouse()
+    tile = "#economics .money-tile[data-key='{}']"
+    page.wait_for_selector(tile.format("energy"))
+    units = {"dli": r"\d+\.\d\s*mol/m²", "lights": r"\d+\.\d\s*h", "energy": r"€\d+(\.\d\d)?",
+             "water": r"€\d+(\.\d\d)?", "yield": r"\d+\.\d\s*kg\s*est\.", "profit": r"−?€\d+(\.\d\d)?\s*est\."}
+    for key, pattern in units.items():
+        text = page.inner_text(tile.format(key) + " .money-value").strip()
+        assert re.fullmatch(pattern, text), f"{key}: {text!r}"
+    assert "€/MWh" in page.inner_text(tile.format("energy")) and "€/m³" in page.inner_text(tile.format("water"))
+    page.wait_for_selector("#chart-outlook .uplot")
+    assert "price €/MWh" in page.inner_text("#chart-outlook")
+    assert re.fullmatch(r"(0|\d+) of 24 prices published, the rest forecast|prices published",
+                        page.inner_text("#outlook-note"))
+    page.wait_for_selector("#chart-price .uplot")
+    p.shot("greenhouse-economics")
+    p.close()
+
+
 def test_manual_valve_goes_out_on_mqtt_and_comes_back_confirmed(stack: dict[str, Any], browser: Any) -> None:
     observer: MqttObserver = stack["observer"]
     p = Page(browser, stack["base"], "olga")

@@ -301,7 +301,7 @@ def test_cli_writes_and_verifies_a_signed_report(seeded: str, tmp_path: Path, mo
     assert report_cli.main(naive) == 2
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_thirty_days_of_minute_decisions(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'big.sqlite3'}"
     db_cli.upgrade(url)

@@ -9,7 +9,7 @@ record has its alarm, and that the service never exited on its own. The table of
 injected and counted is printed at the end (and written to ``test-artifacts/e2e-summary.md``).
 
 Runs in about two minutes. The soak variant (same scenarios, longer load) is opt-in:
-``GREENTWIN_E2E_SOAK_S=600 pytest -m slow tests/e2e``.
+``GREENTWIN_E2E_SOAK_S=600 pytest -m soak tests/e2e``.
 """
 
 from __future__ import annotations
@@ -374,8 +374,8 @@ def test_end_state(system: System) -> None:
                 invariants=summary.HELD + "; audit verify exit 0")
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(SOAK_S <= 0, reason="soak by hand: GREENTWIN_E2E_SOAK_S=600 pytest -m slow tests/e2e")
+@pytest.mark.soak
+@pytest.mark.skipif(SOAK_S <= 0, reason="soak by hand: GREENTWIN_E2E_SOAK_S=600 pytest -m soak tests/e2e")
 def test_soak(system: System) -> None:
     """Hours of plant time: the edge boxes run on, a broker restart every minute, invariants each time."""
     t0 = time.monotonic()

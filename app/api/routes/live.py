@@ -4,12 +4,12 @@ Live state is built on the event loop (so never in the middle of a decision) fro
 history, recent decisions and the cached time in band read the database, in worker threads.
 The stream is server-sent events: an event when what a page shows has changed (checked every
 second) and at least every ``KEEPALIVE_S``, so the page can tell a quiet greenhouse from a dead
-connection. It re-checks the caller's token every ``REAUTH_S``: a logout ends open streams.
+connection; the event is built once per page for all of its open streams (:mod:`app.api.live_feed`).
+It re-checks the caller's token every ``REAUTH_S``: a logout ends open streams.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -22,7 +22,7 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 
 from app.api import history as hist
-from app.api import live_state, trend_rollup
+from app.api import live_feed, trend_rollup
 from app.api.dashboard import Dashboard
 from app.api.deps import SESSION_COOKIE, AuthDep, RuntimeDep, SessionDep, get_current_user
 from app.api.routes.reports import parse_instant
@@ -39,8 +39,7 @@ from app.models import Decision
 
 router = APIRouter(prefix="/api", tags=["dashboard"], dependencies=[Depends(get_current_user)])
 
-POLL_S = 1.0
-KEEPALIVE_S = 5.0
+KEEPALIVE_S = live_feed.KEEPALIVE_S
 REAUTH_S = 30.0
 MAX_HISTORY = timedelta(days=31)
 
@@ -62,17 +61,19 @@ def _known(runtime: RuntimeDep, gh: str) -> None:
 
 @router.get("/overview")
 async def overview(dash: DashboardDep) -> list[GreenhouseSummary]:
-    """Every greenhouse under control: mode, edge box, telemetry age, water against the cap, time in band."""
+    """Every greenhouse under control: mode, edge box, telemetry age, water against the cap, time in band,
+    and today's yield (estimated) and profit."""
     for gh in dash.runtime.controllers:
-        await anyio.to_thread.run_sync(lambda g=gh: dash.in_band(g, wait=True))
+        await anyio.to_thread.run_sync(lambda g=gh: (dash.in_band(g, wait=True), dash.economics(g, wait=True)))
     return dash.overview()
 
 
 @router.get("/greenhouses/{gh}/live")
 async def live(gh: str, runtime: RuntimeDep, dash: DashboardDep) -> GreenhouseLive:
-    """One greenhouse's live state: zones, actuators commanded vs confirmed, climate, policy."""
+    """One greenhouse's live state: zones, actuators commanded vs confirmed, climate, policy, today's
+    economics and the last decision's outlook (forecast and prices)."""
     _known(runtime, gh)
-    await anyio.to_thread.run_sync(lambda: dash.in_band(gh, wait=True))
+    await anyio.to_thread.run_sync(lambda: (dash.in_band(gh, wait=True), dash.economics(gh, wait=True)))
     return dash.live(gh)
 
 
@@ -137,43 +138,24 @@ async def stream(request: Request, runtime: RuntimeDep, dash: DashboardDep, auth
     header = request.headers.get("authorization", "")
     token = header[7:] if header.lower().startswith("bearer ") else request.cookies.get(SESSION_COOKIE, "")
 
-    def key() -> tuple[Any, ...]:
-        ghs = [gh] if gh is not None else sorted(runtime.controllers)
-        return tuple((live_state.change_key(runtime, g), dash.edge(g).state, dash.alarms.unacknowledged(g))
-                     for g in ghs)
-
-    def payload(k: tuple[Any, ...]) -> str:
-        # Built once per second and state for every stream showing the same thing (50 open dashboards
-        # must not cost the control loop 50 builds); the second keeps the ages in it current.
-        stamp = (int(time.monotonic()), k)
-        cached = dash.events.get(gh)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        if gh is not None:
-            text = f"event: live\ndata: {dash.live(gh).model_dump_json()}\n\n"
-        else:
-            text = f"event: overview\ndata: [{','.join(s.model_dump_json() for s in dash.overview())}]\n\n"
-        dash.events[gh] = (stamp, text)
-        return text
-
     async def events() -> AsyncIterator[str]:
         yield "retry: 3000\n\n"
-        last_key: tuple[Any, ...] | None = None
-        last_sent = checked = time.monotonic()
-        while not await request.is_disconnected():
-            now = time.monotonic()
-            if now - checked > REAUTH_S:
-                checked = now
-                try:
-                    await anyio.to_thread.run_sync(auth.authenticate, token)
-                except TokenError:
-                    yield _event("logout", {"detail": "session ended"})
-                    return
-            k = key()
-            if k != last_key or now - last_sent >= KEEPALIVE_S:
-                last_key, last_sent = k, now
-                yield payload(k)
-            await asyncio.sleep(POLL_S)
+        checked = time.monotonic()
+        async with dash.feed.subscribe(gh) as topic:
+            sent = 0
+            while not await request.is_disconnected():
+                now = time.monotonic()
+                if now - checked > REAUTH_S:
+                    checked = now
+                    try:
+                        await anyio.to_thread.run_sync(auth.authenticate, token)
+                    except TokenError:
+                        yield _event("logout", {"detail": "session ended"})
+                        return
+                if topic.version != sent:
+                    sent = topic.version
+                    yield topic.text
+                await topic.next(sent)
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})

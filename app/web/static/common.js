@@ -45,6 +45,13 @@ const GT = (() => {
     if (v === null || v === undefined) { return "–"; }
     return v.toFixed(digits) + (unit ? " " + unit : "");
   }
+  // Money in euros: cents below 100, whole euros above; the sign in front (-€3.20).
+  function eur(v) {
+    if (v === null || v === undefined) { return "–"; }
+    const digits = Math.abs(v) < 100 ? 2 : 0;
+    const shown = Math.abs(v).toFixed(digits);
+    return (v < 0 && Number(shown) !== 0 ? "−" : "") + "€" + shown;  // no "−€0.00" for a rounding crumb
+  }
   function el(tag, cls, text) {
     const e = document.createElement(tag);
     if (cls) { e.className = cls; }
@@ -97,5 +104,5 @@ const GT = (() => {
       tick(); setInterval(tick, 1000);
     }
   });
-  return { api, time, timeText, age, num, el, stream, tz };
+  return { api, time, timeText, age, num, eur, el, stream, tz };
 })();

@@ -85,6 +85,8 @@ document.addEventListener("DOMContentLoaded", () => {
     kv($("climate"), [["Air temperature", GT.num(c.air_temp_c, 1, "°C")], ["Humidity", GT.num(c.air_rh_pct, 0, "%")],
       ["PAR", GT.num(c.par_umol_m2_s, 0, "µmol/m²/s")], ["CO₂", GT.num(c.co2_ppm, 0, "ppm")],
       ["Leaf temperature", GT.num(c.leaf_temp_c, 1, "°C")]]);
+    renderEconomics(s.economics);
+    renderOutlook(s.decision_outlook);
     const cr = s.crop, o = s.outlook;
     kv($("crop"), [["Crop age", GT.num(cr.crop_day, 1, "days")], ["Season elapsed", GT.num(100 * cr.growth_stage, 0, "%")],
       ["Light today (DLI)", GT.num(cr.dli_today_mol_m2, 2, "mol/m²")], ["Lamp hours today", GT.num(cr.lamp_hours_today, 1, "h")],
@@ -100,6 +102,47 @@ document.addEventListener("DOMContentLoaded", () => {
       ["Outlook alarms", o.alarms.length ? o.alarms.join(", ") : "none"]]);
     if (operator) { renderControls(s); }
     if (s.last_decision_seq !== lastDecisionSeq) { lastDecisionSeq = s.last_decision_seq; loadDecisions(); }
+  }
+
+  // ---- today's economics and the outlook -------------------------------------------------------
+  function moneyTile(key, label, value, unit, sub, estimated) {
+    const t = GT.el("div", "money-tile" + (estimated ? " estimated" : ""));
+    t.dataset.key = key;
+    const v = GT.el("div", "money-value"); v.append(GT.el("b", "value", value));
+    if (unit) { v.append(GT.el("span", "unit", unit)); }
+    if (estimated) { v.append(GT.el("span", "est", "est.")); }
+    t.append(GT.el("div", "money-label", label), v);
+    if (sub) { t.append(GT.el("div", "muted money-sub", sub)); }
+    return t;
+  }
+  function renderEconomics(e) {
+    const box = $("economics");
+    if (!e) { box.replaceChildren(GT.el("p", "muted", "no telemetry yet today")); $("econ-day").textContent = ""; return; }
+    $("econ-day").textContent = e.day;
+    const est = (k) => e.estimated.includes(k);
+    box.replaceChildren(
+      moneyTile("dli", "DLI so far", e.dli_mol_m2.toFixed(1), "mol/m²", "PAR at the canopy, lamps included"),
+      moneyTile("lights", "Lights today", e.lights_hours.toFixed(1), "h", `${e.lamp_kwh.toFixed(0)} kWh`),
+      moneyTile("energy", "Energy cost", GT.eur(e.energy_cost_eur), "", `${e.lamp_kwh.toFixed(0)} kWh at ${e.lamp_price_eur_mwh.toFixed(0)} €/MWh`),
+      moneyTile("water", "Water cost", GT.eur(e.water_cost_eur), "", `${e.water_l.toFixed(0)} L at ${e.water_price_eur_m3.toFixed(2)} €/m³`),
+      moneyTile("yield", "Yield today", e.yield_kg === null ? "–" : e.yield_kg.toFixed(1), "kg",
+        e.revenue_eur === null ? "no trend data yet" : `worth ${GT.eur(e.revenue_eur)} at ${e.fruit_price_eur_kg.toFixed(2)} €/kg`, est("yield_kg")),
+      moneyTile("profit", "Profit today", GT.eur(e.profit_eur), "", "revenue less energy and water", est("profit_eur")));
+  }
+  let outlookKey = null;
+  function renderOutlook(o) {
+    if (!o) { $("outlook-note").textContent = "no decision yet"; return; }
+    const key = JSON.stringify([o.hours[0], o.price_eur_mwh, o.temp_c, o.solar_w_m2, o.published]);
+    if (key === outlookKey) { return; }
+    outlookKey = key;
+    const published = o.published.filter(Boolean).length;
+    $("outlook-note").textContent = published === o.published.length ? "prices published"
+      : `${published} of ${o.published.length} prices published, the rest forecast`;
+    const x = o.hours.map((t) => new Date(t).getTime() / 1000);
+    chart("chart-outlook", "Price, outside temperature and sun ahead", [{},
+      { label: "price €/MWh", stroke: "#7c3aed", width: 2, paths: uPlot.paths.stepped({ align: 1 }) },
+      { label: "outside °C", stroke: "#dc2626" }, { label: "sun ÷10 W/m²", stroke: "#d97706" }],
+      [x, o.price_eur_mwh, o.temp_c, o.solar_w_m2.map((v) => v === null ? null : v / 10)], "");
   }
 
   async function loadDecisions() {
@@ -145,6 +188,8 @@ document.addEventListener("DOMContentLoaded", () => {
       { label: "pump %", stroke: "#0891b2" }, { label: "lights %", stroke: "#d97706" }], [x, h.flow_l_min, h.pump_pct, h.light_pct], "");
     chart("chart-climate", "Climate", [{}, { label: "air °C", stroke: "#dc2626", width: 1.5 }, { label: "RH %", stroke: "#2563eb" },
       { label: "PAR ÷10 µmol/m²/s", stroke: "#16a34a" }], [x, h.air_temp_c, h.air_rh_pct, h.par_umol_m2_s.map((v) => v === null ? null : v / 10)], "");
+    chart("chart-price", "Electricity price and lights", [{}, { label: "price €/MWh", stroke: "#7c3aed", width: 1.5 },
+      { label: "lights %", stroke: "#d97706" }], [x, h.price_eur_mwh, h.light_pct], "");
   }
   document.querySelectorAll("[data-hours]").forEach((b) => b.addEventListener("click", () => {
     hours = Number(b.dataset.hours);

@@ -25,8 +25,12 @@ document.addEventListener("DOMContentLoaded", () => {
       const bar = GT.el("div", "bar" + (pct > 90 ? " bar-warn" : "")); const fill = GT.el("span"); fill.dataset.pct = pct.toFixed(0);
       bar.append(fill); water.append(bar); fill.style.width = pct + "%";
       const band = GT.el("td", "", row.time_in_band_pct === null ? "–" : row.time_in_band_pct.toFixed(1) + " %");
+      const e = row.economics;
+      const yld = GT.el("td", "yield", e && e.yield_kg !== null ? `${e.yield_kg.toFixed(1)} kg est.` : "–");
+      const profit = GT.el("td", "profit", e && e.profit_eur !== null ? `${GT.eur(e.profit_eur)} est.` : "–");
+      if (e) { profit.title = `energy ${GT.eur(e.energy_cost_eur)}, water ${GT.eur(e.water_cost_eur)}`; }
       const pol = GT.el("td", "mono", row.policy_version);
-      tr.append(name, mode, alarms, edge, tel, water, band, pol);
+      tr.append(name, mode, alarms, edge, tel, water, band, yld, profit, pol);
       body.append(tr);
     }
   }
