@@ -75,9 +75,10 @@ def sha256_file(path: str | Path) -> str:
 
 
 def config_to_dict(cfg: PPOConfig) -> dict[str, Any]:
-    """PPOConfig as JSON-ready data (``twin_overrides`` becomes a list of pairs)."""
+    """PPOConfig as JSON-ready data (``twin_overrides`` becomes a list of pairs; a dataclass value
+    inside one, such as the twin's start states, becomes its dict)."""
     d = dataclasses.asdict(cfg)
-    d["twin_overrides"] = [list(kv) for kv in cfg.twin_overrides]
+    d["twin_overrides"] = [list(kv) for kv in d["twin_overrides"]]
     return d
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -413,6 +414,58 @@ class EstimatorConfig:
     """Factor on Q (variance) while two or more trusted probes agree the prediction is off."""
 
 
+@dataclass(frozen=True)
+class StartState:
+    """A logged moment an episode can start from instead of a random one (a greenhouse's own
+    states, so training sees the moisture, season and time of day it really runs in)."""
+
+    hour_of_year: float
+    """Site-local hours since 1 January 00:00 (taken modulo the twin's 8760-hour year)."""
+    crop_day: float
+    """Crop age [days since planting]."""
+    theta: tuple[float, ...]
+    """Volumetric moisture per zone [m3/m3] (the logged estimate)."""
+    zone_soils: tuple[tuple[float, float, float, float], ...] | None = None
+    """The greenhouse's calibrated soils, as ``TwinConfig.zone_soils``; None: the config's soils."""
+    root_mm: float = 0.0
+    """The greenhouse's calibrated root depth [mm]; 0: drawn from ``crop.root_depth_m``."""
+
+    def check(self, zones: int) -> None:
+        """Refuse a state that does not fit a twin of ``zones`` zones."""
+        if len(self.theta) != zones:
+            raise ValueError(f"start state needs one moisture per zone ({zones}), got {len(self.theta)}")
+        if not all(0.0 <= t <= 1.0 for t in self.theta):
+            raise ValueError(f"start state moisture {self.theta} is not a volumetric fraction in [0, 1]")
+        if not (math.isfinite(self.hour_of_year) and self.hour_of_year >= 0.0):
+            raise ValueError(f"start state hour_of_year must be finite and >= 0, got {self.hour_of_year}")
+        if not (math.isfinite(self.crop_day) and self.crop_day >= 0.0):
+            raise ValueError(f"start state crop_day must be finite and >= 0, got {self.crop_day}")
+        if not (math.isfinite(self.root_mm) and self.root_mm >= 0.0):
+            raise ValueError(f"start state root_mm must be finite and >= 0, got {self.root_mm}")
+        if self.zone_soils is not None:
+            _check_zone_soils(self.zone_soils, zones)
+
+    @classmethod
+    def of(cls, value: StartState | dict[str, Any]) -> StartState:
+        """From itself or its JSON form (``dataclasses.asdict``: lists for tuples)."""
+        if isinstance(value, StartState):
+            return value
+        soils = value.get("zone_soils")
+        return cls(hour_of_year=float(value["hour_of_year"]), crop_day=float(value["crop_day"]),
+                   theta=tuple(float(t) for t in value["theta"]),
+                   zone_soils=None if soils is None else tuple(tuple(float(v) for v in s) for s in soils),  # type: ignore[misc]
+                   root_mm=float(value.get("root_mm", 0.0)))
+
+
+def _check_zone_soils(zone_soils: tuple[tuple[float, float, float, float], ...], zones: int) -> None:
+    if len(zone_soils) != zones:
+        raise ValueError("zone_soils needs one soil per zone")
+    for fc, wp, sat, ret in zone_soils:
+        if not (0.0 <= wp < fc <= sat <= 1.0 and 0.0 < ret < 1.0):
+            raise ValueError(f"zone_soils entry {(fc, wp, sat, ret)} is not a soil (0 <= wp < fc <= sat <= 1, "
+                             "0 < retention < 1)")
+
+
 DEFAULT_ZONES: Final = 6
 """Irrigation zones of a standard greenhouse [count]: the twin's default, and the safety layer's,
 the service's and the policy's wherever a zone count is not given."""
@@ -447,6 +500,10 @@ class TwinConfig:
     zone_soils: tuple[tuple[float, float, float, float], ...] | None = None
     """If set, one calibrated soil per zone, (field capacity, wilting point, saturation, hourly retention),
     instead of the soil classes' table values: the twin of one greenhouse as its logs fitted it."""
+    start_states: tuple[StartState, ...] | None = None
+    """If set, every episode starts from one of these logged states (drawn per instance and episode
+    from the seeded counter streams) instead of a random moisture, start day and crop age: the
+    nightly retraining's episodes begin where the greenhouses really were."""
     moisture_estimate: bool = True
     """Observed moisture is the per-zone Kalman estimate (what the runtime feeds the policy),
     with drifting probes excluded; False: the plain mean of the valid probes."""
@@ -468,12 +525,12 @@ class TwinConfig:
             if unknown:
                 raise ValueError(f"unknown soil types {unknown}; known: {sorted(SOIL_INDEX)}")
         if self.zone_soils is not None:
-            if len(self.zone_soils) != self.zones:
-                raise ValueError("zone_soils needs one soil per zone")
-            for fc, wp, sat, ret in self.zone_soils:
-                if not (0.0 <= wp < fc <= sat <= 1.0 and 0.0 < ret < 1.0):
-                    raise ValueError(f"zone_soils entry {(fc, wp, sat, ret)} is not a soil (0 <= wp < fc <= sat <= 1, "
-                                     "0 < retention < 1)")
+            _check_zone_soils(self.zone_soils, self.zones)
+        if self.start_states is not None:
+            if not self.start_states:
+                raise ValueError("start_states needs at least one state (None: random starts)")
+            for state in self.start_states:
+                state.check(self.zones)
         if abs(sum(self.soil_mix) - 1.0) > 1e-6:
             raise ValueError("soil_mix must sum to 1")
 
@@ -487,8 +544,9 @@ class TwinConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        if d["zone_soils"] is None:  # absent, as before the field existed: the hashes of trained policies hold
-            del d["zone_soils"]
+        for key in ("zone_soils", "start_states"):
+            if d[key] is None:  # absent, as before the field existed: the hashes of trained policies hold
+                del d[key]
         return d
 
     def config_hash(self) -> str:
@@ -514,4 +572,8 @@ class TwinConfig:
         for key in ("soil_mix", "fixed_soils"):
             if isinstance(kwargs.get(key), list):
                 kwargs[key] = tuple(kwargs[key])
+        if isinstance(kwargs.get("zone_soils"), list):  # read back from JSON
+            kwargs["zone_soils"] = tuple(tuple(float(v) for v in s) for s in kwargs["zone_soils"])
+        if kwargs.get("start_states") is not None:
+            kwargs["start_states"] = tuple(StartState.of(s) for s in kwargs["start_states"])
         return cls(**kwargs)

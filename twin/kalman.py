@@ -83,11 +83,10 @@ def kalman_step(xp: Any, cfg: EstimatorConfig, params: TwinParams, state: Kalman
     """
     theta, var = state.theta, state.var
 
-    # theta - h, theta, theta + h stacked as [3, B, Z] (the soil fields broadcast over the leading axis):
-    # one bucket call gives the prediction and its slope.
-    three = xp.stack([theta - slope_h, theta, theta + slope_h], axis=0)
-    nxt = next_theta(xp, params, three, irrigation_mm, etc_mm)  # per m2: L = mm
-    lo, f, hi = nxt[0], nxt[1], nxt[2]
+    # The bucket at theta - h, theta and theta + h: the prediction and its slope. Three calls, not one
+    # on a stacked [3, B, Z] copy: the same bits, and the compiled step fuses them with what follows.
+    lo, f, hi = (next_theta(xp, params, t, irrigation_mm, etc_mm)  # per m2: L = mm
+                 for t in (theta - slope_h, theta, theta + slope_h))
     slope = (hi - lo) * (1.0 / (2.0 * slope_h))
 
     root_dt = math.sqrt(dt_h) if isinstance(dt_h, (int, float)) else xp.sqrt(dt_h)
@@ -136,8 +135,11 @@ def kalman_step(xp: Any, cfg: EstimatorConfig, params: TwinParams, state: Kalman
     inflate = 1.0 + (cfg.mismatch_inflation - 1.0) * xp.astype(mismatch, theta.dtype)
 
     prior_var = slope * slope * var + inflate * q * q
-    usable = present & ~drifting_now
-    total = xp.sum(xp.where(usable, probes, 0.0), axis=2)
+    # The trusted probes' sum column by column, left to right from +0.0 as numpy sums a short row
+    # (the same bits); compiled, a per-row reduction over two probes costs more than two loads.
+    total = xp.where(usable_i[0], probes[:, :, 0], 0.0) + 0.0
+    for i in range(1, n_probe):
+        total = total + xp.where(usable_i[i], probes[:, :, i], 0.0)
     post_var = 1.0 / (1.0 / prior_var + n_use / r)
     post = post_var * (f / prior_var + total / r)
     seen = n_use > 0.0

@@ -20,12 +20,39 @@ from twin.weather import HOURS_PER_YEAR
 
 # RNG streams used at reset (one per family of draws; never reuse a number).
 _S_SOIL, _S_SOIL_JITTER, _S_VALVE, _S_PUMP, _S_SITE, _S_INIT, _S_FAULT_SEL, _S_FORECAST, _S_ECON = range(100, 109)
+_S_START = 109
+# Columns of the start-state table (:func:`start_rows`); the zone moisture and soils follow.
+_C_HOUR, _C_CROP, _C_ROOT, _C_HAS_SOILS, _C_THETA = range(5)
 
 
 def _normal(backend: Backend, u1: Array, u2: Array) -> Array:
     """Box-Muller standard normal from two uniforms."""
     xp = backend.xp
     return xp.sqrt(-2.0 * xp.log(1.0 - u1)) * xp.cos(2.0 * math.pi * u2)
+
+
+def start_table(cfg: TwinConfig) -> np.ndarray:
+    """``cfg.start_states`` as one float table [S, 4 + 5 Z]: hour, crop day, root depth, has soils,
+    then the zones' moisture, then their soils (fc, wp, sat, retention per zone)."""
+    z = cfg.zones
+    rows = []
+    for st in cfg.start_states or ():
+        soils = np.asarray(st.zone_soils, dtype=np.float64).reshape(-1) if st.zone_soils is not None else np.zeros(4 * z)
+        rows.append(np.concatenate([[st.hour_of_year % HOURS_PER_YEAR, st.crop_day, st.root_mm,
+                                     float(st.zone_soils is not None)], st.theta, soils]))
+    return np.asarray(rows, dtype=np.float32)
+
+
+def start_rows(cfg: TwinConfig, backend: Backend, keys: Array, episode: Array) -> Array | None:
+    """Each instance's start state for this episode (a row of :func:`start_table`), drawn
+    uniformly from its own counter stream; None without ``cfg.start_states``."""
+    if not cfg.start_states:
+        return None
+    xp = backend.xp
+    n = len(cfg.start_states)
+    u = backend.uniform(keys, episode, _S_START, 1)[:, 0]
+    pick = xp.clip(xp.astype(xp.floor(u * n), backend.int), 0, n - 1)
+    return backend.take_rows(backend.asarray(start_table(cfg)), pick)
 
 
 def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: Array, episode: Array,
@@ -55,6 +82,10 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
     if cfg.zone_soils is not None:  # calibrated: every instance the greenhouse's own fitted zones
         fitted = np.asarray(cfg.zone_soils, dtype=np.float32)[None, :, :]
         props = backend.asarray(np.broadcast_to(fitted, (int(keys.shape[0]), z, 4)).copy())
+    start = start_rows(cfg, backend, keys, episode)
+    if start is not None:  # a logged start of a greenhouse with its own calibrated soils
+        own = start[:, _C_THETA + z:].reshape(-1, z, 4)
+        props = xp.where(start[:, _C_HAS_SOILS, None, None] > 0.5, own, props)
     jit = backend.uniform(keys, episode, _S_SOIL_JITTER, 3 * z).reshape(-1, 3, z)
     fc = props[..., 0] * (0.92 + 0.16 * jit[:, 0])   # field capacity: +-8 %
     wp = props[..., 1] * (0.92 + 0.16 * jit[:, 1])   # wilting point: +-8 %
@@ -65,7 +96,10 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
     inv_span = 1.0 / ((1.0 - p) * (fc - wp))
     site = backend.uniform(keys, episode, _S_SITE, 6)
     r_lo, r_hi = cfg.crop.root_depth_m
-    root_mm = xp.broadcast_to(((r_lo + (r_hi - r_lo) * site[:, 0]) * 1000.0)[:, None], fc.shape) + 0.0  # root depth: U(range) m
+    root_mm = (r_lo + (r_hi - r_lo) * site[:, 0]) * 1000.0  # root depth: U(range) m
+    if start is not None:
+        root_mm = xp.where(start[:, _C_ROOT] > 0.0, start[:, _C_ROOT], root_mm)
+    root_mm = xp.broadcast_to(root_mm[:, None], fc.shape) + 0.0
     band_low = fc - cfg.reward.band_low_depletion * (fc - wp)
     band_high = fc
 
@@ -87,6 +121,9 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
     start_hour = xp.astype(start_day * 24.0 % HOURS_PER_YEAR, f)
     season = sum(cfg.crop.stage_days)
     crop_day0 = site[:, 4] * max(season - cfg.episode_days, 0.0)                  # crop age: U(0, season - episode)
+    if start is not None:  # the logged moment's local time of year and crop age
+        start_hour = start[:, _C_HOUR] + 0.0
+        crop_day0 = start[:, _C_CROP] + 0.0
 
     uf = backend.uniform(keys, episode, _S_FORECAST, 4)
     bias_t = cfg.weather.forecast_error_c * _normal(backend, uf[:, 0], uf[:, 1])     # N(0, 1.5) degC
@@ -131,6 +168,9 @@ def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode
     u = backend.uniform(params.key, episode, _S_INIT, z)
     fc, wp = params.field_capacity, params.wilting_point
     theta = wp + (fc - wp) * (0.3 + 0.7 * u)   # initial moisture: U(30 %, 100 %) of available water
+    start = start_rows(cfg, backend, params.key, episode)
+    if start is not None:  # the logged estimate, inside what this instance's soil can hold
+        theta = xp.minimum(xp.maximum(start[:, _C_THETA:_C_THETA + z], 0.01), params.saturation)
     zeros_z = backend.zeros((n, z))
     zeros_b = backend.zeros((n,))
     zeros_p = backend.zeros((n, z, pr))
@@ -147,6 +187,15 @@ def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode
         valve_fault=backend.zeros((n, z), dtype=backend.int), dli_today=zeros_b + 0.0, lamp_h_today=zeros_b + 0.0,
         **crop._asdict(),
         last_obs=backend.zeros((n, dim)),
-        **{f"est_{k}": v for k, v in initial_kalman(backend, params, pr).__dict__.items()},
+        **{f"est_{k}": v for k, v in _initial_estimate(backend, params, pr, theta, start is not None).items()},
         step=backend.zeros((n,), dtype=backend.int), episode=episode + 0,
     )
+
+
+def _initial_estimate(backend: Backend, params: TwinParams, probes: int, theta: Array, logged: bool) -> dict[str, Array]:
+    """The Kalman filter's first state: its broad prior, centred on the start moisture when the
+    start is a logged one (the service had that estimate at that moment)."""
+    est = initial_kalman(backend, params, probes).__dict__
+    if logged:
+        est = {**est, "theta": theta + 0.0}
+    return est

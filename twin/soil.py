@@ -46,7 +46,7 @@ def step_soil(xp: Any, params: TwinParams, theta: Array, irrigation_l: Array, zo
 def next_theta(xp: Any, params: TwinParams, theta: Array, irrigation_mm: Array, etc_mm: Array) -> Array:
     """Only the new water content of :func:`step_soil` (same arithmetic, same bits), for the estimator.
 
-    Inputs broadcast: the estimator passes three thetas per zone as [B, 3, Z] against [B, 1, Z] fields.
+    Inputs broadcast; the estimator calls it at three thetas per zone for the bucket's slope.
     """
     return _bucket(xp, params, theta, irrigation_mm, etc_mm)[0]
 

@@ -30,6 +30,9 @@ def add_retrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", default=None, help="runs and candidates (default: GREENTWIN_RETRAIN_DIR)")
     parser.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    parser.add_argument("--max-attempts", type=int, default=3,
+                        help="starts of one unfinished run before the next start abandons it for a new one (default 3; "
+                             "a run older than a day is abandoned too)")
     parser.add_argument("--stop-after", choices=STAGES[:-1], default=None,
                         help="stop once this stage is done (exit 1; a rerun continues): rehearses a crash")
 
@@ -54,18 +57,26 @@ class Progress:
             self.bar.set_postfix_str(f"{fields['stage']} {fields['state']}")
             if fields["state"] == "done":
                 self.bar.update(1)
+            if fields["stage"] == "calibrate" and fields["state"] == "done":
+                from app.retraining.starts import describe
+
+                for g in fields.get("greenhouses") or []:
+                    self.bar.write(describe(str(g.get("greenhouse_id")), g.get("distribution") or {}))
+        elif event == "abandoned":
+            print(f"abandoned run {fields['run']}: {fields['reason']}; starting a new one")
         elif event == "end":
             if self.bar is not None:
                 self.bar.close()
             print(f"{fields['status']}: {fields.get('reason', '')}")
 
 
-def options(args: argparse.Namespace) -> Any:
+def options(args: argparse.Namespace, site_timezone: str = "UTC") -> Any:
     from app.retraining.pipeline import RetrainOptions
 
-    return RetrainOptions(window_days=args.days, iterations=args.iterations, num_envs=args.envs, num_steps=args.steps,
+    return RetrainOptions(site_timezone=site_timezone, window_days=args.days, iterations=args.iterations, num_envs=args.envs, num_steps=args.steps,
                           scenarios=args.scenarios, eval_days=args.eval_days, instances=args.instances,
-                          replay_days=args.replay_days, seed=args.seed, stop_after=args.stop_after)
+                          replay_days=args.replay_days, seed=args.seed, stop_after=args.stop_after,
+                          max_attempts=args.max_attempts)
 
 
 def retrain(url: str, policy_dir: Path, root: Path, opts: Any, progress: Any) -> int:
@@ -77,7 +88,7 @@ def retrain(url: str, policy_dir: Path, root: Path, opts: Any, progress: Any) ->
     engine = make_engine(url)
     try:
         require_current_schema(engine)
-        with run_lock(engine, root / "retrain.lock"):
+        with run_lock(engine):
             return run_retrain(make_session_factory(engine), policy_dir, root, opts, progress).code
     except Locked as exc:
         progress("end", status="locked", reason=str(exc))
@@ -92,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     try:
-        opts = options(args)
+        opts = options(args, settings.site_timezone)
         return retrain(args.url or settings.database_url, Path(settings.policy_dir), Path(args.dir or settings.retrain_dir),
                        opts, Progress(sys.stdout.isatty()))
     except (SchemaOutOfDate, ValueError) as exc:

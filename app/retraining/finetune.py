@@ -1,7 +1,8 @@
 """Stage 3: fine-tune a candidate ensemble from the incumbent (PPO + behaviour cloning).
 
 Each member starts from the incumbent member's weights and its own training recipe (residual or
-not, network size), with a small budget (``iterations`` rollouts of ``num_envs`` x ``num_steps``)
+not, network size) and trains in the calibrated twin, its episodes starting from the window's
+logged states (:mod:`app.retraining.starts`), with a small budget (``iterations`` rollouts of ``num_envs`` x ``num_steps``)
 and the window's operator overrides as demonstrations in the BC term. Members are saved one by
 one, so a killed run skips the finished ones when it resumes.
 """
@@ -9,7 +10,7 @@ one, so a killed run skips the finished ones when it resumes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +26,22 @@ from policy.checkpoint import (
 )
 from policy.config import PPOConfig
 from policy.ppo import train
+from twin.config import StartState
+
+CALIBRATED_KEYS = ("start_states", "zone_soils", "fixed_soils")
+"""Twin overrides that describe one night's greenhouses: the incumbent's are replaced, not kept."""
 
 
 def member_config(train_config: dict[str, Any], *, iterations: int, num_envs: int, num_steps: int, seed: int,
-                  demos: Path | None) -> PPOConfig:
-    """The incumbent member's recipe with the fine-tuning budget."""
+                  demos: Path | None, start_states: Sequence[StartState] = ()) -> PPOConfig:
+    """The incumbent member's recipe with the fine-tuning budget, in the calibrated twin: its
+    episodes start from ``start_states`` (each in its greenhouse's fitted soils) when given."""
     fields = dict(train_config)
     fields["demo_files"] = (str(demos),) if demos is not None else ()
-    fields["twin_overrides"] = tuple(tuple(kv) for kv in fields.get("twin_overrides") or ())
+    overrides = [tuple(kv) for kv in fields.get("twin_overrides") or () if kv[0] not in CALIBRATED_KEYS]
+    if start_states:
+        overrides.append(("start_states", tuple(start_states)))
+    fields["twin_overrides"] = tuple(overrides)
     batch = num_envs * num_steps
     minibatches = max(1, min(int(fields.get("num_minibatches", 4)), batch))
     while batch % minibatches:
@@ -47,8 +56,8 @@ def member_config(train_config: dict[str, Any], *, iterations: int, num_envs: in
 
 
 def finetune(incumbent: Path, out: Path, *, iterations: int, num_envs: int, num_steps: int, seed: int,
-             demos: Path | None, parent: str, on_member: Callable[[int, int], None] | None = None
-             ) -> dict[str, Any]:
+             demos: Path | None, parent: str, on_member: Callable[[int, int], None] | None = None,
+             start_states: Sequence[StartState] = ()) -> dict[str, Any]:
     """Train the candidate into ``out``; returns its manifest (``policy_version``...)."""
     manifest = read_ensemble_manifest(incumbent)
     entries = manifest["members"]
@@ -62,7 +71,7 @@ def finetune(incumbent: Path, out: Path, *, iterations: int, num_envs: int, num_
         src = incumbent / entry["dir"]
         meta = read_meta(src)
         cfg = member_config(meta.get("train_config") or {}, iterations=iterations, num_envs=num_envs,
-                            num_steps=num_steps, seed=seed + k, demos=demos)
+                            num_steps=num_steps, seed=seed + k, demos=demos, start_states=start_states)
         state = torch.load(src / "weights.pt", map_location="cpu", weights_only=True)
         start = time.perf_counter()
         result = train(cfg, init_state=state)

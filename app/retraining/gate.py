@@ -1,6 +1,6 @@
 """Stage 4: the promotion gate. The candidate against the incumbent and ``served`` (the threshold the
 service falls back to) on the held-out suite and on a replay of each greenhouse's recent window in
-its calibrated twin (its fitted soils, its window's length).
+its calibrated twin (its fitted soils, episodes starting from its logged states).
 
 Promoted only if the candidate earns more profit than the incumbent, with the paired bootstrap
 interval of the per-scenario difference above zero, and is no worse in yield, stress hours, hard
@@ -23,7 +23,7 @@ from policy.ensemble import load_ensemble
 from policy.evaluate import ControllerMetrics, Scenario, ensemble_vote, evaluate_all, held_out_suite
 from policy.residual import interlock
 from policy.tuning import served_expert
-from twin.config import DEFAULT_ZONES, TwinConfig
+from twin.config import DEFAULT_ZONES, StartState, TwinConfig
 
 NO_WORSE = (("yield_kg_m2", 1.0), ("stress_hours", -1.0), ("hard_terminations", -1.0), ("safety_clips", -1.0))
 """Metrics the candidate may not be worse in, with the sign of "better"."""
@@ -37,6 +37,8 @@ class ReplayScenario(Scenario):
     zone_soils: tuple[tuple[float, float, float, float], ...] = ()
     root_m: float = 0.0
     label: str = ""
+    start_states: tuple[StartState, ...] = ()
+    """The window's logged states its episodes start from (none: random starts)."""
 
     @property
     def name(self) -> str:
@@ -45,7 +47,8 @@ class ReplayScenario(Scenario):
     def config(self) -> TwinConfig:
         cfg = super().config()
         crop = dataclasses.replace(cfg.crop, root_depth_m=(self.root_m, self.root_m)) if self.root_m > 0 else cfg.crop
-        return dataclasses.replace(cfg, fixed_soils=self.soils, zone_soils=self.zone_soils, crop=crop)
+        return dataclasses.replace(cfg, fixed_soils=self.soils, zone_soils=self.zone_soils, crop=crop,
+                                   start_states=self.start_states or None)
 
 
 class Counted:
@@ -78,7 +81,8 @@ def replay_scenarios(calibrations: list[dict[str, Any]], days: float, instances:
             continue
         out.append(ReplayScenario(seed=seed + i, days=days, instances=instances, soils=soils,
                                   zone_soils=tuple(tuple(float(v) for v in s) for s in c["zone_soils"]),  # type: ignore[misc]
-                                  root_m=float(c["root_mm"]) / 1000.0, label=str(c["greenhouse_id"])))
+                                  root_m=float(c["root_mm"]) / 1000.0, label=str(c["greenhouse_id"]),
+                                  start_states=tuple(StartState.of(s) for s in c.get("start_states") or ())))
     return out
 
 

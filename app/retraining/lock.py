@@ -1,12 +1,17 @@
-"""One retraining run at a time: a PostgreSQL advisory lock, or a lock file next to SQLite.
+"""One retraining run at a time per database: a PostgreSQL advisory lock, or a file lock beside SQLite.
 
 The advisory lock is held by a connection of its own for the whole run, so it goes with the
 process: a killed run never leaves a stale lock behind (nor does the file lock, an ``flock``).
+The file lock lives with the database it guards (next to the SQLite file, or keyed by the URL
+for an in-memory one), not in a run folder: two runs with different ``--dir`` on the same
+database still exclude each other.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,9 +26,22 @@ class Locked(RuntimeError):
     """Another retraining run holds the lock."""
 
 
+def lock_path(engine: Engine) -> Path:
+    """The lock file of a database without advisory locks: ``<file>.retrain.lock`` beside a SQLite
+    file; for any other database (in-memory SQLite) one in the temporary folder named by its URL."""
+    url = engine.url
+    database = url.database or ""
+    if url.get_backend_name() == "sqlite" and database and database != ":memory:" and not database.startswith("file:"):
+        db = Path(database).resolve()
+        return db.with_name(db.name + ".retrain.lock")
+    key = hashlib.sha256(url.render_as_string(hide_password=False).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"greentwin-retrain-{key}.lock"
+
+
 @contextmanager
-def run_lock(engine: Engine, lock_file: Path) -> Iterator[None]:
-    """Hold the run lock for the ``with`` block; :class:`Locked` at once if another run has it."""
+def run_lock(engine: Engine) -> Iterator[None]:
+    """Hold the run lock of ``engine``'s database for the ``with`` block; :class:`Locked` at once
+    if another run has it."""
     if engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             if not conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": RETRAIN_LOCK_KEY}).scalar():
@@ -35,6 +53,7 @@ def run_lock(engine: Engine, lock_file: Path) -> Iterator[None]:
                 conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": RETRAIN_LOCK_KEY})
                 conn.commit()
         return
+    lock_file = lock_path(engine)
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with lock_file.open("a+") as fh:
         try:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import registry
 from app.retraining import EXIT_ERROR, EXIT_PROMOTED, EXIT_REFUSED, STAGES
-from app.retraining.runs import RunDir, record_run
+from app.retraining.runs import RunDir, abandon_run, record_run
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,25 @@ class RetrainOptions:
     seed: int = 0
     stop_after: str | None = None
     """Stop (exit 1, the run left to resume) once this stage is done: how a crash is rehearsed."""
+    site_timezone: str = "UTC"
+    """The site's IANA time zone: the logged steps' local time of year, where episodes start."""
+    start_states: int = 256
+    """Logged steps per greenhouse the fine-tuning's episodes start from (a seeded sample)."""
+    distance_instances: int = 16
+    """Twin instances of the before/after distribution comparison's served rollout."""
+    distance_days: float = 1.0
+    """Days of that rollout (whole days: its irrigation is compared per day)."""
+    max_attempts: int = 3
+    """Starts of one run (the first and its resumptions) before the next start abandons it: a run
+    that keeps failing at the same stage must not block every later night."""
+    max_age_h: float = 24.0
+    """An unfinished run older than this is abandoned, not resumed: its window is a day stale."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or not self.max_age_h > 0:
+            raise ValueError("max_attempts must be >= 1 and max_age_h > 0")
+        if self.start_states < 1 or self.distance_instances < 1 or not self.distance_days > 0:
+            raise ValueError("start_states and distance_instances must be >= 1 and distance_days > 0")
 
 
 @dataclass(frozen=True)
@@ -58,8 +77,12 @@ def run_retrain(sessions: sessionmaker[Session], policy_dir: Path, root: Path, o
                 report: Report, now: datetime | None = None) -> Outcome:
     """Run (or resume) a retraining run; never raises for a failed stage: the outcome says it."""
     now = now or datetime.now(UTC)
-    run, resumed = RunDir.current_or_new(root, now)
-    report("run", run=run.run_id, resumed=resumed, done=run.done())
+    run = _resumable(sessions, root, opts, now, report)
+    resumed = run is not None
+    if run is None:
+        run = RunDir.new(root, now)
+    attempt = run.count_attempt()
+    report("run", run=run.run_id, resumed=resumed, done=run.done(), attempt=attempt)
     summary: dict[str, Any] = {"options": asdict(opts), "stages": {}}
     incumbent: str | None = None
     stage = "start"
@@ -95,6 +118,32 @@ def run_retrain(sessions: sessionmaker[Session], policy_dir: Path, root: Path, o
                    summary)
 
 
+def _resumable(sessions: sessionmaker[Session], root: Path, opts: RetrainOptions, now: datetime,
+               report: Report) -> RunDir | None:
+    """The unfinished run to resume, or None: none, or it was abandoned (too many attempts, too old)."""
+    run = RunDir.current(root)
+    if run is None:
+        return None
+    info = run.info()
+    age_h = (now - info["started_at"]).total_seconds() / 3600.0
+    if info["attempts"] >= opts.max_attempts:
+        why = f"{info['attempts']} attempts did not finish it (at most {opts.max_attempts})"
+    elif age_h > opts.max_age_h:
+        why = f"started {age_h:.1f} h ago (at most {opts.max_age_h:g} h)"
+    else:
+        return run
+    why += f"; stages done: {', '.join(run.done()) or 'none'}"
+    log.warning("retraining run %s abandoned: %s; starting a new run", run.run_id, why)
+    abandon_run(sessions, run.run_id, why, now)
+    candidate = (run.result("finetune") or {}).get("candidate")
+    info_row = registry.get(sessions, candidate) if candidate else None
+    if info_row is not None and info_row.status == "candidate":  # never gated: it must not look pending
+        registry.mark(sessions, candidate, "refused", f"retraining run {run.run_id} abandoned: {why}")
+    run.close()
+    report("abandoned", run=run.run_id, reason=why)
+    return None
+
+
 def _brief(stage: str, result: dict[str, Any]) -> dict[str, Any]:
     """What the summary keeps of a stage's result (the full result stays in the run folder)."""
     if stage == "window":
@@ -102,7 +151,7 @@ def _brief(stage: str, result: dict[str, Any]) -> dict[str, Any]:
             "greenhouses": [{"id": g["id"], "steps": g["steps"]} for g in result.get("greenhouses", [])]}
     if stage == "calibrate":
         return {"greenhouses": [{k: g.get(k) for k in ("greenhouse_id", "rmse_before", "rmse_after",
-                                                       "distance_before", "distance_after")}
+                                                       "distance_before", "distance_after", "distribution")}
                                 for g in result.get("greenhouses", [])]}
     if stage == "gate":
         return {"promote": result.get("promote"), "reason": result.get("reason"),
@@ -125,7 +174,7 @@ def _window(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts
     since = until - timedelta(days=opts.window_days)
     folder = run.path / "window"
     folder.mkdir(exist_ok=True)
-    windows = read_window(sessions, since, until)
+    windows = read_window(sessions, since, until, site_timezone=opts.site_timezone)
     for w in windows:
         w.save(folder / f"{w.greenhouse_id}.npz")
     demos, demo_file = _export_demos(sessions, run.path / "demos.npz", since, until)
@@ -149,36 +198,54 @@ def _export_demos(sessions: sessionmaker[Session], out: Path, since: datetime, u
 def _calibrate(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
                now: datetime) -> dict[str, Any]:
     from app.retraining.calibrate import calibrate_greenhouse
+    from app.retraining.starts import describe, distances, start_states
     from app.retraining.window import GreenhouseWindow
+    from twin.config import DEFAULT_ZONES
 
     window = run.result("window") or {}
     out = []
-    for g in window.get("greenhouses", []):
-        out.append(calibrate_greenhouse(GreenhouseWindow.load(run.path / "window" / f"{g['id']}.npz")))
+    for i, g in enumerate(window.get("greenhouses", [])):
+        w = GreenhouseWindow.load(run.path / "window" / f"{g['id']}.npz")
+        c = calibrate_greenhouse(w)
+        if len(w.soils) == DEFAULT_ZONES:  # the ensemble's layout: its episodes can start here
+            starts = start_states(w, c, opts.start_states, seed=opts.seed + i)
+            c["start_states"] = [asdict(s) for s in starts]
+            c["distribution"] = distances(w, starts, instances=opts.distance_instances, days=opts.distance_days,
+                                          seed=opts.seed + i)
+        else:
+            c["start_states"] = []
+            c["distribution"] = {"why": f"{len(w.soils)} zones: the ensemble controls {DEFAULT_ZONES}"}
+        log.info("%s", describe(w.greenhouse_id, c["distribution"]))
+        out.append(c)
     return {"greenhouses": out}
 
 
 def _finetune(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
               now: datetime) -> dict[str, Any]:
     from app.retraining.finetune import finetune
-    from policy.checkpoint import git_commit
+    from policy.checkpoint import git_commit, read_meta
     from twin import TWIN_VERSION
-    from twin.config import TwinConfig
+    from twin.config import StartState
 
     window = run.result("window") or {}
     calibration = run.result("calibrate") or {}
     out = run.root / "candidates" / run.run_id
     demos = window.get("demos_file")
+    # Every greenhouse's logged starts, each in its own calibrated soils: one batch trains in all of them.
+    starts = [StartState.of(s) for g in calibration.get("greenhouses", []) for s in g.get("start_states") or ()]
     manifest = finetune(Path(window["incumbent_dir"]), out, iterations=opts.iterations, num_envs=opts.num_envs,
                         num_steps=opts.num_steps, seed=opts.seed, demos=Path(demos) if demos else None,
-                        parent=window["incumbent"])
+                        parent=window["incumbent"], start_states=starts)
     version = str(manifest["policy_version"])
+    twin_hash = read_meta(out / manifest["members"][0]["dir"]).get("twin_config_hash")
     registry.add_candidate(
         sessions, version, out, parent=window["incumbent"], data_from=datetime.fromisoformat(window["since"]),
         data_to=datetime.fromisoformat(window["until"]), twin_version=TWIN_VERSION,
-        config_hash=TwinConfig().config_hash(), git_commit=git_commit(),
+        config_hash=twin_hash, git_commit=git_commit(),
         calibration=_brief("calibrate", calibration), note=f"fine-tuned by retraining run {run.run_id}")
-    return {"candidate": version, "directory": str(out), "members": len(manifest["members"])}
+    return {"candidate": version, "directory": str(out), "members": len(manifest["members"]),
+            "start_states": len(starts), "twin": "calibrated, logged starts" if starts else "default (no logged starts)",
+            "twin_config_hash": twin_hash}
 
 
 def _gate(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,

@@ -38,7 +38,7 @@ def plain(obj: Any) -> Any:
 
 
 class RunDir:
-    """One run's folder: which stages are done and what they produced."""
+    """One run's folder: which stages are done, what they produced, and how often it was started."""
 
     def __init__(self, root: Path, run_id: str) -> None:
         self.root = root
@@ -47,18 +47,54 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
 
     @classmethod
-    def current_or_new(cls, root: Path, now: datetime) -> tuple[RunDir, bool]:
-        """The unfinished run named by ``CURRENT`` (resumed: True), or a new one."""
-        root.mkdir(parents=True, exist_ok=True)
+    def current(cls, root: Path) -> RunDir | None:
+        """The unfinished run named by ``CURRENT``, if any."""
         pointer = root / "CURRENT"
         if pointer.exists():
             run_id = pointer.read_text(encoding="utf-8").strip()
             if run_id and (root / "runs" / run_id).is_dir():
-                return cls(root, run_id), True
-        run_id = now.strftime("%Y%m%dT%H%M%SZ")
+                return cls(root, run_id)
+        return None
+
+    @classmethod
+    def new(cls, root: Path, now: datetime) -> RunDir:
+        """A new run, named by its start time (a suffix where that name is taken), made current."""
+        root.mkdir(parents=True, exist_ok=True)
+        base = run_id = now.strftime("%Y%m%dT%H%M%SZ")
+        n = 1
+        while (root / "runs" / run_id).exists():
+            n += 1
+            run_id = f"{base}-{n}"
         run = cls(root, run_id)
-        _atomic_write(pointer, run_id)
-        return run, False
+        run._write_info({"started_at": now.isoformat(), "attempts": 0})
+        _atomic_write(root / "CURRENT", run_id)
+        return run
+
+    @classmethod
+    def current_or_new(cls, root: Path, now: datetime) -> tuple[RunDir, bool]:
+        """The unfinished run named by ``CURRENT`` (resumed: True), or a new one."""
+        root.mkdir(parents=True, exist_ok=True)
+        run = cls.current(root)
+        return (run, True) if run is not None else (cls.new(root, now), False)
+
+    def info(self) -> dict[str, Any]:
+        """``started_at`` (aware datetime) and ``attempts`` (how often the run was started)."""
+        path = self.path / "run.json"
+        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        started = data.get("started_at")
+        if started is None:  # a folder from before run.json: its name is its start time
+            started = datetime.strptime(self.run_id[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).isoformat()
+        return {"started_at": datetime.fromisoformat(started), "attempts": int(data.get("attempts", 0))}
+
+    def count_attempt(self) -> int:
+        """Book one more start of this run (a crash cannot book its own failure); the count."""
+        info = self.info()
+        attempts = info["attempts"] + 1
+        self._write_info({"started_at": info["started_at"].isoformat(), "attempts": attempts})
+        return attempts
+
+    def _write_info(self, data: dict[str, Any]) -> None:
+        _atomic_write(self.path / "run.json", json.dumps(data, sort_keys=True))
 
     def result(self, stage: str) -> dict[str, Any] | None:
         path = self.path / f"{stage}.json"
@@ -73,7 +109,7 @@ class RunDir:
         return [s for s in STAGES if (self.path / f"{s}.json").exists()]
 
     def close(self) -> None:
-        """The run is over (promoted, refused): the next run is a new one."""
+        """The run is over (promoted, refused, abandoned): the next run is a new one."""
         pointer = self.root / "CURRENT"
         if pointer.exists() and pointer.read_text(encoding="utf-8").strip() == self.run_id:
             pointer.unlink()
@@ -102,6 +138,19 @@ def record_run(sessions: sessionmaker[Session], run_id: str, *, status: str, sum
         row.incumbent = incumbent or row.incumbent
         row.candidate = candidate or row.candidate
         row.finished_at = now if finished else None
+
+
+def abandon_run(sessions: sessionmaker[Session], run_id: str, reason: str, now: datetime) -> None:
+    """Close an unfinished run's row as failed for good, its summary saying why (its stages kept)."""
+    with sessions() as s, s.begin():
+        row = s.get(RetrainRun, run_id)
+        if row is None:
+            row = RetrainRun(id=run_id, started_at=now, status="failed", summary={}, reason="")
+            s.add(row)
+        row.status = "failed"
+        row.summary = {**(row.summary or {}), "abandoned": reason}
+        row.reason = f"abandoned: {reason}"[:REASON_MAX_LEN]
+        row.finished_at = now
 
 
 def last_run(sessions: sessionmaker[Session]) -> dict[str, Any] | None:

@@ -56,8 +56,11 @@ class RetrainSchedule:
             line = raw.decode(errors="replace").strip()
             with contextlib.suppress(ValueError):
                 event = json.loads(line)
-                if event.get("event") in ("stage", "end"):
-                    log.info("retrain %s", " ".join(f"{k}={v}" for k, v in event.items() if k != "ts"))
+                if event.get("event") in ("stage", "end", "abandoned"):
+                    # what happened first (event, stage, state), then its details
+                    keys = [k for k in ("event", "run", "stage", "state") if k in event]
+                    keys += sorted(k for k in event if k not in keys and k != "ts")
+                    log.info("retrain %s", " ".join(f"{k}={event[k]}" for k in keys))
                     continue
             if line:
                 log.debug("retrain: %s", line)

@@ -20,14 +20,15 @@ from app.cli import db as db_cli
 from app.cli.retrain import retrain
 from app.core.config import DEFAULT_POLICY_DIR
 from app.core.db import make_engine, make_session_factory
-from app.models import Decision
+from app.models import Decision, RetrainRun
 from app.retraining import EXIT_ERROR, EXIT_LOCKED, EXIT_PROMOTED, EXIT_REFUSED
 from app.retraining.gate import run_gate
-from app.retraining.lock import Locked, run_lock
-from app.retraining.pipeline import RetrainOptions
+from app.retraining.lock import Locked, lock_path, run_lock
+from app.retraining.pipeline import RetrainOptions, run_retrain
 from app.retraining.runs import last_run
 from policy.checkpoint import member_dir, read_meta, sha256_file, write_ensemble_manifest
 from twin.calibration import SoilLog, simulate_zone
+from twin.config import TwinConfig
 from twin.env import GreenhouseTwin
 
 NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)  # the run reads the window before now
@@ -35,7 +36,7 @@ TRUTH = {"field_capacity": 0.31, "wilting_point": 0.15, "saturation": 0.45, "hou
          "root_mm": 300.0, "theta0": 0.27}
 """The soil the synthetic greenhouse really has: wetter and faster-draining than the loam table."""
 TINY = RetrainOptions(window_days=3.0, iterations=1, num_envs=8, num_steps=16, scenarios=1, eval_days=0.25,
-                      instances=2, replay_days=0.25, seed=0)
+                      instances=2, replay_days=0.25, seed=0, start_states=24, distance_instances=4)
 
 
 def _window_rows(gh: str, steps: int = 96, dt_s: float = 1800.0) -> list[Decision]:
@@ -55,7 +56,8 @@ def _window_rows(gh: str, steps: int = 96, dt_s: float = 1800.0) -> list[Decisio
         rows.append(Decision(
             greenhouse_id=gh, seq=t + 1, ts=start + timedelta(seconds=dt_s * t), actor="policy:x", mode="auto",
             telemetry={"soil_vwc": [[float(moist[z][t]), None] for z in range(6)]},
-            estimate={"etc_mm": float(etc[t]), "irrigation_mm": irrigation[t].tolist()},
+            estimate={"etc_mm": float(etc[t]), "irrigation_mm": irrigation[t].tolist(),
+                      "theta": [float(moist[z][t]) for z in range(6)], "crop_twin": {"crop_day": 70.0 + t * dt_s / 86400}},
             member_actions=[], voted={}, clipped={}, rules_fired=[], reward_terms=None, confidence=1.0,
             explanation=None, cmd_id=str(uuid.UUID(int=t + 1 + 1000 * len(gh))), ack_status="applied"))
     obs = GreenhouseTwin(num_instances=3, backend="numpy", seed=0).reset()
@@ -123,7 +125,7 @@ def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -
                       progress)
     assert stopped == EXIT_ERROR
     run_id = (root / "CURRENT").read_text().strip()
-    assert sorted(p.name for p in (root / "runs" / run_id).glob("*.json")) == ["calibrate.json", "window.json"]
+    assert sorted(p.name for p in (root / "runs" / run_id).glob("*.json")) == ["calibrate.json", "run.json", "window.json"]
     calibration = json.loads((root / "runs" / run_id / "calibrate.json").read_text())["greenhouses"][0]
     # The fit finds the wetter, faster-draining soil: much closer to the log than the loam table.
     assert calibration["rmse_after"] < 0.5 * calibration["rmse_before"]
@@ -132,11 +134,23 @@ def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -
                         abs_tol=0.03)
     window = json.loads((root / "runs" / run_id / "window.json").read_text())
     assert window["demos"] == 3 and window["greenhouses"][0]["steps"] == 96
+    # Episodes start from logged states: a seeded sample of the window's steps, in the fitted soils.
+    starts = calibration["start_states"]
+    assert len(starts) == TINY.start_states
+    assert all(70.0 <= s["crop_day"] <= 72.0 and s["zone_soils"] == calibration["zone_soils"] for s in starts)
+    logged_hours = {round((t.ts - t.ts.replace(month=1, day=1, hour=0, minute=0, second=0)).total_seconds() / 3600, 3)
+                    for t in _window_rows("gh1")}
+    assert {round(s["hour_of_year"], 3) for s in starts} <= logged_hours
+    # ... which brings the twin's states closer to the logged ones than the table twin's random starts.
+    dist = calibration["distribution"]
+    assert dist["start_moisture"]["after"] < 0.25 * dist["start_moisture"]["before"]
+    assert dist["rollout_moisture"]["after"] < dist["rollout_moisture"]["before"]
+    assert math.isfinite(dist["daily_irrigation_mm"]["before"]) and math.isfinite(dist["daily_irrigation_mm"]["after"])
 
     events.clear()
     code = retrain(url, DEFAULT_POLICY_DIR, root, TINY, progress)
     assert code in (EXIT_PROMOTED, EXIT_REFUSED)
-    assert events[0] == {"event": "run", "run": run_id, "resumed": True, "done": ["window", "calibrate"]}
+    assert events[0] == {"event": "run", "run": run_id, "resumed": True, "done": ["window", "calibrate"], "attempt": 2}
     started = [e["stage"] for e in events if e["event"] == "stage" and e["state"] == "start"]
     assert started == ["finetune", "gate", "promote"]
     assert not (root / "CURRENT").exists()
@@ -154,26 +168,105 @@ def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -
     tuned = read_meta(Path(candidate.directory) / "member_0")
     assert tuned["metrics"]["finetuned_from"]["version"] == shipped
     assert tuned["train_config"]["demo_files"]  # the operator overrides were in the BC term
+    # It trained in the calibrated twin, from the logged starts; the registry records that twin.
+    assert len(tuned["twin_config"]["start_states"]) == TINY.start_states
+    assert candidate.config_hash == tuned["twin_config_hash"] != TwinConfig().config_hash()
+    assert run["summary"]["stages"]["calibrate"]["greenhouses"][0]["distribution"]["start_moisture"]["after"] >= 0
+    engine.dispose()
+
+
+def test_a_run_that_keeps_failing_is_abandoned_for_a_new_one(url: str, tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """After max_attempts starts (or a day) an unfinished run is closed as failed and a new one starts."""
+    import logging
+
+    root = tmp_path / "retrain"
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    events: list[dict[str, Any]] = []
+    failing = RetrainOptions(**{**TINY.__dict__, "stop_after": "window", "max_attempts": 2})
+
+    def start(now: datetime) -> str:
+        events.clear()
+        out = run_retrain(sessions, DEFAULT_POLICY_DIR, root, failing, lambda e, **f: events.append({"event": e, **f}),
+                          now=now)
+        assert out.code == EXIT_ERROR
+        return out.run_id
+
+    first = start(NOW)
+    assert start(NOW) == first and events[0]["attempt"] == 2  # resumed once
+    with caplog.at_level(logging.WARNING, logger="app.retraining.pipeline"):
+        second = start(NOW)
+    assert second != first and events[0] == {"event": "abandoned", "run": first,
+                                              "reason": "2 attempts did not finish it (at most 2); stages done: window"}
+    assert events[1]["resumed"] is False and events[1]["attempt"] == 1
+    assert f"retraining run {first} abandoned: 2 attempts" in caplog.text
+    with sessions() as s:
+        old = s.get(RetrainRun, first)
+        assert old is not None and old.status == "failed" and old.finished_at is not None
+        assert old.reason.startswith("abandoned: 2 attempts") and "abandoned" in old.summary
+
+    third = start(NOW + timedelta(hours=25))  # one attempt only, but a day old
+    assert third not in (first, second)
+    assert events[0]["run"] == second and events[0]["reason"].startswith("started 25.0 h ago (at most 24 h)")
+    assert (root / "CURRENT").read_text().strip() == third
+    engine.dispose()
+
+
+def test_an_abandoned_run_s_unjudged_candidate_is_refused(url: str, tmp_path: Path) -> None:
+    from app.retraining.runs import RunDir
+
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    shipped = registry.ensure_seeded(sessions, DEFAULT_POLICY_DIR)
+    assert shipped is not None
+    root = tmp_path / "retrain"
+    stuck = RunDir.new(root, NOW - timedelta(hours=2))
+    shutil.copytree(DEFAULT_POLICY_DIR, stuck.root / "candidates" / stuck.run_id)
+    registry.add_candidate(sessions, "stuck", stuck.root / "candidates" / stuck.run_id, parent=shipped.version)
+    stuck.finish("finetune", {"candidate": "stuck"})
+    for _ in range(3):  # three starts that died in the gate
+        stuck.count_attempt()
+    out = run_retrain(sessions, DEFAULT_POLICY_DIR, root, RetrainOptions(**{**TINY.__dict__, "stop_after": "window"}),
+                      lambda *a, **k: None, now=NOW)
+    assert out.run_id != stuck.run_id
+    info = registry.get(sessions, "stuck")
+    assert info is not None and info.status == "refused" and "abandoned" in info.note
+    assert registry.promoted(sessions).version == shipped.version  # type: ignore[union-attr]
     engine.dispose()
 
 
 def test_a_second_run_is_refused_while_one_holds_the_lock(url: str, tmp_path: Path) -> None:
-    root = tmp_path / "retrain"
+    """The lock lives with the database: a run with another ``--dir`` on the same SQLite file is refused."""
     engine = make_engine(url)
-    with run_lock(engine, root / "retrain.lock"):
-        assert retrain(url, DEFAULT_POLICY_DIR, root, TINY, lambda *a, **k: None) == EXIT_LOCKED
+    assert lock_path(engine) == tmp_path / "gt.sqlite3.retrain.lock"
+    with run_lock(engine):
+        for root in (tmp_path / "retrain", tmp_path / "elsewhere"):
+            assert retrain(url, DEFAULT_POLICY_DIR, root, TINY, lambda *a, **k: None) == EXIT_LOCKED
+            assert not (root / "CURRENT").exists()
     engine.dispose()
-    assert not (root / "CURRENT").exists()
+
+
+def test_in_memory_databases_lock_by_url() -> None:
+    one, two = make_engine("sqlite://"), make_engine("sqlite://")
+    assert lock_path(one) == lock_path(two) != lock_path(make_engine("sqlite:///other.sqlite3"))
+    with run_lock(one):
+        with pytest.raises(Locked), run_lock(two):
+            pass
+    with run_lock(two):
+        pass
+    one.dispose()
+    two.dispose()
 
 
 @pytest.mark.postgres
 def test_advisory_lock_on_postgresql(make_pg_database) -> None:  # type: ignore[no-untyped-def]
     with make_pg_database("h_retrain_lock") as pg:
         one, two = make_engine(pg), make_engine(pg)
-        with run_lock(one, Path("unused")):
-            with pytest.raises(Locked), run_lock(two, Path("unused")):
+        with run_lock(one):
+            with pytest.raises(Locked), run_lock(two):
                 pass
-        with run_lock(two, Path("unused")):  # released with the first run
+        with run_lock(two):  # released with the first run
             pass
         one.dispose()
         two.dispose()
@@ -216,3 +309,30 @@ def test_the_demo_schedule_runs_the_command_end_to_end(url: str, tmp_path: Path,
     engine = make_engine(url)
     assert last_run(make_session_factory(engine))["status"] in ("promoted", "refused")  # type: ignore[index]
     engine.dispose()
+
+
+def test_logged_steps_are_placed_on_the_site_local_clock() -> None:
+    from zoneinfo import ZoneInfo
+
+    from app.retraining.window import hour_of_year
+
+    site = ZoneInfo("Europe/Amsterdam")
+    assert hour_of_year(datetime(2026, 7, 1, 10, 0, tzinfo=UTC), site) == 181 * 24 + 12.0  # CEST, UTC+2
+    assert hour_of_year(datetime(2026, 1, 1, 0, 30, tzinfo=UTC), site) == 1.5  # CET, UTC+1
+    assert hour_of_year(datetime(2026, 12, 31, 23, 30), ZoneInfo("UTC")) == 364 * 24 + 23.5  # naive: UTC
+
+
+def test_the_terminal_shows_each_greenhouse_s_distances(capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli.retrain import Progress
+
+    progress = Progress(tty=True)
+    progress("run", run="r", resumed=False, done=[], attempt=1)
+    dist = {"start_moisture": {"before": 0.09, "after": 0.002}, "rollout_moisture": {"before": 0.08, "after": 0.01},
+            "daily_irrigation_mm": {"before": 14.0, "after": 9.5}}
+    progress("stage", run="r", stage="calibrate", state="done", greenhouses=[{"greenhouse_id": "gh1", "distribution": dist}])
+    progress("abandoned", run="old", reason="3 attempts did not finish it")
+    progress("end", status="failed", reason="x")
+    out = capsys.readouterr().out
+    assert "gh1: logged vs simulated (W1, before -> after calibration): start_moisture 0.0900 -> 0.0020 m3/m3" in out
+    assert "daily_irrigation_mm 14.0000 -> 9.5000 mm/day" in out
+    assert "abandoned run old: 3 attempts did not finish it; starting a new one" in out
