@@ -16,6 +16,7 @@ from app.api.body_limit import BodyLimitMiddleware
 from app.api.dashboard import Dashboard
 from app.api.edge_status import EdgeStatusWatcher
 from app.api.routes import alarms, audit_status, auth, greenhouses, health, live, policy, reports, users
+from app.audit_keys import load_retired_keys
 from app.audit_sink import AuditSink, record_at_start, record_key_in_use, service_audit_keys
 from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.service import AuthService, service_secret_key
@@ -41,7 +42,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
             require_current_schema(engine)  # refuse to run on a schema that is behind
             folder = state_dir or settings.state_dir
             keyring, signer = service_audit_keys(settings, folder)  # refuses outside demo without keys
-            store = AuditStore(engine, keyring, signer)
+            store = AuditStore(engine, keyring, signer, retired_keys=load_retired_keys(settings))
             record_at_start(record_key_in_use, store)  # a rotated key shows in the trail from the first start on it
             rt = Runtime(settings, make_session_factory(engine), state_dir=folder, audit=AuditSink(store))
         secret = service_secret_key(settings, rt.state_dir)  # refuses outside demo without GREENTWIN_SECRET_KEY
