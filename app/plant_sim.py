@@ -173,6 +173,7 @@ class PlantSim:
             actions = np.stack([self._effective_action(st) for st in self.state.values()])
             commanded = {gh: st.action.copy() for gh, st in self.state.items()}
             _, _, _, _, info = self.twin.step(actions)
+            self._on_step(self.sim_time, actions, info)
             self.sim_time += timedelta(seconds=self.dt_s)
             self._align_clock()
             readings = {k: np.asarray(v) for k, v in info["readings"].items()}
@@ -189,6 +190,10 @@ class PlantSim:
             else:
                 logger.debug("%s offline: telemetry seq %d not sent", gh, tel.seq)
         return out
+
+    def _on_step(self, start: datetime, actions: np.ndarray, info: dict[str, Any]) -> None:
+        """What the plant really ran over the step from ``start`` (rows in ``greenhouses`` order): the
+        hook a recording subclass uses to check the safety limits against the plant itself."""
 
     def _align_clock(self) -> None:
         """Move each twin instance to the site-local hour of day of ``sim_time``, keeping its day of

@@ -18,15 +18,18 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 from sqlalchemy import func, make_url, select, text
 from sqlalchemy.orm import Session
 
@@ -44,6 +47,7 @@ from tests.app.broker_pki import TestCA
 from tests.app.pg_roles import RoleDatabase, owner_and_app_roles
 from tests.app.procs import AuditKeys, CuttableProxy, Mosquitto, Service, free_port, service_env, wait_until
 from tests.app.test_broker_acl import deployed_config
+from tests.e2e.plant_log import PlantStep, violations
 
 PLANTS = ("gh-a", "gh-b", "gh-c")
 HOSTILE = "gh-x"
@@ -63,6 +67,9 @@ class RecordingPlantSim(PlantSim):
         self.applied: list[Command] = []
         self.received: Counter[str] = Counter()
         """Command messages handled per cmd_id, replays included."""
+        self.steps: dict[str, list[PlantStep]] = {gh: [] for gh in self.greenhouses}
+        """What each plant really ran, step by step (checked against the safety limits)."""
+        self._in_force: dict[str, tuple[Command, float]] = {}
 
     def _handle_command(self, st: Any, raw: bytes) -> tuple[Any, str | None, Any]:
         status, reason, cmd_id = super()._handle_command(st, raw)
@@ -73,7 +80,21 @@ class RecordingPlantSim(PlantSim):
         status, reason = super()._decide(st, cmd)
         if status == "applied":
             self.applied.append(cmd)
+            self._in_force[st.gh] = (cmd, time.time())
         return status, reason
+
+    def _on_step(self, start: datetime, actions: np.ndarray, info: dict[str, Any]) -> None:
+        wall = time.time()
+        for i, gh in enumerate(self.greenhouses):
+            cmd, at = self._in_force.get(gh, (None, None))
+            self.steps[gh].append(PlantStep(
+                start=start, wall=wall, commanded=self.state[gh].action.copy(), ran=np.array(actions[i]),
+                water_l=np.array(info["water_l"][i], dtype=np.float64),
+                dead_heading=bool(info["warnings"]["dead_heading"][i]),
+                termination=int(info["termination_reason"][i]), in_force=cmd, applied_at=at))
+
+    def safety_violations(self) -> list[str]:
+        return [v for gh in self.greenhouses for v in violations(gh, list(self.steps[gh]), self.dt_s)]
 
 
 @dataclass
@@ -275,7 +296,10 @@ class System:
             assert len(ids) == len(set(ids)), f"{gh}: a command applied twice"
             for c in edge.sim.applied:
                 assert 0.0 <= c.pump_pct <= 100.0 and 0.0 <= c.light_pct <= 100.0 and set(c.valves) <= {0, 1}
-        # (3) Nothing applied while a greenhouse was in e-stop but the all-off command.
+        # (3) No actuator ran outside the safety limits at any moment, by the plant simulator's own log.
+        unsafe = [v for edge in self.edges.values() for v in edge.sim.safety_violations()]
+        assert unsafe == [], f"{len(unsafe)} moments outside the safety limits:\n" + "\n".join(unsafe[:20])
+        # (3b) Nothing applied while a greenhouse was in e-stop but the all-off command.
         windows = self.estop_windows()
         for gh, edge in self.edges.items():
             for start, end in windows.get(gh, []):
@@ -298,6 +322,8 @@ class System:
             wait_until(lambda: self._dead_letter_alarms() >= letters, 20, "an alarm for every dead letter")
         stored = self.decisions()
         return {"decisions": sum(stored.values()), "applied": self.applied(), "audit_records": self.audit_records(),
+                "plant steps checked": sum(len(s) for e in self.edges.values() for s in e.sim.steps.values()),
+                "safety violations": len(unsafe),
                 "dead_letters": letters, "dead_letter_alarms": max(alarmed, self._dead_letter_alarms()),
                 "estops": sum(len(w) for w in windows.values())}
 

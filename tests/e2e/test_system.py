@@ -4,8 +4,10 @@ One system for the module (``tests/e2e/system.py``: PostgreSQL with an owner and
 service role, the shipped Mosquitto config and ACL, ``greentwin serve``, three edge boxes and a
 hostile one). The scenarios run in file order on it; after each, :meth:`System.check` proves by
 code that every stored decision, mode change and ack is sealed and every chain verifies, that no
-edge box applied a command twice or anything but all-off during an e-stop, that every quarantined
-record has its alarm, and that the service never exited on its own. The table of what was
+edge box applied a command twice or anything but all-off during an e-stop, that no actuator ran
+outside the safety limits at any moment by the plant simulator's own step log
+(``tests/e2e/plant_log.py``), that every quarantined record has its alarm, and that the service
+never exited on its own. The table of what was
 injected and counted is printed at the end (and written to ``test-artifacts/e2e-summary.md``).
 
 Runs in about two minutes. The soak variant (same scenarios, longer load) is opt-in:
