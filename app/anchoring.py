@@ -71,6 +71,9 @@ class HeadAnchoring:
             except UNAVAILABLE as exc:  # the database is away: the next round exports what moved meanwhile
                 log.warning("audit anchors: database unavailable (%s); next export in %g s", reason_of(exc),
                             self.every_s)
+            except OSError as exc:  # a full disk: the heads not written are exported at the next round
+                log.warning("audit anchors: %s not written (%s); next export in %g s", self.path,
+                            exc.strerror or exc, self.every_s)
             except Exception:  # noqa: BLE001 - the next round retries; anchoring must never stop the service
                 log.exception("audit anchors: export failed")
             await asyncio.sleep(self.every_s)

@@ -2,7 +2,10 @@
 
 A decision is journaled (one write per chunk) before its command is published, so a crash can
 lose a command but never publish one that is not on record; the writer process stores what the
-journal holds (:mod:`app.writer`). Mode changes take the same way, with a snapshot of the
+journal holds (:mod:`app.writer`). When the journal cannot be written (a full state directory)
+nothing is published: each greenhouse's decision raises a ``journal_unwritable`` alarm, the
+edge boxes fall back to their safe state once the last command's TTL runs out, and commanding
+resumes with the first batch that is on disk again. Mode changes take the same way, with a snapshot of the
 controller in between, so a latched e-stop outlives a crash before anything acts on it.
 """
 
@@ -54,6 +57,8 @@ class Dispatcher:
         """Set by a runtime that holds leases (:mod:`app.leases`): the fencing token to command a
         greenhouse with, None while another replica controls it. Unset, every greenhouse is ours."""
         self.alarms: list[Alarm] = []
+        self.journal_failing_since: datetime | None = None
+        """When the journal last started refusing writes (None while it takes them): /readyz fails."""
 
     def emit(self, decisions: list[ControlDecision], arrived: list[float] | None = None) -> None:
         """Journal (one write) -> snapshot new latches -> publish -> count; the writer stores the rest."""
@@ -68,16 +73,40 @@ class Dispatcher:
         for d in decisions:
             entries += [Job.mode_change(ev).entry() for ev in d.events]
             entries.append(Job.decision(d, self.controllers[d.greenhouse_id].z).entry())
-        self.writer.appended(self.journal.append(entries))
+        if not self._journal(entries, [d.greenhouse_id for d in decisions]):
+            return
         for d in decisions:
             if d.events:  # telemetry reported the e-stop: the latch outlives a crash before anything acts
                 self.metrics.estops.labels(d.greenhouse_id, "telemetry").inc()
-                self.save_snapshot(d.greenhouse_id)
+                try:
+                    self.save_snapshot(d.greenhouse_id)
+                except OSError as exc:  # the journal holds the latch too: a replay restores it
+                    log.error("%s: snapshot of the e-stop latch not written (%s); the journal has it",
+                              d.greenhouse_id, exc.strerror or exc)
         for d in decisions:
             self.publish(d.greenhouse_id, d.command)
         now = time.perf_counter()
         for k, d in enumerate(decisions):
             self._count(d, None if arrived is None else now - arrived[k])
+
+    def _journal(self, entries: list[dict[str, Any]], greenhouses: list[str]) -> bool:
+        """Journal ``entries``; False (alarmed, counted, logged once per spell) when the disk refuses them."""
+        try:
+            self.writer.appended(self.journal.append(entries))
+        except OSError as exc:
+            if self.journal_failing_since is None:
+                self.journal_failing_since = datetime.now(UTC)
+                log.error("journal write failed (%s): decisions are not commanded until it is writable again; "
+                          "the edge boxes fall back to their safe state", exc.strerror or exc)
+            for gh in greenhouses:
+                self.metrics.unjournaled.labels(gh).inc()
+                self.alarm(gh, "journal_unwritable")
+            return False
+        if self.journal_failing_since is not None:
+            log.warning("journal writable again (it failed from %s); commanding resumes",
+                        self.journal_failing_since.isoformat(timespec="seconds"))
+            self.journal_failing_since = None
+        return True
 
     def _count(self, d: ControlDecision, latency_s: float | None) -> None:
         gh = d.greenhouse_id

@@ -54,8 +54,15 @@ def append_anchors(path: Path, checkpoints: list[SignedCheckpoint], key_id: str)
     data = "".join(json.dumps(anchor_line(cp, key_id), separators=(",", ":")) + "\n" for cp in checkpoints).encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        end = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except OSError:  # a full disk: no torn line left behind to read as a forged anchor
+            os.ftruncate(fd, end)
+            raise
     finally:
         os.close(fd)
 

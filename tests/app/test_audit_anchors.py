@@ -22,7 +22,9 @@ from app.cli.audit import run_keygen, run_verify
 from app.core.config import Settings
 from app.core.db import make_engine
 from audit import AuditEvent, Keyring, Signer
+from audit.anchors import read_anchors
 from audit.store import AuditStore
+from tests.app.disk_full import disk_full_at
 from tests.app.procs import free_port
 
 
@@ -177,3 +179,18 @@ def test_audit_verify_holds_old_anchors_and_checkpoints_after_the_signing_key_is
     assert verify() == 1
     out = capsys.readouterr().out
     assert "checkpoint signature invalid" in out and "neither the signing key nor a retired one" in out
+
+
+def test_a_full_disk_leaves_no_torn_anchor_line_and_the_heads_go_out_at_the_next_round(
+        store: AuditStore, tmp_path: Path) -> None:
+    path = tmp_path / "anchors.jsonl"
+    anchoring = HeadAnchoring(store, path, 60.0)
+    assert anchoring.anchor_now() == 2
+    size = path.stat().st_size
+    store.append("gh1", "decision", "loop", {"seq": 5})
+    with disk_full_at(size + 30), pytest.raises(OSError):  # part of the line would fit
+        anchoring.anchor_now()
+    assert path.stat().st_size == size
+    assert anchoring.anchor_now() == 1, "room again: the head that moved is exported"
+    anchors, problems = read_anchors(path, store.signer.public_key)
+    assert problems == [] and anchors["gh1"].seq == 6
