@@ -307,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--greenhouses", default="gh1,gh2")
     sim.add_argument("--speed", type=float, default=1.0)
     sim.add_argument("--dt-s", type=float, default=60.0)
+    sim.add_argument("--clock-offset-s", type=float, default=0.0,
+                     help="the boxes' clocks run this many seconds ahead (behind when negative), to try clock skew")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--zones", type=int, default=DEFAULT_ZONES)
     sim.add_argument("--mqtt-url", default=None, help="default: GREENTWIN_MQTT_URL")
