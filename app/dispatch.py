@@ -21,7 +21,7 @@ from typing import Any
 from uuid import UUID
 
 from app.control import ControlDecision, GreenhouseController, ModeEvent
-from app.journal import DecisionJournal
+from app.journal import DecisionJournal, JournalUnwritable
 from app.metrics import Metrics
 from app.mqtt.bridge import MqttBridge
 from app.mqtt.topics import Command
@@ -126,7 +126,9 @@ class Dispatcher:
         set once its record is stored."""
         job = Job.mode_change(event)
         stored = self.writer.waiter(job.key)
-        self.writer.appended(self.journal.append([job.entry()]))
+        if not self._journal([job.entry()], [event.greenhouse_id]):
+            raise JournalUnwritable(f"{event.greenhouse_id}: the state directory is full; the {event.to_mode} "
+                                    "was neither recorded nor applied")
         self.save_snapshot(event.greenhouse_id)
         if command is not None:
             self.publish(event.greenhouse_id, command)

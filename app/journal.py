@@ -49,6 +49,11 @@ class JournalCorrupt(RuntimeError):
     """A frame that is neither complete nor a torn append at the very end of a segment."""
 
 
+class JournalUnwritable(RuntimeError):
+    """An operator's action could not be journaled (a full state directory): it is neither recorded
+    nor applied, and the controller is as it was before."""
+
+
 def segment_path(folder: Path, segment: int) -> Path:
     return folder / f"journal-{segment:08d}.bin"
 

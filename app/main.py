@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from app.anchoring import HeadAnchoring
 from app.api.body_limit import BodyLimitMiddleware
@@ -23,6 +24,7 @@ from app.auth.service import AuthService, service_secret_key
 from app.auth.tokens import TokenSigner
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory, require_current_schema
+from app.journal import JournalUnwritable
 from app.runtime import Runtime
 from app.web import pages
 from app.web.security import SecurityMiddleware
@@ -76,6 +78,11 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
                     logging.getLogger(__name__).exception("audit anchors: export at shutdown failed")
 
     app = FastAPI(title="greentwin", version="0.1.0", lifespan=lifespan)
+
+    @app.exception_handler(JournalUnwritable)
+    async def _journal_full(_request: Request, exc: JournalUnwritable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)  # the operator retries once there is room
+
     app.include_router(health.router)
     app.include_router(auth.router)
     app.include_router(greenhouses.router)
