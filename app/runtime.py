@@ -313,8 +313,9 @@ class Runtime:
             now = datetime.now(UTC)
             ctl = self.controllers[gh]
             event = ctl.estop(actor, reason, now)
-            self.metrics.estops.labels(gh, "api").inc()
-            return event, self._latch(ctl, event, now)
+            stored = self._latch(ctl, event, now)
+            self.metrics.estops.labels(gh, "api").inc()  # once it is on record (a refused one is not)
+            return event, stored
         return self._operator(gh, act)
 
     def reset_estop(self, gh: str, actor: str, reason: str) -> ModeEvent:

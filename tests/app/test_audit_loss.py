@@ -255,6 +255,7 @@ def test_an_operator_action_the_journal_cannot_take_is_refused_and_undone(url: s
         runtime.estop("ga", "operator:op1", "leak in zone 3")
     assert not ctl.estop_latched and ctl.mode == "auto" and ctl.seq == seq, "not latched without a record"
     assert [a.kind for a in runtime.dispatch.alarms] == ["journal_unwritable"]
+    assert runtime.metrics.estops.labels("ga", "api")._value.get() == 0.0, "a refused e-stop is not counted"
     event = runtime.estop("ga", "operator:op1", "leak in zone 3")  # room again
     assert ctl.estop_latched and event.seq == seq + 1
     runtime.journal.close()

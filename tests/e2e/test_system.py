@@ -172,7 +172,8 @@ def test_database_unavailable_then_back(system: System) -> None:
 def test_state_directory_full_then_room_again(system: System) -> None:
     """No file of the service may grow (RLIMIT_FSIZE on its process, as a full disk under its state
     directory): journal before publish, so nothing is commanded, every refused decision is
-    alarmed and /readyz fails; commanding resumes by itself when there is room again."""
+    alarmed, an operator's e-stop is refused (503) without latching, and /readyz fails;
+    commanding resumes by itself when there is room again."""
     t0 = time.monotonic()
     svc = system.service
     pid = svc.pid
@@ -183,6 +184,8 @@ def test_state_directory_full_then_room_again(system: System) -> None:
         ready = svc.readyz()
         assert not ready["ready"] and str(ready["checks"]["journal"]).startswith("unwritable"), ready
         applied = system.applied()
+        r = system.api("POST", "/api/greenhouses/gh-c/estop", OPERATOR, json={"reason": "disk full, e2e"})
+        assert r.status_code == 503 and "neither recorded nor applied" in r.text, r.text
         time.sleep(1.5)
         assert system.applied() == applied, "a command reached the plant that is not on the journal"
         refused = svc.metric("greentwin_decisions_unjournaled_total") - refused0
@@ -191,9 +194,11 @@ def test_state_directory_full_then_room_again(system: System) -> None:
     assert alarms >= refused, "every refused decision alarmed"
     for gh in PLANTS:
         _progress(system, gh, 5, 30, f"{gh} commanded again")
+    assert svc.metric("greentwin_estops_total", greenhouse="gh-c") == 0 and "gh-c" not in system.estop_windows()
     counts = system.check(expect_pid=pid)
     summary.add("full disk", "no file of the service may grow (RLIMIT_FSIZE) for ~3 s, then room again",
-                {"decisions refused, not commanded": int(refused), "journal alarms": int(alarms), **counts},
+                {"decisions refused, not commanded": int(refused), "journal alarms": int(alarms),
+                 "operator e-stop refused (503)": 1, **counts},
                 time.monotonic() - t0)
 
 
