@@ -152,3 +152,17 @@ def test_anchors_and_checkpoints_signed_before_a_key_rotation_still_verify(
     assert len(problems) == 1 and old.key_id in problems[0]
     [result] = AuditStore(engine, keyring.rotate(), new, checkpoint_every=5).verify("gh-a")
     assert not result.ok and "checkpoint signature invalid" in str(result.reason)
+
+
+def test_lines_written_before_anchors_named_their_key_still_verify(
+        engine: Engine, keys: tuple[Keyring, Signer], tmp_path: Path) -> None:
+    store = _store(engine, keys)
+    path = tmp_path / "anchors.jsonl"
+    _export(store, keys[1], path)
+    lines = [json.loads(ln) for ln in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({k: v for k, v in ln.items() if k != "key_id"}) + "\n" for ln in lines))
+    old = Signer.generate()
+    anchors, problems = read_anchors(path, [old.public_key, keys[1].public_key])
+    assert problems == [] and set(anchors) == {"gh-a", "gh-b"}, "checked against every key it may be signed by"
+    _, problems = read_anchors(path, old.public_key)
+    assert len(problems) == 2 and all("signature invalid" in p for p in problems)
