@@ -46,11 +46,11 @@ class HeadAnchoring:
         """Export every head that moved since the last export; returns how many (blocking I/O)."""
         moved = [h for h in self.store.heads() if self._exported.get(h[0]) != h[1]]
         checkpoints = sign_heads(self.store.signer, moved)
-        append_anchors(self.path, checkpoints)
+        append_anchors(self.path, checkpoints, self.store.signer.key_id)
         for cp in checkpoints:
             self._exported[cp.greenhouse_id] = cp.seq
         if checkpoints and self.url:
-            self._post([anchor_line(cp) for cp in checkpoints])
+            self._post([anchor_line(cp, self.store.signer.key_id) for cp in checkpoints])
         if checkpoints:
             log.info("audit anchors: %d chain heads exported to %s", len(checkpoints), self.path)
         return len(checkpoints)
@@ -71,6 +71,9 @@ class HeadAnchoring:
             except UNAVAILABLE as exc:  # the database is away: the next round exports what moved meanwhile
                 log.warning("audit anchors: database unavailable (%s); next export in %g s", reason_of(exc),
                             self.every_s)
+            except OSError as exc:  # a full disk: the heads not written are exported at the next round
+                log.warning("audit anchors: %s not written (%s); next export in %g s", self.path,
+                            exc.strerror or exc, self.every_s)
             except Exception:  # noqa: BLE001 - the next round retries; anchoring must never stop the service
                 log.exception("audit anchors: export failed")
             await asyncio.sleep(self.every_s)

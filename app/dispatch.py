@@ -2,7 +2,10 @@
 
 A decision is journaled (one write per chunk) before its command is published, so a crash can
 lose a command but never publish one that is not on record; the writer process stores what the
-journal holds (:mod:`app.writer`). Mode changes take the same way, with a snapshot of the
+journal holds (:mod:`app.writer`). When the journal cannot be written (a full state directory)
+nothing is published: each greenhouse's decision raises a ``journal_unwritable`` alarm, the
+edge boxes fall back to their safe state once the last command's TTL runs out, and commanding
+resumes with the first batch that is on disk again. Mode changes take the same way, with a snapshot of the
 controller in between, so a latched e-stop outlives a crash before anything acts on it.
 """
 
@@ -18,7 +21,7 @@ from typing import Any
 from uuid import UUID
 
 from app.control import ControlDecision, GreenhouseController, ModeEvent
-from app.journal import DecisionJournal
+from app.journal import DecisionJournal, JournalUnwritable
 from app.metrics import Metrics
 from app.mqtt.bridge import MqttBridge
 from app.mqtt.topics import Command
@@ -56,6 +59,8 @@ class Dispatcher:
         self.alarms: list[Alarm] = []
         self.observations: dict[str, tuple[datetime, list[float]]] = {}
         """Each greenhouse's latest decided observation (the dashboard's outlook reads its forecast and prices)."""
+        self.journal_failing_since: datetime | None = None
+        """When the journal last started refusing writes (None while it takes them): /readyz fails."""
 
     def emit(self, decisions: list[ControlDecision], arrived: list[float] | None = None) -> None:
         """Journal (one write) -> snapshot new latches -> publish -> count; the writer stores the rest."""
@@ -70,11 +75,16 @@ class Dispatcher:
         for d in decisions:
             entries += [Job.mode_change(ev).entry() for ev in d.events]
             entries.append(Job.decision(d, self.controllers[d.greenhouse_id].z).entry())
-        self.writer.appended(self.journal.append(entries))
+        if not self._journal(entries, [d.greenhouse_id for d in decisions]):
+            return
         for d in decisions:
             if d.events:  # telemetry reported the e-stop: the latch outlives a crash before anything acts
                 self.metrics.estops.labels(d.greenhouse_id, "telemetry").inc()
-                self.save_snapshot(d.greenhouse_id)
+                try:
+                    self.save_snapshot(d.greenhouse_id)
+                except OSError as exc:  # the journal holds the latch too: a replay restores it
+                    log.error("%s: snapshot of the e-stop latch not written (%s); the journal has it",
+                              d.greenhouse_id, exc.strerror or exc)
         for d in decisions:
             self.publish(d.greenhouse_id, d.command)
             if d.observation is not None:
@@ -82,6 +92,25 @@ class Dispatcher:
         now = time.perf_counter()
         for k, d in enumerate(decisions):
             self._count(d, None if arrived is None else now - arrived[k])
+
+    def _journal(self, entries: list[dict[str, Any]], greenhouses: list[str]) -> bool:
+        """Journal ``entries``; False (alarmed, counted, logged once per spell) when the disk refuses them."""
+        try:
+            self.writer.appended(self.journal.append(entries))
+        except OSError as exc:
+            if self.journal_failing_since is None:
+                self.journal_failing_since = datetime.now(UTC)
+                log.error("journal write failed (%s): decisions are not commanded until it is writable again; "
+                          "the edge boxes fall back to their safe state", exc.strerror or exc)
+            for gh in greenhouses:
+                self.metrics.unjournaled.labels(gh).inc()
+                self.alarm(gh, "journal_unwritable")
+            return False
+        if self.journal_failing_since is not None:
+            log.warning("journal writable again (it failed from %s); commanding resumes",
+                        self.journal_failing_since.isoformat(timespec="seconds"))
+            self.journal_failing_since = None
+        return True
 
     def _count(self, d: ControlDecision, latency_s: float | None) -> None:
         gh = d.greenhouse_id
@@ -101,7 +130,9 @@ class Dispatcher:
         set once its record is stored."""
         job = Job.mode_change(event)
         stored = self.writer.waiter(job.key)
-        self.writer.appended(self.journal.append([job.entry()]))
+        if not self._journal([job.entry()], [event.greenhouse_id]):
+            raise JournalUnwritable(f"{event.greenhouse_id}: the state directory is full; the {event.to_mode} "
+                                    "was neither recorded nor applied")
         self.save_snapshot(event.greenhouse_id)
         if command is not None:
             self.publish(event.greenhouse_id, command)

@@ -13,6 +13,12 @@ The write reaches the operating system before the command is published, which a 
 cannot undo; a power cut before the writer's next round (a fraction of a second) can.
 ``sync_each=True`` closes that window too, at the price of an fsync on every batch's critical path.
 
+A write that fails (a full disk, a file-size limit) raises, and the caller publishes nothing of
+that batch. A short write leaves a torn frame: that segment is closed there and the next append
+starts a new one, so the torn bytes are only ever the tail of a finished segment, which the
+reader skips as it skips a crashed run's torn append (frames of the batch that were written
+whole are stored: decided, never commanded).
+
 Format: each entry is a frame, a 4-byte little-endian length and that many bytes of pickle
 (protocol 5). Pickle, not JSON lines like the spool: the loop writes every decision here, and
 turning ~150 floats per record into decimal text cost more than deciding it. The journal is
@@ -41,6 +47,11 @@ _LEN = struct.Struct("<I")
 
 class JournalCorrupt(RuntimeError):
     """A frame that is neither complete nor a torn append at the very end of a segment."""
+
+
+class JournalUnwritable(RuntimeError):
+    """An operator's action could not be journaled (a full state directory): it is neither recorded
+    nor applied, and the controller is as it was before."""
 
 
 def segment_path(folder: Path, segment: int) -> Path:
@@ -123,15 +134,25 @@ class DecisionJournal:
 
     # ---- the control loop ------------------------------------------------------------------------
     def append(self, entries: Iterable[dict[str, Any]]) -> int:
-        """Write ``entries`` (one write; fsync'd now only with ``sync_each``); returns how many."""
+        """Write ``entries`` (one write; fsync'd now only with ``sync_each``); returns how many.
+
+        Raises ``OSError`` when they are not all on disk (nothing of the batch may be published)."""
         data, count = encode(entries)
         with self._lock:
             if self._fh is None or self._in_active >= self.rotate_every:
                 self._rotate()
-            self._fh.write(data)
-            self._fh.flush()
-            if self.sync_each:
-                os.fsync(self._fh.fileno())
+            fd = self._fh.fileno()
+            written = 0
+            try:
+                while written < len(data):  # unbuffered: a failed write leaves nothing to flush later
+                    written += os.write(fd, memoryview(data)[written:])
+                if self.sync_each:
+                    os.fsync(fd)
+            except OSError:
+                if written:  # a torn frame: this segment ends here, the next append starts another
+                    self._fh.close()
+                    self._fh = None
+                raise
             self._in_active += count
             self.appended += count
         return count
@@ -141,6 +162,7 @@ class DecisionJournal:
         if self._fh is not None:
             os.fsync(self._fh.fileno())  # every rotate_every entries: rare enough for the loop
             self._fh.close()
+            self._fh = None
         self._fh = open_private(segment_path(self.folder, self._next), "ab")
         self._next += 1
         self._in_active = 0
@@ -183,9 +205,11 @@ class JournalReader:
             if not later:
                 return out
             # The loop created a later segment, so it had finished writing this one before: what
-            # was read is all of it (bytes left over can only be a torn append of a crashed run).
+            # was read is all of it. Bytes left over are a torn append (a crashed run, or a write
+            # that failed on a full disk); the loop published nothing of that batch.
             if used < len(data):
-                raise JournalCorrupt(f"journal segment {self._segment} ends in a partial frame")
+                log.warning("journal segment %d ends in a torn append of %d bytes; its batch was never "
+                            "published", self._segment, len(data) - used)
             self._consumed.append(self._segment)
             self._segment, self._offset = later[0], 0
 

@@ -9,19 +9,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from app.anchoring import HeadAnchoring
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.dashboard import Dashboard
 from app.api.edge_status import EdgeStatusWatcher
 from app.api.routes import alarms, audit_status, auth, greenhouses, health, live, policy, reports, users
+from app.audit_keys import load_retired_keys
 from app.audit_sink import AuditSink, record_at_start, record_key_in_use, service_audit_keys
 from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.service import AuthService, service_secret_key
 from app.auth.tokens import TokenSigner
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory, require_current_schema
+from app.journal import JournalUnwritable
 from app.runtime import Runtime
 from app.web import pages
 from app.web.security import SecurityMiddleware
@@ -41,7 +44,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
             require_current_schema(engine)  # refuse to run on a schema that is behind
             folder = state_dir or settings.state_dir
             keyring, signer = service_audit_keys(settings, folder)  # refuses outside demo without keys
-            store = AuditStore(engine, keyring, signer)
+            store = AuditStore(engine, keyring, signer, retired_keys=load_retired_keys(settings))
             record_at_start(record_key_in_use, store)  # a rotated key shows in the trail from the first start on it
             rt = Runtime(settings, make_session_factory(engine), state_dir=folder, audit=AuditSink(store))
         secret = service_secret_key(settings, rt.state_dir)  # refuses outside demo without GREENTWIN_SECRET_KEY
@@ -75,6 +78,11 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
                     logging.getLogger(__name__).exception("audit anchors: export at shutdown failed")
 
     app = FastAPI(title="greentwin", version="0.1.0", lifespan=lifespan)
+
+    @app.exception_handler(JournalUnwritable)
+    async def _journal_full(_request: Request, exc: JournalUnwritable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)  # the operator retries once there is room
+
     app.include_router(health.router)
     app.include_router(auth.router)
     app.include_router(greenhouses.router)

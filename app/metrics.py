@@ -36,6 +36,10 @@ class Metrics:
         self.telemetry_shed = Counter("greentwin_telemetry_shed_total",
                                       "Valid telemetry dropped under load (rate_limit, inbox_full)",
                                       ["greenhouse", "reason"], registry=r)
+        # The journal could not be written (a full disk): these decisions were not commanded.
+        self.unjournaled = Counter("greentwin_decisions_unjournaled_total",
+                                   "Decisions not commanded because the journal write failed", ["greenhouse"],
+                                   registry=r)
         self.spooled = Gauge("greentwin_decisions_spooled", "Decisions waiting in the local spool (DB down)",
                              registry=r)
         self.low_confidence = Counter("greentwin_low_confidence_total", "Decisions handed to the expert fallback",

@@ -79,7 +79,7 @@ class PlantSim:
     def __init__(self, url: str | MqttTarget, greenhouses: list[str], *, speed: float = 1.0, dt_s: float = 60, seed: int = 0,
                  zones: int = DEFAULT_ZONES, clock: Callable[[], float] = time.time, start_time: datetime | None = None,
                  twin_overrides: dict[str, Any] | None = None, tls: TlsFiles | None = None,
-                 site_timezone: str = "UTC") -> None:
+                 site_timezone: str = "UTC", clock_offset_s: float = 0.0) -> None:
         if not greenhouses:
             raise ValueError("at least one greenhouse is needed")
         if len(set(greenhouses)) != len(greenhouses):
@@ -95,9 +95,13 @@ class PlantSim:
                                    **(twin_overrides or {}))
         self.twin.reset()
         self.rated_current_a = self.twin.config.hydraulics.pump_rated_current_a
-        # The first step lands on the wall clock: at speed 1 the box's timestamps are the real time,
-        # as the service's clock-skew check expects of an edge box.
-        self.sim_time = start_time or datetime.now(UTC) - timedelta(seconds=self.dt_s)
+        self.clock_offset_s = float(clock_offset_s)
+        """How far this box's clock runs ahead of the real one (behind when negative): its telemetry,
+        acks and e-stops are stamped by it and it judges a command's TTL by it, like a box whose
+        clock is set wrong."""
+        # The first step lands on the box's clock: at speed 1 and no offset its timestamps are the
+        # real time, as the service's clock-skew check expects of an edge box.
+        self.sim_time = start_time or self._now() - timedelta(seconds=self.dt_s)
         self.site_tz = ZoneInfo(site_timezone)
         """The service's site time zone: the twin's hours of day are its local hours."""
         self._align_clock()
@@ -173,6 +177,7 @@ class PlantSim:
             actions = np.stack([self._effective_action(st) for st in self.state.values()])
             commanded = {gh: st.action.copy() for gh, st in self.state.items()}
             _, _, _, _, info = self.twin.step(actions)
+            self._on_step(self.sim_time, actions, info)
             self.sim_time += timedelta(seconds=self.dt_s)
             self._align_clock()
             readings = {k: np.asarray(v) for k, v in info["readings"].items()}
@@ -189,6 +194,14 @@ class PlantSim:
             else:
                 logger.debug("%s offline: telemetry seq %d not sent", gh, tel.seq)
         return out
+
+    def _now(self) -> datetime:
+        """This box's idea of the time (the real time plus its clock offset)."""
+        return datetime.now(UTC) + timedelta(seconds=self.clock_offset_s)
+
+    def _on_step(self, start: datetime, actions: np.ndarray, info: dict[str, Any]) -> None:
+        """What the plant really ran over the step from ``start`` (rows in ``greenhouses`` order): the
+        hook a recording subclass uses to check the safety limits against the plant itself."""
 
     def _align_clock(self) -> None:
         """Move each twin instance to the site-local hour of day of ``sim_time``, keeping its day of
@@ -221,7 +234,7 @@ class PlantSim:
             if cmd_id is None:
                 logger.warning("%s: dropped command without a usable cmd_id: %s", st.gh, reason)
                 return
-            ack = Ack(cmd_id=cmd_id, ts=datetime.now(UTC), status=status, reason=reason)
+            ack = Ack(cmd_id=cmd_id, ts=self._now(), status=status, reason=reason)
             client.publish(ack_topic(st.gh), encode(ack), qos=QOS)
         except Exception:  # noqa: BLE001 - a paho callback must never raise
             logger.exception("%s: failed to handle command", st.gh)
@@ -237,7 +250,7 @@ class PlantSim:
 
     def _decide(self, st: GreenhouseState, cmd: Command) -> tuple[AckStatus, str | None]:
         """Judge a new command against this simulator's clock (the hook a recording subclass wraps)."""
-        return st.decide(cmd, self._clock())
+        return st.decide(cmd, self._clock() + self.clock_offset_s)
 
     # --- operator actions and faults ---------------------------------------------------------
 
@@ -257,7 +270,7 @@ class PlantSim:
         self._publish_estop(st, pressed=False, source=source)
 
     def _publish_estop(self, st: GreenhouseState, *, pressed: bool, source: str) -> None:
-        event = EstopEvent(ts=datetime.now(UTC), pressed=pressed, source=source)
+        event = EstopEvent(ts=self._now(), pressed=pressed, source=source)
         st.client.publish(estop_topic(st.gh), encode(event), qos=QOS)
 
     def inject(self, gh: str, kind: FaultKind, *, zone: int = 0, seconds: float = 3.0) -> None:

@@ -40,7 +40,7 @@ from app.dispatch import Alarm, Dispatcher
 from app.fleet import build_controllers, continue_after_records
 from app.housekeeping import Housekeeping
 from app.intake import MAX_BATCH, Intake
-from app.journal import DecisionJournal
+from app.journal import DecisionJournal, JournalUnwritable
 from app.journal_replay import replay_journal
 from app.leases import LeaseBook, LeaseKeeper, default_holder
 from app.metrics import Metrics
@@ -289,10 +289,19 @@ class Runtime:
         if gh in self.controllers and not self.dispatch.may_command(gh):
             raise ValueError(f"{gh} is controlled by another replica; retry (the lease moves within "
                              f"{self.settings.lease_ttl_s + self.settings.lease_renew_s:g} s at most)")
-        event, stored = self._on_loop(act)
+        event, stored = self._on_loop(lambda: self._undone_if_unjournaled(gh, act))
         if _running_loop() is None and self.writer.alive and not stored.wait(30.0):
             log.warning("mode change %s/%d not stored within 30 s; it stays journaled", event.greenhouse_id, event.seq)
         return event
+
+    def _undone_if_unjournaled(self, gh: str, act: Callable[[], T]) -> T:
+        """``act()``; when its record cannot be journaled, the controller goes back to where it was."""
+        before = self.controllers[gh].snapshot()
+        try:
+            return act()
+        except JournalUnwritable:
+            self.controllers[gh].restore(before)
+            raise
 
     def _latch(self, ctl: GreenhouseController, event: ModeEvent, ts: datetime) -> threading.Event:
         """An e-stop: durable first (journal and snapshot, a few ms), then everything off at once."""
@@ -304,8 +313,9 @@ class Runtime:
             now = datetime.now(UTC)
             ctl = self.controllers[gh]
             event = ctl.estop(actor, reason, now)
-            self.metrics.estops.labels(gh, "api").inc()
-            return event, self._latch(ctl, event, now)
+            stored = self._latch(ctl, event, now)
+            self.metrics.estops.labels(gh, "api").inc()  # once it is on record (a refused one is not)
+            return event, stored
         return self._operator(gh, act)
 
     def reset_estop(self, gh: str, actor: str, reason: str) -> ModeEvent:

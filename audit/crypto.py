@@ -26,7 +26,7 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +45,7 @@ DEFAULT_KEYS_ENV = "GREENTWIN_AUDIT_KEYS"
 """Environment variable :meth:`Keyring.from_env` reads by default."""
 
 _KEY_ID_DOMAIN = b"greentwin.audit.key-id.v1\x00"
+_SIGNING_KEY_ID_DOMAIN = b"greentwin.audit.signing-key-id.v1\x00"
 _KEYRING_VERSION = 1
 
 
@@ -260,6 +261,11 @@ class Signer:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
 
+    @property
+    def key_id(self) -> str:
+        """The fingerprint of :attr:`public_key` (:func:`signing_key_id`), named by each exported anchor."""
+        return signing_key_id(self.public_key)
+
     def sign(self, message: bytes) -> bytes:
         """A 64-byte Ed25519 signature."""
         return self._private.sign(message)
@@ -280,10 +286,34 @@ def load_public_key(pem: bytes) -> Ed25519PublicKey:
     return key
 
 
-def verify_signature(public_key: Ed25519PublicKey, signature: bytes, message: bytes) -> bool:
-    """True when ``signature`` is a valid Ed25519 signature of ``message``; never raises for bad input."""
-    try:
-        public_key.verify(bytes(signature), message)
-    except (InvalidSignature, ValueError, TypeError):
-        return False
-    return True
+def signing_key_id(public_key: Ed25519PublicKey) -> str:
+    """A signing key's id: a fingerprint of its public key, so a statement can name the key it was
+    signed with and still be checked after the signing key was rotated."""
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(_SIGNING_KEY_ID_DOMAIN + raw).hexdigest()[:8]
+
+
+_PEM_END = b"-----END PUBLIC KEY-----"
+
+
+def load_public_keys(pem: bytes) -> list[Ed25519PublicKey]:
+    """Every public key in a file of concatenated PEM blocks (the retired signing keys)."""
+    blocks = [b + _PEM_END for b in pem.split(_PEM_END) if b.strip()]
+    return [load_public_key(b.strip() + b"\n") for b in blocks]
+
+
+PublicKeys = Ed25519PublicKey | Sequence[Ed25519PublicKey]
+"""One verifying key, or several: the current signing key and the retired ones."""
+
+
+def verify_signature(public_key: PublicKeys, signature: bytes, message: bytes) -> bool:
+    """True when ``signature`` is a valid Ed25519 signature of ``message`` by the key (or by any of the
+    keys, old statements being signed by a retired key); never raises for bad input."""
+    keys = (public_key,) if isinstance(public_key, Ed25519PublicKey) else tuple(public_key)
+    for key in keys:
+        try:
+            key.verify(bytes(signature), message)
+        except (InvalidSignature, ValueError, TypeError):
+            continue
+        return True
+    return False

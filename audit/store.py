@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select, text, union
 
@@ -53,6 +53,9 @@ from audit.crypto import Keyring, Signer
 from audit.errors import AuditTamperError
 from audit.pipeline import SealAhead
 from audit.tables import AuditCheckpoint, AuditPurgeToken, AuditRecord
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 MIN_RETENTION_DAYS = 180
 """Records younger than this are never purged, whatever the caller asks for."""
@@ -115,7 +118,7 @@ class AuditStore:
     """The audit trail of every greenhouse in one database; share one instance per process.
 
     ``keyring`` seals and opens records, ``signer`` signs checkpoints and anchors (its public
-    key verifies them). Thread-safe: writes to one greenhouse are serialised.
+    key verifies them, and ``retired_keys`` those signed before the signing key was rotated). Thread-safe: writes to one greenhouse are serialised.
 
     ``seal_ahead=N`` seals batches longer than N records one chunk of N ahead of the write, in a
     worker thread that lives for that call only, where the database leaves the GIL free while it
@@ -132,6 +135,7 @@ class AuditStore:
         *,
         checkpoint_every: int = 1000,
         seal_ahead: int | None = None,
+        retired_keys: Sequence[Ed25519PublicKey] = (),
     ) -> None:
         if type(checkpoint_every) is not int or checkpoint_every < 1:
             raise ValueError("checkpoint_every must be an int >= 1")
@@ -142,6 +146,8 @@ class AuditStore:
         self._engine = engine
         self._keyring = keyring
         self._signer = signer
+        # Checkpoints signed before the signing key was rotated verify with the key they were signed with.
+        self._verify_keys = (signer.public_key, *retired_keys)
         self._checkpoint_every = checkpoint_every
         self._chains: dict[str, AuditChain] = {}
         self._locks: dict[str, threading.Lock] = {}
@@ -163,6 +169,11 @@ class AuditStore:
     def signer(self) -> Signer:
         """The checkpoint and anchor signing key (another process rebuilds the same store with it)."""
         return self._signer
+
+    @property
+    def verify_keys(self) -> tuple[Ed25519PublicKey, ...]:
+        """Every key that signed a statement about the chains: the signer's, then the retired ones."""
+        return self._verify_keys
 
     # -- writing ----------------------------------------------------------------------
 
@@ -437,7 +448,7 @@ class AuditStore:
             self._keyring,
             checkpoints=checkpoints,
             anchor=anchor,
-            public_key=self._signer.public_key,
+            public_key=self._verify_keys,
         )
 
     # -- retention --------------------------------------------------------------------

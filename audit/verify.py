@@ -11,16 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from audit.canonical import GENESIS_HASH, encode_str
-from audit.crypto import Keyring, SealedBox, open_box, verify_signature
+from audit.crypto import Keyring, PublicKeys, SealedBox, open_box, verify_signature
 from audit.errors import AuditKeyError, AuditTamperError
 from audit.sealing import AuditEntry, SealedRecord, compute_record_hash, record_aad
 from audit.statements import Anchor, SignedCheckpoint
-
-if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 _ENTRY_KEYS = frozenset({"greenhouse_id", "seq", "ts", "kind", "actor", "payload"})
 
@@ -74,7 +70,7 @@ class _Walker:
         keyring: Keyring | None,
         checkpoints: Iterable[SignedCheckpoint],
         anchor: Anchor | None,
-        public_key: Ed25519PublicKey | None,
+        public_key: PublicKeys | None,
         *,
         want_entries: bool,
     ) -> None:
@@ -104,7 +100,7 @@ class _Walker:
         self._apply_checkpoints(anchor.seq, anchor.head_hash)
 
     @property
-    def _pk(self) -> Ed25519PublicKey:
+    def _pk(self) -> PublicKeys:
         assert self._public_key is not None  # guaranteed by __init__
         return self._public_key
 
@@ -186,7 +182,7 @@ def verify_chain(
     *,
     checkpoints: Iterable[SignedCheckpoint] = (),
     anchor: Anchor | None = None,
-    public_key: Ed25519PublicKey | None = None,
+    public_key: PublicKeys | None = None,
 ) -> VerifyResult:
     """Check one greenhouse's records, in seq order, in a single streaming pass.
 
@@ -212,7 +208,7 @@ def iter_verified(
     *,
     checkpoints: Iterable[SignedCheckpoint] = (),
     anchor: Anchor | None = None,
-    public_key: Ed25519PublicKey | None = None,
+    public_key: PublicKeys | None = None,
 ) -> Iterator[AuditEntry]:
     """Yield decrypted entries as they pass the checks of :func:`verify_chain`.
 

@@ -261,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     what = gen.add_mutually_exclusive_group(required=True)
     what.add_argument("--out", metavar="DIR", help="write greentwin_audit_key and audit_signing_key here (mode 0600)")
     what.add_argument("--rotate", metavar="FILE", help="keyring file: put a fresh current key in front of the old ones")
+    gen.add_argument("--signing-key", metavar="PEM", help="with --rotate: replace this signing key too, keeping its "
+                     "public key in PEM.retired so what it signed still verifies")
     aud.set_defaults(handler=_cmd_audit)
 
     from policy.eval_args import add_eval_arguments  # argparse only
@@ -305,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--greenhouses", default="gh1,gh2")
     sim.add_argument("--speed", type=float, default=1.0)
     sim.add_argument("--dt-s", type=float, default=60.0)
+    sim.add_argument("--clock-offset-s", type=float, default=0.0,
+                     help="the boxes' clocks run this many seconds ahead (behind when negative), to try clock skew")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--zones", type=int, default=DEFAULT_ZONES)
     sim.add_argument("--mqtt-url", default=None, help="default: GREENTWIN_MQTT_URL")

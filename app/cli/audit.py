@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.audit_keys import SIGNING_KEY_ENV, load_keyring, load_signer
+from app.audit_keys import SIGNING_KEY_ENV, load_keyring, load_retired_keys, load_signer, retired_keys_path
 from app.core.config import Settings, get_settings
 from audit.crypto import DEFAULT_KEYS_ENV, Keyring, Signer
 from audit.errors import AuditError, AuditKeyError
@@ -62,7 +62,7 @@ def _open_store(args: argparse.Namespace) -> tuple[AuditStore, Engine]:
     except Exception:
         engine.dispose()
         raise
-    return AuditStore(engine, keyring, signer), engine
+    return AuditStore(engine, keyring, signer, retired_keys=load_retired_keys(settings)), engine
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -119,7 +119,7 @@ def _check_anchors(store: AuditStore, args: argparse.Namespace, gh: str | None) 
             return [f"FAIL anchors: {path} does not exist"], False
         return [f"note: no anchor file at {path}; chain heads not checked against exported anchors "
                 "(--anchors FILE)"], True
-    anchors, problems = read_anchors(path, store.signer.public_key)
+    anchors, problems = read_anchors(path, list(store.verify_keys))
     if gh is not None:
         anchors = {g: cp for g, cp in anchors.items() if g == gh}
     lines = [f"FAIL anchors: {p}" for p in problems]
@@ -175,24 +175,53 @@ def _write_secret(path: Path, data: bytes) -> None:
         fh.write(data)
 
 
+def _replace_secret(path: Path, data: bytes) -> None:
+    """Rewrite an owner-only key file atomically (a crash leaves the old file or the new, never half)."""
+    tmp = path.with_name(path.name + ".new")
+    tmp.unlink(missing_ok=True)
+    _write_secret(tmp, data)
+    os.replace(tmp, path)
+
+
+def _rotate_signing_key(pem: Path, old: Signer) -> None:
+    """A fresh signing key in ``pem``; the old public key appended to the retired file first, so no
+    moment exists where a statement's key is neither current nor retired."""
+    new = Signer.generate()
+    retired = retired_keys_path(pem)
+    fd = os.open(retired, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, old.public_key_pem())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _replace_secret(pem, new.to_pem())
+    print(f"rotated {pem}: signing key {new.key_id} (was {old.key_id}); the old public key kept in {retired} "
+          "so what it signed still verifies")
+
+
 def run_keygen(args: argparse.Namespace) -> int:
-    """``greentwin audit keygen --out DIR`` or ``--rotate FILE``; prints key ids, never key material.
+    """``greentwin audit keygen --out DIR`` or ``--rotate FILE [--signing-key PEM]``; prints key ids,
+    never key material.
 
     Rotation rewrites the keyring atomically with a new current key in front; old keys stay so
     old records still decrypt. Each record names its key id, so the switch is visible in every
-    chain from the first record sealed after the service restarts with the new keyring.
+    chain from the first record sealed after the service restarts with the new keyring. With
+    ``--signing-key`` the Ed25519 signing key is replaced too, and its public key appended to
+    ``PEM.retired``: checkpoints and exported anchors signed before still verify (each anchor line
+    names its key id).
     """
     try:
         if args.rotate:
             path = Path(args.rotate)
             old = Keyring.from_file(path)
+            pem = Path(args.signing_key) if getattr(args, "signing_key", None) else None
+            old_signer = None if pem is None else Signer.from_pem(pem.read_bytes())
             new = old.rotate()
-            tmp = path.with_name(path.name + ".new")
-            tmp.unlink(missing_ok=True)
-            _write_secret(tmp, new.to_json().encode())
-            os.replace(tmp, path)
+            _replace_secret(path, new.to_json().encode())
             print(f"rotated {path}: current key {new.current_key_id} (was {old.current_key_id}); "
                   f"{len(new)} keys kept for decryption")
+            if pem is not None and old_signer is not None:
+                _rotate_signing_key(pem, old_signer)
             return EXIT_OK
         folder = Path(args.out)
         folder.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,8 @@ def run_plant_sim(args: argparse.Namespace) -> int:
         files = [getattr(args, f"{name}_file", None) for name in ("ca", "cert", "key")]
         tls = TlsFiles(*(None if f is None else Path(f) for f in files)) if any(files) else None
         sim = PlantSim(url, greenhouses, speed=args.speed, dt_s=args.dt_s, seed=getattr(args, "seed", 0),
-                       zones=getattr(args, "zones", DEFAULT_ZONES), tls=tls, site_timezone=tz)
+                       zones=getattr(args, "zones", DEFAULT_ZONES), tls=tls, site_timezone=tz,
+                       clock_offset_s=getattr(args, "clock_offset_s", 0.0))
     except (ValueError, KeyError) as exc:  # ZoneInfo: KeyError for an unknown zone
         logger.error("plant-sim: %s", exc)  # parse errors never carry the URL's password (redact_url)
         return 2

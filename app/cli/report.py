@@ -112,7 +112,7 @@ def load_signing_identity(args: argparse.Namespace) -> SigningIdentity:
 
 def audit_verification(url: str, greenhouse_id: str) -> str:
     """One line on the sealed audit trail of ``greenhouse_id``, for the report (never raises)."""
-    from app.audit_keys import load_keyring, load_signer
+    from app.audit_keys import load_keyring, load_retired_keys, load_signer
     from app.core.config import get_settings
     from app.core.db import make_engine
     from audit.errors import AuditError
@@ -120,14 +120,14 @@ def audit_verification(url: str, greenhouse_id: str) -> str:
 
     try:
         settings = get_settings()
-        keyring, signer = load_keyring(settings), load_signer(settings)
+        keyring, signer, retired = load_keyring(settings), load_signer(settings), load_retired_keys(settings)
     except (AuditError, ValueError) as exc:
         return f"not performed: audit keys unusable ({exc})"
     if keyring is None or signer is None:
         return "not performed: audit keys not configured (GREENTWIN_AUDIT_KEYS / GREENTWIN_AUDIT_SIGNING_KEY)"
     engine = make_engine(url)
     try:
-        [result] = AuditStore(engine, keyring, signer).verify(greenhouse_id)
+        [result] = AuditStore(engine, keyring, signer, retired_keys=retired).verify(greenhouse_id)
     except Exception as exc:  # the report still goes out, saying verification did not complete
         return f"not completed: {type(exc).__name__}: {exc}"
     finally:

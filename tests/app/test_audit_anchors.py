@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import stat
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -15,12 +16,15 @@ import pytest
 from sqlalchemy import Engine, text
 
 from app.anchoring import HeadAnchoring, anchor_path
+from app.audit_keys import load_retired_keys, retired_keys_path
 from app.cli import db as db_cli
-from app.cli.audit import run_verify
+from app.cli.audit import run_keygen, run_verify
 from app.core.config import Settings
 from app.core.db import make_engine
-from audit import Keyring, Signer
+from audit import AuditEvent, Keyring, Signer
+from audit.anchors import read_anchors
 from audit.store import AuditStore
+from tests.app.disk_full import disk_full_at
 from tests.app.procs import free_port
 
 
@@ -130,3 +134,63 @@ def test_audit_verify_fails_a_rewritten_chain_that_verifies_on_its_own(
     out = capsys.readouterr().out
     assert "ok   gh1: 5 records verified" in out, "the chain itself verifies"
     assert "FAIL gh1: anchor: chain rewritten: record seq 5" in out and "ok   gh2: anchor:" in out
+
+
+def test_audit_verify_holds_old_anchors_and_checkpoints_after_the_signing_key_is_rotated(
+        url: str, engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    keys = tmp_path / "keys"
+    assert run_keygen(argparse.Namespace(out=str(keys), rotate=None, signing_key=None)) == 0
+    ring, pem = keys / "greentwin_audit_key", keys / "audit_signing_key"
+    for var in ("GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY", "GREENTWIN_AUDIT_SIGNING_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GREENTWIN_AUDIT_KEY", str(ring))
+    monkeypatch.setenv("GREENTWIN_AUDIT_SIGNING_KEY", str(pem))
+    old = Signer.from_pem(pem.read_bytes())
+    before = AuditStore(engine, Keyring.from_file(ring), old, checkpoint_every=2)
+    for gh in ("gh1", "gh2"):
+        before.append_many(gh, [AuditEvent("decision", "loop", {"seq": i}) for i in range(5)])
+    path = tmp_path / "anchors.jsonl"
+    HeadAnchoring(before, path, 60.0).anchor_now()
+    capsys.readouterr()
+
+    assert run_keygen(argparse.Namespace(out=None, rotate=str(ring), signing_key=str(pem))) == 0
+    out = capsys.readouterr().out
+    new = Signer.from_pem(pem.read_bytes())
+    assert new.key_id != old.key_id and f"signing key {new.key_id} (was {old.key_id})" in out
+    retired = retired_keys_path(pem)
+    assert stat.S_IMODE(retired.stat().st_mode) == 0o600 and load_retired_keys()[0] == old.public_key
+    assert pem.read_bytes() not in out.encode(), "ids only, never key material"
+    # The service restarts on the new keys: its first export signs every head anew; the lines the old
+    # key signed stay in the file and must still verify.
+    after = AuditStore(engine, Keyring.from_file(ring), new, checkpoint_every=2, retired_keys=load_retired_keys())
+    after.append_many("gh1", [AuditEvent("decision", "loop", {"seq": i}) for i in range(5, 9)])
+    HeadAnchoring(after, path, 60.0).anchor_now()
+    assert [json.loads(ln)["key_id"] for ln in path.read_text().splitlines()] == [old.key_id] * 2 + [new.key_id] * 2
+
+    def verify() -> int:
+        return run_verify(argparse.Namespace(url=url, greenhouse=None, anchors=str(path)))
+
+    assert verify() == 0
+    out = capsys.readouterr().out
+    assert "ok   gh1: 9 records verified" in out and "ok   gh2: 5 records verified" in out
+    assert "ok   gh1: anchor: holds" in out and "ok   gh2: anchor: holds" in out
+    retired.unlink()  # without the retired key, what it signed vouches for nothing
+    assert verify() == 1
+    out = capsys.readouterr().out
+    assert "checkpoint signature invalid" in out and "neither the signing key nor a retired one" in out
+
+
+def test_a_full_disk_leaves_no_torn_anchor_line_and_the_heads_go_out_at_the_next_round(
+        store: AuditStore, tmp_path: Path) -> None:
+    path = tmp_path / "anchors.jsonl"
+    anchoring = HeadAnchoring(store, path, 60.0)
+    assert anchoring.anchor_now() == 2
+    size = path.stat().st_size
+    store.append("gh1", "decision", "loop", {"seq": 5})
+    with disk_full_at(size + 30), pytest.raises(OSError):  # part of the line would fit
+        anchoring.anchor_now()
+    assert path.stat().st_size == size
+    assert anchoring.anchor_now() == 1, "room again: the head that moved is exported"
+    anchors, problems = read_anchors(path, store.signer.public_key)
+    assert problems == [] and anchors["gh1"].seq == 6

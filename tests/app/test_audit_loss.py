@@ -241,3 +241,21 @@ def test_state_directory_files_are_owner_only(url, tmp_path) -> None:
              if mode != (0o700 if (state / name).is_dir() else 0o600)}
     assert wrong == {}
     assert stat.S_IMODE(state.stat().st_mode) == 0o700
+
+
+def test_an_operator_action_the_journal_cannot_take_is_refused_and_undone(url: str, tmp_path: Path) -> None:
+    from app.journal import JournalUnwritable
+    from tests.app.disk_full import disk_full_at
+
+    runtime = _runtime(url, tmp_path / "state")
+    runtime.load_greenhouses()
+    ctl = runtime.controllers["ga"]
+    seq = ctl.seq
+    with disk_full_at(1), pytest.raises(JournalUnwritable, match="neither recorded nor applied"):
+        runtime.estop("ga", "operator:op1", "leak in zone 3")
+    assert not ctl.estop_latched and ctl.mode == "auto" and ctl.seq == seq, "not latched without a record"
+    assert [a.kind for a in runtime.dispatch.alarms] == ["journal_unwritable"]
+    assert runtime.metrics.estops.labels("ga", "api")._value.get() == 0.0, "a refused e-stop is not counted"
+    event = runtime.estop("ga", "operator:op1", "leak in zone 3")  # room again
+    assert ctl.estop_latched and event.seq == seq + 1
+    runtime.journal.close()

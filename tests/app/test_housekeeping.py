@@ -18,6 +18,7 @@ from app.snapshots import SnapshotStore
 from app.writer import WriterProcess
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits
+from tests.app.disk_full import disk_full_at
 
 T0 = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
 ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]
@@ -128,3 +129,25 @@ def test_with_leases_only_held_greenhouses_are_watched_retried_and_commanded_wit
     entries = JournalReader(tmp_path / "journal").read()
     assert [(e["kind"], e["row"]["greenhouse_id"]) for e in entries] == [("decision", "ga"), ("ack", "gb")]
     assert entries[1]["row"]["reason"] == "lease lost before an ack"
+
+
+def test_a_decision_the_journal_cannot_take_is_not_published_but_alarmed_and_commanding_resumes(
+        tmp_path: Path) -> None:
+    hk, controllers, metrics = _service(tmp_path, ["ga"])
+    controllers["ga"].on_telemetry(_telemetry(T0))
+    bridge = FakeBridge([])
+    hk.dispatch.bridge = bridge  # type: ignore[assignment]
+    with disk_full_at(1):  # the state directory is full
+        hk.tick(T0 + timedelta(seconds=121))
+        hk.tick(T0 + timedelta(seconds=123))
+    assert bridge.published == [], "journal before publish: nothing unrecorded reaches the plant"
+    assert [a.kind for a in hk.dispatch.alarms] == ["journal_unwritable"] * 2
+    assert metrics.unjournaled.labels("ga")._value.get() == 2.0
+    assert hk.dispatch.journal_failing_since is not None
+    hk.tick(T0 + timedelta(seconds=125))  # room again
+    assert [(gh, c.pump_pct) for gh, c in bridge.published] == [("ga", 0.0)]
+    assert hk.dispatch.journal_failing_since is None
+    hk.dispatch.journal.close()
+    entries = JournalReader(tmp_path / "journal").read()
+    assert [e["row"]["cmd_id"] for e in entries] == [str(bridge.published[0][1].cmd_id)], \
+        "what was published is what was journaled, and only that"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from app.journal import DecisionJournal, JournalCorrupt, JournalReader, segments
+from tests.app.disk_full import disk_full_at
 
 T = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
 
@@ -53,3 +54,21 @@ def test_a_frame_being_written_waits_and_a_torn_tail_is_only_skipped_in_recovery
     segment.write_bytes(struct.pack("<I", 3) + b"bad" + struct.pack("<I", 3) + b"bad")  # damage, not a torn append
     with pytest.raises(JournalCorrupt):
         DecisionJournal(tmp_path).recover()
+
+
+def test_a_write_that_fails_on_a_full_disk_raises_and_never_corrupts_what_follows(tmp_path: Path) -> None:
+    journal = DecisionJournal(tmp_path)
+    reader = JournalReader(tmp_path)
+    journal.append(_entries(0, 3))
+    size = sum(p.stat().st_size for p in tmp_path.iterdir())
+    with disk_full_at(size + 40), pytest.raises(OSError):  # the batch's first frame partly fits: torn
+        journal.append(_entries(3, 6))
+    with disk_full_at(10), pytest.raises(OSError):  # a fresh segment, and only 10 bytes fit in it
+        journal.append(_entries(6, 9))
+    assert journal.appended == 3
+    journal.append(_entries(9, 12))  # room again: the journal goes on, in a new segment
+    journal.close()
+    assert len(segments(tmp_path)) == 3
+    assert [e["row"]["seq"] for e in reader.read()] == [0, 1, 2, 9, 10, 11], "the torn tail is skipped"
+    restarted = DecisionJournal(tmp_path)
+    assert [e["row"]["seq"] for e in restarted.recover()] == [0, 1, 2, 9, 10, 11]

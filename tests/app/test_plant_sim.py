@@ -187,3 +187,46 @@ def test_broker_disconnect_fires_the_will_and_recovers(rig: Rig, mqtt_available:
     finally:
         watcher.disconnect()
         watcher.loop_stop()
+
+
+@pytest.mark.parametrize("offset_s", [300.0, -300.0])
+def test_a_box_whose_clock_is_set_wrong_stamps_and_judges_by_it(mqtt_available: tuple[str, int],
+                                                                 offset_s: float) -> None:
+    """Five minutes ahead: its telemetry and acks are refused as from the future, and a command
+    stamped by the service's clock is already past its TTL to it. Five minutes behind: accepted
+    (within the age bound), and it applies the service's commands."""
+    host, port = mqtt_available
+    gh = f"t-{uuid.uuid4().hex[:12]}"
+    telemetry: queue.Queue[Telemetry] = queue.Queue()
+    acks: queue.Queue[Ack] = queue.Queue()
+    rejected: list[str] = []
+    bridge = MqttBridge(f"mqtt://{host}:{port}", zones=ZONES, known_greenhouses=lambda g: g == gh,
+                        will_topic=f"greentwin/svc-{uuid.uuid4().hex[:10]}/status",
+                        on_telemetry=lambda _g, t: telemetry.put(t), on_ack=lambda _g, a: acks.put(a),
+                        on_reject=lambda g, reason, _d: rejected.append(reason) if g == gh else None,
+                        max_age_s=600.0)  # the default skew bound (30 s) into the future
+    sim = PlantSim(f"mqtt://{host}:{port}", [gh], zones=ZONES, dt_s=1.0, seed=1, clock_offset_s=offset_s)
+    bridge.start()
+    try:
+        assert bridge.wait_ready(10) and sim.start(10)
+        sent = sim.step_once()[gh]
+        assert abs((sent.ts - datetime.now(UTC)).total_seconds() - offset_s) < 5.0
+        bridge.publish_command(gh, _command(ts=datetime.now(UTC)))
+        if offset_s > 0:
+            assert _wait(lambda: rejected.count("future") == 2), rejected  # the telemetry and the ack
+            assert telemetry.empty() and acks.empty() and sim.state[gh].applied_count == 0
+        else:
+            assert telemetry.get(timeout=5) == sent
+            ack = acks.get(timeout=5)
+            assert ack.status == "applied" and abs((ack.ts - datetime.now(UTC)).total_seconds() - offset_s) < 5.0
+            assert rejected == [] and sim.state[gh].applied_count == 1
+    finally:
+        sim.close()
+        bridge.close()
+        cleaner = mqtt.Client(CallbackAPIVersion.VERSION2)
+        cleaner.connect(host, port)
+        cleaner.loop_start()
+        for name in (status_topic(gh), bridge.will_topic):
+            cleaner.publish(name, b"", qos=1, retain=True).wait_for_publish(5)
+        cleaner.disconnect()
+        cleaner.loop_stop()

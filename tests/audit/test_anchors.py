@@ -54,7 +54,7 @@ def _store(engine: Engine, keys: tuple[Keyring, Signer]) -> AuditStore:
 
 
 def _export(store: AuditStore, signer: Signer, path: Path) -> None:
-    append_anchors(path, sign_heads(signer, store.heads()))
+    append_anchors(path, sign_heads(signer, store.heads()), signer.key_id)
 
 
 def _cut_tail(engine: Engine, gh: str, from_seq: int) -> None:
@@ -116,12 +116,53 @@ def test_a_cut_tail_and_a_vanished_chain_are_found(engine: Engine, keys: tuple[K
 def test_forged_or_damaged_lines_anchor_nothing(engine: Engine, keys: tuple[Keyring, Signer], tmp_path: Path) -> None:
     store = _store(engine, keys)
     path = tmp_path / "anchors.jsonl"
-    append_anchors(path, sign_heads(Signer.generate(), [("gh-a", 20, "0" * 64)]))  # someone else's key
+    other = Signer.generate()
+    append_anchors(path, sign_heads(other, [("gh-a", 20, "0" * 64)]), other.key_id)  # someone else's key
+    append_anchors(path, sign_heads(other, [("gh-a", 20, "0" * 64)]), keys[1].key_id)  # ... claiming to be ours
     _export(store, keys[1], path)
     line = json.loads(path.read_text().splitlines()[-1])
     line["seq"] = 19  # a genuine line, edited
     with path.open("a") as fh:
         fh.write(json.dumps(line) + "\n{not json\n")
     anchors, problems = read_anchors(path, keys[1].public_key)
-    assert len(problems) == 3 and {g: cp.seq for g, cp in anchors.items()} == {"gh-a": 20, "gh-b": 20}
+    assert "neither the signing key nor a retired one" in problems[0] and "signature invalid" in problems[1]
+    assert len(problems) == 4 and {g: cp.seq for g, cp in anchors.items()} == {"gh-a": 20, "gh-b": 20}
     assert all(c.ok for c in check_anchors(store, anchors))
+
+
+def test_anchors_and_checkpoints_signed_before_a_key_rotation_still_verify(
+        engine: Engine, keys: tuple[Keyring, Signer], tmp_path: Path) -> None:
+    keyring, old = keys
+    store = AuditStore(engine, keyring, old, checkpoint_every=5)
+    store.append_many("gh-a", _events(12))
+    path = tmp_path / "anchors.jsonl"
+    _export(store, old, path)
+    new = Signer.generate()
+    rotated = AuditStore(engine, keyring.rotate(), new, checkpoint_every=5, retired_keys=[old.public_key])
+    rotated.append_many("gh-a", _events(8, start=12))
+    _export(rotated, new, path)
+    names = [json.loads(ln)["key_id"] for ln in path.read_text().splitlines()]
+    assert names == [old.key_id, new.key_id]
+    [result] = rotated.verify("gh-a")
+    assert result.ok and result.head_seq == 20, "checkpoints of both keys verify"
+    anchors, problems = read_anchors(path, list(rotated.verify_keys))
+    assert problems == [] and anchors["gh-a"].seq == 20
+    # Without the retired key the old line names a key nobody vouches for, and old checkpoints fail.
+    _, problems = read_anchors(path, new.public_key)
+    assert len(problems) == 1 and old.key_id in problems[0]
+    [result] = AuditStore(engine, keyring.rotate(), new, checkpoint_every=5).verify("gh-a")
+    assert not result.ok and "checkpoint signature invalid" in str(result.reason)
+
+
+def test_lines_written_before_anchors_named_their_key_still_verify(
+        engine: Engine, keys: tuple[Keyring, Signer], tmp_path: Path) -> None:
+    store = _store(engine, keys)
+    path = tmp_path / "anchors.jsonl"
+    _export(store, keys[1], path)
+    lines = [json.loads(ln) for ln in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({k: v for k, v in ln.items() if k != "key_id"}) + "\n" for ln in lines))
+    old = Signer.generate()
+    anchors, problems = read_anchors(path, [old.public_key, keys[1].public_key])
+    assert problems == [] and set(anchors) == {"gh-a", "gh-b"}, "checked against every key it may be signed by"
+    _, problems = read_anchors(path, old.public_key)
+    assert len(problems) == 2 and all("signature invalid" in p for p in problems)

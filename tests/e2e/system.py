@@ -18,15 +18,18 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 from sqlalchemy import func, make_url, select, text
 from sqlalchemy.orm import Session
 
@@ -44,6 +47,7 @@ from tests.app.broker_pki import TestCA
 from tests.app.pg_roles import RoleDatabase, owner_and_app_roles
 from tests.app.procs import AuditKeys, CuttableProxy, Mosquitto, Service, free_port, service_env, wait_until
 from tests.app.test_broker_acl import deployed_config
+from tests.e2e.plant_log import PlantStep, violations
 
 PLANTS = ("gh-a", "gh-b", "gh-c")
 HOSTILE = "gh-x"
@@ -63,6 +67,9 @@ class RecordingPlantSim(PlantSim):
         self.applied: list[Command] = []
         self.received: Counter[str] = Counter()
         """Command messages handled per cmd_id, replays included."""
+        self.steps: dict[str, list[PlantStep]] = {gh: [] for gh in self.greenhouses}
+        """What each plant really ran, step by step (checked against the safety limits)."""
+        self._in_force: dict[str, tuple[Command, float]] = {}
 
     def _handle_command(self, st: Any, raw: bytes) -> tuple[Any, str | None, Any]:
         status, reason, cmd_id = super()._handle_command(st, raw)
@@ -73,7 +80,21 @@ class RecordingPlantSim(PlantSim):
         status, reason = super()._decide(st, cmd)
         if status == "applied":
             self.applied.append(cmd)
+            self._in_force[st.gh] = (cmd, time.time())
         return status, reason
+
+    def _on_step(self, start: datetime, actions: np.ndarray, info: dict[str, Any]) -> None:
+        wall = time.time()
+        for i, gh in enumerate(self.greenhouses):
+            cmd, at = self._in_force.get(gh, (None, None))
+            self.steps[gh].append(PlantStep(
+                start=start, wall=wall, commanded=self.state[gh].action.copy(), ran=np.array(actions[i]),
+                water_l=np.array(info["water_l"][i], dtype=np.float64),
+                dead_heading=bool(info["warnings"]["dead_heading"][i]),
+                termination=int(info["termination_reason"][i]), in_force=cmd, applied_at=at))
+
+    def safety_violations(self) -> list[str]:
+        return [v for gh in self.greenhouses for v in violations(gh, list(self.steps[gh]), self.dt_s)]
 
 
 @dataclass
@@ -98,19 +119,36 @@ class System:
     edges: dict[str, Edge] = field(default_factory=dict)
     user_passwords: dict[str, str] = field(default_factory=dict)
     restarts: int = 0
+    retired: list[tuple[str, RecordingPlantSim]] = field(default_factory=list)
+    """Edge boxes replaced during the run (closed): what they applied is still checked."""
 
     # --- parts -------------------------------------------------------------------------------
 
     def mqtt_url(self, user: str) -> str:
         return f"mqtt://{user}:{self.passwords[user]}@127.0.0.1:{self.broker.port}"
 
-    def start_edge(self, gh: str, seed: int) -> None:
-        sim = RecordingPlantSim(self.mqtt_url(gh), [gh], speed=SPEED, dt_s=60.0, seed=seed)
+    def start_edge(self, gh: str, seed: int, *, speed: float = SPEED, dt_s: float = 60.0, clock_offset_s: float = 0.0,
+                   start_time: datetime | None = None) -> None:
+        sim = RecordingPlantSim(self.mqtt_url(gh), [gh], speed=speed, dt_s=dt_s, seed=seed,
+                                clock_offset_s=clock_offset_s, start_time=start_time)
         stop = threading.Event()
         thread = threading.Thread(target=sim.run, args=(stop,), name=f"edge-{gh}", daemon=True)
         assert sim.start(), f"edge box {gh} connected"
         thread.start()
         self.edges[gh] = Edge(sim, stop, thread)
+
+    def retire_edge(self, gh: str) -> RecordingPlantSim:
+        """Stop and close ``gh``'s edge box (another takes its place); its log stays checked."""
+        edge = self.edges.pop(gh)
+        edge.stop.set()
+        edge.thread.join(timeout=10)
+        edge.sim.close()
+        self.retired.append((gh, edge.sim))
+        return edge.sim
+
+    def sims(self) -> list[tuple[str, RecordingPlantSim]]:
+        """Every edge box of the run, running or retired."""
+        return [(gh, e.sim) for gh, e in self.edges.items()] + self.retired
 
     def stop_edges(self) -> None:
         for edge in self.edges.values():
@@ -153,10 +191,11 @@ class System:
         for edge in self.edges.values():
             edge.sim.close()
 
-    def new_service(self) -> Service:
-        """A fresh ``greentwin serve`` on the same state directory and database (a restart)."""
+    def new_service(self, env: dict[str, str] | None = None) -> Service:
+        """A fresh ``greentwin serve`` on the same state directory and database (a restart), with
+        ``env`` in place of the system's when given."""
         self.restarts += 1
-        self.service = Service(self.folder, self.env, name=f"serve-{self.restarts}")
+        self.service = Service(self.folder, env or self.env, name=f"serve-{self.restarts}")
         return self.service
 
     def token(self, user: str) -> str:
@@ -191,7 +230,7 @@ class System:
         return self.service.decisions(gh)
 
     def applied(self) -> int:
-        return sum(len(e.sim.applied) for e in self.edges.values())
+        return sum(len(sim.applied) for _, sim in self.sims())
 
     def audit_records(self) -> int:
         with self.owner_session() as s:
@@ -218,16 +257,19 @@ class System:
             with Session(engine) as s:
                 seq_of = {(gh, str(c)): seq for gh, c, seq in s.execute(
                     select(Decision.greenhouse_id, Decision.cmd_id, Decision.seq).where(Decision.cmd_id.is_not(None)))}
-            for gh, edge in self.edges.items():
-                sealed = Counter(str(open_record(keyring, r).payload.get("seq")) for r in store.iter_records(gh)
-                                 if r.kind == "decision")
+            sealed_of: dict[str, Counter[str]] = {}
+            for gh, sim in self.sims():
+                if gh not in sealed_of:
+                    sealed_of[gh] = Counter(str(open_record(keyring, r).payload.get("seq"))
+                                            for r in store.iter_records(gh) if r.kind == "decision")
+                sealed = sealed_of[gh]
                 twice = [seq for seq, n in sealed.items() if n > 1]
                 if twice:
                     bad.append(f"{gh}: decisions sealed more than once: {twice[:10]}")
                 # An e-stop's immediate all-off command goes out before any decision row exists.
-                unrecorded = [c for c in list(edge.sim.applied) if (gh, str(c.cmd_id)) not in seq_of
+                unrecorded = [c for c in list(sim.applied) if (gh, str(c.cmd_id)) not in seq_of
                               and c.mode != "estop"]
-                unsealed = [c for c in list(edge.sim.applied) if (gh, str(c.cmd_id)) in seq_of
+                unsealed = [c for c in list(sim.applied) if (gh, str(c.cmd_id)) in seq_of
                             and str(seq_of[gh, str(c.cmd_id)]) not in sealed]
                 if unrecorded or unsealed:
                     bad.append(f"{gh}: applied commands not stored ({len(unrecorded)}) or not sealed ({len(unsealed)})")
@@ -270,16 +312,19 @@ class System:
         wait_until(lambda: self.audit_complete() == [], timeout, "every stored record sealed and every chain "
                    "verifying", interval=1.0, context=lambda: "\n".join(self.audit_complete()) + "\n" + svc.tail(15))
         # (2) No command applied twice, on any edge box; commands within the safety envelope.
-        for gh, edge in self.edges.items():
-            ids = [str(c.cmd_id) for c in edge.sim.applied]
+        for gh, sim in self.sims():
+            ids = [str(c.cmd_id) for c in sim.applied]
             assert len(ids) == len(set(ids)), f"{gh}: a command applied twice"
-            for c in edge.sim.applied:
+            for c in sim.applied:
                 assert 0.0 <= c.pump_pct <= 100.0 and 0.0 <= c.light_pct <= 100.0 and set(c.valves) <= {0, 1}
-        # (3) Nothing applied while a greenhouse was in e-stop but the all-off command.
+        # (3) No actuator ran outside the safety limits at any moment, by the plant simulator's own log.
+        unsafe = [v for _, sim in self.sims() for v in sim.safety_violations()]
+        assert unsafe == [], f"{len(unsafe)} moments outside the safety limits:\n" + "\n".join(unsafe[:20])
+        # (3b) Nothing applied while a greenhouse was in e-stop but the all-off command.
         windows = self.estop_windows()
-        for gh, edge in self.edges.items():
+        for gh, sim in self.sims():
             for start, end in windows.get(gh, []):
-                inside = [c for c in edge.sim.applied if c.seq > start and (end is None or c.seq < end)]
+                inside = [c for c in sim.applied if c.seq > start and (end is None or c.seq < end)]
                 assert all(c.mode == "estop" and c.pump_pct == 0.0 and not any(c.valves) for c in inside), \
                     f"{gh}: a command other than all-off applied during the e-stop {start}..{end}"
         with self.owner_session() as s:
@@ -298,6 +343,8 @@ class System:
             wait_until(lambda: self._dead_letter_alarms() >= letters, 20, "an alarm for every dead letter")
         stored = self.decisions()
         return {"decisions": sum(stored.values()), "applied": self.applied(), "audit_records": self.audit_records(),
+                "plant steps checked": sum(len(st) for _, sim in self.sims() for st in sim.steps.values()),
+                "safety violations": len(unsafe),
                 "dead_letters": letters, "dead_letter_alarms": max(alarmed, self._dead_letter_alarms()),
                 "estops": sum(len(w) for w in windows.values())}
 

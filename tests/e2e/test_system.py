@@ -4,8 +4,10 @@ One system for the module (``tests/e2e/system.py``: PostgreSQL with an owner and
 service role, the shipped Mosquitto config and ACL, ``greentwin serve``, three edge boxes and a
 hostile one). The scenarios run in file order on it; after each, :meth:`System.check` proves by
 code that every stored decision, mode change and ack is sealed and every chain verifies, that no
-edge box applied a command twice or anything but all-off during an e-stop, that every quarantined
-record has its alarm, and that the service never exited on its own. The table of what was
+edge box applied a command twice or anything but all-off during an e-stop, that no actuator ran
+outside the safety limits at any moment by the plant simulator's own step log
+(``tests/e2e/plant_log.py``), that every quarantined record has its alarm, and that the service
+never exited on its own. The table of what was
 injected and counted is printed at the end (and written to ``test-artifacts/e2e-summary.md``).
 
 Runs in about two minutes. The soak variant (same scenarios, longer load) is opt-in:
@@ -26,14 +28,16 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from app.models import Decision
+from app.models import AlarmGroup, Decision
+from tests.app.disk_full import disk_full_at
 from tests.app.procs import MOSQUITTO, wait_until
 from tests.app.telemetry_fuzz import TelemetryFuzzer, expected_counts
 from tests.e2e import summary
 from tests.e2e.system import (
     ADMIN,
+    CRASH_MARKS,
     HOSTILE,
     OPERATOR,
     PLANTS,
@@ -47,6 +51,8 @@ from tests.e2e.system import (
 pytestmark = [pytest.mark.postgres, pytest.mark.mqtt]
 
 LOAD_S = 8.0
+AHEAD, BEHIND = "gh-a", "gh-b"
+SKEW_EDGE_S = 300.0
 SOAK_S = float(os.environ.get("GREENTWIN_E2E_SOAK_S", "0") or 0)
 
 
@@ -163,6 +169,39 @@ def test_database_unavailable_then_back(system: System) -> None:
                 {"spooled": spooled, "refused connects": system.proxy.refused, **counts}, time.monotonic() - t0)
 
 
+def test_state_directory_full_then_room_again(system: System) -> None:
+    """No file of the service may grow (RLIMIT_FSIZE on its process, as a full disk under its state
+    directory): journal before publish, so nothing is commanded, every refused decision is
+    alarmed, an operator's e-stop is refused (503) without latching, and /readyz fails;
+    commanding resumes by itself when there is room again."""
+    t0 = time.monotonic()
+    svc = system.service
+    pid = svc.pid
+    refused0 = svc.metric("greentwin_decisions_unjournaled_total")
+    with disk_full_at(1, pid):
+        wait_until(lambda: svc.metric("greentwin_decisions_unjournaled_total") >= refused0 + 20, 20,
+                   "decisions refused by the full journal", context=svc.tail)
+        ready = svc.readyz()
+        assert not ready["ready"] and str(ready["checks"]["journal"]).startswith("unwritable"), ready
+        applied = system.applied()
+        r = system.api("POST", "/api/greenhouses/gh-c/estop", OPERATOR, json={"reason": "disk full, e2e"})
+        assert r.status_code == 503 and "neither recorded nor applied" in r.text, r.text
+        time.sleep(1.5)
+        assert system.applied() == applied, "a command reached the plant that is not on the journal"
+        refused = svc.metric("greentwin_decisions_unjournaled_total") - refused0
+    wait_until(lambda: svc.readyz()["ready"], 20, "ready again once the journal takes writes", context=svc.tail)
+    alarms = svc.metric("greentwin_alarms_total", kind="journal_unwritable")
+    assert alarms >= refused, "every refused decision alarmed"
+    for gh in PLANTS:
+        _progress(system, gh, 5, 30, f"{gh} commanded again")
+    assert svc.metric("greentwin_estops_total", greenhouse="gh-c") == 0 and "gh-c" not in system.estop_windows()
+    counts = system.check(expect_pid=pid)
+    summary.add("full disk", "no file of the service may grow (RLIMIT_FSIZE) for ~3 s, then room again",
+                {"decisions refused, not commanded": int(refused), "journal alarms": int(alarms),
+                 "operator e-stop refused (503)": 1, **counts},
+                time.monotonic() - t0)
+
+
 def test_estop_holds_until_an_operator_resets_it(system: System) -> None:
     t0 = time.monotonic()
     pid = system.service.pid
@@ -217,6 +256,72 @@ def test_service_sigkilled_and_restarted(system: System) -> None:
     assert all(after[gh] > decided.get(gh, 0) for gh in PLANTS)
     summary.add("service crash", "SIGKILL of greentwin serve mid-run, restart on the same state and database",
                 {"restarts": system.restarts, **counts}, time.monotonic() - t0)
+
+
+def _decided_since(system: System, since: dict[str, int]) -> dict[str, list[Decision]]:
+    with system.owner_session() as s:
+        return {gh: list(s.scalars(select(Decision).where(Decision.greenhouse_id == gh, Decision.seq > seq)))
+                for gh, seq in since.items()}
+
+
+def test_edge_clocks_five_minutes_ahead_and_behind(system: System) -> None:
+    """Edge boxes on the wall clock (one step a second) under the site's bounds: at most 30 s into
+    the future, 7 minutes old. The box 5 minutes ahead is refused (telemetry and acks, as from the
+    future) and its greenhouse made safe by the stale-telemetry watchdog, with nothing stamped in
+    the future on record; the box 5 minutes behind is accepted and controlled as usual. Then the
+    accelerated boxes come back under the suite's bounds."""
+    t0 = time.monotonic()
+    system.stop_edges()
+    plant_clock = {gh: system.edges[gh].sim.sim_time for gh in PLANTS}
+    for gh in (AHEAD, BEHIND):
+        system.retire_edge(gh)
+    system.service.stop()
+    svc = system.new_service(dict(system.env, GREENTWIN_MAX_CLOCK_SKEW_S="30", GREENTWIN_MAX_AGE_S="420"))
+    svc.start()
+    with system.owner_session() as s:
+        since = {gh: int(s.scalar(select(func.max(Decision.seq)).where(Decision.greenhouse_id == gh)) or 0)
+                 for gh in (AHEAD, BEHIND)}
+    system.start_edge(AHEAD, seed=31, speed=1.0, dt_s=1.0, clock_offset_s=SKEW_EDGE_S)
+    system.start_edge(BEHIND, seed=32, speed=1.0, dt_s=1.0, clock_offset_s=-SKEW_EDGE_S)
+    ahead, behind = system.edges[AHEAD].sim, system.edges[BEHIND].sim
+    wait_until(lambda: svc.metric("greentwin_alarms_total", greenhouse=AHEAD, kind="telemetry_stale") >= 1, 20,
+               "the watchdog to make the greenhouse of the box ahead safe", context=svc.tail)
+    _progress(system, BEHIND, 5, 30, "decisions on the telemetry of the box behind")
+    wait_until(lambda: svc.metric("greentwin_telemetry_total", outcome="rejected", reason="future") >= 5, 20,
+               "telemetry and acks of the box ahead refused as from the future", context=svc.tail)
+    future = svc.metric("greentwin_telemetry_total", outcome="rejected", reason="future")
+    system.stop_edges()
+    now = datetime.now(UTC)
+    decided = _decided_since(system, since)
+    assert decided[AHEAD] and all(d.actor == "watchdog" and d.clipped["pump_pct"] == 0.0 for d in decided[AHEAD])
+    assert all(not any(st.commanded) for st in ahead.steps[AHEAD]), "the box ahead ran nothing"
+    on_policy = [d for d in decided[BEHIND] if d.actor != "watchdog"]
+    assert len(on_policy) >= 5 and len(behind.applied) >= 5, "the box behind is controlled"
+    # The restored state is the accelerated box's, days ahead: the watchdog may act once before the
+    # box behind reports; after that its telemetry keeps the watchdog quiet.
+    first = min(d.seq for d in on_policy)
+    assert [d.seq for d in decided[BEHIND] if d.actor == "watchdog" and d.seq > first] == []
+    assert all(d.ts <= now + timedelta(seconds=30) for ds in decided.values() for d in ds), "a future stamp on record"
+    with system.owner_session() as s:
+        latest = s.scalar(select(func.max(AlarmGroup.last_at)).where(AlarmGroup.greenhouse_id.in_((AHEAD, BEHIND))))
+    assert latest is None or latest <= now + timedelta(seconds=30)
+    assert svc.alive and not any(m in svc.output() for m in CRASH_MARKS), svc.tail()
+
+    for gh in (AHEAD, BEHIND):  # back to the accelerated boxes, on their plants' clocks
+        system.retire_edge(gh)
+    system.service.stop()
+    system.new_service().start()
+    for i, gh in enumerate((AHEAD, BEHIND)):
+        system.start_edge(gh, seed=40 + i, start_time=plant_clock[gh])
+    system.resume_edges()
+    for gh in PLANTS:
+        _progress(system, gh, 5, 45, f"{gh} decided again on its accelerated box")
+    counts = system.check(expect_pid=system.service.pid)
+    summary.add("edge clock skew", f"{AHEAD} box 5 min ahead, {BEHIND} box 5 min behind, real time, site bounds "
+                "+30 s / 7 min; then the accelerated boxes back", {
+                    "refused as future": int(future), f"{AHEAD} watchdog decisions": len(decided[AHEAD]),
+                    f"{BEHIND} decisions": len(on_policy), "restarts": system.restarts, **counts},
+                time.monotonic() - t0)
 
 
 def test_hostile_mqtt_input(system: System) -> None:

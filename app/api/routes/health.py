@@ -19,7 +19,8 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
-    """Ready when the database answers, the broker connection is up and audit sealing keeps up."""
+    """Ready when the database answers, the broker connection is up, audit sealing keeps up and the
+    journal takes writes (without it nothing is commanded)."""
     checks: dict[str, object] = {}
     try:
         with runtime.sessions() as session:
@@ -33,7 +34,9 @@ def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
     stuck = runtime.writer.sealing_stuck_s(limit)
     checks["audit_sealing"] = "ok" if stuck is None else (
         f"stuck: {runtime.writer.audit_pending} events waiting {stuck:.0f} s (limit {limit:.0f} s)")
-    ready = checks["database"] == "ok" and checks["mqtt"] == "ok" and stuck is None
+    failing = runtime.dispatch.journal_failing_since
+    checks["journal"] = "ok" if failing is None else f"unwritable since {failing.isoformat(timespec='seconds')}"
+    ready = checks["database"] == "ok" and checks["mqtt"] == "ok" and stuck is None and failing is None
     response.status_code = 200 if ready else 503
     return {"ready": ready, "checks": checks}
 
