@@ -31,6 +31,8 @@ from app.writer import Job, WriterProcess
 log = logging.getLogger(__name__)
 
 ALARMS_KEPT = 500
+MAX_HELD = 10_000
+"""Mode changes and acks kept in memory while the journal refuses writes (hours of a large site's acks)."""
 """Recent alarms the service keeps for the API; the metrics count them all."""
 
 
@@ -61,6 +63,10 @@ class Dispatcher:
         """Each greenhouse's latest decided observation (the dashboard's outlook reads its forecast and prices)."""
         self.journal_failing_since: datetime | None = None
         """When the journal last started refusing writes (None while it takes them): /readyz fails."""
+        self._held: list[dict[str, Any]] = []
+        """Mode changes the telemetry reported (a panel e-stop) and acks the journal refused: written ahead
+        of the next entries it takes, so a full disk delays their records and never loses them. A refused
+        decision needs none: it was not commanded."""
 
     def emit(self, decisions: list[ControlDecision], arrived: list[float] | None = None) -> None:
         """Journal (one write) -> snapshot new latches -> publish -> count; the writer stores the rest."""
@@ -75,7 +81,7 @@ class Dispatcher:
         for d in decisions:
             entries += [Job.mode_change(ev).entry() for ev in d.events]
             entries.append(Job.decision(d, self.controllers[d.greenhouse_id].z).entry())
-        if not self._journal(entries, [d.greenhouse_id for d in decisions]):
+        if not self._journal(entries, [d.greenhouse_id for d in decisions], hold=True):
             return
         for d in decisions:
             if d.events:  # telemetry reported the e-stop: the latch outlives a crash before anything acts
@@ -93,11 +99,20 @@ class Dispatcher:
         for k, d in enumerate(decisions):
             self._count(d, None if arrived is None else now - arrived[k])
 
-    def _journal(self, entries: list[dict[str, Any]], greenhouses: list[str]) -> bool:
-        """Journal ``entries``; False (alarmed, counted, logged once per spell) when the disk refuses them."""
+    def _journal(self, entries: list[dict[str, Any]], greenhouses: list[str], *, hold: bool = False) -> bool:
+        """Journal ``entries`` after any held ones; False (alarmed, counted, logged once per spell) when the
+        disk refuses them, and then, with ``hold``, their mode changes and acks wait for the next write."""
+        batch = self._held + entries
         try:
-            self.writer.appended(self.journal.append(entries))
+            self.writer.appended(self.journal.append(batch))
+            self._held = []
         except OSError as exc:
+            kept = entries if hold else []
+            self._held = self._held + [e for e in kept if e["kind"] != "decision"]
+            if len(self._held) > MAX_HELD:
+                log.error("journal: %d held records over the %d kept in memory; the oldest are lost",
+                          len(self._held) - MAX_HELD, MAX_HELD)
+                del self._held[:-MAX_HELD]
             if self.journal_failing_since is None:
                 self.journal_failing_since = datetime.now(UTC)
                 log.error("journal write failed (%s): decisions are not commanded until it is writable again; "
@@ -156,8 +171,9 @@ class Dispatcher:
         self.bridge.publish_command(gh, command.model_copy(update={"fencing_token": token}))
 
     def record_ack(self, gh: str, cmd_id: UUID, status: str, reason: str | None, ts: datetime) -> None:
-        """The edge box's answer (or its absence) goes on the decision's row and into the audit trail."""
-        self.writer.appended(self.journal.append([Job.ack(gh, cmd_id, status, reason, ts).entry()]))
+        """The edge box's answer (or its absence) goes on the decision's row and into the audit trail (held
+        in memory while the journal refuses writes)."""
+        self._journal([Job.ack(gh, cmd_id, status, reason, ts).entry()], [gh], hold=True)
 
     def save_snapshot(self, gh: str) -> None:
         """Write this greenhouse's snapshot now (durable when this returns)."""

@@ -151,3 +151,25 @@ def test_a_decision_the_journal_cannot_take_is_not_published_but_alarmed_and_com
     entries = JournalReader(tmp_path / "journal").read()
     assert [e["row"]["cmd_id"] for e in entries] == [str(bridge.published[0][1].cmd_id)], \
         "what was published is what was journaled, and only that"
+
+
+def test_a_panel_estop_and_an_ack_the_journal_refused_are_journaled_with_its_next_write(tmp_path: Path) -> None:
+    """A full disk delays the records of what already happened at the plant (the button was pressed, the
+    box answered); it must not lose them. The refused decision itself was never commanded."""
+    hk, controllers, _ = _service(tmp_path, ["ga"])
+    ctl, dispatch = controllers["ga"], hk.dispatch
+    bridge = FakeBridge([])
+    dispatch.bridge = bridge  # type: ignore[assignment]
+    pressed = _telemetry(T0).model_copy(update={"estop": True})
+    with disk_full_at(1):
+        latched = ctl.on_telemetry(pressed)
+        assert latched.events, "the panel e-stop latches as a mode change on the decision"
+        dispatch.emit([latched])
+        dispatch.record_ack("ga", uuid.uuid4(), "applied", None, T0)
+    assert bridge.published == [] and ctl.estop_latched
+    later = ctl.on_telemetry(_telemetry(T0 + timedelta(seconds=60)).model_copy(update={"seq": 2, "estop": True}))
+    dispatch.emit([later])
+    dispatch.journal.close()
+    kinds = [(e["kind"], e["row"].get("to_mode")) for e in JournalReader(tmp_path / "journal").read()]
+    assert kinds == [("mode_change", "estop"), ("ack", None), ("decision", None)]
+    assert [gh for gh, _ in bridge.published] == ["ga"]
