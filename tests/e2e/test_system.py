@@ -54,6 +54,8 @@ LOAD_S = 8.0
 AHEAD, BEHIND = "gh-a", "gh-b"
 SKEW_EDGE_S = 300.0
 SOAK_S = float(os.environ.get("GREENTWIN_E2E_SOAK_S", "0") or 0)
+OUTAGE_S = float(os.environ.get("GREENTWIN_E2E_DB_OUTAGE_S", "0") or 0)
+"""Hold the database away at least this long (by hand: 60 for the issue's minute); CI keeps it short."""
 
 
 def _unavailable(reason: str) -> None:
@@ -158,14 +160,15 @@ def test_database_unavailable_then_back(system: System) -> None:
     wait_until(lambda: system.service.readyz()["checks"].get("spooled_decisions", 0) >= 20, 30,
                "decisions spooled while the database is away", context=system.service.tail)
     applied_during = system.applied()
-    time.sleep(3.0)
+    time.sleep(max(3.0, OUTAGE_S - (time.monotonic() - t0)))
     assert system.applied() > applied_during, "control goes on while the database is down"
     spooled = system.service.readyz()["checks"]["spooled_decisions"]
     system.proxy.restore()
     wait_until(lambda: system.service.readyz()["ready"] and system.service.readyz()["checks"]["spooled_decisions"] == 0,
                45, "the spool written back", context=system.service.tail)
     counts = system.check(expect_pid=pid)
-    summary.add("database outage", "every PostgreSQL connection cut, new ones refused, ~8 s, then back",
+    summary.add("database outage", f"every PostgreSQL connection cut, new ones refused, "
+                f"{time.monotonic() - t0:.0f} s with the write-back, then back",
                 {"spooled": spooled, "refused connects": system.proxy.refused, **counts}, time.monotonic() - t0)
 
 
