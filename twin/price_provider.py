@@ -22,7 +22,6 @@ Every answer says where it came from (live, cache, fallback, tariff) and how old
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 import time
@@ -33,9 +32,9 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import numpy as np
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from twin.config import PriceConfig
+from twin.http_source import SourceDataError, error_kind, get_json, retrying
 from twin.prices import PUBLICATION_HOUR, tou_price
 
 logger = logging.getLogger(__name__)
@@ -45,11 +44,10 @@ SLOTS = 24
 PRICE_RANGE = (-1000.0, 6000.0)
 """The price bounds of the European day-ahead auction (EUR/MWh, harmonised min and max clearing
 price, rounded out): a value outside them is corrupt data."""
-_MAX_BODY = 1 << 20
 _KEEP_S = 3 * 86400
 
 
-class PriceDataError(ValueError):
+class PriceDataError(SourceDataError):
     """A price payload is malformed or implausible; callers fall back rather than trust it."""
 
 
@@ -96,22 +94,6 @@ def parse_day_ahead(payload: Any) -> dict[int, float]:
             raise PriceDataError(f"two prices for the hour starting {start!r}")
         out[int(epoch)] = float(value)
     return out
-
-
-def _error_kind(exc: BaseException) -> str:
-    if isinstance(exc, httpx.TimeoutException):
-        return "timeout"
-    if isinstance(exc, httpx.TransportError):
-        return "transport"
-    if isinstance(exc, httpx.HTTPStatusError):
-        return f"http_{exc.response.status_code // 100}xx"
-    return "bad_data" if isinstance(exc, PriceDataError | httpx.DecodingError) else "unexpected"
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.HTTPStatusError):
-        return exc.response.status_code >= 500
-    return isinstance(exc, httpx.TransportError | httpx.DecodingError | PriceDataError)
 
 
 def published_mask(now: datetime, tz: ZoneInfo, hours: int = SLOTS) -> np.ndarray:
@@ -168,10 +150,7 @@ class PriceProvider:
         reason = ""
         if not fresh:
             try:
-                retrying = Retrying(stop=stop_after_attempt(self.retries + 1), reraise=True,
-                                    wait=wait_exponential(multiplier=0.05, min=0.05, max=0.5),
-                                    retry=retry_if_exception(_retryable))
-                got = retrying(self._attempt)
+                got = retrying(self.retries)(self._attempt)
                 with self._lock:
                     self._known.update(got)
                     self._fetched_at = self._clock()
@@ -179,8 +158,8 @@ class PriceProvider:
                         del self._known[old]
                 source = "live"
             except Exception as exc:  # degrade, never crash the control loop
-                reason = f"{_error_kind(exc)}: {exc}"
-                logger.warning("day-ahead price fetch failed (%s)", reason, exc_info=_error_kind(exc) == "unexpected")
+                reason = f"{error_kind(exc)}: {exc}"
+                logger.warning("day-ahead price fetch failed (%s)", reason, exc_info=error_kind(exc) == "unexpected")
         with self._lock:
             known, fetched = dict(self._known), self._fetched_at
         age = None if fetched is None else self._clock() - fetched
@@ -213,22 +192,9 @@ class PriceProvider:
 
     def _attempt(self) -> dict[int, float]:
         """One GET with a total deadline; the hours it lists."""
-        deadline = time.monotonic() + self.timeout_s
         try:
-            with self._client.stream("GET", self._url) as resp:
-                resp.raise_for_status()
-                body = bytearray()
-                for chunk in resp.iter_bytes():
-                    body += chunk
-                    if len(body) > _MAX_BODY:
-                        raise PriceDataError(f"response larger than {_MAX_BODY} bytes")
-                    if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout(f"response took longer than {self.timeout_s} s", request=resp.request)
-            try:
-                payload = json.loads(bytes(body))
-            except (ValueError, RecursionError) as exc:
-                raise PriceDataError(f"response is not valid JSON: {exc}") from exc
+            payload = get_json(self._client, self._url, self.timeout_s, PriceDataError)
             return parse_day_ahead(payload)
         except Exception as exc:
-            logger.debug("price attempt failed (%s): %s", _error_kind(exc), exc)
+            logger.debug("price attempt failed (%s): %s", error_kind(exc), exc)
             raise

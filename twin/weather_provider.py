@@ -16,7 +16,6 @@ outside httpx's timeouts, so prefer an IP address in ``base_url``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import threading
@@ -27,7 +26,8 @@ from typing import Any, Literal
 
 import httpx
 import numpy as np
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from twin.http_source import SourceDataError, error_kind, get_json, retrying
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +48,12 @@ _API_KEYS = {"temperature_c": "temperature_2m", "relative_humidity_pct": "relati
              "precipitation_mm": "precipitation"}
 _WIND_UNITS = {"m/s": 1.0, "km/h": 1.0 / 3.6, "mp/h": 0.44704, "kn": 1852.0 / 3600.0}
 _HOUR, _DAY = np.timedelta64(3600, "s"), np.timedelta64(86400, "s")
-_MAX_BODY = 1 << 20
 MAX_HOURS = 48
 """forecast_days=3 starts at today 00:00 UTC, so 48 h ahead is always covered (tomorrow's light needs
 up to +47 h)."""
 
 
-class WeatherDataError(ValueError):
+class WeatherDataError(SourceDataError):
     """A weather payload is malformed or physically implausible; callers fall back rather than trust it."""
 
 
@@ -187,22 +186,6 @@ def _utc_hour(moment: datetime) -> np.datetime64:
     return np.datetime64(moment.astimezone(UTC).replace(tzinfo=None), "h").astype("datetime64[s]")
 
 
-def _error_kind(exc: BaseException) -> str:
-    if isinstance(exc, httpx.TimeoutException):
-        return "timeout"
-    if isinstance(exc, httpx.TransportError):
-        return "transport"
-    if isinstance(exc, httpx.HTTPStatusError):
-        return f"http_{exc.response.status_code // 100}xx"
-    return "bad_data" if isinstance(exc, WeatherDataError | httpx.DecodingError) else "unexpected"
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.HTTPStatusError):
-        return exc.response.status_code >= 500
-    return isinstance(exc, httpx.TransportError | httpx.DecodingError | WeatherDataError)
-
-
 class WeatherProvider:
     """Forecast client that answers within a bounded time and degrades instead of raising (see module doc)."""
 
@@ -281,10 +264,7 @@ class WeatherProvider:
             if not self.configured:
                 return self._degrade(start, hours, None)
             try:
-                retrying = Retrying(stop=stop_after_attempt(self.retries + 1), reraise=True,
-                                    wait=wait_exponential(multiplier=0.05, min=0.05, max=0.5),
-                                    retry=retry_if_exception(_retryable))
-                full, live = retrying(self._attempt, start, hours)
+                full, live = retrying(self.retries)(self._attempt, start, hours)
             except Exception as exc:  # degrade, never crash the control loop
                 return self._degrade(start, hours, exc)
             with self._lock:
@@ -300,28 +280,15 @@ class WeatherProvider:
         """One GET with a total deadline; returns the whole forecast (for the cache) and the asked window."""
         with self._lock:
             self._stats.requests += 1
-        deadline = time.monotonic() + self.timeout_s
         try:
-            with self._client.stream("GET", self._url, params=self._params) as resp:
-                resp.raise_for_status()
-                body = bytearray()
-                for chunk in resp.iter_bytes():
-                    body += chunk
-                    if len(body) > _MAX_BODY:
-                        raise WeatherDataError(f"response larger than {_MAX_BODY} bytes")
-                    if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout(f"response took longer than {self.timeout_s} s", request=resp.request)
-            try:
-                payload = json.loads(bytes(body))
-            except (ValueError, RecursionError) as exc:
-                raise WeatherDataError(f"response is not valid JSON: {exc}") from exc
+            payload = get_json(self._client, self._url, self.timeout_s, WeatherDataError, self._params)
             full = parse_open_meteo(payload)
             live = full.window(start, hours, "live")
             if live is None:
                 raise WeatherDataError(f"forecast does not cover {hours} h from {start} UTC")
             return full, live
         except Exception as exc:
-            kind = _error_kind(exc)
+            kind = error_kind(exc)
             with self._lock:
                 self._stats.errors[kind] = self._stats.errors.get(kind, 0) + 1
             logger.debug("weather attempt failed (%s): %s", kind, exc, exc_info=kind == "unexpected")
@@ -330,7 +297,7 @@ class WeatherProvider:
     def _degrade(self, start: np.datetime64, hours: int, exc: Exception | None) -> HourlyWeather:
         """Stale cache if it still covers the window, else yesterday's observations, else climatology
         (``exc`` None: no forecast is configured, which is a choice, not a failure worth a warning)."""
-        kind = "unconfigured" if exc is None else _error_kind(exc)
+        kind = "unconfigured" if exc is None else error_kind(exc)
         reason, trace = f"{kind}: {exc}", kind == "unexpected"
         with self._lock:
             cached = self._cache
