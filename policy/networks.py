@@ -37,6 +37,9 @@ RESIDUAL_KAPPA = 20.0
 """Initial Beta concentration (alpha + beta - 2) around the expert's pump and lights (sd ~0.1)."""
 RESIDUAL_MEAN_EPS = 1e-3
 """Expert pump/lights fractions are clamped into (eps, 1 - eps) before taking their logit."""
+OFF_BELOW = 2e-3
+"""A served pump or lights fraction below this (0.2 %) is 0: the residual cannot centre exactly on an
+expert's 0, and a lamp at 0.1 % costs energy and lamp hours without light worth having."""
 
 
 class ActionEvaluation(NamedTuple):
@@ -85,6 +88,9 @@ def deterministic_action(out: torch.Tensor, zones: int, prior: ExpertPrior | Non
     :func:`action_parameters`."""
     logits, a, b = action_parameters(out, zones, prior, prior_logit)
     u = a / (a + b) if prior is None else (a - 1.0) / (a + b - 2.0)
+    # The residual's Beta centres on the expert's setting clamped to RESIDUAL_MEAN_EPS, so an expert's
+    # "off" would serve as 0.1 % lamps (paid for, and counted as lamp hours): off is off.
+    u = torch.where(u < OFF_BELOW, torch.zeros_like(u), u)
     dtype = out.dtype
     return torch.cat([(torch.sigmoid(logits) >= 0.5).to(dtype), u.to(dtype) * ACTION_SCALE], dim=-1)
 

@@ -53,6 +53,10 @@ def test_untrained_residual_policy_is_the_expert() -> None:
     assert 0 < int(want[:, :ZONES].sum()) < want[:, :ZONES].numel()  # both decisions are exercised
     assert torch.equal(got[:, :ZONES], want[:, :ZONES])
     torch.testing.assert_close(got[:, ZONES:], want[:, ZONES:], atol=0.2, rtol=0.0)
+    # Where the expert has pump or lamps off, so does the policy: exactly 0, not the 0.1 % its Beta
+    # centres on (a lamp at 0.1 % is paid for and counts as lamp hours).
+    off = want[:, ZONES:] == 0.0
+    assert off.any() and (got[:, ZONES:][off] == 0.0).all()
 
 
 def test_interlock_never_pumps_against_closed_valves() -> None:
