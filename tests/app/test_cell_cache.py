@@ -20,6 +20,15 @@ from tests.app.test_trend_rollup import START, _rows
 WIDTH = 3 + len(roll.SCALARS)
 
 
+def _catch_up(rollup: roll.TrendRollup, max_rows: int = roll.ROUND_ROWS) -> int:
+    """Roll-up rounds until none is left behind; how many more rounds that took after the first."""
+    rounds = 0
+    while not rollup.catch_up(max_rows):
+        rounds += 1
+        assert rounds < 10_000, "the roll-up never caught up"
+    return rounds
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
@@ -48,8 +57,7 @@ def test_the_cache_answers_as_the_table_does_as_rounds_move_on(url: str) -> None
         s.execute(Decision.__table__.insert(), _rows("gh1", range(0, 1500), 1) + _rows("gh2", range(0, 300), 2))
         s.commit()
     here, other_replica = roll.TrendRollup(sessions), roll.TrendRollup(sessions)
-    while not here.catch_up():
-        pass
+    _catch_up(here)
     first = roll.cell_index(START)
     end = roll.cell_index(START + timedelta(days=2))
     cache = CellCache(days=2.0)
@@ -62,8 +70,7 @@ def test_the_cache_answers_as_the_table_does_as_rounds_move_on(url: str) -> None
         late = [{**r, "ts": START + timedelta(minutes=40 + i, seconds=3)} for i, r in enumerate(_rows("gh1", range(1500, 1510), 3))]
         s.execute(Decision.__table__.insert(), _rows("gh1", range(1510, 1600), 4) + late)
         s.commit()
-    while not other_replica.catch_up():
-        pass
+    _catch_up(other_replica)
     with sessions() as s:
         for a, b in ((first, end), (first + 5, first + 20), (roll.cell_index(START + timedelta(minutes=1500)), end)):
             _equal(cache.read(s, "gh1", WIDTH, a, b), roll.read_cells(s, "gh1", a, b))
@@ -87,8 +94,7 @@ def test_the_window_moves_with_the_reads_and_keeps_a_bounded_size(tmp_path: Path
     with sessions() as s:
         s.execute(Decision.__table__.insert(), _rows("gh1", range(0, 4 * 1440, 5), 1))
         s.commit()
-    while not roll.TrendRollup(sessions).catch_up():
-        pass
+    _catch_up(roll.TrendRollup(sessions))
     cache = CellCache(days=1.0)
     first = roll.cell_index(START)
     with sessions() as s:
@@ -112,8 +118,7 @@ def test_a_reader_does_not_queue_behind_a_round_in_progress(tmp_path: Path) -> N
     rollup = roll.TrendRollup(sessions)
     assert rollup.current_at is None and not rollup.current_within(60.0)
     assert rollup.catch_up(max_rows=20) is False and rollup.current_at is None, "rows left behind: not current"
-    while not rollup.catch_up(max_rows=20):
-        pass
+    assert _catch_up(rollup, max_rows=20) > 0, "more than one round of 20 rows"
     assert rollup.current_within(60.0) and not rollup.current_within(-1.0)
     with rollup._lock:  # a round under way elsewhere
         assert rollup.catch_up(wait=False) is None

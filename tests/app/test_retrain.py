@@ -252,9 +252,9 @@ def test_in_memory_databases_lock_by_url() -> None:
     assert lock_path(one) == lock_path(two) != lock_path(make_engine("sqlite:///other.sqlite3"))
     with run_lock(one):
         with pytest.raises(Locked), run_lock(two):
-            pass
+            pytest.fail("a second run took the lock while the first held it")
     with run_lock(two):
-        pass
+        assert lock_path(two).exists()
     one.dispose()
     two.dispose()
 
@@ -265,9 +265,11 @@ def test_advisory_lock_on_postgresql(make_pg_database) -> None:  # type: ignore[
         one, two = make_engine(pg), make_engine(pg)
         with run_lock(one):
             with pytest.raises(Locked), run_lock(two):
-                pass
+                pytest.fail("a second run took the lock while the first held it")
+        taken = False
         with run_lock(two):  # released with the first run
-            pass
+            taken = True
+        assert taken
         one.dispose()
         two.dispose()
 
