@@ -35,7 +35,7 @@ import numpy as np
 
 from twin.config import PriceConfig
 from twin.http_source import SourceDataError, error_kind, get_json, retrying
-from twin.prices import PUBLICATION_HOUR, tou_price
+from twin.prices import PUBLICATION_HOUR, tou_at
 
 logger = logging.getLogger(__name__)
 
@@ -185,10 +185,7 @@ class PriceProvider:
 
     def tariff_prices(self, start: datetime) -> np.ndarray:
         """The time-of-use tariff of the 24 local clock hours from ``start`` [EUR/MWh, spot part]."""
-        local = [(start + timedelta(hours=k)).astimezone(self.tz) for k in range(SLOTS)]
-        weekday = np.array([t.weekday() for t in local])
-        hour = np.array([t.hour for t in local])
-        return tou_price(self.tariff, weekday, hour).astype(np.float64)
+        return tou_at(self.tariff, [start + timedelta(hours=k) for k in range(SLOTS)], self.tz)
 
     def _attempt(self) -> dict[int, float]:
         """One GET with a total deadline; the hours it lists."""

@@ -14,7 +14,9 @@ the same interface, every slot published (a contract is known in advance).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, tzinfo
 
 import numpy as np
 
@@ -121,6 +123,16 @@ def tou_price(cfg: PriceConfig, weekday: np.ndarray, hour_of_day: np.ndarray) ->
     start, end = cfg.tou_peak_hours
     peak = (weekday < 5) & (hour_of_day >= start) & (hour_of_day < end)
     return np.where(peak, cfg.tou_peak_eur_mwh, cfg.tou_offpeak_eur_mwh)  # type: ignore[no-any-return]
+
+
+def tou_at(cfg: PriceConfig, instants: Sequence[datetime], tz: tzinfo | None = None) -> np.ndarray:
+    """The tariff [EUR/MWh, spot part] of the local clock hour holding each instant: in the site's
+    zone ``tz``, or in each instant's own offset when None. The service's slots, the price provider's
+    fallback and the dashboard's costs all read the tariff through here."""
+    local = [t if tz is None else t.astimezone(tz) for t in instants]
+    weekday = np.array([t.weekday() for t in local], dtype=np.int64)
+    hour = np.array([t.hour for t in local], dtype=np.int64)
+    return np.asarray(tou_price(cfg, weekday, hour), dtype=np.float64)
 
 
 def tou_prices(cfg: PriceConfig, first_weekday: int) -> np.ndarray:

@@ -26,7 +26,7 @@ from app.api import trend_rollup as roll
 from app.api.schemas import EconomicsToday, Outlook
 from app.control import GreenhouseController
 from twin.crop import CropGrowthConfig, initial_crop, step_crop
-from twin.prices import tou_price
+from twin.prices import tou_at
 from twin.spec import observation_spec
 
 CROP = CropGrowthConfig()
@@ -42,13 +42,8 @@ _DEFAULTS = {_PAR: 0.0, _CO2: 420.0, _TEMP: 20.0, _LIGHT: 0.0}
 
 def hourly_price(ctl: GreenhouseController, ts: Sequence[datetime]) -> np.ndarray:
     """All-in electricity price [EUR/MWh] of the clock hour (site time) holding each instant."""
-    if not len(ts):
-        return np.zeros(0)
-    local = [t.astimezone(ctl.site_tz) for t in ts]
     cfg = ctl.obs_builder.tariff
-    weekday = np.array([t.weekday() for t in local])
-    hour = np.array([t.hour for t in local])
-    return np.asarray(tou_price(cfg, weekday, hour), dtype=np.float64) + cfg.adder_eur_mwh
+    return tou_at(cfg, ts, ctl.site_tz) + cfg.adder_eur_mwh
 
 
 def floor_area_m2(ctl: GreenhouseController) -> float:

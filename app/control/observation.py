@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 
 from app.control.outlook import Outlook, unknown_outlook
 from twin.climate import PAR_PER_W_M2, crop_coefficient
 from twin.config import CropConfig, PriceConfig
-from twin.prices import tou_price
+from twin.prices import tou_at
 from twin.spec import FORECAST_HOURS, ObservationSpec
 
 CLIMATE_FIELDS = (("air_temp", "air_temp_c"), ("air_rh", "air_rh_pct"), ("par", "par_umol_m2_s"),
@@ -82,7 +82,7 @@ class ObservationBuilder:
             crop_day = self.crop_day0 + (ts - self.first_ts).total_seconds() / 86400.0
         if outlook is None:
             outlook = unknown_outlook(ts, self.held["air_temp"],
-                                      tariff_outlook(self.tariff, ts, 24) - self.tariff.adder_eur_mwh)
+                                      tou_at(self.tariff, [ts + timedelta(hours=k) for k in range(24)]))
         _, stage = crop_coefficient(np, self.crop, np.asarray([crop_day]))
         hour = ts.hour + ts.minute / 60.0 + ts.second / 3600.0
         phase = 2.0 * math.pi * hour / 24.0
@@ -122,7 +122,4 @@ class ObservationBuilder:
 def tariff_outlook(cfg: PriceConfig, ts: datetime, hours: int) -> np.ndarray:
     """All-in prices [EUR/MWh] of the time-of-use tariff for the clock hours ``ts`` +0 .. +hours-1,
     the adder included, as the twin's price slots are."""
-    steps = np.arange(hours)
-    hour = ts.hour + steps
-    weekday = (ts.weekday() + hour // 24) % 7
-    return tou_price(cfg, weekday, hour % 24) + cfg.adder_eur_mwh
+    return tou_at(cfg, [ts + timedelta(hours=k) for k in range(hours)]) + cfg.adder_eur_mwh
