@@ -97,6 +97,8 @@ def run_hash(cfg: PPOConfig) -> str:
     d = config_to_dict(cfg)
     for key in ("device", "workers", "validate_every", "validation_scenarios", "validation_days"):
         d.pop(key)
+    if not d.get("residual_lamp_logit"):  # runs from before the lamp switch keep their hashes
+        d.pop("residual_lamp_logit", None)
     payload = {"train": d, "twin": twin_config_of(cfg).config_hash(), "twin_version": TWIN_VERSION}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -70,6 +70,10 @@ class PPOConfig:
     Expert demonstrations are skipped in this mode (operator ones still count)."""
     residual_prior_logit: float = 4.0
     """Valve logit given to the expert's choice in residual mode (larger: less valve exploration)."""
+    residual_lamp_logit: float = 0.0
+    """Residual mode: 0 keeps the lamps a Beta around the expert's setting; > 0 makes them an on/off
+    decision at this logit from the expert's on/off (:mod:`policy.networks`, the lamp switch), so
+    the learner can try lamp hours the rule leaves dark (3: p(the expert's choice) = 0.95)."""
     prior_kl_coef: float = 0.03
     """Residual mode: weight of KL(policy || untrained residual) in the loss, a leash to the expert's
     decision. Without it every recipe measured drifted with length (lights up, stress up: 0.695 on six
@@ -109,6 +113,8 @@ class PPOConfig:
         if self.batch_size % self.num_minibatches:
             raise ValueError(f"num_envs * num_steps ({self.batch_size}) must be divisible by "
                              f"num_minibatches ({self.num_minibatches})")
+        if self.residual_lamp_logit < 0.0 or (self.residual_lamp_logit > 0.0 and not self.residual):
+            raise ValueError("residual_lamp_logit must be >= 0 and needs residual mode")
         if self.validate_every < 0 or self.validation_scenarios < 1 or self.validation_days <= 0:
             raise ValueError("validate_every must be >= 0, validation_scenarios >= 1 and validation_days > 0")
         if self.num_iterations < 1:

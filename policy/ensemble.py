@@ -103,7 +103,8 @@ def _stackable(members: Sequence[ActorCritic]) -> bool:
     the same shapes, one residual mode."""
     def layout(m: ActorCritic) -> tuple[Any, ...]:
         shapes = tuple((name, tuple(t.shape), t.dtype) for name, t in m.state_dict().items())
-        return tuple(type(layer) for layer in m.actor_layers()), shapes, m.is_residual, next(m.parameters()).device
+        return (tuple(type(layer) for layer in m.actor_layers()), shapes, m.is_residual, m.lamp_switch,
+                next(m.parameters()).device)
     first = layout(members[0])
     return all(layout(m) == first for m in members[1:])
 
@@ -136,7 +137,7 @@ class StackedMembers:
 
     def __init__(self, members: Sequence[ActorCritic]) -> None:
         if not _stackable(members):
-            raise ValueError("members must share one architecture, residual mode and device to be asked together")
+            raise ValueError("members must share one architecture, residual mode, lamp switch and device to be asked together")
         self.members = list(members)
         self.zones = members[0].zones
         self.device = next(members[0].parameters()).device
@@ -146,6 +147,8 @@ class StackedMembers:
                                    device=self.device)
         self._prior_logit = torch.tensor([float(m.residual_cfg[4]) for m in members],
                                          device=self.device)[:, None, None]
+        self._lamp_logit = torch.tensor([float(m.residual_cfg[8]) for m in members],
+                                        device=self.device)[:, None, None] if members[0].lamp_switch else None
 
     def prior(self, obs: torch.Tensor) -> ExpertPrior | None:
         """Each member's expert decision (K, N, .) for ``obs`` (N, D); None for plain members."""
@@ -160,7 +163,8 @@ class StackedMembers:
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """Every member's :meth:`ActorCritic.act` on ``obs`` (N, D): (K, N, zones + 2)."""
         out = forward_members(self.members, obs)
-        action = deterministic_action(out, self.zones, self.prior(obs), self._prior_logit.to(out.dtype))
+        lamp_logit = None if self._lamp_logit is None else self._lamp_logit.to(out.dtype)
+        action = deterministic_action(out, self.zones, self.prior(obs), self._prior_logit.to(out.dtype), lamp_logit)
         k, n, z = out.shape[0], obs.shape[0], self.zones
         flat_obs = obs[None].expand(k, *obs.shape).reshape(k * n, obs.shape[-1])
         return interlock(action.reshape(k * n, z + 2), z, flat_obs).reshape(k, n, z + 2)

@@ -12,6 +12,12 @@ is the expert's setting moved by the head on the logit scale. With the near-zero
 head, :meth:`ActorCritic.act` reproduces the expert. The expert's settings live in the
 ``residual_cfg`` buffer, so a saved state_dict restores the same policy under the same
 architecture (the head has the same shape in both modes).
+
+Lamp switch (residual mode with ``lamp_logit`` > 0): the lamps become an on/off decision like a
+valve, a Bernoulli at ``±lamp_logit`` from the expert's on/off plus the head's lights adjustment.
+The expert's lamps are on or off (both lighting rules say 0 or 100 %), and a Beta centred on 0.1 %
+explores only a few % of lamp power where the expert says off: the learner could never try an
+hour of lamps the rule leaves dark, which is the decision a rule cannot plan.
 """
 
 from __future__ import annotations
@@ -52,14 +58,18 @@ class ActionEvaluation(NamedTuple):
 
 
 def action_parameters(out: torch.Tensor, zones: int, prior: ExpertPrior | None = None,
-                      prior_logit: float | torch.Tensor = RESIDUAL_PRIOR_LOGIT
+                      prior_logit: float | torch.Tensor = RESIDUAL_PRIOR_LOGIT,
+                      lamp_logit: float | torch.Tensor | None = None
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Valve logits [..., zones] and the pump/lights Betas' (alpha, beta) [..., 2] from the actor's
-    output [..., zones + 4]; any leading axes (a member axis included) broadcast.
+    """Switch logits [..., S] and the Betas' (alpha, beta) [..., C] from the actor's output
+    [..., zones + 4]; any leading axes (a member axis included) broadcast. S = zones and C = 2
+    (pump, lights), or with the lamp switch S = zones + 1 (valves, lamps) and C = 1 (pump).
 
     Plain mode (``prior`` None): the head gives the logits and log-concentrations directly.
     Residual mode: the expert's valve choice at ``±prior_logit`` plus the head's adjustment, and
-    Betas whose mode is the expert's setting moved on the logit scale by the head.
+    Betas whose mode is the expert's setting moved on the logit scale by the head; with
+    ``lamp_logit``, the lamps' logit is the expert's on/off at ``±lamp_logit`` plus the head's
+    lights adjustment (its lights concentration term goes unused).
     """
     logits, conc = out[..., :zones], out[..., zones:]
     if prior is None:
@@ -72,7 +82,31 @@ def action_parameters(out: torch.Tensor, zones: int, prior: ExpertPrior | None =
                          + conc[..., :2])
     kappa = RESIDUAL_KAPPA * conc[..., 2:].clamp(-5.0, 5.0).exp()
     # alpha, beta > 1 so the mode (alpha - 1) / (alpha + beta - 2) is exactly `mode`.
-    return logits, 1.0 + mode * kappa, 1.0 + (1.0 - mode) * kappa
+    alpha, beta = 1.0 + mode * kappa, 1.0 + (1.0 - mode) * kappa
+    if lamp_logit is None:
+        return logits, alpha, beta
+    lamps_on = (prior.cont[..., 1:2] >= 0.5).to(conc.dtype)
+    lamp = conc[..., 1:2] + lamp_logit * (2.0 * lamps_on - 1.0)
+    return torch.cat([logits, lamp], dim=-1), alpha[..., :1], beta[..., :1]
+
+
+def assemble_action(switches: torch.Tensor, u: torch.Tensor, zones: int) -> torch.Tensor:
+    """The action [..., zones + 2] (valves, pump %, lights %) from switch states [..., S] in {0, 1}
+    and Beta fractions [..., C] (see :func:`action_parameters`): switched lamps are 0 or 100 %."""
+    if switches.shape[-1] == zones:
+        return torch.cat([switches, u * ACTION_SCALE], dim=-1)
+    return torch.cat([switches[..., :zones], u * ACTION_SCALE, switches[..., zones:] * ACTION_SCALE], dim=-1)
+
+
+def split_action(action: torch.Tensor, zones: int, lamp_switch: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(switch states [..., S] in {0, 1}, Beta fractions [..., C] clamped into the Beta's open
+    support): the inverse of :func:`assemble_action`."""
+    valves = (action[..., :zones] >= 0.5).to(action.dtype)
+    if lamp_switch:
+        lamps = (action[..., zones + 1:] >= 0.5 * ACTION_SCALE).to(action.dtype)
+        return (torch.cat([valves, lamps], dim=-1),
+                (action[..., zones:zones + 1] / ACTION_SCALE).clamp(BETA_EPS, 1.0 - BETA_EPS))
+    return valves, (action[..., zones:] / ACTION_SCALE).clamp(BETA_EPS, 1.0 - BETA_EPS)
 
 
 def _distributions_of(params: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> tuple[Bernoulli, Beta]:
@@ -81,23 +115,24 @@ def _distributions_of(params: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -
 
 
 def deterministic_action(out: torch.Tensor, zones: int, prior: ExpertPrior | None = None,
-                         prior_logit: float | torch.Tensor = RESIDUAL_PRIOR_LOGIT) -> torch.Tensor:
+                         prior_logit: float | torch.Tensor = RESIDUAL_PRIOR_LOGIT,
+                         lamp_logit: float | torch.Tensor | None = None) -> torch.Tensor:
     """Serving's action [..., zones + 2] from the actor's output, before the interlock: a valve opens
     iff its probability is >= 0.5; pump and lights sit at the Beta's mean, or at its mode in residual
     mode (so the untrained residual policy is the expert). Leading axes broadcast as in
     :func:`action_parameters`."""
-    logits, a, b = action_parameters(out, zones, prior, prior_logit)
+    logits, a, b = action_parameters(out, zones, prior, prior_logit, lamp_logit if prior is not None else None)
     u = a / (a + b) if prior is None else (a - 1.0) / (a + b - 2.0)
     # The residual's Beta centres on the expert's setting clamped to RESIDUAL_MEAN_EPS, so an expert's
     # "off" would serve as 0.1 % lamps (paid for, and counted as lamp hours): off is off.
     u = torch.where(u < OFF_BELOW, torch.zeros_like(u), u)
     dtype = out.dtype
-    return torch.cat([(torch.sigmoid(logits) >= 0.5).to(dtype), u.to(dtype) * ACTION_SCALE], dim=-1)
+    return assemble_action((torch.sigmoid(logits) >= 0.5).to(dtype), u.to(dtype), zones)
 
 
 def _logprob_and_entropy(valves: Bernoulli, cont: Beta, v: torch.Tensor, u: torch.Tensor
                          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Joint log-prob [B] of valve samples ``v`` and pump/lights fractions ``u``, and the entropy [B]."""
+    """Joint log-prob [B] of switch samples ``v`` and Beta fractions ``u``, and the entropy [B]."""
     return (valves.log_prob(v).sum(1) + cont.log_prob(u).sum(1),
             valves.entropy().sum(1) + cont.entropy().sum(1))
 
@@ -166,16 +201,21 @@ class ActorCritic(nn.Module):
     residual_cfg: torch.Tensor
 
     def __init__(self, obs_dim: int, zones: int, hidden: int = 64, shared_torso: bool = False,
-                 residual: ThresholdExpert | None = None, prior_logit: float = RESIDUAL_PRIOR_LOGIT) -> None:
+                 residual: ThresholdExpert | None = None, prior_logit: float = RESIDUAL_PRIOR_LOGIT,
+                 lamp_logit: float = 0.0) -> None:
         super().__init__()
         self.obs_dim, self.zones = obs_dim, zones
-        # (enabled, refill, stop, pump_pct, prior_logit, c0, par_sat, h_max): a buffer so checkpoints
-        # carry the expert, its break-even lighting included (c0 < 0: the price-blind growers' rule).
-        cfg = [0.0] * 5 + list(_PRICE_BLIND_LIGHTS) if residual is None else \
+        # (enabled, refill, stop, pump_pct, prior_logit, c0, par_sat, h_max, lamp_logit): a buffer so
+        # checkpoints carry the expert, its break-even lighting included (c0 < 0: the price-blind
+        # growers' rule), and the lamp switch (lamp_logit 0: lamps on a Beta like the pump).
+        if lamp_logit < 0.0 or (lamp_logit > 0.0 and residual is None):
+            raise ValueError(f"lamp_logit must be >= 0 and needs a residual expert, got {lamp_logit}")
+        cfg = [0.0] * 5 + list(_PRICE_BLIND_LIGHTS) + [0.0] if residual is None else \
             [1.0, residual.refill, residual.stop, residual.pump_pct, prior_logit,
-             _PRICE_BLIND_LIGHTS[0] if residual.c0 is None else residual.c0, residual.par_sat, residual.h_max]
+             _PRICE_BLIND_LIGHTS[0] if residual.c0 is None else residual.c0, residual.par_sat, residual.h_max,
+             lamp_logit]
         self.register_buffer("residual_cfg", torch.tensor(cfg, dtype=torch.float64))
-        self._residual_cache: tuple[torch.Tensor, int, ThresholdExpert | None, float] | None = None
+        self._residual_cache: tuple[torch.Tensor, int, ThresholdExpert | None, float, float | None] | None = None
         self.obs_rms = RunningMeanStd((obs_dim,))
         self.actor_torso = mlp(obs_dim, hidden)
         self.critic_torso = self.actor_torso if shared_torso else mlp(obs_dim, hidden)
@@ -188,32 +228,37 @@ class ActorCritic(nn.Module):
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
         """Checkpoints from before residual mode lack the buffer: they are plain policies. Those from
         before break-even lighting carry five settings: their expert lit by the price-blind rule, so
-        they load with that rule's settings appended."""
+        they load with that rule's settings appended. Those from before the lamp switch carry eight:
+        their lamps were a Beta (lamp logit 0)."""
         key = prefix + "residual_cfg"
         state_dict.setdefault(key, torch.zeros(5, dtype=torch.float64))
         old = state_dict.get(key)
         if old is not None and old.shape == (5,):
-            state_dict[key] = torch.cat([old, torch.tensor(_PRICE_BLIND_LIGHTS, dtype=old.dtype)])
+            old = state_dict[key] = torch.cat([old, torch.tensor(_PRICE_BLIND_LIGHTS, dtype=old.dtype)])
+        if old is not None and old.shape == (8,):
+            state_dict[key] = torch.cat([old, old.new_zeros(1)])
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def update_obs_stats(self, obs: torch.Tensor) -> None:
         """Fold a batch of raw observations into the normaliser (call on rollouts, not on updates)."""
         self.obs_rms.update(obs)
 
-    def _residual_settings(self) -> tuple[ThresholdExpert | None, float]:
-        """(expert, prior logit) read from the ``residual_cfg`` buffer, once per change of it.
+    def _residual_settings(self) -> tuple[ThresholdExpert | None, float, float | None]:
+        """(expert, prior logit, lamp logit or None) read from the ``residual_cfg`` buffer, once per
+        change of it.
 
         Every forward needs them; reading the buffer each time would cost a device sync.
         """
         buf = self.residual_cfg
         cache = getattr(self, "_residual_cache", None)  # absent on modules unpickled from older versions
         if cache is None or cache[0] is not buf or cache[1] != buf._version:  # replaced, or changed in place
-            enabled, refill, stop, pump, logit, c0, par_sat, h_max = buf.tolist()
+            enabled, refill, stop, pump, logit, c0, par_sat, h_max, lamp_logit = buf.tolist()
             expert = ThresholdExpert(zones=self.zones, refill=refill, stop=stop, pump_pct=pump,
                                      c0=None if c0 < 0.0 else c0, par_sat=par_sat, h_max=h_max) \
                 if enabled > 0.5 else None
-            cache = self._residual_cache = (buf, buf._version, expert, logit)
-        return cache[2], cache[3]
+            cache = self._residual_cache = (buf, buf._version, expert, logit,
+                                            lamp_logit if expert is not None and lamp_logit > 0.0 else None)
+        return cache[2], cache[3], cache[4]
 
     @property
     def is_residual(self) -> bool:
@@ -222,6 +267,11 @@ class ActorCritic(nn.Module):
     def expert(self) -> ThresholdExpert | None:
         """The expert a residual policy adjusts (None in the plain mode)."""
         return self._residual_settings()[0]
+
+    @property
+    def lamp_switch(self) -> bool:
+        """The lamps are an on/off decision (a Bernoulli), not a Beta (see :func:`action_parameters`)."""
+        return self._residual_settings()[2] is not None
 
     def prior(self, obs: torch.Tensor) -> ExpertPrior | None:
         """The expert's decision a residual policy adjusts, for raw observations (None in the plain
@@ -257,19 +307,19 @@ class ActorCritic(nn.Module):
     def _distributions(self, obs: torch.Tensor, x: torch.Tensor, prior: ExpertPrior | None
                        ) -> tuple[Bernoulli, Beta]:
         """:meth:`distributions` given ``x``, the normalised ``obs`` (the value head shares it)."""
-        expert, prior_logit = self._residual_settings()
+        expert, prior_logit, lamp_logit = self._residual_settings()
         if expert is not None and prior is None:
             prior = expert_prior(expert, obs)
         return _distributions_of(action_parameters(self._actor_out(x), self.zones,
-                                                   prior if expert is not None else None, prior_logit))
+                                                   prior if expert is not None else None, prior_logit, lamp_logit))
 
     def prior_distributions(self, prior: ExpertPrior) -> tuple[Bernoulli, Beta]:
         """The untrained residual policy's distributions (zero adjustments) for the expert's decision:
         the reference of :meth:`evaluate_actions`' ``prior_kl``."""
-        _, prior_logit = self._residual_settings()
+        _, prior_logit, lamp_logit = self._residual_settings()
         zeros = torch.zeros((prior.valves.shape[0], self.zones + 4), dtype=prior.cont.dtype,
                             device=prior.cont.device)
-        return _distributions_of(action_parameters(zeros, self.zones, prior, prior_logit))
+        return _distributions_of(action_parameters(zeros, self.zones, prior, prior_logit, lamp_logit))
 
     def evaluate_actions(self, obs: torch.Tensor, action: torch.Tensor, prior: ExpertPrior | None = None,
                          prior_kl_rows: int = 0) -> ActionEvaluation:
@@ -326,27 +376,29 @@ class ActorCritic(nn.Module):
 
     def _draw(self, valves: Bernoulli, cont: Beta, action: torch.Tensor | None
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(action, valve samples, pump/lights fractions): a fresh sample, or those of ``action``."""
+        """(action, switch samples, Beta fractions): a fresh sample, or those of ``action``."""
         if action is None:
             with torch.no_grad():
                 v = valves.sample()
                 u = cont.sample().clamp(BETA_EPS, 1.0 - BETA_EPS)
-            return torch.cat([v, u * ACTION_SCALE], dim=1), v, u
-        v = (action[:, : self.zones] >= 0.5).to(action.dtype)
-        u = (action[:, self.zones:] / ACTION_SCALE).clamp(BETA_EPS, 1.0 - BETA_EPS)
+            return assemble_action(v, u, self.zones), v, u
+        v, u = split_action(action, self.zones, self.lamp_switch)
         return action, v, u
 
     def log_prob_parts(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-valve log-probs [B, zones] and per-actuator continuous log-probs [B, 2] (for BC weighting)."""
+        """Per-valve log-probs [B, zones] and the pump's and lights' log-probs [B, 2] (for BC weighting)."""
         valves, cont = self.distributions(obs)
-        v = (action[:, : self.zones] >= 0.5).to(action.dtype)
-        u = (action[:, self.zones:] / ACTION_SCALE).clamp(BETA_EPS, 1.0 - BETA_EPS)
-        return valves.log_prob(v), cont.log_prob(u)
+        v, u = split_action(action, self.zones, self.lamp_switch)
+        lp_switch, lp_cont = valves.log_prob(v), cont.log_prob(u)
+        if self.lamp_switch:
+            return lp_switch[:, :self.zones], torch.cat([lp_cont, lp_switch[:, self.zones:]], dim=1)
+        return lp_switch, lp_cont
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> torch.Tensor:
-        """Deterministic action for serving: valve open iff p >= 0.5, pump and lights at the Beta mean
-        (the mode in residual mode, so the untrained policy is the expert), then the pump interlock."""
-        expert, prior_logit = self._residual_settings()
+        """Deterministic action for serving: valve (and switched lamps) on iff p >= 0.5, pump and lights
+        at the Beta mean (the mode in residual mode, so the untrained policy is the expert), then the
+        pump interlock."""
+        expert, prior_logit, lamp_logit = self._residual_settings()
         prior = None if expert is None else expert_prior(expert, obs)
-        return interlock(deterministic_action(self(obs), self.zones, prior, prior_logit), self.zones, obs)
+        return interlock(deterministic_action(self(obs), self.zones, prior, prior_logit, lamp_logit), self.zones, obs)

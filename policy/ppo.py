@@ -189,7 +189,8 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
     # the residual prior, the stagger's driver and the open-rate yardstick.
     served = served_expert(zones)
     agent = ActorCritic(twin.observation_spec.dim, zones, cfg.hidden, cfg.shared_torso,
-                        residual=served if cfg.residual else None, prior_logit=cfg.residual_prior_logit).to(device)
+                        residual=served if cfg.residual else None, prior_logit=cfg.residual_prior_logit,
+                        lamp_logit=cfg.residual_lamp_logit).to(device)
     if init_state is not None:
         agent.load_state_dict(init_state)
     ctx.prepare(agent)

@@ -195,3 +195,40 @@ def test_the_prior_kl_is_charged_in_training() -> None:
     assert all(m.prior_kl > 0 for m in charged[1:])  # the first update starts at the prior itself
     free = train(cfg.replace(prior_kl_coef=0.0)).metrics
     assert all(m.prior_kl == 0.0 for m in free)
+
+
+def test_lamp_switch_starts_at_the_expert_and_explores_whole_lamp_hours() -> None:
+    torch.manual_seed(0)
+    obs = expert_observations()
+    expert = load_tuned_threshold()
+    agent = ActorCritic(obs.shape[1], ZONES, residual=expert, lamp_logit=3.0)
+    agent.update_obs_stats(obs)
+    want, got = interlock(expert(obs), ZONES, obs), agent.act(obs)
+    lamps_on = want[:, -1] > 0
+    assert lamps_on.any() and (~lamps_on).any()  # both lamp decisions are exercised
+    assert torch.equal(got[:, :ZONES], want[:, :ZONES]) and torch.equal(got[:, -1], want[:, -1])
+
+    # Sampled lamps are on or off, and disagree with the expert at about sigmoid(-3) = 4.7 %.
+    action, logprob, _ = agent.sample(obs)
+    assert set(action[:, -1].unique().tolist()) <= {0.0, 100.0}
+    flipped = ((action[:, -1] >= 50.0) != (expert(obs)[:, -1] >= 50.0)).float().mean()
+    assert 0.02 < float(flipped) < 0.08
+    # The stored action's log-prob is the sampled one's (the update re-reads what the rollout drew).
+    with torch.no_grad():
+        torch.testing.assert_close(agent.evaluate_actions(obs, action).logprob, logprob)
+        # The KL to the untrained policy is 0 at the start and grows when the head moves the lamps.
+        assert float(agent.evaluate_actions(obs, action, prior_kl_rows=len(obs)).prior_kl.abs().max()) < 1e-6
+        agent.actor_head.bias[ZONES + 1] = 4.0  # the lights adjustment: lamps on everywhere outside the dark
+        assert float(agent.evaluate_actions(obs, action, prior_kl_rows=len(obs)).prior_kl.mean()) > 0.1
+        assert (agent.act(obs)[:, -1] > 0).float().mean() > lamps_on.float().mean()
+
+
+def test_checkpoints_from_before_the_lamp_switch_load_with_beta_lamps() -> None:
+    agent = ActorCritic(OBS_DIM, ZONES, residual=load_tuned_threshold())
+    older = agent.state_dict()
+    older["residual_cfg"] = older["residual_cfg"][:8].clone()  # written before the lamp switch
+    loaded = ActorCritic(OBS_DIM, ZONES)
+    loaded.load_state_dict(older)
+    assert loaded.is_residual and not loaded.lamp_switch
+    obs = torch.randn(64, OBS_DIM, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(loaded.act(obs), agent.act(obs))
