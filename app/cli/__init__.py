@@ -108,6 +108,12 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
     return retrain_cli.main(args)
 
 
+def _cmd_retrain_worker(args: argparse.Namespace) -> int:
+    from app.cli import retrain as retrain_cli
+
+    return retrain_cli.worker_main(args)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from policy.train_cli import run_train
 
@@ -239,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
     ret = sub.add_parser("retrain", help="nightly retraining: calibrate, fine-tune, gate, promote (exit 0/1/3/4)")
     add_retrain_arguments(ret)
     ret.set_defaults(handler=_cmd_retrain)
+    from app.cli.retrain import add_worker_arguments
+
+    rew = sub.add_parser("retrain-worker", help="one rank of retrain's fine-tuning under its launcher (not by hand)")
+    add_worker_arguments(rew)
+    rew.set_defaults(handler=_cmd_retrain_worker)
 
     from policy.train_cli import add_train_arguments  # argparse only; torch loads when the command runs
 

@@ -35,6 +35,16 @@ def add_retrain_arguments(parser: argparse.ArgumentParser) -> None:
                              "a run older than a day is abandoned too)")
     parser.add_argument("--stop-after", choices=STAGES[:-1], default=None,
                         help="stop once this stage is done (exit 1; a rerun continues): rehearses a crash")
+    parser.add_argument("--launcher", default=None, metavar="COMMAND",
+                        help="run the fine-tuning under this command, e.g. 'torchrun --standalone --nproc-per-node 4' "
+                             "(default: GREENTWIN_RETRAIN_LAUNCHER; '': in this process)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where the fine-tuning trains (cuda under torchrun: each rank its GPU LOCAL_RANK)")
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """``greentwin retrain-worker JOB``: what the launcher runs (argparse only)."""
+    parser.add_argument("job", help="the fine-tuning's job file, written by `greentwin retrain`")
 
 
 class Progress:
@@ -62,6 +72,8 @@ class Progress:
 
                 for g in fields.get("greenhouses") or []:
                     self.bar.write(describe(str(g.get("greenhouse_id")), g.get("distribution") or {}))
+        elif event == "member" and self.bar is not None:
+            self.bar.set_postfix_str(f"finetune member {fields['done']}/{fields['members']} on {fields['ranks']} rank(s)")
         elif event == "abandoned":
             print(f"abandoned run {fields['run']}: {fields['reason']}; starting a new one")
         elif event == "end":
@@ -70,13 +82,15 @@ class Progress:
             print(f"{fields['status']}: {fields.get('reason', '')}")
 
 
-def options(args: argparse.Namespace, site_timezone: str = "UTC") -> Any:
+def options(args: argparse.Namespace, site_timezone: str = "UTC", launcher: str = "") -> Any:
+    """The run's options; ``launcher`` is the setting's, which ``--launcher`` overrides."""
     from app.retraining.pipeline import RetrainOptions
 
     return RetrainOptions(site_timezone=site_timezone, window_days=args.days, iterations=args.iterations, num_envs=args.envs, num_steps=args.steps,
                           scenarios=args.scenarios, eval_days=args.eval_days, instances=args.instances,
                           replay_days=args.replay_days, seed=args.seed, stop_after=args.stop_after,
-                          max_attempts=args.max_attempts)
+                          max_attempts=args.max_attempts, device=args.device,
+                          launcher=(args.launcher if args.launcher is not None else launcher).strip())
 
 
 def retrain(url: str, policy_dir: Path, root: Path, opts: Any, progress: Any) -> int:
@@ -103,9 +117,16 @@ def main(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     try:
-        opts = options(args, settings.site_timezone)
+        opts = options(args, settings.site_timezone, settings.retrain_launcher)
         return retrain(args.url or settings.database_url, Path(settings.policy_dir), Path(args.dir or settings.retrain_dir),
                        opts, Progress(sys.stdout.isatty()))
     except (SchemaOutOfDate, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def worker_main(args: argparse.Namespace) -> int:
+    """``greentwin retrain-worker``: one rank of a launched fine-tuning (see :mod:`app.retraining.launch`)."""
+    from app.retraining.launch import emit_line, work
+
+    return work(Path(args.job), emit_line)

@@ -172,6 +172,8 @@ class Settings(BaseSettings):
     """How often the service checks the policy registry for a newly promoted ensemble and swaps to it (no restart)."""
     retrain_dir: Path = Path("retrain")
     """Where `greentwin retrain` keeps its runs (one resumable folder each) and the candidate ensembles it registers."""
+    retrain_launcher: str = ""
+    """A command that `greentwin retrain` runs its fine-tuning under, e.g. `torchrun --standalone --nproc-per-node 4` (several GPUs; `--nnodes` for several machines); it is followed by `-m app.cli retrain-worker JOB`. Empty: in the retraining process."""
     retrain_every_s: float = Field(default=0.0, ge=0.0)
     """`greentwin demo` only: run the retraining job this often with a tiny budget (0: never; the demo sets its own). Production schedules `greentwin retrain` with the systemd timer or the compose service."""
 

@@ -33,7 +33,7 @@ CALIBRATED_KEYS = ("start_states", "zone_soils", "fixed_soils")
 
 
 def member_config(train_config: dict[str, Any], *, iterations: int, num_envs: int, num_steps: int, seed: int,
-                  demos: Path | None, start_states: Sequence[StartState] = ()) -> PPOConfig:
+                  demos: Path | None, start_states: Sequence[StartState] = (), device: str = "cpu") -> PPOConfig:
     """The incumbent member's recipe with the fine-tuning budget, in the calibrated twin: its
     episodes start from ``start_states`` (each in its greenhouse's fitted soils) when given."""
     fields = dict(train_config)
@@ -49,18 +49,33 @@ def member_config(train_config: dict[str, Any], *, iterations: int, num_envs: in
     known = set(PPOConfig.__dataclass_fields__)
     fields = {k: v for k, v in fields.items() if k in known}
     fields.update(num_envs=num_envs, num_steps=num_steps, total_steps=iterations * batch, seed=seed,
-                  num_minibatches=minibatches, workers=0, device="cpu",
+                  num_minibatches=minibatches, workers=0, device=device,
                   # the incumbent's BC weight has decayed already; the overrides keep a small pull
                   bc_decay_steps=max(batch, iterations * batch))
     return PPOConfig(**fields)
 
 
+def incumbent_weights(incumbent: Path, seed: int) -> dict[int, Path]:
+    """Each incumbent member's weights file by the seed its fine-tuning runs with (``seed + k``)."""
+    return {seed + k: incumbent / entry["dir"] / "weights.pt"
+            for k, entry in enumerate(read_ensemble_manifest(incumbent)["members"])}
+
+
 def finetune(incumbent: Path, out: Path, *, iterations: int, num_envs: int, num_steps: int, seed: int,
              demos: Path | None, parent: str, on_member: Callable[[int, int], None] | None = None,
-             start_states: Sequence[StartState] = ()) -> dict[str, Any]:
-    """Train the candidate into ``out``; returns its manifest (``policy_version``...)."""
+             start_states: Sequence[StartState] = (), device: str = "cpu") -> dict[str, Any]:
+    """Train the candidate into ``out``; returns its manifest (``policy_version``...).
+
+    Under torchrun (a process group of several ranks) this is rank 0's part: every member trains
+    data-parallel with all ranks, which follow it (:func:`policy.distributed.follow`); only this
+    process writes. Each member's metrics record the ranks it trained on (``world_size``).
+    """
+    from policy.distributed import context
+
+    world_size = context().world_size
     manifest = read_ensemble_manifest(incumbent)
     entries = manifest["members"]
+    weights = incumbent_weights(incumbent, seed)
     out.mkdir(parents=True, exist_ok=True)
     dirs = []
     for k, entry in enumerate(entries):
@@ -71,13 +86,15 @@ def finetune(incumbent: Path, out: Path, *, iterations: int, num_envs: int, num_
         src = incumbent / entry["dir"]
         meta = read_meta(src)
         cfg = member_config(meta.get("train_config") or {}, iterations=iterations, num_envs=num_envs,
-                            num_steps=num_steps, seed=seed + k, demos=demos, start_states=start_states)
-        state = torch.load(src / "weights.pt", map_location="cpu", weights_only=True)
+                            num_steps=num_steps, seed=seed + k, demos=demos, start_states=start_states,
+                            device=device)
+        state = torch.load(weights[seed + k], map_location="cpu", weights_only=True)
         start = time.perf_counter()
         result = train(cfg, init_state=state)
         last = result.metrics[-1]._asdict()
         save_member(d, result.agent, build_meta(cfg, seed=seed + k, member=k, metrics={
             "train": last, "train_seconds": time.perf_counter() - start, "torch_threads": torch.get_num_threads(),
+            "world_size": world_size,
             "finetuned_from": {"version": manifest["policy_version"], "member": entry["dir"]}}))
         if on_member is not None:
             on_member(k + 1, len(entries))

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import registry
 from app.retraining import EXIT_ERROR, EXIT_PROMOTED, EXIT_REFUSED, STAGES
+from app.retraining.launch import LaunchFailed
 from app.retraining.runs import RunDir, abandon_run, record_run
 
 log = logging.getLogger(__name__)
@@ -53,12 +54,19 @@ class RetrainOptions:
     that keeps failing at the same stage must not block every later night."""
     max_age_h: float = 24.0
     """An unfinished run older than this is abandoned, not resumed: its window is a day stale."""
+    launcher: str = ""
+    """A command that runs the fine-tuning, e.g. ``torchrun --standalone --nproc-per-node 4``
+    (:mod:`app.retraining.launch`); empty: in this process."""
+    device: str = "cpu"
+    """Where the fine-tuning trains: ``cpu``, or ``cuda`` (under torchrun each rank its own GPU)."""
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1 or not self.max_age_h > 0:
             raise ValueError("max_attempts must be >= 1 and max_age_h > 0")
         if self.start_states < 1 or self.distance_instances < 1 or not self.distance_days > 0:
             raise ValueError("start_states and distance_instances must be >= 1 and distance_days > 0")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be cpu or cuda, not {self.device!r}")
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,7 @@ def run_retrain(sessions: sessionmaker[Session], policy_dir: Path, root: Path, o
             result = run.result(stage)
             if result is None:
                 report("stage", run=run.run_id, stage=stage, state="start")
-                result = run.finish(stage, _STAGE[stage](sessions, policy_dir, run, opts, now))
+                result = run.finish(stage, _STAGE[stage](sessions, policy_dir, run, opts, now, report))
                 report("stage", run=run.run_id, stage=stage, state="done", **_brief(stage, result))
             summary["stages"][stage] = _brief(stage, result)
             incumbent = (run.result("window") or {}).get("incumbent")
@@ -102,7 +110,9 @@ def run_retrain(sessions: sessionmaker[Session], policy_dir: Path, root: Path, o
                 raise Stopped(f"stopped after stage {stage} (--stop-after); rerun to continue")
     except Exception as exc:  # noqa: BLE001 - every failure is a run outcome, exit 1, resumable
         reason = f"{stage}: {exc.__class__.__name__}: {exc}" if not isinstance(exc, Stopped) else str(exc)
-        if not isinstance(exc, Stopped):
+        if isinstance(exc, LaunchFailed):  # the launcher's output is logged already; no traceback of ours
+            log.error("retraining run %s failed in stage %s: %s", run.run_id, stage, exc)
+        elif not isinstance(exc, Stopped):
             log.exception("retraining run %s failed in stage %s", run.run_id, stage)
         record_run(sessions, run.run_id, status="failed", summary=summary, incumbent=incumbent, reason=reason,
                    finished=True)
@@ -164,7 +174,7 @@ def _brief(stage: str, result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _window(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
-            now: datetime) -> dict[str, Any]:
+            now: datetime, report: Report) -> dict[str, Any]:
     from app.retraining.window import newest_decision, read_window
 
     incumbent = registry.ensure_seeded(sessions, policy_dir)
@@ -196,7 +206,7 @@ def _export_demos(sessions: sessionmaker[Session], out: Path, since: datetime, u
 
 
 def _calibrate(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
-               now: datetime) -> dict[str, Any]:
+               now: datetime, report: Report) -> dict[str, Any]:
     from app.retraining.calibrate import calibrate_greenhouse
     from app.retraining.starts import describe, distances, start_states
     from app.retraining.window import GreenhouseWindow
@@ -221,9 +231,10 @@ def _calibrate(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, o
 
 
 def _finetune(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
-              now: datetime) -> dict[str, Any]:
+              now: datetime, report: Report) -> dict[str, Any]:
     from app.retraining.finetune import finetune
-    from policy.checkpoint import git_commit, read_meta
+    from app.retraining.launch import launch, write_job
+    from policy.checkpoint import git_commit, read_ensemble_manifest, read_meta
     from twin import TWIN_VERSION
     from twin.config import StartState
 
@@ -232,24 +243,35 @@ def _finetune(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, op
     out = run.root / "candidates" / run.run_id
     demos = window.get("demos_file")
     # Every greenhouse's logged starts, each in its own calibrated soils: one batch trains in all of them.
-    starts = [StartState.of(s) for g in calibration.get("greenhouses", []) for s in g.get("start_states") or ()]
-    manifest = finetune(Path(window["incumbent_dir"]), out, iterations=opts.iterations, num_envs=opts.num_envs,
-                        num_steps=opts.num_steps, seed=opts.seed, demos=Path(demos) if demos else None,
-                        parent=window["incumbent"], start_states=starts)
+    logged = [s for g in calibration.get("greenhouses", []) for s in g.get("start_states") or ()]
+    budget = {"iterations": opts.iterations, "num_envs": opts.num_envs, "num_steps": opts.num_steps,
+              "seed": opts.seed, "device": opts.device}
+    if opts.launcher:
+        job = write_job(run.path / "finetune" / "job.json", incumbent=Path(window["incumbent_dir"]), out=out,
+                        parent=window["incumbent"], demos=demos, start_states=logged, **budget)
+        launch(opts.launcher, job, report)
+        manifest = read_ensemble_manifest(out)
+    else:
+        manifest = finetune(Path(window["incumbent_dir"]), out, demos=Path(demos) if demos else None,
+                            parent=window["incumbent"], start_states=[StartState.of(s) for s in logged],
+                            on_member=lambda done, total: report("member", done=done, members=total, ranks=1),
+                            **budget)
     version = str(manifest["policy_version"])
-    twin_hash = read_meta(out / manifest["members"][0]["dir"]).get("twin_config_hash")
+    first = read_meta(out / manifest["members"][0]["dir"])
+    twin_hash = first.get("twin_config_hash")
     registry.add_candidate(
         sessions, version, out, parent=window["incumbent"], data_from=datetime.fromisoformat(window["since"]),
         data_to=datetime.fromisoformat(window["until"]), twin_version=TWIN_VERSION,
         config_hash=twin_hash, git_commit=git_commit(),
         calibration=_brief("calibrate", calibration), note=f"fine-tuned by retraining run {run.run_id}")
     return {"candidate": version, "directory": str(out), "members": len(manifest["members"]),
-            "start_states": len(starts), "twin": "calibrated, logged starts" if starts else "default (no logged starts)",
-            "twin_config_hash": twin_hash}
+            "start_states": len(logged), "twin": "calibrated, logged starts" if logged else "default (no logged starts)",
+            "twin_config_hash": twin_hash, "ranks": (first.get("metrics") or {}).get("world_size", 1),
+            "launcher": opts.launcher or "in-process"}
 
 
 def _gate(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
-          now: datetime) -> dict[str, Any]:
+          now: datetime, report: Report) -> dict[str, Any]:
     from app.retraining.gate import run_gate
     from app.retraining.runs import plain
 
@@ -266,7 +288,7 @@ def _gate(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: 
 
 
 def _promote(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: RetrainOptions,
-             now: datetime) -> dict[str, Any]:
+             now: datetime, report: Report) -> dict[str, Any]:
     window, tuned, gate = run.result("window") or {}, run.result("finetune") or {}, run.result("gate") or {}
     candidate = tuned["candidate"]
     reason = str(gate.get("reason", ""))
@@ -283,5 +305,6 @@ def _promote(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opt
     return {"promoted": False, "candidate": candidate, "reason": reason}
 
 
-_STAGE: dict[str, Callable[[sessionmaker[Session], Path, RunDir, RetrainOptions, datetime], dict[str, Any]]] = {
+_STAGE: dict[str, Callable[[sessionmaker[Session], Path, RunDir, RetrainOptions, datetime, Report],
+                           dict[str, Any]]] = {
     "window": _window, "calibrate": _calibrate, "finetune": _finetune, "gate": _gate, "promote": _promote}
