@@ -231,7 +231,9 @@ class TrendCell(Base):
 
     ``sums``/``counts`` follow the channel order moisture per zone, then the scalar readings;
     a count leaves out missing readings, so a mean is sum/count. A page's trends read a few hundred
-    of these instead of decoding ten thousand decision documents.
+    of these instead of decoding ten thousand decision documents. ``price_sum``/``price_count`` do the
+    same for the all-in price of its hour each decision recorded (a count of 0: none recorded), so the
+    dashboard prices lamp energy as the decisions saw it, a day-ahead feed's price included.
     """
 
     __tablename__ = "trend_cell"
@@ -242,6 +244,8 @@ class TrendCell(Base):
     decisions: Mapped[int] = mapped_column(Integer)
     sums: Mapped[list[float]] = mapped_column(JSON)
     counts: Mapped[list[int]] = mapped_column(JSON)
+    price_sum: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    price_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class TrendProgress(Base):

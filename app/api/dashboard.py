@@ -6,10 +6,12 @@ One per app (``app.state.dashboard``), made in the lifespan next to the runtime.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -64,7 +66,7 @@ class Dashboard:
         for gh, ctl in sorted(self.runtime.controllers.items()):
             end = roll.cell_index(self.timeline_end(gh)) + 1
             with self.runtime.sessions() as s:
-                self.cells.read(s, gh, ctl.z + len(roll.SCALARS), end - 7 * 86400 // roll.CELL_S, end)
+                self.cells.read(s, gh, roll.width(ctl.z), end - 7 * 86400 // roll.CELL_S, end)
 
     def stop(self) -> None:
         self._rollup.stop()
@@ -86,12 +88,14 @@ class Dashboard:
         ctl = self.runtime.controllers[gh]
         out = hist.history(session, gh, ctl.z, self.bands(gh), start, end, points, cells=current,
                            read=self.read_cells)
-        out.price_eur_mwh = econ.hourly_price(ctl, out.ts).tolist()
+        recorded = np.array([math.nan if p is None else p for p in out.price_eur_mwh], dtype=np.float64)
+        prices, out.price_source = econ.priced(ctl, out.ts, recorded)
+        out.price_eur_mwh = prices.tolist()
         return out
 
     def read_cells(self, session: Session, gh: str, first: int, end: int) -> Cells:
         """Trend cells from memory when the cache keeps them, else from the table."""
-        width = self.runtime.controllers[gh].z + len(roll.SCALARS)
+        width = roll.width(self.runtime.controllers[gh].z)
         got = self.cells.read(session, gh, width, first, end)
         return got if got is not None else roll.read_cells(session, gh, first, end)
 
@@ -183,7 +187,9 @@ class Dashboard:
             now = time.monotonic()
             for gh, climate, kg, day in zip(ghs, climates, fruit, days, strict=True):
                 ctl = self.runtime.controllers[gh]
-                self._estimates[gh] = (now, econ.estimate(ctl, climate, kg, day, self.timeline_end(gh)))
+                at = self.timeline_end(gh)
+                price_now = econ.recorded_now(ctl, self.runtime.dispatch.observations.get(gh), at)
+                self._estimates[gh] = (now, econ.estimate(ctl, climate, kg, day, at, price_now))
         except Exception as exc:  # e.g. SQLite locked by the writer: the counted parts still show
             log.warning("today's economics: estimate failed (%s: %s)", exc.__class__.__name__, exc)
         finally:

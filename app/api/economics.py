@@ -7,10 +7,10 @@ the controller's own totals: lamp hours x lamp power x the price of the hours th
 water today x the configured water price (the pump's energy, a few percent of the lamps', is left
 out, as are heating and labour).
 
-The price of an hour here is the configured time-of-use tariff, all-in; with a day-ahead feed
-configured (``GREENTWIN_PRICE_URL``) the decisions see the feed's prices instead, and these costs stay
-on the tariff until the trend cells keep the recorded price of each hour. :func:`hourly_price` is the
-one place that says so.
+The price of a cell is the all-in price its decisions recorded for their hour (the day-ahead feed's
+with ``GREENTWIN_PRICE_URL`` configured, else the tariff's), kept in the trend cells; only a cell
+that recorded none (rolled up before prices were kept) falls back to the configured time-of-use
+tariff (:func:`hourly_price`), and ``price_source`` says which the figures rest on (:func:`priced`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from datetime import UTC, date, datetime, time, timedelta
 import numpy as np
 
 from app.api import trend_rollup as roll
-from app.api.schemas import EconomicsToday, Outlook
+from app.api.schemas import EconomicsToday, Outlook, PriceSource
 from app.control import GreenhouseController
 from twin.crop import CropGrowthConfig, initial_crop, step_crop
 from twin.prices import tou_at
@@ -38,12 +38,43 @@ _TEMP = roll.SCALARS.index("air_temp_c")
 _LIGHT = roll.SCALARS.index("light_pct")
 _DEFAULTS = {_PAR: 0.0, _CO2: 420.0, _TEMP: 20.0, _LIGHT: 0.0}
 """A channel with no reading yet today: dark, ambient CO2, 20 degC, lamps off."""
+_PRICE = roll.PRICE
 
 
 def hourly_price(ctl: GreenhouseController, ts: Sequence[datetime]) -> np.ndarray:
     """All-in electricity price [EUR/MWh] of the clock hour (site time) holding each instant."""
     cfg = ctl.obs_builder.tariff
     return tou_at(cfg, ts, ctl.site_tz) + cfg.adder_eur_mwh
+
+
+def source_of(recorded: np.ndarray) -> PriceSource:
+    """'recorded' when every price was recorded (also for none at all), 'tariff' when none was, else 'mixed'."""
+    if recorded.all():
+        return "recorded"
+    return "mixed" if recorded.any() else "tariff"
+
+
+def priced(ctl: GreenhouseController, ts: Sequence[datetime], recorded: np.ndarray) -> tuple[np.ndarray, PriceSource]:
+    """The recorded price [EUR/MWh] at each instant, the tariff's where none was recorded (NaN), and
+    which of the two the prices are."""
+    recorded = np.asarray(recorded, dtype=np.float64)
+    kept = np.isfinite(recorded)
+    if kept.all():
+        return recorded, source_of(kept)
+    return np.where(kept, recorded, hourly_price(ctl, ts)), source_of(kept)
+
+
+def recorded_now(ctl: GreenhouseController, decided: tuple[datetime, Sequence[float]] | None,
+                 now: datetime) -> float | None:
+    """The price of the current clock hour the last decision recorded; None: no decision in this hour."""
+    if decided is None:
+        return None
+    ts, obs = decided
+    sl = observation_spec(ctl.z).slices["price"]
+    hour = [t.astimezone(ctl.site_tz).replace(minute=0, second=0, microsecond=0) for t in (ts, now)]
+    if len(obs) <= sl.start or hour[0] != hour[1]:
+        return None
+    return float(obs[sl.start])
 
 
 def floor_area_m2(ctl: GreenhouseController) -> float:
@@ -65,16 +96,17 @@ class DayClimate:
 
     starts: list[datetime]
     channels: np.ndarray
-    """(cells, scalars) cell means of the trend scalars, gaps held from the cell before."""
+    """(cells, scalars + 1) cell means of the trend scalars, gaps held from the cell before, then the
+    recorded price (NaN: none recorded, never held: the hour before had another price)."""
 
 
 def day_climate(cells: np.ndarray, sums: np.ndarray, counts: np.ndarray, zones: int) -> DayClimate:
     """Cell means of the scalar channels, a missing reading held from the cell before (defaults at first)."""
-    if not len(cells) or sums.shape[1] != zones + len(roll.SCALARS):
-        return DayClimate([], np.zeros((0, len(roll.SCALARS))))
+    if not len(cells) or sums.shape[1] != roll.width(zones):
+        return DayClimate([], np.zeros((0, len(roll.SCALARS) + 1)))
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums[:, zones:] / counts[:, zones:]
-    for j in range(means.shape[1]):
+    for j in range(len(roll.SCALARS)):
         last = _DEFAULTS.get(j, math.nan)
         for i in range(means.shape[0]):
             if np.isfinite(means[i, j]):
@@ -125,17 +157,26 @@ class DayEstimate:
     """Mean all-in price of today's lamp hours, weighted by lamp power; None: no lamp hours in the cells."""
     price_now_eur_mwh: float = math.nan
     """The price of the hour the estimate was made in (the lamps' price before they have burned)."""
+    lamp_price_source: PriceSource = "tariff"
+    now_price_source: PriceSource = "tariff"
 
 
 def estimate(ctl: GreenhouseController, climate: DayClimate, fruit_kg_per_m2: float | None,
-             day: date, now: datetime | None = None) -> DayEstimate:
-    light = climate.channels[:, _LIGHT] if len(climate.starts) else np.zeros(0)
-    weight = float(np.clip(light, 0.0, None).sum())
-    price = None
-    if weight > 0:
-        price = float((np.clip(light, 0.0, None) * hourly_price(ctl, climate.starts)).sum() / weight)
+             day: date, now: datetime | None = None, price_now: float | None = None) -> DayEstimate:
+    """The costly part of today's economics; ``price_now``: the current hour's recorded price, if any."""
+    n = len(climate.starts)
+    light = np.clip(climate.channels[:, _LIGHT], 0.0, None) if n else np.zeros(0)
+    price: float | None = None
+    source: PriceSource = "tariff"
+    lit = light > 0
+    if lit.any():
+        prices, source = priced(ctl, [t for t, on in zip(climate.starts, lit, strict=True) if on],
+                                climate.channels[lit, _PRICE])
+        price = float((light[lit] * prices).sum() / light[lit].sum())
     kg = None if fruit_kg_per_m2 is None else fruit_kg_per_m2 * floor_area_m2(ctl)
-    return DayEstimate(day, kg, price, float(hourly_price(ctl, [now or datetime.now(UTC)])[0]))
+    if price_now is None or not math.isfinite(price_now):
+        return DayEstimate(day, kg, price, float(hourly_price(ctl, [now or datetime.now(UTC)])[0]), source)
+    return DayEstimate(day, kg, price, price_now, source, "recorded")
 
 
 def today(ctl: GreenhouseController, cached: DayEstimate | None, water_price_eur_m3: float,
@@ -150,11 +191,13 @@ def today(ctl: GreenhouseController, cached: DayEstimate | None, water_price_eur
     if cached is not None and cached.day != day:
         cached = None
     lamp_kwh = ctl.lights_hours_today * ctl.climate.lamp_power_w_m2 * floor_area_m2(ctl) / 1000.0
-    price = None
+    price: float | None = None
+    source: PriceSource = "tariff"
     if cached is not None:
-        price = cached.lamp_price_eur_mwh if cached.lamp_price_eur_mwh is not None else cached.price_now_eur_mwh
+        price, source = ((cached.lamp_price_eur_mwh, cached.lamp_price_source) if cached.lamp_price_eur_mwh is not None
+                         else (cached.price_now_eur_mwh, cached.now_price_source))
     if price is None or not math.isfinite(price):
-        price = float(hourly_price(ctl, [now])[0])
+        price, source = float(hourly_price(ctl, [now])[0]), "tariff"
     energy = lamp_kwh * price / 1000.0
     water_l = float(ctl.water_today_l.sum())
     water = water_l / 1000.0 * water_price_eur_m3
@@ -163,7 +206,7 @@ def today(ctl: GreenhouseController, cached: DayEstimate | None, water_price_eur
     revenue = None if kg is None else kg * fruit_price
     return EconomicsToday.model_construct(
         day=day, dli_mol_m2=float(ctl.crop_twin.dli_today), lights_hours=float(ctl.lights_hours_today),
-        lamp_kwh=lamp_kwh, lamp_price_eur_mwh=price, energy_cost_eur=energy, water_l=water_l,
+        lamp_kwh=lamp_kwh, lamp_price_eur_mwh=price, energy_cost_eur=energy, price_source=source, water_l=water_l,
         water_price_eur_m3=water_price_eur_m3, water_cost_eur=water, fruit_price_eur_kg=fruit_price,
         yield_kg=kg, revenue_eur=revenue, profit_eur=None if revenue is None else revenue - energy - water,
         estimated=list(ESTIMATED))

@@ -4,7 +4,9 @@ A week of one-minute decisions is ~10,000 rows per greenhouse; a chart a few hun
 needs a few hundred points, so the service averages each bucket (NaN-aware) and sends only those.
 When the buckets are whole five-minute cells on the cells' grid (the page's 24 h and 7 day views),
 the means come from the rolled-up cells (``app.api.trend_rollup``); otherwise the database averages
-the decisions themselves, reading only the columns a trend needs.
+the decisions themselves, reading only the columns a trend needs. The price each bucket's decisions
+recorded comes along (null where none did); :meth:`app.api.dashboard.Dashboard.history` fills those
+from the tariff.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ MAX_POINTS = 2000
 
 def _bucket_rows(session: Session, gh: str, zones: int, start: datetime, end: datetime,
                  bucket_s: float) -> Sequence[Any]:
-    """(bucket, rows, mean theta per zone..., mean scalars...) per non-empty bucket, averaged by the
+    """(bucket, rows, mean theta per zone..., mean scalars..., mean recorded price) per non-empty bucket, averaged by the
     database (AVG leaves out nulls: a missing reading is not a zero). Decoding whole telemetry and
     estimate documents in Python instead cost ~1.6 s for a week of minutes (10,080 rows)."""
     bucket = roll.bucket_of(session, start.astimezone(UTC), bucket_s)  # SQLite compares the stored UTC text
     return session.execute(
-        select(bucket.label("bucket"), func.count(), *(func.avg(c) for c in roll.channels(zones)))
+        select(bucket.label("bucket"), func.count(),
+               *(func.avg(c) for c in [*roll.channels(zones), roll.price_channel()]))
         .where(*roll.trend_filter(gh, start, end)).group_by(bucket).order_by(bucket)).all()
 
 
@@ -52,7 +55,7 @@ def on_cell_grid(start: datetime, bucket_s: float) -> bool:
 def _from_cells(session: Session, gh: str, zones: int, start: datetime, bucket_s: float,
                 points: int, end: datetime, read: CellReader) -> tuple[list[int], list[int], np.ndarray]:
     """(bucket indices, decisions per bucket, means) summed from the cells: exact on the cell grid."""
-    n = zones + len(SCALARS)
+    n = roll.width(zones)
     first = roll.cell_index(start)
     cells, decisions, sums, counts = read(session, gh, first, roll.cell_index(end - timedelta(microseconds=1)) + 1)
     if not len(cells) or sums.shape[1] != n:  # none, or cells of an earlier zone count of this greenhouse
@@ -85,12 +88,13 @@ def history(session: Session, gh: str, zones: int, bands: list[tuple[float, floa
         rows = _bucket_rows(session, gh, zones, start, end, bucket_s)
         index = [min(max(int(r[0]), 0), points - 1) for r in rows]
         counts = [int(r[1]) for r in rows]
-        means = np.array([r[2:] for r in rows], dtype=np.float64).reshape(len(rows), zones + len(SCALARS))
+        means = np.array([r[2:] for r in rows], dtype=np.float64).reshape(len(rows), roll.width(zones))
     centres = [start + timedelta(seconds=(i + 0.5) * bucket_s) for i in index]
     return HistoryResponse(greenhouse_id=gh, start=start, end=end, bucket_s=bucket_s, samples=int(sum(counts)),
                            ts=centres, moisture_vwc=[_listed(means[:, z]) for z in range(zones)],
                            band_low_vwc=[b[0] for b in bands], band_high_vwc=[b[1] for b in bands],
-                           **{name: _listed(means[:, zones + j]) for j, name in enumerate(SCALARS)})
+                           **{name: _listed(means[:, zones + j]) for j, name in enumerate(SCALARS)},
+                           price_eur_mwh=_listed(means[:, zones + roll.PRICE]))
 
 
 def time_in_band_pct(session: Session, gh: str, bands: list[tuple[float, float]], start: datetime,

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 EdgeState = Literal["online", "offline", "unknown"]
 Mode = Literal["auto", "manual", "estop"]
+PriceSource = Literal["recorded", "tariff", "mixed"]
 
 
 class ZoneLive(BaseModel):
@@ -111,6 +112,9 @@ class EconomicsToday(BaseModel):
     lamp_price_eur_mwh: float = Field(description="mean all-in price of today's lamp hours, or of the current "
                                                          "hour while the lamps have not burned (EUR/MWh)")
     energy_cost_eur: float = Field(description="lamp energy x its price (EUR); the pump's energy is not counted")
+    price_source: PriceSource = Field("tariff", description="recorded: the lamps' price is the one their decisions "
+                                                            "recorded; tariff: the time-of-use tariff's, as no "
+                                                            "decision recorded one; mixed: some of each")
     water_l: float = Field(description="irrigation water today, measured by the flow meter (L)")
     water_price_eur_m3: float
     water_cost_eur: float = Field(description="water today x the configured water price (EUR)")
@@ -188,7 +192,10 @@ class HistoryResponse(BaseModel):
     par_umol_m2_s: list[float | None]
     co2_ppm: list[float | None]
     price_eur_mwh: list[float | None] = Field(default_factory=list,
-                                              description="all-in electricity price at each bucket centre (EUR/MWh)")
+                                              description="mean all-in electricity price the bucket's decisions "
+                                                          "recorded, else the tariff's at its centre (EUR/MWh)")
+    price_source: PriceSource = Field("tariff", description="recorded: every bucket's price was recorded by its "
+                                                            "decisions; tariff: none was; mixed: some were")
 
 
 class AlarmPublic(BaseModel):

@@ -10,6 +10,11 @@ The cells follow the decision table by id (``TrendProgress``): each round takes 
 stored since the last, and recomputes from the decision table every cell they fall in, so a late
 row (a spool written back after an outage) lands in its cell and a round repeated after a crash
 changes nothing. The database does the JSON work in both dialects; Python only moves sums.
+
+Each cell also sums the all-in price of its hour that each decision recorded (``estimate.price_eur_mwh``,
+the price the decision saw: a day-ahead feed's when one is configured). Read back, it is one more
+channel after the scalars (:data:`PRICE`), so a bucket's mean price comes out as the others do; a
+cell that recorded none (rolled up before the price was kept) has a count of 0.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ log = logging.getLogger(__name__)
 CELL_S = 300
 ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
 SCALARS = ("flow_l_min", "pump_pct", "light_pct", "air_temp_c", "air_rh_pct", "par_umol_m2_s", "co2_ppm")
+PRICE = len(SCALARS)
+"""Index of the recorded price among the channels after the zones, as :func:`read_cells` returns them."""
 ROUND_ROWS = 5000
 PROGRESS_ID = 1
 
@@ -65,6 +72,16 @@ def channels(zones: int) -> list[Any]:
             *(Decision.telemetry[name].as_float() for name in SCALARS)]
 
 
+def price_channel() -> Any:
+    """The all-in price [EUR/MWh] of its hour a decision recorded, as SQL (null: none recorded)."""
+    return Decision.estimate["price_eur_mwh"].as_float()
+
+
+def width(zones: int) -> int:
+    """Channels of a cell as read back: moisture per zone, the scalars, the recorded price."""
+    return zones + len(SCALARS) + 1
+
+
 def trend_filter(gh: str, start: datetime, end: datetime) -> tuple[Any, ...]:
     """The decisions a trend shows: this greenhouse, [start, end), the watchdog's holds left out."""
     return (Decision.greenhouse_id == gh, Decision.ts >= start.astimezone(UTC), Decision.ts < end.astimezone(UTC),
@@ -94,28 +111,33 @@ def recompute(session: Session, gh: str, zones: int, first: int, last: int) -> i
     """Rebuild cells ``first..last`` of a greenhouse from its decisions; returns the cells written."""
     start, end = cell_start(first), cell_start(last + 1)
     cols = channels(zones)
+    price = price_channel()
     bucket = bucket_of(session, start, CELL_S)
     rows = session.execute(
-        select(bucket, func.count(), *(func.sum(c) for c in cols), *(func.count(c) for c in cols))
+        select(bucket, func.count(), *(func.sum(c) for c in cols), *(func.count(c) for c in cols),
+               func.sum(price), func.count(price))
         .where(*trend_filter(gh, start, end)).group_by(bucket)).all()
     session.execute(delete(TrendCell).where(TrendCell.greenhouse_id == gh, TrendCell.cell >= first,
                                             TrendCell.cell <= last))
     n = len(cols)
     cells = [TrendCell(greenhouse_id=gh, cell=first + int(r[0]), decisions=int(r[1]),
                        sums=[float(v) if v is not None else 0.0 for v in r[2:2 + n]],
-                       counts=[int(v) for v in r[2 + n:2 + 2 * n]]) for r in rows]
+                       counts=[int(v) for v in r[2 + n:2 + 2 * n]], price_sum=float(r[-2] or 0.0),
+                       price_count=int(r[-1])) for r in rows]
     session.add_all(cells)
     return len(cells)
 
 
 def read_cells(session: Session, gh: str, first: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                                          np.ndarray]:
-    """(cells, decisions, sums (C, K), counts (C, K)) of cells ``first`` to ``end`` (exclusive).
+    """(cells, decisions, sums (C, K), counts (C, K)) of cells ``first`` to ``end`` (exclusive); the
+    last of the K channels is the recorded price (:func:`width`).
 
     The documents come back as text and are decoded in one call: decoding 4,000 small arrays one by
     one cost more than the rest of a week's request."""
     rows = session.execute(
-        select(TrendCell.cell, TrendCell.decisions, cast(TrendCell.sums, Text), cast(TrendCell.counts, Text))
+        select(TrendCell.cell, TrendCell.decisions, cast(TrendCell.sums, Text), cast(TrendCell.counts, Text),
+               TrendCell.price_sum, TrendCell.price_count)
         .where(TrendCell.greenhouse_id == gh, TrendCell.cell >= first, TrendCell.cell < end)
         .order_by(TrendCell.cell)).all()
     if rows:
@@ -124,8 +146,10 @@ def read_cells(session: Session, gh: str, first: int, end: int) -> tuple[np.ndar
         keep = [i for i, d in enumerate(docs[0]) if len(d) == width]
         if len(keep) < len(rows):  # the greenhouse's zone count changed in the period: the current shape
             rows, docs = [rows[i] for i in keep], [[docs[0][i] for i in keep], [docs[1][i] for i in keep]]
+        price = np.array([(r[4], r[5]) for r in rows], dtype=np.float64)
         return (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
-                np.array(docs[0], dtype=np.float64), np.array(docs[1], dtype=np.float64))
+                np.column_stack([np.array(docs[0], dtype=np.float64), price[:, 0]]),
+                np.column_stack([np.array(docs[1], dtype=np.float64), price[:, 1]]))
     return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, 0)), np.zeros((0, 0))
 
 

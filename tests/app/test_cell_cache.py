@@ -17,7 +17,7 @@ from app.core.db import make_engine, make_session_factory
 from app.models import Decision, TrendCell, TrendProgress
 from tests.app.test_trend_rollup import START, _rows
 
-WIDTH = 3 + len(roll.SCALARS)
+WIDTH = roll.width(3)
 
 
 def _catch_up(rollup: roll.TrendRollup, max_rows: int = roll.ROUND_ROWS) -> int:

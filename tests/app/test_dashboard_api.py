@@ -24,6 +24,7 @@ try:
 except ImportError:  # FastAPI before 0.165: app.routes lists every route
     iter_route_contexts = None
 
+from app.api import economics as econ
 from app.api import history as hist
 from app.auth.roles import ROLES
 from app.auth.users import create_user
@@ -236,6 +237,49 @@ def test_economics_and_outlook_follow_the_first_telemetry(client: TestClient) ->
     assert row["economics"]["day"] == econ["day"]
     h = client.get("/api/greenhouses/gh1/history", params={"hours": 24}, headers=headers).json()
     assert len(h["price_eur_mwh"]) == len(h["ts"])
+
+
+def test_costs_and_the_price_trend_use_the_price_each_decision_recorded(tmp_path: Path) -> None:
+    """Decisions that saw a day-ahead feed's 500 EUR/MWh in tariff peak hours: the API prices the lamps at
+    500; an hour recorded without a price is filled from the tariff, and the API says which is which."""
+    url = f"sqlite:///{tmp_path / 'price.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
+    engine = make_engine(url)
+    with make_session_factory(engine)() as session:
+        create_user(session=session, username="agronomist", password=PW, roles=["agronomist"])
+        # 11:00-11:59 Amsterdam (a peak hour of the tariff) lamps on at 500 recorded; 12:00-12:59 lamps off,
+        # no price kept.
+        start = datetime(2026, 6, 3, 9, 0, tzinfo=UTC)
+        session.execute(Decision.__table__.insert(), [
+            {"greenhouse_id": "gh1", "seq": k + 1, "ts": start + timedelta(minutes=k), "actor": "policy:x",
+             "mode": "auto", "telemetry": {"light_pct": 100.0 if k < 60 else 0.0},
+             "estimate": {"theta": [0.24] * 3, **({"price_eur_mwh": 500.0} if k < 60 else {})},
+             "member_actions": [], "voted": {}, "clipped": {}, "rules_fired": [], "confidence": 1.0}
+            for k in range(120)])
+        session.commit()
+    engine.dispose()
+    settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1", policy_dir=tmp_path / "no-policy",
+                        environment="demo", secret_key=SECRET, site_timezone="Europe/Amsterdam")
+    with TestClient(create_app(settings, state_dir=tmp_path / "state")) as c:
+        headers = {"Authorization": f"Bearer {_login(c, 'agronomist')}"}
+        dash, runtime = c.app.state.dashboard, c.app.state.runtime  # type: ignore[attr-defined]
+        assert dash.trends.catch_up(), "120 decisions: one round"
+        ctl = runtime.controllers["gh1"]
+        tariff_peak = float(econ.hourly_price(ctl, [start])[0])
+        assert tariff_peak != 500.0
+        # The controller's counters for that day as telemetry left them: an hour of lamps so far.
+        ctl.day, ctl.last_ts, ctl.lights_hours_today = "2026-06-03", start + timedelta(minutes=59), 1.0
+        money = c.get("/api/greenhouses/gh1/live", headers=headers).json()["economics"]
+        assert money["price_source"] == "recorded" and money["lamp_price_eur_mwh"] == 500.0
+        assert money["lamp_kwh"] > 0 and money["energy_cost_eur"] == pytest.approx(money["lamp_kwh"] * 0.5)
+        span = {"from": start.isoformat(), "to": (start + timedelta(hours=2)).isoformat()}
+        for points in (24, 10):  # five-minute buckets from the cells; twelve-minute ones from the decisions
+            h = c.get("/api/greenhouses/gh1/history", params={**span, "points": points}, headers=headers).json()
+            half = len(h["ts"]) // 2
+            assert h["price_source"] == "mixed" and len(h["ts"]) == points
+            assert h["price_eur_mwh"][:half] == [500.0] * half
+            assert h["price_eur_mwh"][half:] == [tariff_peak] * (points - half)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -182,12 +182,16 @@ def test_economic_tiles_and_the_outlook_chart(stack: dict[str, Any], browser: An
         text = page.inner_text(tile.format(key) + " .money-value").strip()
         assert re.fullmatch(pattern, text), f"{key}: {text!r}"
     assert "€/MWh" in page.inner_text(tile.format("energy")) and "€/m³" in page.inner_text(tile.format("water"))
+    # Every decision recorded the price it saw: none of the energy cost rests on the tariff as a stand-in.
+    assert "tariff" not in page.inner_text(tile.format("energy"))
     page.wait_for_selector("#chart-outlook .uplot")
     assert "price €/MWh" in page.inner_text("#chart-outlook")
     assert re.fullmatch(r"(0|\d+) of 24 prices published, the rest forecast|prices published",
                         page.inner_text("#outlook-note"))
     page.wait_for_selector("#chart-price .uplot")
-    p.shot("greenhouse-economics")
+    assert "tariff" not in page.inner_text("#chart-price .u-title")
+    page.wait_for_selector("#decisions tbody tr")
+    p.shot("greenhouse-economics")  # every panel with live data: bench/dashboard_screenshot.py makes docs/dashboard.png of it
     p.close()
 
 

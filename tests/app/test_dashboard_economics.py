@@ -156,3 +156,77 @@ def test_outlook_lines_prices_and_forecast_up_on_clock_hours() -> None:
     kolkata = datetime(2026, 6, 3, 10, 40, tzinfo=timezone(timedelta(hours=5, minutes=30)))
     k = econ.outlook(ctl, (kolkata, d.observation))
     assert k is not None and k.hours[0] == datetime(2026, 6, 3, 5, 0, tzinfo=UTC)
+
+
+def _feed(spot: float, at: datetime) -> Outlook:
+    """A day-ahead feed's outlook with a flat spot price (unlike the tariff's peak and off-peak)."""
+    return Outlook(issued=at.replace(minute=0), forecast_temp_c=np.full(24, 15.0), forecast_solar_w_m2=np.zeros(47),
+                   price_eur_mwh=np.full(24, spot), price_published=np.ones(24), price_source="live")
+
+
+def test_lamps_cost_the_price_their_decisions_recorded_and_the_tariff_only_fills_in(tmp_path: Path) -> None:
+    """A day-ahead feed at 400 EUR/MWh spot while the tariff says peak: the cells keep the 400, the costs use it;
+    an hour whose records hold no price (stored before prices were kept) is priced at the tariff."""
+    url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
+    db_cli.upgrade(url)
+    db_cli.add_greenhouse(url, "gh1", zones=6, soil="loam")
+    ctl = _controller()
+    cfg = PriceConfig()
+    recorded, peak = 400.0 + cfg.adder_eur_mwh, cfg.tou_peak_eur_mwh + cfg.adder_eur_mwh
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    rollup = roll.TrendRollup(sessions)
+
+    def store(hour: int, seq0: int, keep_price: bool) -> list[dict[str, object]]:
+        rows = []
+        for m in range(60):  # 11:00-11:59 and 12:00-12:59 local: peak hours of the tariff, lamps at 100 %
+            ts = datetime(2026, 6, 3, hour, m, tzinfo=UTC)
+            row = ctl.on_telemetry(_telemetry(ts, seq0 + m, light_pct=100.0, par=250.0), outlook=_feed(400.0, ts)).record()
+            if not keep_price:
+                row["estimate"] = {k: v for k, v in row["estimate"].items() if k != "price_eur_mwh"}
+            rows.append(row)
+        with sessions() as s:
+            s.execute(Decision.__table__.insert(), rows)
+            s.commit()
+        assert rollup.catch_up()
+        return rows
+
+    def estimate_now(at: datetime) -> econ.DayEstimate:
+        day, start, end = econ.day_bounds(ctl) or (None, None, None)
+        assert day is not None and start is not None and end is not None
+        with sessions() as s:
+            cells, _, sums, counts = roll.read_cells(s, "gh1", roll.cell_index(start), roll.cell_index(end))
+        climate = econ.day_climate(cells, sums, counts, 6)
+        [kg_m2] = econ.fruit_kg_m2([climate], [econ.crop_age_days(ctl, start)])
+        return econ.estimate(ctl, climate, kg_m2, day, at)
+
+    rows = store(9, 1, keep_price=True)
+    assert rows[0]["estimate"]["price_eur_mwh"] == recorded != peak
+    est = estimate_now(rows[-1]["ts"])
+    assert est.lamp_price_eur_mwh == pytest.approx(recorded) and est.lamp_price_source == "recorded"
+    e = econ.today(ctl, est, 1.0, rows[-1]["ts"])
+    assert e is not None and e.lamp_kwh > 0 and e.price_source == "recorded"
+    assert e.energy_cost_eur == pytest.approx(e.lamp_kwh * recorded / 1000.0)
+
+    rows = store(10, 61, keep_price=False)
+    est = estimate_now(rows[-1]["ts"])
+    assert est.lamp_price_eur_mwh == pytest.approx((recorded + peak) / 2) and est.lamp_price_source == "mixed"
+    e = econ.today(ctl, est, 1.0, rows[-1]["ts"])
+    assert e is not None and e.price_source == "mixed"
+    assert e.energy_cost_eur == pytest.approx(e.lamp_kwh * (recorded + peak) / 2 / 1000.0)
+    engine.dispose()
+
+
+def test_the_current_hours_price_is_the_last_decisions_while_the_lamps_are_off() -> None:
+    ctl = _controller()
+    ts = datetime(2026, 6, 3, 8, 10, tzinfo=UTC)
+    d = ctl.on_telemetry(_telemetry(ts, 1), outlook=_feed(250.0, ts))
+    price = econ.recorded_now(ctl, (d.ts, d.observation), ts + timedelta(minutes=40))
+    assert price == pytest.approx(250.0 + PriceConfig().adder_eur_mwh)
+    assert econ.recorded_now(ctl, (d.ts, d.observation), ts + timedelta(minutes=50)) is None, "the next clock hour"
+    assert econ.recorded_now(ctl, None, ts) is None
+    empty = econ.DayClimate([], np.zeros((0, len(roll.SCALARS) + 1)))
+    e = econ.today(ctl, econ.estimate(ctl, empty, None, date(2026, 6, 3), ts, price), 1.0, ts)
+    assert e is not None and e.lamp_price_eur_mwh == price and e.price_source == "recorded"
+    e = econ.today(ctl, econ.estimate(ctl, empty, None, date(2026, 6, 3), ts), 1.0, ts)
+    assert e is not None and e.lamp_price_eur_mwh == econ.hourly_price(ctl, [ts])[0] and e.price_source == "tariff"

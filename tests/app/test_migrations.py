@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, inspect, select
+from sqlalchemy import Engine, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -65,6 +65,30 @@ def test_downgrade_base_and_upgrade_again(db_url: str, engine: Engine, tmp_path)
     assert not schema_is_current(engine)
     db_cli.upgrade(db_url, "head")
     assert schema_is_current(engine)
+    assert _diffs(engine) == []
+
+
+def test_cell_price_columns_upgrade_existing_cells_and_downgrade(db_url: str, engine: Engine) -> None:
+    """0008 keeps the cells rolled up before it (no price recorded: a count of 0) and has the roll-up
+    start over so they gain their prices; downgrading drops the columns and keeps the cells."""
+    db_cli.upgrade(db_url, "0007_policy_registry")
+    with engine.begin() as conn:  # the code's models expect head: plain SQL at 0007
+        conn.execute(text("INSERT INTO greenhouse (id, name, zones) VALUES ('gh-1', 'North', 1)"))
+        conn.execute(text("INSERT INTO trend_cell (greenhouse_id, cell, decisions, sums, counts) "
+                          "VALUES ('gh-1', 7, 2, '[0.5]', '[2]')"))
+        conn.execute(text("INSERT INTO trend_progress (id, last_decision_id) VALUES (1, 99)"))
+    db_cli.upgrade(db_url, "0008_cell_price")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT cell, decisions, price_sum, price_count FROM trend_cell")).all() == [
+            (7, 2, 0.0, 0)]
+        assert conn.execute(text("SELECT count(*) FROM trend_progress")).scalar() == 0
+    assert {c["name"] for c in inspect(engine).get_columns("trend_cell")} >= {"price_sum", "price_count"}
+    db_cli.downgrade(db_url, "0007_policy_registry")
+    assert {c["name"] for c in inspect(engine).get_columns("trend_cell")} == {
+        "greenhouse_id", "cell", "decisions", "sums", "counts"}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT cell, decisions FROM trend_cell")).all() == [(7, 2)]
+    db_cli.upgrade(db_url)
     assert _diffs(engine) == []
 
 

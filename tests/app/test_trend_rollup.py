@@ -29,18 +29,23 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield pg
 
 
+def _estimate(theta: list[float], k: int) -> dict[str, object]:
+    """Every fifth decision recorded no price (a record from before prices were kept)."""
+    return {"theta": theta} if k % 5 == 0 else {"theta": theta, "price_eur_mwh": 40.0 + (k // 60) % 24 * 2.5}
+
+
 def _rows(gh: str, minutes: range, seed: int) -> list[dict[str, object]]:
     rng = np.random.default_rng(seed)
     return [{"greenhouse_id": gh, "seq": k + 1, "ts": START + timedelta(minutes=k, seconds=17),
              "actor": "watchdog" if k % 97 == 0 else "policy:x", "mode": "auto",
              "telemetry": {"flow_l_min": float(rng.random()), "air_temp_c": None if k % 3 else 20.0 + k % 7},
-             "estimate": {"theta": (0.2 + 0.05 * rng.random(3)).tolist()}, "member_actions": [], "voted": {},
+             "estimate": _estimate((0.2 + 0.05 * rng.random(3)).tolist(), k), "member_actions": [], "voted": {},
              "clipped": {}, "rules_fired": [], "confidence": 1.0} for k in minutes]
 
 
 def _same(a: hist.HistoryResponse, b: hist.HistoryResponse) -> None:
     assert a.samples == b.samples and a.ts == b.ts
-    for name in ("moisture_vwc", *hist.SCALARS):
+    for name in ("moisture_vwc", *hist.SCALARS, "price_eur_mwh"):
         x, y = getattr(a, name), getattr(b, name)
         assert np.allclose(np.array(x, dtype=float), np.array(y, dtype=float), atol=2e-5, equal_nan=True), name
 
@@ -64,6 +69,8 @@ def test_cells_answer_as_the_decisions_do_and_take_in_late_rows(url: str) -> Non
         for frm, points in ((START, 96), (START + timedelta(hours=6), 288), (START + timedelta(minutes=5), 7)):
             from_cells = hist.history(s, "gh1", 3, BANDS, frm, end, points, cells=True)
             _same(from_cells, hist.history(s, "gh1", 3, BANDS, frm, end, points))
+        half_hours = hist.history(s, "gh1", 3, BANDS, START, end, 96, cells=True).price_eur_mwh
+        assert half_hours[:3] == [40.0, 40.0, 42.5], "the mean of the prices recorded, records without one left out"
         assert not hist.on_cell_grid(START + timedelta(minutes=1), 300.0) and not hist.on_cell_grid(START, 450.0)
         # a spool written back late: old timestamps, new ids
         late_rows = _rows("gh1", range(2000, 2010), 3)

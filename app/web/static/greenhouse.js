@@ -120,10 +120,11 @@ document.addEventListener("DOMContentLoaded", () => {
     if (!e) { box.replaceChildren(GT.el("p", "muted", "no telemetry yet today")); $("econ-day").textContent = ""; return; }
     $("econ-day").textContent = e.day;
     const est = (k) => e.estimated.includes(k);
+    const tariff = { recorded: "", tariff: " (tariff)", mixed: " (partly tariff)" }[e.price_source] ?? "";
     box.replaceChildren(
       moneyTile("dli", "DLI so far", e.dli_mol_m2.toFixed(1), "mol/m²", "PAR at the canopy, lamps included"),
       moneyTile("lights", "Lights today", e.lights_hours.toFixed(1), "h", `${e.lamp_kwh.toFixed(0)} kWh`),
-      moneyTile("energy", "Energy cost", GT.eur(e.energy_cost_eur), "", `${e.lamp_kwh.toFixed(0)} kWh at ${e.lamp_price_eur_mwh.toFixed(0)} €/MWh`),
+      moneyTile("energy", "Energy cost", GT.eur(e.energy_cost_eur), "", `${e.lamp_kwh.toFixed(0)} kWh at ${e.lamp_price_eur_mwh.toFixed(0)} €/MWh${tariff}`),
       moneyTile("water", "Water cost", GT.eur(e.water_cost_eur), "", `${e.water_l.toFixed(0)} L at ${e.water_price_eur_m3.toFixed(2)} €/m³`),
       moneyTile("yield", "Yield today", e.yield_kg === null ? "–" : e.yield_kg.toFixed(1), "kg",
         e.revenue_eur === null ? "no trend data yet" : `worth ${GT.eur(e.revenue_eur)} at ${e.fruit_price_eur_kg.toFixed(2)} €/kg`, est("yield_kg")),
@@ -188,7 +189,9 @@ document.addEventListener("DOMContentLoaded", () => {
       { label: "pump %", stroke: "#0891b2" }, { label: "lights %", stroke: "#d97706" }], [x, h.flow_l_min, h.pump_pct, h.light_pct], "");
     chart("chart-climate", "Climate", [{}, { label: "air °C", stroke: "#dc2626", width: 1.5 }, { label: "RH %", stroke: "#2563eb" },
       { label: "PAR ÷10 µmol/m²/s", stroke: "#16a34a" }], [x, h.air_temp_c, h.air_rh_pct, h.par_umol_m2_s.map((v) => v === null ? null : v / 10)], "");
-    chart("chart-price", "Electricity price and lights", [{}, { label: "price €/MWh", stroke: "#7c3aed", width: 1.5 },
+    // Marked where no decision recorded the price of its hour and the tariff's stands in.
+    const priceTitle = `Electricity price${{ tariff: " (tariff)", mixed: " (partly tariff)" }[h.price_source] ?? ""} and lights`;
+    chart("chart-price", priceTitle, [{}, { label: "price €/MWh", stroke: "#7c3aed", width: 1.5 },
       { label: "lights %", stroke: "#d97706" }], [x, h.price_eur_mwh, h.light_pct], "");
   }
   document.querySelectorAll("[data-hours]").forEach((b) => b.addEventListener("click", () => {
