@@ -7,6 +7,8 @@ fingerprints a second and an overview built again for each overview stream whose
 differed by a decision. A :class:`Topic` (one greenhouse's page, or the overview) does that once a
 second for all of its streams, and builds the overview a greenhouse at a time, handing the loop
 back in between, so a decision waits behind at most one greenhouse's row, never a whole overview.
+The topics take turns (one lock per feed): fifty pages opened together poll in the same instant,
+and their builds would otherwise run back to back in one turn of the loop while a decision waits.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class LiveFeed:
         self.topics: dict[str | None, Topic] = {}
         self.builds = 0
         """Events built so far (all topics): what the streams cost the loop, for tests and metrics."""
+        self._turn = asyncio.Lock()
 
     @contextlib.asynccontextmanager
     async def subscribe(self, gh: str | None) -> AsyncIterator[Topic]:
@@ -114,7 +117,9 @@ class LiveFeed:
     async def _run(self, gh: str | None, topic: Topic) -> None:
         while True:
             await asyncio.sleep(self.poll_s)
-            await self._refresh_logged(gh, topic)
+            async with self._turn:
+                await self._refresh_logged(gh, topic)
+                await asyncio.sleep(0)  # hold the turn over one pass of the loop, so its I/O comes first
 
     async def _refresh_logged(self, gh: str | None, topic: Topic) -> None:
         try:

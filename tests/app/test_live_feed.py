@@ -83,3 +83,59 @@ def test_streams_of_a_page_share_one_event_built_once_per_change(client: TestCli
 
     before, after = client.portal.call(a_decision_changes_the_page)  # type: ignore[union-attr]
     assert after == before + 1
+
+
+
+def test_pages_polled_together_build_in_separate_turns_of_the_loop(client: TestClient,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages whose polls fall due together must not build back to back in one turn of the loop: a
+    decision arriving meanwhile would wait for all of them. The polls are released by one event, so
+    they wake in the same turn; each build must then see the loop turn in between."""
+    app: Any = client.app
+    dash = app.state.dashboard
+    poll_s = 987.0  # only the feed sleeps this long: its polls wait on `due` instead
+    feed = LiveFeed(dash, poll_s=poll_s, keepalive_s=0.0)  # every poll builds
+    real_sleep, real_live, real_summary = asyncio.sleep, dash.live, dash.summary
+    due: list[asyncio.Event] = []
+    turns, seen = [0], []
+
+    async def sleep(delay: float, result: Any = None) -> Any:
+        if delay == poll_s:
+            await due[0].wait()
+            return result
+        return await real_sleep(delay, result)
+
+    def record(build: Any) -> Any:
+        def wrapped(gh: str) -> Any:
+            seen.append(turns[0])
+            return build(gh)
+        return wrapped
+
+    async def run() -> None:
+        due.append(asyncio.Event())
+
+        async def ticker() -> None:  # one increment per turn of the loop
+            while True:
+                turns[0] += 1
+                await real_sleep(0)
+        tick = asyncio.create_task(ticker())
+        try:
+            async with feed.subscribe("gh1"), feed.subscribe("gh2"), feed.subscribe(None):
+                await real_sleep(0.05)  # every topic's task is waiting for its poll
+                seen.clear()
+                due[0].set()  # all polls due in the same instant: the waiting ones wake ...
+                due[0].clear()  # ... and the next polls wait again
+                for _ in range(200):
+                    await real_sleep(0)
+                    if len(seen) >= 4:
+                        break
+        finally:
+            tick.cancel()
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    monkeypatch.setattr(dash, "live", record(real_live))
+    monkeypatch.setattr(dash, "summary", record(real_summary))
+    client.portal.call(run)  # type: ignore[union-attr]
+    assert len(seen) >= 4, "every page built after its poll (gh1, gh2 and the overview's two rows)"
+    pages = seen[:2] + seen[2:3]  # the two greenhouse pages, then the overview's first row
+    assert len(set(pages)) == len(pages), f"pages built in one turn of the loop: turns {seen}"
