@@ -170,13 +170,20 @@ def hindsight_candidates(tuned: ThresholdExpert, *, lamps_ours: bool = True,
     return unique
 
 
-def hindsight_row(tuned: ThresholdExpert, greenhouses_per_scenario: int, *, lamps_ours: bool = True) -> BestOf:
+def hindsight_row(tuned: ThresholdExpert, greenhouses_per_scenario: int, *, lamps_ours: bool = True,
+                  interlocked: bool = False) -> BestOf:
     """The hindsight row: per evaluation scenario, the candidate of :func:`hindsight_candidates`
-    with the best tuning score on that scenario."""
+    with the best tuning score on that scenario; ``interlocked``: each candidate behind the serving
+    interlock, the ceiling of the served rule (which the residual policy starts from)."""
+    from policy.residual import Interlocked
+
     def scored(m: ControllerMetrics) -> float:
         return score(m, greenhouses_per_scenario)
 
-    return BestOf(tuple(hindsight_candidates(tuned, lamps_ours=lamps_ours)), scored)
+    cands: list[Any] = list(hindsight_candidates(tuned, lamps_ours=lamps_ours))
+    if interlocked:
+        cands = [Interlocked(c, zones=c.zones) for c in cands]
+    return BestOf(tuple(cands), scored)
 
 
 def save_tuned_threshold(expert: ThresholdExpert, train_score: float, scenarios: Sequence[Scenario],

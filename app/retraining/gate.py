@@ -5,7 +5,7 @@ its calibrated twin (its fitted soils, episodes starting from its logged states)
 Promoted only if the candidate earns more profit than the incumbent, with the paired bootstrap
 interval of the per-scenario difference above zero, and is no worse in yield, stress hours, hard
 terminations and safety clips (the interlock's interventions on its voted actions: what the
-service's safety layer would have had to correct). Otherwise the verdict says which test failed.
+service's safety layer would have had to correct), each beyond a stated margin (:data:`NO_WORSE`). Otherwise the verdict says which test failed.
 """
 
 from __future__ import annotations
@@ -25,8 +25,23 @@ from policy.residual import interlock
 from policy.tuning import served_expert
 from twin.config import DEFAULT_ZONES, StartState, TwinConfig
 
-NO_WORSE = (("yield_kg_m2", 1.0), ("stress_hours", -1.0), ("hard_terminations", -1.0), ("safety_clips", -1.0))
-"""Metrics the candidate may not be worse in, with the sign of "better"."""
+NO_WORSE = (("yield_kg_m2", 1.0, 1e-3), ("stress_hours", -1.0, 1.0 / 6.0), ("hard_terminations", -1.0, 0.0),
+            ("safety_clips", -1.0, 0.0))
+"""Metrics the candidate may not be worse in: the sign of "better" and the margin within which a
+difference is no difference (yield: 0.1 % of the incumbent's; stress: one 10-minute step per
+greenhouse; counts: none). Without a margin, a yield lower in the fifth digit refused a candidate
+that earned more."""
+
+
+def worse_metrics(candidate: dict[str, Any], incumbent: dict[str, Any]) -> list[str]:
+    """The :data:`NO_WORSE` metrics in which ``candidate`` is worse than ``incumbent`` beyond its margin."""
+    out = []
+    for key, sign, margin in NO_WORSE:
+        c, i = float(candidate[key]), float(incumbent[key])
+        allowed = margin * abs(i) if key == "yield_kg_m2" else margin
+        if sign * (c - i) < -(allowed + 1e-9):
+            out.append(f"{key} worse ({c:.6g} vs {i:.6g})")
+    return out
 
 
 @dataclass(frozen=True)
@@ -122,8 +137,6 @@ def run_gate(candidate: Path, incumbent: Path, calibrations: list[dict[str, Any]
         reasons.append(f"profit vs incumbent {shown} is not above zero")
     for name, result in suites.items():
         cand, inc = result["metrics"]["candidate"], result["metrics"]["incumbent"]
-        for key, sign in NO_WORSE:
-            if sign * (float(cand[key]) - float(inc[key])) < -1e-9:
-                reasons.append(f"{name}: {key} worse ({float(cand[key]):.6g} vs {float(inc[key]):.6g})")
+        reasons += [f"{name}: {why}" for why in worse_metrics(cand, inc)]
     verdict = f"profit up {shown}, nothing worse" if not reasons else "; ".join(reasons)
     return {"promote": not reasons, "reason": verdict, "profit_diff": diff.as_dict(), "suites": suites}

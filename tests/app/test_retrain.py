@@ -22,7 +22,7 @@ from app.core.config import DEFAULT_POLICY_DIR
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, RetrainRun
 from app.retraining import EXIT_ERROR, EXIT_LOCKED, EXIT_PROMOTED, EXIT_REFUSED
-from app.retraining.gate import run_gate
+from app.retraining.gate import run_gate, worse_metrics
 from app.retraining.lock import Locked, lock_path, run_lock
 from app.retraining.pipeline import RetrainOptions, run_retrain
 from app.retraining.runs import last_run
@@ -112,6 +112,17 @@ def test_gate_promotes_a_better_candidate_and_refuses_a_worse_one(tmp_path: Path
     worse = run_gate(bad, DEFAULT_POLICY_DIR, [], scenarios=2, days=0.5, instances=2, replay_days=0.5)
     assert not worse["promote"]
     assert "stress_hours worse" in worse["reason"] and "yield_kg_m2 worse" in worse["reason"]
+
+
+def test_the_gate_counts_a_difference_only_beyond_its_margin() -> None:
+    inc = {"yield_kg_m2": 2.0, "stress_hours": 3.0, "hard_terminations": 0, "safety_clips": 4}
+    within = {"yield_kg_m2": 2.0 * (1 - 5e-4), "stress_hours": 3.1, "hard_terminations": 0, "safety_clips": 4}
+    assert worse_metrics(within, inc) == []  # a fifth-digit yield and a part-step of stress are no difference
+    beyond = {"yield_kg_m2": 2.0 * (1 - 2e-3), "stress_hours": 3.2, "hard_terminations": 1, "safety_clips": 5}
+    assert [w.split()[0] for w in worse_metrics(beyond, inc)] == ["yield_kg_m2", "stress_hours",
+                                                                   "hard_terminations", "safety_clips"]
+    better = {"yield_kg_m2": 2.5, "stress_hours": 0.0, "hard_terminations": 0, "safety_clips": 0}
+    assert worse_metrics(better, inc) == []
 
 
 def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -> None:

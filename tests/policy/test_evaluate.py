@@ -345,6 +345,9 @@ def test_hindsight_candidates_start_from_the_tuned_expert() -> None:
     growers = dataclasses.replace(tuned, c0=None)  # the price-blind lights have nothing to vary
     assert hindsight_candidates(growers) == [dataclasses.replace(c, c0=None) for c in fixed]
     assert hindsight_row(tuned, 8).candidates == tuple(ours)
+    from policy.residual import Interlocked
+    locked = hindsight_row(tuned, 8, interlocked=True).candidates  # the served rule's ceiling
+    assert [c.controller for c in locked] == ours and all(isinstance(c, Interlocked) for c in locked)
 
 
 @needs_money
@@ -393,3 +396,12 @@ def test_tuning_adds_the_break_even_lights_and_round_trips(tmp_path: Path) -> No
     assert load_tuned_threshold(path) == expert
     record = load_tuned_record(path)
     assert record["score"] == "profit_eur_m2" and record["lighting_grid"]["c0"] == [0.0, 150.0]
+
+
+def test_gap_closed_is_the_policys_share_of_each_hindsight_gap() -> None:
+    from policy.eval_cli import gap_closed
+    profit = {"policy": 3.0, "expert": 2.0, "hindsight": 4.0, "served": 3.0, "ceiling": 3.0}
+    lines = gap_closed({k: {"profit_eur_m2": v} for k, v in profit.items()})
+    assert lines == ["the policy closes 50 % of the expert-to-hindsight profit gap (+2.000 EUR/m2)",
+                     "the policy closes - (no gap) of the served-to-ceiling profit gap (+0.000 EUR/m2)"]
+    assert gap_closed({k: {"profit_eur_m2": v} for k, v in profit.items() if k != "policy"}) == []
