@@ -194,6 +194,9 @@ def test_no_segment_or_worker_outlives_the_twin(exit_path: str) -> None:
             vec.step(np.zeros((4, 8), np.float32))
             raise RuntimeError("learner failed")
     elif exit_path == "keyboard_interrupt":  # Ctrl-C while the learner waits on a worker that never answers
+        # A shell starts background jobs with SIGINT ignored, and the suite inherits that: Ctrl-C must
+        # raise here, as it does at a terminal.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         vec.inject_fault(0, "hang")
         vec.step_async(np.zeros((4, 8), np.float32))
         ctrl_c = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
@@ -202,6 +205,7 @@ def test_no_segment_or_worker_outlives_the_twin(exit_path: str) -> None:
         with pytest.raises(KeyboardInterrupt), vec:
             vec.step_wait()
         ctrl_c.join()
+        signal.signal(signal.SIGINT, previous)
         assert time.monotonic() - start < 5.0  # the hung worker is killed, not waited for
     elif exit_path == "worker_crash":
         with vec:
