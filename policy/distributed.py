@@ -46,7 +46,7 @@ _SHARED_METRICS = frozenset({"iteration", "env_steps", "bc_coef", "lr"})
 """Metrics that every rank already has the same value of."""
 _PER_INSTANCE_SNAPSHOT_KEYS = ("twin_params", "twin_state")
 
-_pending_start: list[tuple[Any, Any, int]] = []
+_pending_start: list[tuple[Any, Any, int, bool]] = []
 """A start received by :func:`follow` before it calls the training function (consumed by ``sync_start``)."""
 
 
@@ -162,23 +162,26 @@ class RankContext:
     def active(self) -> bool:
         return self.world_size > 1
 
-    def sync_start(self, cfg: Any, resume: dict[str, Any] | None, snapshot_every: int
-                   ) -> tuple[dict[str, Any] | None, int]:
-        """Rank 0's resume snapshot (this rank's rows of it) and snapshot interval, checked against ``cfg``.
+    def sync_start(self, cfg: Any, resume: dict[str, Any] | None, snapshot_every: int, fine_tuning: bool = False
+                   ) -> tuple[dict[str, Any] | None, int, bool]:
+        """Rank 0's resume snapshot (this rank's rows of it), snapshot interval and whether it fine-tunes
+        given weights, checked against ``cfg``.
 
-        Other ranks' own ``resume`` and ``snapshot_every`` are ignored; their ``cfg`` must equal rank 0's.
+        Other ranks' own ``resume``, ``snapshot_every`` and ``fine_tuning`` are ignored (their ``cfg``
+        must equal rank 0's): the weights themselves reach them in :meth:`prepare`, but the path
+        training takes (a BC warm start only for a fresh policy) must be rank 0's on every rank.
         """
         if self.active:
             if self.is_main:
                 resume = _to_cpu(resume)
-                _broadcast_object((cfg, resume, snapshot_every))
+                _broadcast_object((cfg, resume, snapshot_every, fine_tuning))
             else:
-                lead_cfg, resume, snapshot_every = _pending_start.pop() if _pending_start else \
+                lead_cfg, resume, snapshot_every, fine_tuning = _pending_start.pop() if _pending_start else \
                     _broadcast_object(None)
                 if lead_cfg != cfg:
                     raise ValueError(f"rank {self.rank} was given another training config than rank 0")
         if resume is None:
-            return None, snapshot_every
+            return None, snapshot_every, fine_tuning
         ranks = int(resume.get("world_size", 1))
         if ranks != self.world_size:
             raise CheckpointError(f"the training snapshot was written by a run on {ranks} rank(s), this run has "
@@ -188,7 +191,7 @@ class RankContext:
             resume = {**resume, "next_obs": resume["next_obs"][rows],
                       "rng": {**resume["rng"], **resume["rank_rng"][self.rank]},
                       **{key: {k: v[rows] for k, v in resume[key].items()} for key in _PER_INSTANCE_SNAPSHOT_KEYS}}
-        return resume, snapshot_every
+        return resume, snapshot_every, fine_tuning
 
     def prepare(self, agent: nn.Module) -> None:
         """Start every rank from rank 0's weights, with an observation normaliser shared by all ranks."""

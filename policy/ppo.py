@@ -181,7 +181,7 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
     # ---- setup: seeds, ranks, agent, optimiser, BC warm start ------------------------------------
     torch.manual_seed(cfg.seed)
     ctx = rank_context()  # one rank unless torch.distributed is initialised (see policy.distributed)
-    resume, snapshot_every = ctx.sync_start(cfg, resume, snapshot_every)
+    resume, snapshot_every, fine_tuning = ctx.sync_start(cfg, resume, snapshot_every, init_state is not None)
     device = torch.device(cfg.device)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)  # minibatch shuffles and demo draws
     zones = twin.config.zones
@@ -198,7 +198,7 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
     # (the default on CUDA only); on CPU it cuts the update's optimiser time, same arithmetic.
     optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5, foreach=True)
     demos = _demonstrations(cfg, twin, device)
-    if demos is not None and resume is None and init_state is None and not cfg.residual:
+    if demos is not None and resume is None and not fine_tuning and not cfg.residual:
         _pretrain_bc(cfg, agent, optimizer, demos, gen)
 
     # ---- storage and the first observation ---------------------------------------------------

@@ -55,12 +55,6 @@ def member_config(train_config: dict[str, Any], *, iterations: int, num_envs: in
     return PPOConfig(**fields)
 
 
-def incumbent_weights(incumbent: Path, seed: int) -> dict[int, Path]:
-    """Each incumbent member's weights file by the seed its fine-tuning runs with (``seed + k``)."""
-    return {seed + k: incumbent / entry["dir"] / "weights.pt"
-            for k, entry in enumerate(read_ensemble_manifest(incumbent)["members"])}
-
-
 def finetune(incumbent: Path, out: Path, *, iterations: int, num_envs: int, num_steps: int, seed: int,
              demos: Path | None, parent: str, on_member: Callable[[int, int], None] | None = None,
              start_states: Sequence[StartState] = (), device: str = "cpu") -> dict[str, Any]:
@@ -75,7 +69,6 @@ def finetune(incumbent: Path, out: Path, *, iterations: int, num_envs: int, num_
     world_size = context().world_size
     manifest = read_ensemble_manifest(incumbent)
     entries = manifest["members"]
-    weights = incumbent_weights(incumbent, seed)
     out.mkdir(parents=True, exist_ok=True)
     dirs = []
     for k, entry in enumerate(entries):
@@ -88,7 +81,7 @@ def finetune(incumbent: Path, out: Path, *, iterations: int, num_envs: int, num_
         cfg = member_config(meta.get("train_config") or {}, iterations=iterations, num_envs=num_envs,
                             num_steps=num_steps, seed=seed + k, demos=demos, start_states=start_states,
                             device=device)
-        state = torch.load(weights[seed + k], map_location="cpu", weights_only=True)
+        state = torch.load(src / "weights.pt", map_location="cpu", weights_only=True)
         start = time.perf_counter()
         result = train(cfg, init_state=state)
         last = result.metrics[-1]._asdict()

@@ -102,9 +102,7 @@ def _progress(line: str) -> dict[str, Any] | None:
 
 def work(job_file: Path, emit: Emit) -> int:
     """One rank of the worker: rank 0 fine-tunes and reports through ``emit``, the others follow."""
-    import torch
-
-    from app.retraining.finetune import finetune, incumbent_weights
+    from app.retraining.finetune import finetune
     from policy import distributed
     from policy.ppo import train
     from twin.config import StartState
@@ -113,16 +111,8 @@ def work(job_file: Path, emit: Emit) -> int:
     created = distributed.init_from_env(job["device"])
     ctx = distributed.context()
     try:
-        if not ctx.is_main:
-            weights = incumbent_weights(Path(job["incumbent"]), int(job["seed"]))
-
-            def follow_member(cfg: Any) -> object:
-                # Rank 0's weights are broadcast at the start; starting from the incumbent's too
-                # keeps this rank on the fine-tuning path (no BC warm start), as rank 0 is.
-                state = torch.load(weights[cfg.seed], map_location="cpu", weights_only=True)
-                return train(cfg, init_state=state)
-
-            distributed.follow(follow_member)
+        if not ctx.is_main:  # rank 0's weights and training path reach this rank when each member starts
+            distributed.follow(train)
             return 0
         try:
             manifest = finetune(
