@@ -38,7 +38,6 @@ _TEMP = roll.SCALARS.index("air_temp_c")
 _LIGHT = roll.SCALARS.index("light_pct")
 _DEFAULTS = {_PAR: 0.0, _CO2: 420.0, _TEMP: 20.0, _LIGHT: 0.0}
 """A channel with no reading yet today: dark, ambient CO2, 20 degC, lamps off."""
-_PRICE = roll.PRICE
 
 
 def hourly_price(ctl: GreenhouseController, ts: Sequence[datetime]) -> np.ndarray:
@@ -171,7 +170,7 @@ def estimate(ctl: GreenhouseController, climate: DayClimate, fruit_kg_per_m2: fl
     lit = light > 0
     if lit.any():
         prices, source = priced(ctl, [t for t, on in zip(climate.starts, lit, strict=True) if on],
-                                climate.channels[lit, _PRICE])
+                                climate.channels[lit, roll.PRICE])
         price = float((light[lit] * prices).sum() / light[lit].sum())
     kg = None if fruit_kg_per_m2 is None else fruit_kg_per_m2 * floor_area_m2(ctl)
     if price_now is None or not math.isfinite(price_now):

@@ -117,9 +117,3 @@ class ObservationBuilder:
         obs[sl["lamps_ours"]] = 1.0 if self.lamps_ours else 0.0
         obs = np.nan_to_num(obs, nan=0.0)
         return np.clip(obs, self.spec.low, self.spec.high).astype(np.float32), held_names
-
-
-def tariff_outlook(cfg: PriceConfig, ts: datetime, hours: int) -> np.ndarray:
-    """All-in prices [EUR/MWh] of the time-of-use tariff for the clock hours ``ts`` +0 .. +hours-1,
-    the adder included, as the twin's price slots are."""
-    return tou_at(cfg, [ts + timedelta(hours=k) for k in range(hours)]) + cfg.adder_eur_mwh

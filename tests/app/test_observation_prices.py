@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from app.control.observation import ObservationBuilder, tariff_outlook
+from app.control.observation import ObservationBuilder
 from twin.config import PriceConfig
+from twin.prices import tou_at
 from twin.spec import observation_spec
+
+
+def tariff_outlook(cfg: PriceConfig, ts: datetime, hours: int) -> np.ndarray:
+    """All-in tariff prices of the clock hours from ``ts``, the adder included, as the price slots hold them."""
+    return tou_at(cfg, [ts + timedelta(hours=k) for k in range(hours)]) + cfg.adder_eur_mwh
 
 
 def test_tariff_outlook_follows_peak_hours_weekdays_and_the_adder() -> None:
