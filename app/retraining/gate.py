@@ -25,21 +25,20 @@ from policy.residual import interlock
 from policy.tuning import served_expert
 from twin.config import DEFAULT_ZONES, StartState, TwinConfig
 
-NO_WORSE = (("yield_kg_m2", 1.0, 1e-3), ("stress_hours", -1.0, 1.0 / 6.0), ("hard_terminations", -1.0, 0.0),
-            ("safety_clips", -1.0, 0.0))
-"""Metrics the candidate may not be worse in: the sign of "better" and the margin within which a
-difference is no difference (yield: 0.1 % of the incumbent's; stress: one 10-minute step per
-greenhouse; counts: none). Without a margin, a yield lower in the fifth digit refused a candidate
-that earned more."""
+NO_WORSE = (("yield_kg_m2", 1.0, 0.0, 1e-3), ("stress_hours", -1.0, 1.0 / 6.0, 0.0),
+            ("hard_terminations", -1.0, 0.0, 0.0), ("safety_clips", -1.0, 0.0, 0.0))
+"""Metrics the candidate may not be worse in: the sign of "better", then the margin within which a
+difference is no difference, absolute and relative to the incumbent's value (yield: 0.1 %; stress:
+one 10-minute step per greenhouse; counts: none). Without a margin, a yield lower in the fifth
+digit refused a candidate that earned more."""
 
 
 def worse_metrics(candidate: dict[str, Any], incumbent: dict[str, Any]) -> list[str]:
     """The :data:`NO_WORSE` metrics in which ``candidate`` is worse than ``incumbent`` beyond its margin."""
     out = []
-    for key, sign, margin in NO_WORSE:
+    for key, sign, absolute, relative in NO_WORSE:
         c, i = float(candidate[key]), float(incumbent[key])
-        allowed = margin * abs(i) if key == "yield_kg_m2" else margin
-        if sign * (c - i) < -(allowed + 1e-9):
+        if sign * (c - i) < -(absolute + relative * abs(i) + 1e-9):
             out.append(f"{key} worse ({c:.6g} vs {i:.6g})")
     return out
 
