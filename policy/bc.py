@@ -143,3 +143,13 @@ def bc_loss(agent: ActorCritic, obs: torch.Tensor, action: torch.Tensor, open_ra
     valve_nll = -(weights * valve_lp).mean()
     continuous_nll = -cont_lp.mean()
     return BCLoss(valve_nll + continuous_nll, valve_nll, continuous_nll, is_open.float().mean())
+
+
+def lamp_bc_loss(agent: ActorCritic, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """Mean -log p(demonstrated lamps on/off | s) under the lamp switch, the lamps alone: hindsight
+    demonstrations differ from the served rule only in their lamps, and cloning their valves too
+    would move the residual's irrigation (the valve loss's class weights shift its optimum)."""
+    if not agent.lamp_switch:
+        raise ValueError("lamp demonstrations clone the lamp switch: the agent has none")
+    _, cont_lp = agent.log_prob_parts(obs, action)
+    return -cont_lp[:, -1].mean()

@@ -99,6 +99,9 @@ def run_hash(cfg: PPOConfig) -> str:
         d.pop(key)
     if not d.get("residual_lamp_logit"):  # runs from before the lamp switch keep their hashes
         d.pop("residual_lamp_logit", None)
+    if not d.get("lamp_demo_files"):  # nor those from before the hindsight lamp demonstrations
+        d.pop("lamp_demo_files", None)
+        d.pop("lamp_bc_updates", None)
     payload = {"train": d, "twin": twin_config_of(cfg).config_hash(), "twin_version": TWIN_VERSION}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from policy.baselines import ThresholdExpert
-from policy.bc import bc_loss, collect_expert_demos, load_demos
+from policy.bc import bc_loss, collect_expert_demos, lamp_bc_loss, load_demos
 from policy.config import PPOConfig
 from policy.distributed import RankContext
 from policy.distributed import context as rank_context
@@ -200,6 +200,8 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
     demos = _demonstrations(cfg, twin, device)
     if demos is not None and resume is None and not fine_tuning and not cfg.residual:
         _pretrain_bc(cfg, agent, optimizer, demos, gen)
+    if cfg.lamp_demo_files and resume is None and not fine_tuning:
+        _pretrain_lamps(cfg, agent, optimizer, _lamp_demonstrations(cfg, zones, device), gen)
 
     # ---- storage and the first observation ---------------------------------------------------
     T, B = cfg.num_steps, cfg.num_envs
@@ -212,6 +214,9 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
         agent.update_obs_stats(next_obs)
         metrics: list[IterationMetrics] = []
         env_steps, first_iteration = 0, 1
+        if cfg.lamp_demo_files and not fine_tuning and validate is not None and ctx.is_main \
+                and cfg.validate_every > 0:
+            validate(0, 0, agent)  # the cloned start is a checkpoint too: PPO must beat it to replace it
     else:
         next_obs, metrics, env_steps = _restore(resume, cfg, twin, agent, optimizer, gen, scaler, device)
         first_iteration = int(resume["iteration"]) + 1
@@ -282,6 +287,25 @@ def _pretrain_bc(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Opti
         pick = torch.randint(demos.obs.shape[0], (cfg.minibatch_size,), generator=gen, device=demos.obs.device)
         optimizer.zero_grad()
         bc_loss(agent, demos.obs[pick], demos.action[pick], demos.open_rate, cfg.bc_valve_balance).loss.backward()
+        _step(cfg, agent, optimizer, ctx)
+
+
+def _lamp_demonstrations(cfg: PPOConfig, zones: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(obs, action) of every hindsight lamp demonstration file, on ``device``."""
+    sets = [load_demos(path, ObservationSpec(zones)) for path in cfg.lamp_demo_files]
+    return torch.cat([d.obs for d in sets]).to(device), torch.cat([d.action for d in sets]).to(device)
+
+
+def _pretrain_lamps(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer,
+                    demos: tuple[torch.Tensor, torch.Tensor], gen: torch.Generator) -> None:
+    """Clone the lamp switch from hindsight demonstrations before the first rollout (:mod:`policy.hindsight`)."""
+    ctx = rank_context()
+    obs, action = demos
+    agent.update_obs_stats(obs)
+    for _ in range(cfg.lamp_bc_updates):
+        pick = torch.randint(obs.shape[0], (cfg.minibatch_size,), generator=gen, device=obs.device)
+        optimizer.zero_grad()
+        lamp_bc_loss(agent, obs[pick], action[pick]).backward()
         _step(cfg, agent, optimizer, ctx)
 
 

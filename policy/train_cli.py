@@ -65,7 +65,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         if not sep or key not in fields:
             raise ValueError(f"bad --set {item!r}: expected KEY=VALUE with KEY one of {sorted(fields)}")
         kind = type(getattr(defaults, key))
-        if kind is bool:
+        if kind is tuple:  # a list of paths: comma-separated, none when empty
+            out[key] = tuple(part.strip() for part in raw.split(",") if part.strip())
+        elif kind is bool:
             if raw.lower() not in ("true", "false", "1", "0"):
                 raise ValueError(f"bad --set {item!r}: expected true or false")
             out[key] = raw.lower() in ("true", "1")

@@ -31,6 +31,14 @@ def add_demos_arguments(parser: argparse.ArgumentParser) -> None:
     exp.add_argument("--from", dest="since", type=datetime.fromisoformat, default=None, metavar="ISO")
     exp.add_argument("--to", dest="until", type=datetime.fromisoformat, default=None, metavar="ISO")
     exp.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    hin = sub.add_parser("hindsight", help="per greenhouse, the served rule with the lamp setting that earned most, "
+                                           "as a .npz for `greentwin train --set lamp_demo_files=FILE`")
+    hin.add_argument("--out", required=True, metavar="FILE.npz")
+    hin.add_argument("--seeds", default="100-139", metavar="A-B",
+                     help="training seeds of 30-day scenarios (default %(default)s; never evaluation seeds)")
+    hin.add_argument("--days", type=float, default=30.0)
+    hin.add_argument("--stride", type=int, default=3, help="keep every n-th control step (default %(default)s)")
+    hin.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per usable core)")
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,34 @@ def export_demos(url: str, out: Path, zones: int = DEFAULT_ZONES, greenhouse: st
     return ExportResult(batch.size, skipped)
 
 
+def hindsight(args: argparse.Namespace) -> int:
+    """``demos hindsight``: build the demonstrations and say what was picked."""
+    from policy.eval_cli import parse_seeds
+    from policy.evaluate import default_jobs
+    from policy.hindsight import hindsight_demos, hindsight_scenarios
+    from policy.tuning import served_expert
+
+    try:
+        first, last = parse_seeds(args.seeds)
+        if args.days <= 0 or args.stride < 1:
+            raise ValueError("--days must be > 0 and --stride >= 1")
+        scenarios = hindsight_scenarios(first, last, args.days)
+        result = hindsight_demos(scenarios, served_expert(DEFAULT_ZONES), stride=args.stride,
+                                 jobs=args.jobs or default_jobs(len(scenarios)))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from policy.bc import save_demos
+    from twin.spec import ObservationSpec
+
+    save_demos(args.out, result.demos, ObservationSpec(DEFAULT_ZONES))
+    print(f"wrote {args.out}: {result.summary()}")
+    return EXIT_OK
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.demos_command == "hindsight":
+        return hindsight(args)
     from app.core.config import get_settings
     from app.core.db import SchemaOutOfDate
 

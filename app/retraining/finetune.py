@@ -38,6 +38,7 @@ def member_config(train_config: dict[str, Any], *, iterations: int, num_envs: in
     episodes start from ``start_states`` (each in its greenhouse's fitted soils) when given."""
     fields = dict(train_config)
     fields["demo_files"] = (str(demos),) if demos is not None else ()
+    fields["lamp_demo_files"] = ()  # the incumbent learnt them; fine-tuning skips the cloning anyway
     overrides = [tuple(kv) for kv in fields.get("twin_overrides") or () if kv[0] not in CALIBRATED_KEYS]
     if start_states:
         overrides.append(("start_states", tuple(start_states)))

@@ -23,6 +23,9 @@ def test_parser_defaults() -> None:
 def test_overrides_are_typed_and_checked() -> None:
     assert parse_overrides(["total_steps=1e5", "lr=3e-4", "anneal_lr=false", "num-envs=8"]) == {
         "total_steps": 100_000, "lr": 3e-4, "anneal_lr": False, "num_envs": 8}
+    # A tuple of paths is comma-separated (a bare tuple("a.npz") would be its characters).
+    assert parse_overrides(["demo_files=a.npz, b.npz"]) == {"demo_files": ("a.npz", "b.npz")}
+    assert parse_overrides(["demo_files="]) == {"demo_files": ()}
     for bad in (["nope=1"], ["num_envs"], ["num_envs=x"], ["anneal_lr=maybe"], ["seed=3"]):
         with pytest.raises(ValueError, match="bad --set"):
             parse_overrides(bad)
