@@ -99,6 +99,8 @@ def run_hash(cfg: PPOConfig) -> str:
         d.pop(key)
     if not d.get("residual_lamp_logit"):  # runs from before the lamp switch keep their hashes
         d.pop("residual_lamp_logit", None)
+    if d.get("prior_kl_to") == "served":  # the leash's target before it could be chosen
+        d.pop("prior_kl_to")
     if not d.get("lamp_demo_files"):  # nor those from before the hindsight lamp demonstrations
         d.pop("lamp_demo_files", None)
         d.pop("lamp_bc_updates", None)

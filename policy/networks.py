@@ -322,13 +322,14 @@ class ActorCritic(nn.Module):
         return _distributions_of(action_parameters(zeros, self.zones, prior, prior_logit, lamp_logit))
 
     def evaluate_actions(self, obs: torch.Tensor, action: torch.Tensor, prior: ExpertPrior | None = None,
-                         prior_kl_rows: int = 0) -> ActionEvaluation:
+                         prior_kl_rows: int = 0, reference: ActorCritic | None = None) -> ActionEvaluation:
         """What the PPO update needs of stored actions, from one forward pass: log-prob [B], entropy [B],
         value [B] and, with ``prior_kl_rows`` n > 0 (residual mode), KL(policy || untrained residual) of
         the first n rows [n], the divergence from the expert's decision that
         :attr:`PPOConfig.prior_kl_coef` charges for. The update's rows come shuffled, so the first n
         are a random sample: its mean is unbiased, and the Beta KL's lgamma and digamma (a fifth of an
-        update over all rows) cost a quarter as much on a quarter of them."""
+        update over all rows) cost a quarter as much on a quarter of them. ``reference`` (a frozen
+        policy of the same layout) replaces the untrained residual as the KL's target."""
         if prior_kl_rows > 0 and prior is None:
             prior = self.prior(obs)
             if prior is None:
@@ -341,7 +342,12 @@ class ActorCritic(nn.Module):
         if prior_kl_rows > 0:
             assert prior is not None
             n = prior_kl_rows
-            valves0, cont0 = self.prior_distributions(ExpertPrior(prior.valves[:n], prior.cont[:n]))
+            first = ExpertPrior(prior.valves[:n], prior.cont[:n])
+            if reference is None:
+                valves0, cont0 = self.prior_distributions(first)
+            else:
+                with torch.no_grad():
+                    valves0, cont0 = reference.distributions(obs[:n], first)
             head_valves = Bernoulli(logits=valves.logits[:n], validate_args=False)
             head_cont = Beta(cont.concentration1[:n], cont.concentration0[:n], validate_args=False)
             prior_kl = kl_divergence(head_valves, valves0).sum(1) + kl_divergence(head_cont, cont0).sum(1)

@@ -20,6 +20,7 @@ uninterrupted one (bit-identical on CPU for the same device and thread count).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -220,6 +221,10 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
     else:
         next_obs, metrics, env_steps = _restore(resume, cfg, twin, agent, optimizer, gen, scaler, device)
         first_iteration = int(resume["iteration"]) + 1
+    # The leash's target when it is the start: frozen after the cloning and the first observation
+    # statistics (it maps raw observations as the start did); a resumed run reloads it.
+    reference = _frozen(agent, resume.get("reference") if resume is not None else None) \
+        if cfg.residual and cfg.prior_kl_to == "start" else None
 
     for iteration in range(first_iteration, cfg.num_iterations + 1):
         lr = cfg.lr * (1.0 - (iteration - 1) / cfg.num_iterations) if cfg.anneal_lr else cfg.lr
@@ -236,7 +241,7 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
         # ---- update ----------------------------------------------------------------------------
         bc_coef = cfg.bc_coef * max(0.0, 1.0 - (env_steps - T * B) / cfg.bc_decay_steps) if demos is not None else 0.0
         stats = _update(cfg, agent, optimizer, rollout, advantages, returns, demos, bc_coef,
-                        actor_on=iteration > cfg.critic_warmup_iterations, gen=gen)
+                        actor_on=iteration > cfg.critic_warmup_iterations, gen=gen, reference=reference)
         # The normaliser moves only between iterations, so stored log-probs match the update's.
         b_obs = rollout.obs.reshape(-1, rollout.obs.shape[-1])
         agent.update_obs_stats(b_obs)
@@ -258,6 +263,7 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
         if (snapshot is not None or ctx.active) and snapshot_every > 0 and iteration % snapshot_every == 0 \
                 and iteration < cfg.num_iterations:
             snap = _snapshot(iteration, env_steps, agent, optimizer, gen, scaler, twin, next_obs, metrics, device)
+            snap["reference"] = None if reference is None else reference.state_dict()
             if snapshot is not None and ctx.is_main:
                 snapshot(snap)
     return TrainResult(agent, metrics, cfg)
@@ -290,6 +296,15 @@ def _pretrain_bc(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Opti
         _step(cfg, agent, optimizer, ctx)
 
 
+def _frozen(agent: ActorCritic, state: dict[str, torch.Tensor] | None = None) -> ActorCritic:
+    """A gradient-free copy of ``agent`` (with ``state``'s weights when given): the leash's target."""
+    reference = copy.deepcopy(agent)
+    if state is not None:
+        reference.load_state_dict(state)
+    reference.requires_grad_(False)
+    return reference
+
+
 def _lamp_demonstrations(cfg: PPOConfig, zones: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(obs, action) of every hindsight lamp demonstration file, on ``device``."""
     sets = [load_demos(path, ObservationSpec(zones)) for path in cfg.lamp_demo_files]
@@ -318,7 +333,7 @@ def _step(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer, 
 
 def _update(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer, rollout: Rollout,
             advantages: torch.Tensor, returns: torch.Tensor, demos: Demos | None, bc_coef: float, *,
-            actor_on: bool, gen: torch.Generator) -> dict[str, float]:
+            actor_on: bool, gen: torch.Generator, reference: ActorCritic | None = None) -> dict[str, float]:
     """Clipped-surrogate PPO epochs over shuffled minibatches of the rollout, plus the decaying BC
     term and, in residual mode, the KL leash to the expert."""
     ctx = rank_context()
@@ -339,7 +354,7 @@ def _update(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer
             mb_obs, mb_act, mb_logp, adv, mb_ret = (x.index_select(0, mb) for x in (b_obs, b_act, b_logp, b_adv, b_ret))
             prior = ExpertPrior(b_prior_valves.index_select(0, mb), b_prior_cont.index_select(0, mb)) \
                 if agent.is_residual else None
-            ev = agent.evaluate_actions(mb_obs, mb_act, prior, prior_kl_rows=kl_rows)
+            ev = agent.evaluate_actions(mb_obs, mb_act, prior, prior_kl_rows=kl_rows, reference=reference)
             log_ratio = ev.logprob - mb_logp
             ratio = log_ratio.exp()
             with torch.no_grad():

@@ -101,3 +101,21 @@ def test_training_clones_the_demonstrated_lamps_and_leaves_the_valves(tmp_path: 
     assert float((before[:, -1] > 0)[~dark].float().mean()) < 0.5
     assert float((after[:, -1] > 0)[~dark].float().mean()) > 0.95  # lit wherever the dark period allows
     assert float((after[:, :ZONES] == before[:, :ZONES]).float().mean()) > 0.95
+
+
+def test_the_leash_can_hold_the_cloned_start_instead_of_the_served_rule(tmp_path: Path) -> None:
+    # Cloned lamps that light more than the served rule: a leash to the served rule charges for the
+    # difference from the first update on, a leash to the start charges nothing until PPO moves.
+    scenario = Scenario(seed=3, days=1.0, instances=4, dt_s=3600.0)
+    demos = hindsight_demos([scenario], served_expert(ZONES), c0=(50.0, 150.0), stride=1).demos
+    action = demos.action.clone()
+    action[:, -1] = 100.0
+    path = tmp_path / "lamps.npz"
+    save_demos(path, demos._replace(action=action), SPEC)
+    cfg = PPOConfig.preset("tiny", residual=True, residual_lamp_logit=3.0, lamp_demo_files=(str(path),),
+                           lamp_bc_updates=150, total_steps=64 * 48, update_epochs=1, num_minibatches=1)
+    to_served = train(cfg).metrics[0].prior_kl
+    to_start = train(cfg.replace(prior_kl_to="start")).metrics[0].prior_kl
+    assert to_served > 0.5 and abs(to_start) < 1e-4
+    with pytest.raises(ValueError, match="prior_kl_to"):
+        cfg.replace(prior_kl_to="incumbent")
