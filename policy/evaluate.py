@@ -236,6 +236,11 @@ class _Tally:
     def add_hours(self, counted: np.ndarray, dt_h: float) -> None:
         self.hours += np.where(counted, dt_h, 0.0)
 
+    @property
+    def profit(self) -> np.ndarray:
+        """Per-greenhouse profit [EUR/m2]: revenue less the energy, water and damage costs."""
+        return self.revenue - self.energy_cost - self.water_cost - self.damage
+
     def block(self, sl: slice) -> _Tally:
         return _Tally(**{k: v[sl] if isinstance(v, np.ndarray) else v for k, v in self.__dict__.items()})
 
@@ -246,8 +251,14 @@ def _to_numpy(a: Any) -> np.ndarray:
     return np.asarray(a)
 
 
-def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list[tuple[_Tally, _Tally]]:
-    """One episode of the scenario's greenhouses under each controller, side by side in one batch.
+StepHook = Callable[[int, np.ndarray, np.ndarray], None]
+"""Called with (step index, observations, actions) of every block before the twin steps."""
+
+
+def run_scenario(scenario: Scenario, controllers: Sequence[Controller], on_step: StepHook | None = None
+                 ) -> list[tuple[_Tally, _Tally]]:
+    """One episode of the scenario's greenhouses under each controller, side by side in one batch
+    (controller j's greenhouses are rows ``j * instances`` onwards of what ``on_step`` sees).
 
     Per controller: (every step, irrigation off after a hard termination; steps before it only).
     """
@@ -263,9 +274,11 @@ def _run_scenario(scenario: Scenario, controllers: Sequence[Controller]) -> list
     pump_ok = np.ones(n * k, dtype=bool)
     blocks = [slice(i * n, (i + 1) * n) for i in range(k)]
     area = z * cfg.hydraulics.zone_area_m2
-    for _ in range(cfg.horizon_steps):
+    for step in range(cfg.horizon_steps):
         actions = np.concatenate([_to_numpy(c(obs[sl])) for c, sl in zip(controllers, blocks, strict=True)])
         actions[~pump_ok, : z + 1] = 0.0  # a damaged pump irrigates no more
+        if on_step is not None:
+            on_step(step, obs, actions)
         state, out = model.step(params, state, backend.asarray(actions, dtype=backend.float))
         obs = out.obs
         info = out.info
@@ -332,7 +345,7 @@ def _money(t: _Tally, steps: float) -> dict[str, float]:
         "revenue_eur_m2": float(t.revenue.mean()),
         "energy_cost_eur_m2": float(t.energy_cost.mean()),
         "water_cost_eur_m2": float(t.water_cost.mean()),
-        "profit_eur_m2": float((t.revenue - t.energy_cost - t.water_cost - t.damage).mean()),
+        "profit_eur_m2": float(t.profit.mean()),
         "lamp_kwh_m2": float(t.lamp_kwh.mean()),
         "price_capture": paid / mean_price if mean_price != 0.0 else math.nan,
         "mean_dli_mol": 24.0 * float(t.par_mol.sum()) / hours if hours > 0.0 else math.nan,
@@ -422,12 +435,12 @@ def default_jobs(scenarios: int) -> int:
 
 def _run_scenarios(scenarios: Sequence[Scenario], controllers: Sequence[Controller], progress: Progress | None,
                    jobs: int) -> list[list[tuple[_Tally, _Tally]]]:
-    """:func:`_run_scenario` for every scenario, in order, on ``jobs`` processes (1: this one)."""
+    """:func:`run_scenario` for every scenario, in order, on ``jobs`` processes (1: this one)."""
     total = len(scenarios)
     if jobs <= 1 or total <= 1:
         runs = []
         for i, scenario in enumerate(scenarios):
-            runs.append(_run_scenario(scenario, controllers))
+            runs.append(run_scenario(scenario, controllers))
             if progress is not None:
                 progress(i + 1, total)
         return runs
@@ -436,7 +449,7 @@ def _run_scenarios(scenarios: Sequence[Scenario], controllers: Sequence[Controll
     except Exception as exc:
         raise ValueError(f"jobs > 1 needs controllers that can be pickled to the worker processes: {exc}") from exc
     with spawn_pool(min(jobs, total), threads=1) as pool:
-        futures = [pool.submit(_run_scenario, scenario, list(controllers)) for scenario in scenarios]
+        futures = [pool.submit(run_scenario, scenario, list(controllers)) for scenario in scenarios]
         for done, _ in enumerate(as_completed(futures), 1):
             if progress is not None:
                 progress(done, total)

@@ -18,6 +18,7 @@ actions. The policy learns from them what the hindsight knew, from what it sees 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ import numpy as np
 
 from policy.baselines import ThresholdExpert
 from policy.bc import DemoBatch, make_demo_batch
-from policy.evaluate import TRAINING_SEEDS, Scenario, scenarios_from_seeds
+from policy.evaluate import TRAINING_SEEDS, Scenario, run_scenario, scenarios_from_seeds
 from policy.processes import spawn_pool
 
 HINDSIGHT_C0: tuple[float, ...] = (0.0, 25.0, 50.0, 75.0, 100.0, 125.0)
@@ -62,36 +63,22 @@ def _scenario_demos(args: tuple[Scenario, ThresholdExpert, tuple[float, ...], in
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One scenario's (obs, action) rows of each greenhouse's picked demonstrator, picks and gains."""
     from policy.residual import Interlocked
-    from twin.backend import make_backend
-    from twin.env import TwinModel
 
     scenario, served, c0s, stride, margin, served_index = args
-    zones = served.zones
-    rules = [Interlocked(dataclasses.replace(served, c0=c), zones=zones) for c in c0s]
-    cfg = scenario.config()
-    backend = make_backend("numpy", "cpu")
-    model = TwinModel(cfg, backend, scenario.seed)
-    n, k = scenario.instances, len(rules)
-    ids = backend.asarray(np.tile(np.arange(n), k), dtype=backend.int)  # the same greenhouses in every block
-    params, state, obs = model.reset(ids, backend.zeros((n * k,), dtype=backend.int))
-    blocks = [slice(i * n, (i + 1) * n) for i in range(k)]
-    profit = np.zeros(n * k)
-    pump_ok = np.ones(n * k, dtype=bool)
+    rules = [Interlocked(dataclasses.replace(served, c0=c), zones=served.zones) for c in c0s]
     obs_rows, act_rows = [], []
-    for t in range(cfg.horizon_steps):
-        actions = np.concatenate([np.asarray(r(obs[sl])) for r, sl in zip(rules, blocks, strict=True)])
-        actions[~pump_ok, : zones + 1] = 0.0  # a wrecked pump irrigates no more, as in evaluation
-        if t % stride == 0:
+
+    def record(step: int, obs: np.ndarray, actions: np.ndarray) -> None:
+        if step % stride == 0:
             obs_rows.append(np.asarray(obs, dtype=np.float32).copy())
             act_rows.append(actions.astype(np.float32))
-        state, out = model.step(params, state, backend.asarray(actions, dtype=backend.float))
-        info = out.info
-        earned = info["revenue_eur_m2"] - info["energy_cost_eur_m2"] - info["water_cost_eur_m2"] - info["damage_eur_m2"]
-        profit += np.where(pump_ok, np.asarray(earned, dtype=np.float64), 0.0)
-        pump_ok &= ~np.asarray(out.terminated, dtype=bool)
-        obs = out.obs
-    gains = profit.reshape(k, n) - profit.reshape(k, n)[served_index]
+
+    runs = run_scenario(scenario, rules, record)
+    # Profit over the steps before a hard termination (the wrecked pump's damage in it), less the served setting's.
+    profit = np.stack([masked.profit for _, masked in runs])  # [candidates, greenhouses]
+    gains = profit - profit[served_index]
     picks = np.where(gains.max(axis=0) > margin, gains.argmax(axis=0), served_index)
+    n = scenario.instances
     rows = picks * n + np.arange(n)
     o, a = np.stack(obs_rows)[:, rows], np.stack(act_rows)[:, rows]  # [T, n, ...]
     # Greenhouse-major, so each greenhouse's rows are contiguous.
@@ -113,19 +100,13 @@ def hindsight_demos(scenarios: Sequence[Scenario], served: ThresholdExpert, *,
     if stride < 1 or margin < 0.0 or not scenarios:
         raise ValueError("hindsight demos need stride >= 1, margin >= 0 and at least one scenario")
     work = [(s, served, c0s, stride, margin, c0s.index(served.c0)) for s in scenarios]
-    if jobs <= 1 or len(work) == 1:
+    pool = spawn_pool(min(jobs, len(work)), threads=1) if jobs > 1 and len(work) > 1 else None
+    with pool or contextlib.nullcontext():
         results = []
-        for i, w in enumerate(work):
-            results.append(_scenario_demos(w))
+        for r in (pool.map if pool is not None else map)(_scenario_demos, work):
+            results.append(r)
             if progress is not None:
-                progress(i + 1, len(work))
-    else:
-        with spawn_pool(min(jobs, len(work)), threads=1) as pool:
-            results = []
-            for i, r in enumerate(pool.map(_scenario_demos, work)):
-                results.append(r)
-                if progress is not None:
-                    progress(i + 1, len(work))
+                progress(len(results), len(work))
     obs = np.concatenate([r[0] for r in results])
     action = np.concatenate([r[1] for r in results])
     dt_us = int(round(scenarios[0].dt_s * stride * 1e6))

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from policy.baselines import ThresholdExpert
-from policy.bc import bc_loss, collect_expert_demos, lamp_bc_loss, load_demos
+from policy.bc import DemoBatch, bc_loss, collect_expert_demos, lamp_bc_loss, load_demos
 from policy.config import PPOConfig
 from policy.distributed import RankContext
 from policy.distributed import context as rank_context
@@ -200,9 +200,14 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
     optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5, foreach=True)
     demos = _demonstrations(cfg, twin, device)
     if demos is not None and resume is None and not fine_tuning and not cfg.residual:
-        _pretrain_bc(cfg, agent, optimizer, demos, gen)
+        _pretrain(cfg, agent, optimizer, demos.obs, cfg.bc_pretrain_updates, gen,
+                  lambda pick: bc_loss(agent, demos.obs[pick], demos.action[pick], demos.open_rate,
+                                       cfg.bc_valve_balance).loss)
     if cfg.lamp_demo_files and resume is None and not fine_tuning:
-        _pretrain_lamps(cfg, agent, optimizer, _lamp_demonstrations(cfg, zones, device), gen)
+        # The lamp switch cloned from hindsight demonstrations (policy.hindsight), the lamps alone.
+        lamp_obs, lamp_action = _stacked([load_demos(p, ObservationSpec(zones)) for p in cfg.lamp_demo_files], device)
+        _pretrain(cfg, agent, optimizer, lamp_obs, cfg.lamp_bc_updates, gen,
+                  lambda pick: lamp_bc_loss(agent, lamp_obs[pick], lamp_action[pick]))
 
     # ---- storage and the first observation ---------------------------------------------------
     T, B = cfg.num_steps, cfg.num_envs
@@ -262,8 +267,8 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
             validate(iteration, env_steps, agent)
         if (snapshot is not None or ctx.active) and snapshot_every > 0 and iteration % snapshot_every == 0 \
                 and iteration < cfg.num_iterations:
-            snap = _snapshot(iteration, env_steps, agent, optimizer, gen, scaler, twin, next_obs, metrics, device)
-            snap["reference"] = None if reference is None else reference.state_dict()
+            snap = _snapshot(iteration, env_steps, agent, optimizer, gen, scaler, twin, next_obs, metrics, device,
+                             reference)
             if snapshot is not None and ctx.is_main:
                 snapshot(snap)
     return TrainResult(agent, metrics, cfg)
@@ -279,20 +284,25 @@ def _demonstrations(cfg: PPOConfig, twin: VectorTwin, device: torch.device) -> D
     sets = [load_demos(path, ObservationSpec(zones)) for path in cfg.demo_files]
     if expert_demos:
         sets.insert(0, collect_expert_demos(twin, ThresholdExpert(zones=zones), cfg.bc_demo_steps))
-    obs = torch.cat([d.obs for d in sets]).to(device)
-    action = torch.cat([d.action for d in sets]).to(device)
+    obs, action = _stacked(sets, device)
     return Demos(obs, action, float((action[:, :zones] >= 0.5).float().mean()))
 
 
-def _pretrain_bc(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer, demos: Demos,
-                 gen: torch.Generator) -> None:
-    """Pure BC steps before the first rollout, so PPO starts from the teacher."""
+def _stacked(sets: list[DemoBatch], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(obs, action) of the demonstration sets one after another, on ``device``."""
+    return torch.cat([d.obs for d in sets]).to(device), torch.cat([d.action for d in sets]).to(device)
+
+
+def _pretrain(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer, obs: torch.Tensor,
+              updates: int, gen: torch.Generator, loss_of: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """Pure imitation steps before the first rollout, so PPO starts from the teacher: ``updates``
+    minibatches of rows drawn from ``obs``, ``loss_of(rows)`` the loss on the rows drawn."""
     ctx = rank_context()
-    agent.update_obs_stats(demos.obs)
-    for _ in range(cfg.bc_pretrain_updates):
-        pick = torch.randint(demos.obs.shape[0], (cfg.minibatch_size,), generator=gen, device=demos.obs.device)
+    agent.update_obs_stats(obs)
+    for _ in range(updates):
+        pick = torch.randint(obs.shape[0], (cfg.minibatch_size,), generator=gen, device=obs.device)
         optimizer.zero_grad()
-        bc_loss(agent, demos.obs[pick], demos.action[pick], demos.open_rate, cfg.bc_valve_balance).loss.backward()
+        loss_of(pick).backward()
         _step(cfg, agent, optimizer, ctx)
 
 
@@ -303,25 +313,6 @@ def _frozen(agent: ActorCritic, state: dict[str, torch.Tensor] | None = None) ->
         reference.load_state_dict(state)
     reference.requires_grad_(False)
     return reference
-
-
-def _lamp_demonstrations(cfg: PPOConfig, zones: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(obs, action) of every hindsight lamp demonstration file, on ``device``."""
-    sets = [load_demos(path, ObservationSpec(zones)) for path in cfg.lamp_demo_files]
-    return torch.cat([d.obs for d in sets]).to(device), torch.cat([d.action for d in sets]).to(device)
-
-
-def _pretrain_lamps(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer,
-                    demos: tuple[torch.Tensor, torch.Tensor], gen: torch.Generator) -> None:
-    """Clone the lamp switch from hindsight demonstrations before the first rollout (:mod:`policy.hindsight`)."""
-    ctx = rank_context()
-    obs, action = demos
-    agent.update_obs_stats(obs)
-    for _ in range(cfg.lamp_bc_updates):
-        pick = torch.randint(obs.shape[0], (cfg.minibatch_size,), generator=gen, device=obs.device)
-        optimizer.zero_grad()
-        lamp_bc_loss(agent, obs[pick], action[pick]).backward()
-        _step(cfg, agent, optimizer, ctx)
 
 
 def _step(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer, ctx: RankContext) -> None:
@@ -389,14 +380,16 @@ def _update(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer
 
 def _snapshot(iteration: int, env_steps: int, agent: ActorCritic, optimizer: torch.optim.Optimizer,
               gen: torch.Generator, scaler: Any, twin: VectorTwin, next_obs: torch.Tensor,
-              metrics: list[IterationMetrics], device: torch.device) -> TrainSnapshot:
-    """Everything a resumed run needs to continue this one's trajectory."""
+              metrics: list[IterationMetrics], device: torch.device, reference: ActorCritic | None = None
+              ) -> TrainSnapshot:
+    """Everything a resumed run needs to continue this one's trajectory (the leash's frozen target too)."""
     return {
         "format": SNAPSHOT_FORMAT, "iteration": iteration, "env_steps": env_steps, "num_envs": next_obs.shape[0],
         "agent": agent.state_dict(), "optimizer": optimizer.state_dict(), "rng": _rng_states(device, gen),
         "scaler": None if scaler is None else {"stats": scaler.stats.state_dict(), "returns": scaler.returns.clone()},
         **rank_context().gather_instances(twin, next_obs),  # every rank's instances on a multi-rank run
         "metrics": [m._asdict() for m in metrics],
+        "reference": None if reference is None else reference.state_dict(),
     }
 
 

@@ -94,8 +94,8 @@ def hindsight(args: argparse.Namespace) -> int:
 
     try:
         first, last = parse_seeds(args.seeds)
-        if args.days <= 0 or args.stride < 1:
-            raise ValueError("--days must be > 0 and --stride >= 1")
+        if args.days <= 0:  # hindsight_demos checks the stride
+            raise ValueError("--days must be > 0")
         scenarios = hindsight_scenarios(first, last, args.days)
         result = hindsight_demos(scenarios, served_expert(DEFAULT_ZONES), stride=args.stride,
                                  jobs=args.jobs or default_jobs(len(scenarios)))

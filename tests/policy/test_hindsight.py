@@ -73,17 +73,23 @@ def test_lamp_cloning_needs_the_lamp_switch() -> None:
         PPOConfig.preset("tiny", residual=True, lamp_demo_files=("x.npz",))
 
 
-def test_training_clones_the_demonstrated_lamps_and_leaves_the_valves(tmp_path: Path) -> None:
-    # Demonstrations that light wherever the served rule is dark (outside its dark window): the
-    # cloned switch must follow them; valves keep the residual's start at the served rule.
+@pytest.fixture()
+def lamps_always_on(tmp_path: Path) -> tuple[Path, torch.Tensor]:
+    """A demonstration file that lights wherever it may (the served rule's irrigation), and its observations."""
     scenario = Scenario(seed=3, days=1.0, instances=4, dt_s=3600.0)
-    result = hindsight_demos([scenario], served_expert(ZONES), c0=(50.0, 150.0), stride=1)
-    demos = result.demos
-    obs = demos.obs
+    demos = hindsight_demos([scenario], served_expert(ZONES), c0=(50.0, 150.0), stride=1).demos
     action = demos.action.clone()
     action[:, -1] = 100.0
     path = tmp_path / "lamps.npz"
     save_demos(path, demos._replace(action=action), SPEC)
+    return path, demos.obs
+
+
+def test_training_clones_the_demonstrated_lamps_and_leaves_the_valves(lamps_always_on: tuple[Path, torch.Tensor]
+                                                                      ) -> None:
+    # Demonstrations that light wherever the served rule is dark (outside its dark window): the
+    # cloned switch must follow them; valves keep the residual's start at the served rule.
+    path, obs = lamps_always_on
     cfg = PPOConfig.preset("tiny", residual=True, residual_lamp_logit=3.0, lamp_demo_files=(str(path),),
                            lamp_bc_updates=150, total_steps=64 * 48)
     seen: list[tuple[int, float]] = []
@@ -103,15 +109,11 @@ def test_training_clones_the_demonstrated_lamps_and_leaves_the_valves(tmp_path: 
     assert float((after[:, :ZONES] == before[:, :ZONES]).float().mean()) > 0.95
 
 
-def test_the_leash_can_hold_the_cloned_start_instead_of_the_served_rule(tmp_path: Path) -> None:
+def test_the_leash_can_hold_the_cloned_start_instead_of_the_served_rule(
+        lamps_always_on: tuple[Path, torch.Tensor]) -> None:
     # Cloned lamps that light more than the served rule: a leash to the served rule charges for the
     # difference from the first update on, a leash to the start charges nothing until PPO moves.
-    scenario = Scenario(seed=3, days=1.0, instances=4, dt_s=3600.0)
-    demos = hindsight_demos([scenario], served_expert(ZONES), c0=(50.0, 150.0), stride=1).demos
-    action = demos.action.clone()
-    action[:, -1] = 100.0
-    path = tmp_path / "lamps.npz"
-    save_demos(path, demos._replace(action=action), SPEC)
+    path, _ = lamps_always_on
     cfg = PPOConfig.preset("tiny", residual=True, residual_lamp_logit=3.0, lamp_demo_files=(str(path),),
                            lamp_bc_updates=150, total_steps=64 * 48, update_epochs=1, num_minibatches=1)
     to_served = train(cfg).metrics[0].prior_kl
