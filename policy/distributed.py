@@ -27,7 +27,9 @@ group of one) every hook is a no-op, so single-process training is the plain loo
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +47,9 @@ _SUMMED_METRICS = frozenset({"steps_per_s"})
 _SHARED_METRICS = frozenset({"iteration", "env_steps", "bc_coef", "lr"})
 """Metrics that every rank already has the same value of."""
 _PER_INSTANCE_SNAPSHOT_KEYS = ("twin_params", "twin_state")
+
+_left_group = False
+"""Set by :func:`shutdown`: this process was a rank of a multi-process group (see :func:`exit_rank`)."""
 
 _pending_start: list[tuple[Any, Any, int, bool]] = []
 """A start received by :func:`follow` before it calls the training function (consumed by ``sync_start``)."""
@@ -312,9 +317,32 @@ def shutdown() -> None:
     last collective is still draining aborts that peer ("terminate called without an active
     exception", SIGABRT), which failed about one two-rank run in five here.
     """
+    global _left_group
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+        _left_group = True
+
+
+def exit_rank(code: int) -> None:
+    """End a process that was a rank (after :func:`shutdown`) with ``code``, skipping interpreter teardown.
+
+    With the group already destroyed and everything saved, a rank still aborted at interpreter
+    exit now and then on a loaded machine ("terminate called without an active exception",
+    SIGABRT, about one two-rank run in twenty): a native thread torch leaves joinable is destroyed
+    with the interpreter. torchrun then fails the whole run for work that was complete. Leaving
+    with ``os._exit`` after flushing what Python buffered keeps the exit code the rank's own.
+    Outside a rank (no :func:`shutdown` of a group) this returns and the caller exits as usual.
+    """
+    if not _left_group:
+        return
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def follow(train_fn: Callable[[Any], object]) -> None:

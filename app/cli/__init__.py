@@ -8,6 +8,7 @@ Each command group has its module here (``db``, ``user``, ``demos``, ``audit``, 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -340,4 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
-    return handler(args)
+    code = handler(args)
+    if os.environ.get("WORLD_SIZE", "1") not in ("", "1"):  # maybe a torchrun rank of train or retrain-worker
+        from policy.distributed import exit_rank
+
+        exit_rank(code)
+    return code
