@@ -6,6 +6,9 @@ i.e. what an RL user gets by wrapping a one-greenhouse simulator.
     python bench/twin_throughput.py [--sizes 1,64,4096,65536] [--backends numpy,torch] [--devices cpu,cuda]
                                     [--seconds 3] [--threads N] [--compile-sizes 4096,65536] [--json FILE]
 
+Each compiled row is first checked against the eager twin over its warm-up steps (same seed and
+actions); a compiled step that computes something else fails its row instead of timing it (this
+is where the compiled twin's agreement is checked on every run; the test of it is a soak test).
 CUDA rows appear when a GPU is present (``bench/device_check.sh`` runs this on a lent one). A
 configuration that fails (an out-of-memory size, a compiler missing) prints its error as its row
 and the run goes on, so one run on a rented machine always reports what it could measure.
@@ -40,8 +43,9 @@ def time_batched(backend: str, b: int, seconds: float, device: str = "cpu", comp
     twin.reset()
     a = _actions(b, twin.action_spec.dim)
     act = torch.as_tensor(a, device=device) if backend == "torch" else a
-    for _ in range(3):
-        twin.step(act)
+    warmup = [twin.step(act)[:2] for _ in range(3)]
+    if compile:  # a throughput is only worth reporting for a compiled step that computes the eager one
+        _check_against_eager(b, device, act, warmup)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     n, t0 = 0, time.perf_counter()
@@ -51,6 +55,22 @@ def time_batched(backend: str, b: int, seconds: float, device: str = "cpu", comp
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return b * n / (time.perf_counter() - t0), twin.bytes_per_instance()
+
+
+def _check_against_eager(b: int, device: str, act: torch.Tensor, compiled: list[tuple[Any, Any]]) -> None:
+    """AssertionError unless the eager twin on the same seed gives the compiled steps' observations and rewards."""
+    from twin import GreenhouseTwin
+
+    eager = GreenhouseTwin(num_instances=b, backend="torch", device=device, seed=0)
+    eager.reset()
+    for k, (obs, reward) in enumerate(compiled):
+        want_obs, want_reward = eager.step(act)[:2]
+        for name, got, want, atol in (("observation", obs, want_obs, 1e-3), ("reward", reward, want_reward, 1e-4)):
+            try:
+                np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=1e-4, atol=atol)
+            except AssertionError as exc:
+                said = [ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith(("Mismatched", "Max abs"))]
+                raise AssertionError(f"compiled step {k + 1} {name} differs from eager: {'; '.join(said)}") from None
 
 
 def time_sync_vector(b: int, seconds: float) -> float:

@@ -326,14 +326,16 @@ def test_bad_construction_is_refused():
         GreenhouseTwin(0)
     with pytest.raises(ValueError, match="numpy backend"):
         GreenhouseTwin(2, backend="numpy", device="cuda")
+    with pytest.raises(ValueError, match="compile=True"):
+        GreenhouseTwin(2, backend="numpy", compile=True)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_compiled_torch_step_matches_eager():
+    """About a minute of compilation on two cores, so by hand (`pytest -m soak`); every compiled row of
+    `bench/twin_throughput.py` makes the same check on its warm-up steps before it times."""
     actions = _random_actions(4, 6, seed=8)
     o_eager, r_eager = _rollout(GreenhouseTwin(4, backend="torch", seed=2, faults=ALL_FAULTS), actions)
     o_comp, r_comp = _rollout(GreenhouseTwin(4, backend="torch", seed=2, faults=ALL_FAULTS, compile=True), actions)
     np.testing.assert_allclose(o_eager, o_comp, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(r_eager, r_comp, rtol=1e-4, atol=1e-4)
-    with pytest.raises(ValueError, match="compile=True"):
-        GreenhouseTwin(2, backend="numpy", compile=True)
