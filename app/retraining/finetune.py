@@ -39,6 +39,11 @@ def member_config(train_config: dict[str, Any], *, iterations: int, num_envs: in
     fields = dict(train_config)
     fields["demo_files"] = (str(demos),) if demos is not None else ()
     fields["lamp_demo_files"] = ()  # the incumbent learnt them; fine-tuning skips the cloning anyway
+    # The leash holds the candidate to the incumbent, not to the rule the incumbent started from:
+    # continued from the shipped weights for 80 iterations, PPO leashed to the served rule gave back
+    # the whole lamp gain (validation 1.966 -> 1.848, served 1.846), leashed to its start it kept
+    # most of it (1.923), so a nightly fine-tune to served would walk each incumbent back to the rule.
+    fields["prior_kl_to"] = "start"
     overrides = [tuple(kv) for kv in fields.get("twin_overrides") or () if kv[0] not in CALIBRATED_KEYS]
     if start_states:
         overrides.append(("start_states", tuple(start_states)))

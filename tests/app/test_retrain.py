@@ -324,6 +324,26 @@ def test_the_demo_schedule_runs_the_command_end_to_end(url: str, tmp_path: Path,
     engine.dispose()
 
 
+def test_fine_tuning_leashes_the_candidate_to_the_incumbent() -> None:
+    # The shipped members light more than the served rule (their lamps are cloned from hindsight):
+    # leashed to the served rule, the first update would already pay for that difference and pull
+    # the lamps back; leashed to the incumbent it pays nothing until PPO moves.
+    from app.retraining.finetune import member_config
+    from policy.checkpoint import read_ensemble_manifest
+    from policy.ppo import train
+
+    src = DEFAULT_POLICY_DIR / read_ensemble_manifest(DEFAULT_POLICY_DIR)["members"][0]["dir"]
+    recipe = read_meta(src)["train_config"]
+    assert recipe.get("prior_kl_to", "served") == "served" and recipe["residual"]
+    cfg = member_config(recipe, iterations=1, num_envs=8, num_steps=16, seed=0, demos=None)
+    assert cfg.prior_kl_to == "start"
+    cfg = cfg.replace(update_epochs=1, num_minibatches=1)
+    state = torch.load(src / "weights.pt", map_location="cpu", weights_only=True)
+    to_incumbent = train(cfg, init_state=state).metrics[0].prior_kl
+    to_served = train(cfg.replace(prior_kl_to="served"), init_state=state).metrics[0].prior_kl
+    assert abs(to_incumbent) < 1e-4 and to_served > 0.05, (to_incumbent, to_served)
+
+
 def test_logged_steps_are_placed_on_the_site_local_clock() -> None:
     from zoneinfo import ZoneInfo
 
