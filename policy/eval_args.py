@@ -18,7 +18,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
                         help="re-tune the threshold on training seeds, bare and behind the interlock, and rewrite "
                              "policy/tuned_threshold.json and policy/served_threshold.json")
     parser.add_argument("--hindsight", action="store_true",
-                        help="add the hindsight row: the expert's rule family with the best setting per scenario")
+                        help="add the hindsight rows: the expert's (and the served rule's) family with the best setting "
+                             "per scenario; with --lamps fixed also no-stress, the timer without water stress "
+                             "(the most yield irrigation can reach)")
     parser.add_argument("--lamps", choices=["ours", "fixed"], default="ours",
                         help="fixed: every greenhouse's lamps follow the site's schedule (irrigation only)")
     parser.add_argument("--jobs", type=int, default=0,

@@ -167,6 +167,26 @@ def gap_closed(results: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+NO_STRESS = "no-stress"
+"""The row of ``--hindsight --lamps fixed`` that bounds irrigation: the timer on the same scenarios
+with the crop's water stress switched off (a bound, not a controller)."""
+
+
+def yield_bound(results: dict[str, dict[str, Any]]) -> str | None:
+    """How much yield irrigation can add over the timer at all (the :data:`NO_STRESS` row), beside
+    what the policy (or the expert) adds; None without that row."""
+    if NO_STRESS not in results or "timer" not in results:
+        return None
+    timer = results["timer"]["yield_kg_m2"]
+
+    def over(name: str) -> str:
+        return f"{100.0 * (results[name]['yield_kg_m2'] / timer - 1.0):+.2f} %"
+
+    said = ", ".join(f"{n} {over(n)}" for n in ("policy", "expert", "served") if n in results)
+    return (f"yield over timer: {said}; no controller can beat {over(NO_STRESS)} (the timer with no water "
+            f"stress at all, {results[NO_STRESS]['yield_kg_m2']:.3f} kg/m2)")
+
+
 def versus(results: dict[str, dict[str, Any]], a: str, b: str) -> str | None:
     """``a`` against ``b`` in the terms of the irrigation literature (water and yield in per cent,
     profit in EUR/m2), or None when either row or the money is missing."""
@@ -242,7 +262,8 @@ def run_eval(args: argparse.Namespace) -> int:
         row = controllers["hindsight"]
         print(f"hindsight: per scenario, the best of {len(getattr(row, 'candidates', ()))} settings of the expert's "
               "rule family chosen on that scenario's own outcome (a ceiling, not a controller); ceiling: the same "
-              "for the served rule, behind the interlock")
+              "for the served rule, behind the interlock" + ("" if lamps_ours else "; no-stress: the timer with the "
+              "crop's water stress switched off, the most yield any irrigation reaches with these lamps"))
     t0 = time.perf_counter()
 
     def progress(done: int, total: int) -> None:
@@ -259,6 +280,11 @@ def run_eval(args: argparse.Namespace) -> int:
     except BrokenProcessPool:
         print("error: a worker process died (killed for memory?); rerun with --jobs 1", file=sys.stderr)
         return 1
+    if "hindsight" in controllers and not lamps_ours:
+        # With every greenhouse on the same lamps, water acts on yield only through the crop's
+        # water stress: the timer in a twin without it grows what perfect irrigation would.
+        unstressed = [dataclasses.replace(s, water_stress=False) for s in scenarios]
+        results[NO_STRESS] = evaluate_all({"timer": controllers["timer"]}, unstressed, jobs=jobs)["timer"]
     print(format_table(results))
     if any(m["hard_terminations"] for m in results.values()):
         print("\nthe same, counting only the steps before a hard termination (survivor-biased; for comparison):")
@@ -278,6 +304,9 @@ def run_eval(args: argparse.Namespace) -> int:
             print(f"  {pair:<20} {diff}")
     for line in gap_closed(results):
         print(line)
+    bound = yield_bound(results)
+    if bound:
+        print(bound)
     if "hindsight" in chosen:
         cands = getattr(controllers["hindsight"], "candidates", ())
         picks = sorted(set(chosen["hindsight"]))

@@ -94,16 +94,22 @@ class Scenario:
     dt_s: float = DT_S
     lamps_ours: bool = True
     """False: the lamps follow the site's fixed schedule whatever a controller asks (irrigation only)."""
+    water_stress: bool = True
+    """False: the crop feels no water stress (f_w = 1 whatever the soil), so any controller grows
+    what perfect irrigation would: with the lamps fixed, the most yield irrigation can add."""
 
     @property
     def name(self) -> str:
         faults = f"faults {self.fault_rate:g}" if self.fault_rate > 0 else "healthy"
         lamps = "" if self.lamps_ours else ", lamps fixed"
-        return f"seed {self.seed}, {self.soil}, {faults}{lamps}, {self.instances} x {self.days:g} d"
+        stress = "" if self.water_stress else ", no water stress"
+        return f"seed {self.seed}, {self.soil}, {faults}{lamps}{stress}, {self.instances} x {self.days:g} d"
 
     def config(self) -> TwinConfig:
         faults = FaultConfig.all_on(self.fault_rate) if self.fault_rate > 0 else FaultConfig()
         cfg = TwinConfig(dt_s=self.dt_s, episode_days=self.days, soil_mix=self.soil_mix, faults=faults)
+        if not self.water_stress:  # f_w ** 0 = 1: assimilation as if every zone were watered perfectly
+            cfg = replace(cfg, crop_growth=replace(cfg.crop_growth, water_stress_exponent=0.0))
         # Every greenhouse's lamps ours, or every one on the site's schedule: the share is 1 or 0.
         return replace(cfg, economics=replace(cfg.economics, lamps_ours=1.0 if self.lamps_ours else 0.0))
 

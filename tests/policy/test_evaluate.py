@@ -18,6 +18,7 @@ from policy.evaluate import (
     TRAINING_SEEDS,
     BestOf,
     EnsembleController,
+    Scenario,
     ensemble_vote,
     evaluate,
     evaluate_all,
@@ -405,3 +406,26 @@ def test_gap_closed_is_the_policys_share_of_each_hindsight_gap() -> None:
     assert lines == ["the policy closes 50 % of the expert-to-hindsight profit gap (+2.000 EUR/m2)",
                      "the policy closes - (no gap) of the served-to-ceiling profit gap (+0.000 EUR/m2)"]
     assert gap_closed({k: {"profit_eur_m2": v} for k, v in profit.items() if k != "policy"}) == []
+
+
+def test_with_lamps_fixed_no_controller_out_yields_the_twin_without_water_stress(tmp_path: Path, capsys) -> None:
+    # The bound that `eval --hindsight --lamps fixed` prints: every controller on the site's lamps grows
+    # at most what the timer grows with the crop's water stress off.
+    out = tmp_path / "eval.json"
+    args = argparse.Namespace(policy=None, seeds=f"{HELD_OUT_SEEDS[0]}-{HELD_OUT_SEEDS[0]}", days=1.0,
+                              json=str(out), retune=False, hindsight=True, lamps="fixed", jobs=1)
+    assert run_eval(args) == 0
+    data = json.loads(out.read_text())
+    bound = data["no-stress"]["yield_kg_m2"]
+    grown = {k: m["yield_kg_m2"] for k, m in data.items() if k not in ("no-stress", "paired_profit")}
+    assert set(grown) == {"expert", "timer", "random", "served", "hindsight", "ceiling"}
+    assert all(y <= bound + 1e-9 for y in grown.values()), (bound, grown)
+    assert bound > grown["timer"]  # the timer's first day leaves zones dry: stress it would not feel here
+    said = capsys.readouterr().out
+    assert f"no controller can beat +{100 * (bound / grown['timer'] - 1):.2f} %" in said
+    assert Scenario(seed=1, water_stress=False).config().crop_growth.water_stress_exponent == 0.0
+    assert Scenario(seed=1).config().crop_growth.water_stress_exponent > 0.0
+
+    ours = argparse.Namespace(**{**vars(args), "lamps": "ours"})
+    assert run_eval(ours) == 0
+    assert "no-stress" not in json.loads(out.read_text())  # the timer's own lamps: no bound for the others
