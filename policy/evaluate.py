@@ -36,13 +36,13 @@ from __future__ import annotations
 import math
 import pickle
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from policy.processes import spawn_pool, usable_cores
+from policy.processes import map_in_processes, usable_cores
 from twin.backend import make_backend
 from twin.config import DEFAULT_ZONES, FaultConfig, TwinConfig
 from twin.dynamics import TwinModel
@@ -442,24 +442,12 @@ def default_jobs(scenarios: int) -> int:
 def _run_scenarios(scenarios: Sequence[Scenario], controllers: Sequence[Controller], progress: Progress | None,
                    jobs: int) -> list[list[tuple[_Tally, _Tally]]]:
     """:func:`run_scenario` for every scenario, in order, on ``jobs`` processes (1: this one)."""
-    total = len(scenarios)
-    if jobs <= 1 or total <= 1:
-        runs = []
-        for i, scenario in enumerate(scenarios):
-            runs.append(run_scenario(scenario, controllers))
-            if progress is not None:
-                progress(i + 1, total)
-        return runs
-    try:
-        pickle.dumps(list(controllers))
-    except Exception as exc:
-        raise ValueError(f"jobs > 1 needs controllers that can be pickled to the worker processes: {exc}") from exc
-    with spawn_pool(min(jobs, total), threads=1) as pool:
-        futures = [pool.submit(run_scenario, scenario, list(controllers)) for scenario in scenarios]
-        for done, _ in enumerate(as_completed(futures), 1):
-            if progress is not None:
-                progress(done, total)
-        return [f.result() for f in futures]
+    if jobs > 1 and len(scenarios) > 1:
+        try:
+            pickle.dumps(list(controllers))
+        except Exception as exc:
+            raise ValueError(f"jobs > 1 needs controllers that can be pickled to the worker processes: {exc}") from exc
+    return map_in_processes(partial(run_scenario, controllers=list(controllers)), scenarios, jobs, progress)
 
 
 def evaluate(controller: Controller, scenarios: Sequence[Scenario]) -> ControllerMetrics:

@@ -18,7 +18,6 @@ actions. The policy learns from them what the hindsight knew, from what it sees 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ import numpy as np
 from policy.baselines import ThresholdExpert
 from policy.bc import DemoBatch, make_demo_batch
 from policy.evaluate import TRAINING_SEEDS, Scenario, run_scenario, scenarios_from_seeds
-from policy.processes import spawn_pool
+from policy.processes import map_in_processes
 
 HINDSIGHT_C0: tuple[float, ...] = (0.0, 25.0, 50.0, 75.0, 100.0, 125.0)
 """Lamp coefficients a demonstrator picks from [kg fruit per lamp MWh]: the tuning grid's up to 125
@@ -100,13 +99,7 @@ def hindsight_demos(scenarios: Sequence[Scenario], served: ThresholdExpert, *,
     if stride < 1 or margin < 0.0 or not scenarios:
         raise ValueError("hindsight demos need stride >= 1, margin >= 0 and at least one scenario")
     work = [(s, served, c0s, stride, margin, c0s.index(served.c0)) for s in scenarios]
-    pool = spawn_pool(min(jobs, len(work)), threads=1) if jobs > 1 and len(work) > 1 else None
-    with pool or contextlib.nullcontext():
-        results = []
-        for r in (pool.map if pool is not None else map)(_scenario_demos, work):
-            results.append(r)
-            if progress is not None:
-                progress(len(results), len(work))
+    results = map_in_processes(_scenario_demos, work, jobs, progress)
     obs = np.concatenate([r[0] for r in results])
     action = np.concatenate([r[1] for r in results])
     dt_us = int(round(scenarios[0].dt_s * stride * 1e6))
