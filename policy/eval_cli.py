@@ -277,14 +277,14 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         results = evaluate_all(controllers, scenarios, progress, masked=masked, intact=intact, intact_among=paired,
                                by_scenario=per_scenario, chosen=chosen, jobs=jobs)
+        if "hindsight" in controllers and not lamps_ours:
+            # With every greenhouse on the same lamps, water acts on yield only through the crop's
+            # water stress: the timer in a twin without it grows what perfect irrigation would.
+            unstressed = [dataclasses.replace(s, water_stress=False) for s in scenarios]
+            results[NO_STRESS] = evaluate_all({"timer": controllers["timer"]}, unstressed, jobs=jobs)["timer"]
     except BrokenProcessPool:
         print("error: a worker process died (killed for memory?); rerun with --jobs 1", file=sys.stderr)
         return 1
-    if "hindsight" in controllers and not lamps_ours:
-        # With every greenhouse on the same lamps, water acts on yield only through the crop's
-        # water stress: the timer in a twin without it grows what perfect irrigation would.
-        unstressed = [dataclasses.replace(s, water_stress=False) for s in scenarios]
-        results[NO_STRESS] = evaluate_all({"timer": controllers["timer"]}, unstressed, jobs=jobs)["timer"]
     print(format_table(results))
     if any(m["hard_terminations"] for m in results.values()):
         print("\nthe same, counting only the steps before a hard termination (survivor-biased; for comparison):")
