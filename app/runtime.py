@@ -318,9 +318,9 @@ class Runtime:
             return event, stored
         return self._operator(gh, act)
 
-    def reset_estop(self, gh: str, actor: str, reason: str) -> ModeEvent:
+    def reset_estop(self, gh: str, actor: str, reason: str, to_mode: str = "manual") -> ModeEvent:
         def act() -> tuple[ModeEvent, threading.Event]:
-            event = self.controllers[gh].reset_estop(actor, reason, datetime.now(UTC))
+            event = self.controllers[gh].reset_estop(actor, reason, datetime.now(UTC), to_mode)  # type: ignore[arg-type]
             return event, self.dispatch.apply_mode_event(event)
         return self._operator(gh, act)
 

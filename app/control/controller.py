@@ -142,13 +142,21 @@ class GreenhouseController:
         self.estop_latched = True
         return self._mode_event("estop", actor, reason, ts)
 
-    def reset_estop(self, actor: str, reason: str, ts: datetime) -> ModeEvent:
+    def reset_estop(self, actor: str, reason: str, ts: datetime, to_mode: Mode = "manual") -> ModeEvent:
+        """Release the latch into a safe hold: manual with everything off, unless the operator asks
+        for ``auto`` (then the policy decides from the next telemetry on). Whatever tripped the
+        e-stop was looked at by a person, not by the policy, so the policy does not take over unasked."""
         if not reason.strip():
             raise ValueError("an e-stop reset needs a reason")
         if not self.estop_latched:
             raise ValueError("no e-stop is latched")
+        if to_mode not in ("auto", "manual"):
+            raise ValueError(f"an e-stop reset goes to 'manual' or 'auto', got {to_mode!r}")
         self.estop_latched = False
-        return self._mode_event("auto", actor, reason, ts)
+        if to_mode == "manual":
+            self.manual_action = safe_state(self.z)
+            self.manual_actor = actor if actor.startswith("operator:") else f"operator:{actor}"
+        return self._mode_event(to_mode, actor, reason, ts)
 
     def set_mode(self, mode: Mode, actor: str, reason: str, ts: datetime,
                  manual_action: np.ndarray | None = None) -> ModeEvent:

@@ -143,8 +143,10 @@ def test_operator_actions_record_the_logged_in_user_not_the_body(api: Api) -> No
     r = c.post("/api/greenhouses/gh2/estop", json={"actor": "mallory", "reason": "leak at zone 3"}, headers=operator)
     assert r.status_code == 200 and (r.json()["actor"], r.json()["to_mode"]) == ("operator:otto", "estop")
     assert c.post("/api/greenhouses/gh2/estop", json={"reason": ""}, headers=operator).status_code == 422
-    r = c.post("/api/greenhouses/gh2/estop/reset", json={"reason": "leak fixed"}, headers=operator)
+    r = c.post("/api/greenhouses/gh2/estop/reset", json={"reason": "leak fixed", "mode": "auto"}, headers=operator)
     assert r.status_code == 200 and r.json()["actor"] == "operator:otto"
+    r = c.post("/api/greenhouses/gh2/estop/reset", json={"reason": "again", "mode": "estop"}, headers=operator)
+    assert r.status_code == 422  # a reset leaves for manual or auto only
     multi = api.auth("multi")
     r = c.post("/api/greenhouses/gh2/mode", headers=multi,
                json={"mode": "manual", "reason": "irrigate by hand", "manual_action": [1, 0, 0, 40, 0]})

@@ -116,7 +116,21 @@ def test_estop_latches_survives_restart_and_needs_a_reasoned_reset():
     with pytest.raises(ValueError, match="reason"):
         restored.reset_estop("op1", "  ", T0)
     event = restored.reset_estop("op1", "valve inspected", T0)
-    assert (event.from_mode, event.to_mode, event.actor) == ("estop", "auto", "op1")
+    assert (event.from_mode, event.to_mode, event.actor) == ("estop", "manual", "op1")
+    # The reset is a safe hold: manual, everything off, until an operator acts; the policy does not take over.
+    d3 = restored.on_telemetry(_telemetry(twin, None, 2, np.zeros(8)))
+    assert d3.mode == "manual" and d3.actor == "operator:op1"
+    assert not any(d3.command.valves) and d3.command.pump_pct == 0.0 and d3.command.light_pct == 0.0
+
+
+def test_an_estop_reset_goes_to_auto_only_when_the_operator_chooses_it():
+    ctl = _controller()
+    ctl.estop("operator:op1", "leak", T0)
+    with pytest.raises(ValueError, match="'manual' or 'auto'"):
+        ctl.reset_estop("op1", "checked", T0, "estop")  # type: ignore[arg-type]
+    assert ctl.estop_latched
+    event = ctl.reset_estop("op1", "checked, policy may resume", T0, "auto")
+    assert (event.from_mode, event.to_mode) == ("estop", "auto") and ctl.wants_policy
 
 
 def test_manual_mode_still_goes_through_interlocks():

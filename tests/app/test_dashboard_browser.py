@@ -256,6 +256,8 @@ def test_estop_banner_command_and_reset_with_a_reason(stack: dict[str, Any], bro
     changes = stack["service"].http.get(f"/api/greenhouses/{GH}/mode-changes", headers=_bearer(stack, "olga")).json()
     assert changes[-1]["from_mode"] == "estop" and changes[-1]["actor"] == "operator:olga"
     assert changes[-1]["reason"] == "valves inspected, all clear"
+    assert changes[-1]["to_mode"] == "manual", "the reset's default is a safe hold, not the policy"
+    assert "manual, everything off" in page.locator("#control-msg").inner_text()
     p.close()
 
 

@@ -93,11 +93,11 @@ def test_decisions_flow_end_to_end_and_estop_survives_restart(service_env):
             listed = {g["id"]: g for g in client.get("/api/greenhouses").json()}
             assert listed[gh]["estop_latched"] is True and listed[gh]["mode"] == "estop"
             r = client.post(f"/api/greenhouses/{gh}/estop/reset", json={"actor": "op1", "reason": "leak fixed"})
-            assert r.status_code == 200 and r.json()["to_mode"] == "auto"
+            assert r.status_code == 200 and r.json()["to_mode"] == "manual"  # a safe hold, not the policy
             changes = client.get(f"/api/greenhouses/{gh}/mode-changes").json()
             # The logged-in operator is the actor, whatever the body's "actor" says.
             assert [(c["from_mode"], c["to_mode"], c["actor"]) for c in changes] == [
-                ("auto", "estop", "operator:op1"), ("estop", "auto", "operator:op1")]
+                ("auto", "estop", "operator:op1"), ("estop", "manual", "operator:op1")]
     finally:
         sim.close()
 

@@ -217,8 +217,12 @@ def test_estop_holds_until_an_operator_resets_it(system: System) -> None:
     viewer = system.api("POST", f"/api/greenhouses/{gh}/estop/reset", VIEWER, json={"reason": "not mine to reset"})
     assert viewer.status_code == 403
     r = system.api("POST", f"/api/greenhouses/{gh}/estop/reset", OPERATOR, json={"reason": "valve checked, e2e"})
+    assert r.status_code == 200 and r.json()["to_mode"] == "manual", r.text  # a safe hold, not the policy
+    _progress(system, gh, 5, 30, "decisions after the reset, held off in manual")
+    r = system.api("POST", f"/api/greenhouses/{gh}/mode", OPERATOR,
+                   json={"mode": "auto", "reason": "hand back to the policy, e2e"})
     assert r.status_code == 200, r.text
-    _progress(system, gh, 5, 30, "decisions after the reset")
+    _progress(system, gh, 5, 30, "decisions after the hand-back")
     counts = system.check(expect_pid=pid)
     windows = system.estop_windows()[gh]
     assert windows and windows[-1][1] is not None, "the reset is on record"

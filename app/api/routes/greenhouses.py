@@ -47,6 +47,14 @@ class EstopRequest(_Strict):
     actor: IgnoredActor = None
 
 
+class EstopResetRequest(_Strict):
+    reason: Reason
+    mode: Literal["manual", "auto"] = Field("manual", description=(
+        "where the reset leaves the greenhouse: 'manual' holds everything off until an operator acts "
+        "(the default), 'auto' hands control back to the policy at once"))
+    actor: IgnoredActor = None
+
+
 class GreenhouseCreate(_Strict):
     id: Annotated[str, Field(min_length=1, max_length=63)]
     zones: Annotated[int, Field(ge=1, le=64)] = 6
@@ -195,10 +203,11 @@ def estop(gh: str, body: EstopRequest, runtime: RuntimeDep, user: OperatorUser) 
 
 
 @router.post("/{gh}/estop/reset")
-def reset_estop(gh: str, body: EstopRequest, runtime: RuntimeDep, user: OperatorUser) -> ModeEventPublic:
-    """Release a latched e-stop as the logged-in operator."""
+def reset_estop(gh: str, body: EstopResetRequest, runtime: RuntimeDep, user: OperatorUser) -> ModeEventPublic:
+    """Release a latched e-stop as the logged-in operator: into manual with everything off unless
+    the body asks for ``auto``."""
     _known(runtime, gh)
     try:
-        return _public(runtime.reset_estop(gh, user.operator_actor, body.reason))
+        return _public(runtime.reset_estop(gh, user.operator_actor, body.reason, body.mode))
     except ValueError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from exc

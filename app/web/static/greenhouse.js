@@ -261,7 +261,12 @@ document.addEventListener("DOMContentLoaded", () => {
       ev.preventDefault();
       const r = $("reset-reason").value.trim();
       if (r.length < 3) { $("reset-reason").focus(); return; }
-      try { await GT.api("POST", `/api/greenhouses/${gh}/estop/reset`, { reason: r }); $("reset-reason").value = ""; msg("E-stop reset."); }
+      const mode = $("reset-mode").value;
+      try {
+        await GT.api("POST", `/api/greenhouses/${gh}/estop/reset`, { reason: r, mode });
+        $("reset-reason").value = "";
+        msg(mode === "auto" ? "E-stop reset: the policy controls again." : "E-stop reset: manual, everything off until you act.");
+      }
       catch (e) { msg(e.message, true); }
     });
   }
