@@ -30,7 +30,10 @@ a blocked zone; the pump only moves within {0} U [min, max]; lights only go to 0
 10. ``pump.ramp_rate``: speed changes at most ``ramp * dt``; stopping is always allowed, and
     a stopped pump may start at ``pump_min`` (it cannot run slower), then ramps from there.
     The result stays within [min, max], so 8 and 9 still hold.
-11. ``lights.daily_hours_cap``, ``lights.strong_sun``, ``lights.dark_period`` (the crop's daily
+11. ``pump.single_valve_cap``: with exactly one valve open the pump runs at most
+    ``pump_single_valve_max_pct`` (one valve at full speed passes the relief valve's setting).
+    After the ramp, because a hard limit beats it; the cap is at least ``pump_min``, so 8-10 hold.
+12. ``lights.daily_hours_cap``, ``lights.strong_sun``, ``lights.dark_period`` (the crop's daily
     dark window; an unknown local hour counts as dark): lights only ever go to 0.
 """
 
@@ -64,6 +67,7 @@ CLIP_ORDER: tuple[RuleId, ...] = (
     RuleId.VALVES_MAX_OPEN,
     RuleId.PUMP_NEEDS_OPEN_VALVE,
     RuleId.PUMP_RAMP_RATE,
+    RuleId.PUMP_SINGLE_VALVE_CAP,
     RuleId.LIGHTS_DAILY_HOURS_CAP,
     RuleId.LIGHTS_STRONG_SUN,
     RuleId.LIGHTS_DARK_PERIOD,
@@ -229,7 +233,7 @@ def _max_open(plan: _Plan, rc: ResolvedContext, limits: SafetyLimits) -> None:
 
 
 def _pump(plan: _Plan, rc: ResolvedContext, limits: SafetyLimits) -> None:
-    """Steps 8-10: no dead-heading, no running below min, rate-limited changes."""
+    """Steps 8-11: no dead-heading, no running below min, rate-limited changes, the single-valve cap."""
     if plan.pump > 0.0 and not plan.valves.any():
         plan.set_pump(0.0, RuleId.PUMP_NEEDS_OPEN_VALVE, "no valve open: the pump would dead-head")
     if 0.0 < plan.pump < limits.pump_min_pct:
@@ -250,10 +254,14 @@ def _pump(plan: _Plan, rc: ResolvedContext, limits: SafetyLimits) -> None:
         floor = base - step
         if plan.pump < floor:
             plan.set_pump(floor, RuleId.PUMP_RAMP_RATE, f"fall limited to {step:g} % in {rc.dt_s:g} s")
+    cap = limits.pump_single_valve_max_pct
+    if int(plan.valves.sum()) == 1 and plan.pump > cap:
+        plan.set_pump(cap, RuleId.PUMP_SINGLE_VALVE_CAP,
+                      f"one valve open: at most {cap:g} % (more passes the relief valve's setting)")
 
 
 def _lights(plan: _Plan, rc: ResolvedContext, limits: SafetyLimits) -> tuple[Note, ...]:
-    """Step 11: daily hours cap, strong sun and dark period; notes when the sun cannot be judged."""
+    """Step 12: daily hours cap, strong sun and dark period; notes when the sun cannot be judged."""
     hours = rc.lights_on_hours_today
     if plan.lights > 0.0 and not hours < limits.lights_daily_hours_cap:
         why = "lit hours today unknown" if math.isnan(hours) else f"{hours:.2f} h lit today"

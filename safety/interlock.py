@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from safety.limits import PUMP_MIN_RUNNING_PCT
+from safety.limits import PUMP_MIN_RUNNING_PCT, SINGLE_VALVE_PUMP_CAP
 from twin.config import LightingConfig, in_window
 from twin.spec import observation_spec
 
 __all__ = ["DARK_PERIOD_H", "PUMP_MIN_RUNNING_PCT", "SINGLE_VALVE_PUMP_CAP", "hour_from_phase", "interlock_one"]
 
-SINGLE_VALVE_PUMP_CAP = 85.0
-"""Pump % allowed with exactly one valve open: one valve at full speed leaves ~91 % of shut-off
-head (relief at 90 %), so the cap keeps a margin for pump wear and valve lag."""
 DARK_PERIOD_H = (LightingConfig().dark_start_h, LightingConfig().dark_end_h)
 """Local clock window [start, end) in which the lamps are off: the crop's dark period (the twin's
 :class:`~twin.config.LightingConfig` and the clipper's ``lights.dark_period`` rule hold the same)."""

@@ -24,6 +24,11 @@ PUMP_MIN_RUNNING_PCT: Final = 20.0
 floor of the pump interlock (:mod:`safety.interlock`), so training and evaluation see the speed
 the plant will run, not one the clipper would change."""
 
+SINGLE_VALVE_PUMP_CAP: Final = 85.0
+"""Pump % allowed with exactly one valve open: one valve at full speed leaves ~91 % of shut-off
+head (relief at 90 %), so the cap keeps a margin for pump wear and valve lag. The clipper's default
+``pump_single_valve_max_pct`` and the policy's interlock hold the same number."""
+
 DEFAULT_LIMITS_PATH = Path(__file__).with_name("default_limits.toml")
 
 NonNegative = Annotated[float, Field(ge=0.0)]
@@ -38,6 +43,9 @@ class SafetyLimits(BaseModel):
     zones: int = Field(DEFAULT_ZONES, ge=1, le=256, description="irrigation zones [count]")
     pump_min_pct: float = Field(PUMP_MIN_RUNNING_PCT, ge=0.0, le=100.0, description="lowest running pump speed [%]")
     pump_max_pct: float = Field(100.0, gt=0.0, le=100.0, description="highest pump speed [%]")
+    pump_single_valve_max_pct: float = Field(
+        SINGLE_VALVE_PUMP_CAP, gt=0.0, le=100.0,
+        description="highest pump speed with exactly one valve open [%] (the relief valve's setting)")
     max_open_valves: int = Field(4, ge=0, description="valves the pump can feed at once [count]")
     zone_daily_water_cap_l: NonNegative | tuple[NonNegative, ...] = Field(
         250.0, description="water per zone per calendar day [L]; a scalar applies to every zone"
@@ -66,6 +74,9 @@ class SafetyLimits(BaseModel):
                              f"tomato needs at least {MIN_DARK_HOURS:g} h")
         if self.pump_min_pct > self.pump_max_pct:
             raise ValueError(f"pump_min_pct {self.pump_min_pct} exceeds pump_max_pct {self.pump_max_pct}")
+        if self.pump_min_pct > self.pump_single_valve_max_pct:
+            raise ValueError(f"pump_min_pct {self.pump_min_pct} exceeds pump_single_valve_max_pct "
+                             f"{self.pump_single_valve_max_pct}: one open valve could never run the pump")
         for name in ("zone_daily_water_cap_l", "saturation_vwc"):
             value = getattr(self, name)
             if isinstance(value, tuple) and len(value) != self.zones:

@@ -38,6 +38,8 @@ class RuleId(StrEnum):
     """A pump with no open valve would dead-head: it is stopped."""
     PUMP_RAMP_RATE = "pump.ramp_rate"
     """Pump speed changes are rate limited; stopping is always allowed."""
+    PUMP_SINGLE_VALVE_CAP = "pump.single_valve_cap"
+    """Exactly one valve open: the pump runs at most at the single-valve cap (the relief valve's setting)."""
     LIGHTS_DAILY_HOURS_CAP = "lights.daily_hours_cap"
     """Lights off once today's lit hours reach the cap (or are unknown)."""
     LIGHTS_STRONG_SUN = "lights.strong_sun"

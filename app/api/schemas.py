@@ -79,6 +79,7 @@ class SafetyClip(BaseModel):
     actuator: str
     before: float
     after: float
+    why: str = Field("", description="the rule's reason in words (empty for decisions stored before it was kept)")
 
 
 class ExplanationFactor(BaseModel):

@@ -111,7 +111,7 @@ def finish(step: Step, choice: Choice) -> ControlDecision:
                   "etc_mm": float(step.etc_mm), "irrigation_mm": (step.zone_water / ctl.obs_builder.zone_area_m2).tolist()},
         member_actions=choice.members.tolist(), voted=action_dict(np.asarray(choice.action), ctl.z),
         clipped=action_dict(safe, ctl.z),
-        rules_fired=[{"rule": f.rule_id, "actuator": f.actuator, "before": f.before, "after": f.after}
+        rules_fired=[{"rule": f.rule_id, "actuator": f.actuator, "before": f.before, "after": f.after, "why": f.detail}
                      for f in report.firings],
         confidence=float(choice.confidence), low_confidence=bool(choice.low_confidence), command=cmd,
         alarms=step.alarms, observation=obs.tolist(), events=step.events, explain=request)

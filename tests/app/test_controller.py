@@ -133,6 +133,18 @@ def test_an_estop_reset_goes_to_auto_only_when_the_operator_chooses_it():
     assert (event.from_mode, event.to_mode) == ("estop", "auto") and ctl.wants_policy
 
 
+def test_manual_mode_caps_the_pump_on_a_single_valve_and_says_why():
+    ctl = _controller()
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    ctl.set_mode("manual", "op7", "flush zone 0", T0, manual_action=np.array([1, 0, 0, 0, 0, 0, 100.0, 0.0]))
+    d = ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8)))
+    assert d.actor == "operator:op7" and d.command.valves == [1, 0, 0, 0, 0, 0]
+    assert d.command.pump_pct == ctl.limits.pump_single_valve_max_pct < 100.0
+    [cap] = [f for f in d.rules_fired if f["rule"] == "pump.single_valve_cap"]
+    assert (cap["actuator"], cap["before"], cap["after"]) == ("pump", 100.0, 85.0) and "relief valve" in cap["why"]
+
+
 def test_manual_mode_still_goes_through_interlocks():
     ctl = _controller()
     twin = GreenhouseTwin(1, seed=0, dt_s=60.0)

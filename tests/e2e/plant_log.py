@@ -7,7 +7,8 @@ where it was, a command held over a lost link, an e-stop's all-off. Every limit 
 * the pump turns at 0 or within [pump_min_pct, pump_max_pct], never with every commanded valve shut,
   and never dead-heads (pump on, no open path) longer than the twin's ``dead_head_limit_s``; the twin
   never ended an episode for over-current, dead-heading or the relief valve;
-* no more than ``max_open_valves`` valves commanded open;
+* no more than ``max_open_valves`` valves commanded open, and the pump at most
+  ``pump_single_valve_max_pct`` on a single one;
 * lamps off in the dark period, except the tail of a command decided before the dark period began,
   held at most its TTL (of wall time: the plant runs faster than the clock, the edge box does not);
 * each zone's water per site-local day within ``zone_daily_water_cap_l``: water past the cap only
@@ -89,6 +90,8 @@ def violations(gh: str, steps: list[PlantStep], dt_s: float, limits: SafetyLimit
             out.append(f"{at}: pump at {pump:g} %, outside [{limits.pump_min_pct:g}, {limits.pump_max_pct:g}]")
         if pump > _EPS and not np.any(valves >= 0.5):
             out.append(f"{at}: pump at {pump:g} % with every valve commanded shut")
+        if int(np.sum(valves >= 0.5)) == 1 and pump > limits.pump_single_valve_max_pct + _EPS:
+            out.append(f"{at}: pump at {pump:g} % on one valve > {limits.pump_single_valve_max_pct:g}")
         if int(np.sum(valves >= 0.5)) > limits.max_open_valves:
             out.append(f"{at}: {int(np.sum(valves >= 0.5))} valves open > {limits.max_open_valves}")
         dead_s = dead_s + dt_s if s.dead_heading else 0.0

@@ -52,6 +52,7 @@ def test_each_kind_of_violation_is_found() -> None:
         "pump at 10 %": [_step(NOON, [1, 1, 0, 0, 0, 0], pump=10.0)],
         "with every valve commanded shut": [_step(NOON, shut, pump=50.0)],
         "5 valves open > 4": [_step(NOON, [1, 1, 1, 1, 1, 0], pump=50.0)],
+        "pump at 100 % on one valve > 85": [_step(NOON, [1, 0, 0, 0, 0, 0], pump=100.0)],
         "dead-heading for 180 s": _run(NOON, 3, pump=50.0, dead=True),
         "the plant stopped on pump over-current": [_step(NOON, shut, termination=1)],
         "in the dark period (decided in it)": [_step(night, shut, light=40.0)],

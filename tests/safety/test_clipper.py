@@ -92,8 +92,8 @@ def test_valves_binary_thresholds_at_half() -> None:
 
 
 def test_pump_range_clips_and_raises_to_min() -> None:
-    prev = act([1, 0, 0, 0, 0, 0], 100, 0)
-    out, report = clip(act([1, 0, 0, 0, 0, 0], 150, 0), ctx(prev_action=prev), LIMITS)
+    prev = act([1, 1, 0, 0, 0, 0], 100, 0)
+    out, report = clip(act([1, 1, 0, 0, 0, 0], 150, 0), ctx(prev_action=prev), LIMITS)
     assert out[Z] == 100 and only_firing(report, "pump.range", "pump") == (150, 100)
 
     prev = act([1, 0, 0, 0, 0, 0], 20, 0)
@@ -223,6 +223,26 @@ def test_pump_ramp_rate_up_down_start_and_stop() -> None:
     assert out[Z] == 25  # may start at pump_min (20), then 5 %/s
 
 
+def test_pump_single_valve_cap_holds_for_every_source() -> None:
+    one = [1, 0, 0, 0, 0, 0]
+    # An operator's manual "one valve, pump 100 %" from a running pump: capped, and the report says why.
+    out, report = clip(act(one, 100, 0), ctx(prev_action=act(one, 100, 0)), LIMITS)
+    assert out[Z] == LIMITS.pump_single_valve_max_pct == 85.0
+    assert only_firing(report, "pump.single_valve_cap", "pump") == (100, 85)
+    assert "relief valve" in report.firings[-1].detail
+    # Two valves may take the full speed; a cut from two valves to one is not slowed by the ramp.
+    two = [1, 1, 0, 0, 0, 0]
+    out, report = clip(act(two, 100, 0), ctx(prev_action=act(two, 100, 0)), LIMITS)
+    assert out[Z] == 100 and report.firings == ()
+    out, _ = clip(act(one, 100, 0), ctx(prev_action=act(two, 100, 0), dt_s=1.0), LIMITS)
+    assert out[Z] == 85.0
+
+
+def test_a_single_valve_cap_below_the_running_minimum_is_refused() -> None:
+    with pytest.raises(ValueError, match="one open valve could never run the pump"):
+        SafetyLimits(pump_min_pct=30.0, pump_single_valve_max_pct=25.0)
+
+
 def test_lights_range() -> None:
     out, report = clip(act([0] * Z, 0, 150), ctx(), LIMITS)
     assert out[Z + 1] == 100 and only_firing(report, "lights.range", "lights") == (150, 100)
@@ -334,6 +354,7 @@ def limits_st(draw: st.DrawFn) -> SafetyLimits:
         zones=zones,
         pump_min_pct=pmin,
         pump_max_pct=draw(st.floats(max(pmin, 1.0), 100.0)),
+        pump_single_valve_max_pct=draw(st.floats(max(pmin, 1.0), 100.0)),
         max_open_valves=draw(st.integers(0, zones + 1) | st.integers(0, 2)),
         zone_daily_water_cap_l=draw(st.one_of(st.floats(0.0, 500.0), per_zone)),
         saturation_vwc=draw(st.floats(0.2, 0.6)),
@@ -422,12 +443,14 @@ def assert_satisfies_every_rule(out: np.ndarray, c: ClipContext, lim: SafetyLimi
         else:
             assert ages[zone] >= lim.min_valve_off_s, zone
 
+    single = is_open.sum() == 1
+    assert not single or pump <= lim.pump_single_valve_max_pct
     base = min(max(float(prev[z]), 0.0), lim.pump_max_pct)
     step = lim.pump_ramp_pct_per_s * float(c.dt_s)
     if pump > base:
         assert pump <= max(base, lim.pump_min_pct) + step + tol
-    elif pump > 0.0:
-        assert pump >= base - step - tol
+    elif pump > 0.0:  # the single-valve cap is a hard limit: it may cut faster than the ramp
+        assert pump >= min(base - step, lim.pump_single_valve_max_pct if single else math.inf) - tol
 
     assert 0.0 <= lights <= 100.0
     if math.isfinite(c.natural_par_umol) and c.natural_par_umol >= lim.strong_sun_par_umol:

@@ -107,7 +107,7 @@ def _decision(r: Decision) -> DecisionPublic:
         confidence=r.confidence, valves=[int(v) for v in clipped.get("valves", [])],
         pump_pct=float(clipped.get("pump_pct", 0.0)), light_pct=float(clipped.get("light_pct", 0.0)),
         clips=[SafetyClip(rule=str(f["rule"]), actuator=str(f["actuator"]), before=float(f["before"]),
-                          after=float(f["after"])) for f in (r.rules_fired or [])],
+                          after=float(f["after"]), why=str(f.get("why", ""))) for f in (r.rules_fired or [])],
         top_factors=top, alarms=[str(a) for a in explanation.get("alarms", [])], ack_status=r.ack_status)
 
 

@@ -16,6 +16,8 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   function onOff(v) { return v === null || v === undefined ? "–" : v ? "open" : "closed"; }
   function clipFor(actuator) { return clips.filter((c) => c.actuator === actuator); }
+  // A clip in words: the rule's own reason when the decision kept it, else its id.
+  function clipWords(c) { return c.why ? `${c.why} (${c.rule})` : c.rule; }
 
   function zoneTile(z) {
     const tile = GT.el("article", "tile");
@@ -50,7 +52,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const wanted = state && state.manual_action ? state.manual_action[z.index] >= 0.5 : null;
     const zclips = clipFor(`valve[${z.index}]`);
     if (wanted !== null && wanted && z.valve_commanded === 0 && zclips.length) {
-      tile.append(GT.el("div", "clip", `clipped by safety: ${zclips.map((c) => c.rule).join(", ")}`));
+      tile.append(GT.el("div", "clip", `clipped by safety: ${zclips.map(clipWords).join("; ")}`));
     }
     if (z.valve_failed) { tile.append(GT.el("div", "failed-latch", "VALVE FAILED (latched)")); }
     tile.append(GT.el("div", "water muted", `water today ${z.water_today_l.toFixed(1)} / ${z.water_cap_l.toFixed(0)} L`), probes);
@@ -75,7 +77,7 @@ document.addEventListener("DOMContentLoaded", () => {
     document.body.classList.toggle("estop-active", s.estop_latched);
     $("zones").replaceChildren(...s.zones.map(zoneTile));
     const a = s.actuators, c = s.climate;
-    const pumpClip = clipFor("pump").map((x) => x.rule).join(", ");
+    const pumpClip = clipFor("pump").map(clipWords).join("; ");
     kv($("actuators"), [
       ["Pump commanded", GT.num(a.pump_commanded_pct, 0, "%") + (pumpClip ? ` (clipped: ${pumpClip})` : "")],
       ["Pump confirmed", GT.num(a.pump_confirmed_pct, 0, "%")],
@@ -158,7 +160,7 @@ document.addEventListener("DOMContentLoaded", () => {
       const why = GT.el("td", "why");
       if (d.top_factors.length) { const ul = GT.el("ol"); d.top_factors.forEach((f) => ul.append(GT.el("li", "", `${f.sentence} (${f.share_pct.toFixed(0)} %)`))); why.append(ul); }
       else { why.textContent = d.actor === "watchdog" ? "stale telemetry: safe state" : "–"; }
-      const cl = GT.el("td", d.clips.length ? "clip-cell" : "", d.clips.length ? d.clips.map((c) => `${c.rule} on ${c.actuator}: ${c.before} → ${c.after}`).join("; ") : "–");
+      const cl = GT.el("td", d.clips.length ? "clip-cell" : "", d.clips.length ? d.clips.map((c) => `${c.actuator} ${c.before} → ${c.after}: ${clipWords(c)}`).join("; ") : "–");
       tr.append(t, GT.el("td", "mono", d.actor), GT.el("td", "mono", cmd), GT.el("td", "", (100 * d.confidence).toFixed(0) + " %"), why, cl, GT.el("td", "", d.ack_status || "–"));
       body.append(tr);
     }
