@@ -79,15 +79,16 @@ def record_key_in_use(store: AuditStore, now: datetime | None = None) -> str | N
     kind = "key_in_use" if last is None else "key_rotation"
     payload = {"from_key_id": None if last is None else last.key_id, "to_key_id": current,
                "key_ids": list(store.keyring.key_ids)}
-    store.append(ACCESS_CHAIN, kind, "system", payload, now)
+    store.append(ACCESS_CHAIN, kind, "system", payload, now, retry_races=False)  # record_at_start reads again
     log.info("audit %s: current key %s (was %s)", kind, current, payload["from_key_id"])
     return kind
 
 
 def record_at_start(record: Callable[..., str | None], store: AuditStore, *args: Any) -> str | None:
     """Run a start-up ``record_*`` once more if another replica starting at the same moment appended
-    to the access chain first: the store resumes from the stored head, and the second try reads the
-    other replica's record (usually leaving nothing to record)."""
+    to the access chain first: those records depend on the chain's last one, so they do not let the
+    store seal them again after the other's (``retry_races=False``); the second try reads the other
+    replica's record (usually leaving nothing to record)."""
     try:
         return record(store, *args)
     except IntegrityError:
@@ -112,7 +113,7 @@ def record_policy_in_force(store: AuditStore, versions: list[str], now: datetime
     kind = "policy_in_use" if last is None else "policy_change"
     store.append(ACCESS_CHAIN, kind, actor,
                  {"from_versions": None if last is None else last.payload.get("to_versions"), "to_versions": current},
-                 now)
+                 now, retry_races=False)  # record_at_start reads again
     log.info("audit %s: policy %s", kind, ", ".join(current))
     return kind
 

@@ -19,20 +19,26 @@ the database:
 * nothing updates or deletes, except :meth:`AuditStore.purge`, which signs an anchor, deletes
   the records it covers under the trigger's licence (see migration 0002) and records itself.
 
-Writers in several processes are safe but not coordinated: the loser of a race for a seq gets
-an ``IntegrityError`` (primary key), and its next append resumes after the winner's record.
+Writers in several processes (the service, its replicas, ``greentwin user add``) are safe but not
+coordinated: each caches the heads it wrote, so an append after another process's hits the primary key
+on the seq the other took. The store then resumes that chain from the stored head and seals the batch
+again (``race_retries`` times); an ``IntegrityError`` with no newer stored head (a refusal, not a race)
+is raised at once. :meth:`AuditStore.append_in` seals inside the caller's transaction, so a row change
+and its record commit together or not at all.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select, text, union
+from sqlalchemy.exc import IntegrityError
 
 from audit.bulk import bulk_writer
 from audit.chain import (
@@ -57,6 +63,8 @@ from audit.tables import AuditCheckpoint, AuditPurgeToken, AuditRecord
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+log = logging.getLogger(__name__)
+
 MIN_RETENTION_DAYS = 180
 """Records younger than this are never purged, whatever the caller asks for."""
 PURGE_KIND = "purge"
@@ -64,6 +72,7 @@ PURGE_KIND = "purge"
 PURGE_SETTING = "greentwin.audit_purge"
 """PostgreSQL setting the delete trigger reads; set transaction-locally by the purge only."""
 _STREAM_BATCH = 1000
+_T = TypeVar("_T")
 
 _RECORD_COLUMNS = (
     AuditRecord.greenhouse_id,
@@ -177,6 +186,9 @@ class AuditStore:
 
     # -- writing ----------------------------------------------------------------------
 
+    race_retries = 8
+    """Times one append is sealed again after another writer took its seq (then the race is raised)."""
+
     def append(
         self,
         greenhouse_id: str,
@@ -184,37 +196,40 @@ class AuditStore:
         actor: str,
         payload: Mapping[str, Any],
         ts: str | datetime | None = None,
+        *,
+        retry_races: bool = True,
     ) -> SealedRecord:
         """Seal and store one entry (its own transaction); ``ts`` defaults to now."""
-        [record] = self.append_many(greenhouse_id, [AuditEvent(kind, actor, payload, ts)])
+        [record] = self.append_many(greenhouse_id, [AuditEvent(kind, actor, payload, ts)], retry_races=retry_races)
         return record
 
-    def append_many(self, greenhouse_id: str, events: Iterable[AuditEvent]) -> list[SealedRecord]:
+    def append_many(
+        self, greenhouse_id: str, events: Iterable[AuditEvent], *, retry_races: bool = True
+    ) -> list[SealedRecord]:
         """Seal and store a batch in one transaction: all stored, or none and the chain unmoved.
 
         Returns after the commit, so every returned record is durable. All database work runs
         in the calling thread; with ``seal_ahead`` a worker seals the next chunk meanwhile and is
-        joined before this returns.
+        joined before this returns. A seq taken by another writer meanwhile is sealed again after
+        its record; ``retry_races=False`` raises that ``IntegrityError`` instead, for a caller whose
+        record depends on what the chain held (it reads again and decides again).
         """
         events = list(events)
         if not events:
             return []
+
+        def write(conn: Connection) -> list[SealedRecord]:
+            records: list[SealedRecord] = []
+            chunk = self._seal_ahead or len(events)
+            with SealAhead(self._chain(conn, greenhouse_id), events, chunk, self._bulk.prepare) as sealed:
+                for chunk_records, prepared in sealed:
+                    self._bulk.write(conn, prepared)
+                    self._checkpoint_records(conn, chunk_records)
+                    records += chunk_records
+            return records
+
         with self._lock(greenhouse_id):
-            try:
-                with self._engine.begin() as conn:
-                    records: list[SealedRecord] = []
-                    chunk = self._seal_ahead or len(events)
-                    chain = self._chain(conn, greenhouse_id)
-                    with SealAhead(chain, events, chunk, self._bulk.prepare) as sealed:
-                        for chunk_records, prepared in sealed:
-                            self._bulk.write(conn, prepared)
-                            self._checkpoint_records(conn, chunk_records)
-                            records += chunk_records
-            except BaseException:
-                # The chain's head already moved past records that may not be stored.
-                self._chains.pop(greenhouse_id, None)
-                raise
-        return records
+            return self._write_racing([greenhouse_id], write, retries=self.race_retries if retry_races else 0)
 
     def append_batches(self, batches: Mapping[str, Iterable[AuditEvent]]) -> dict[str, list[SealedRecord]]:
         """Seal and store several greenhouses' batches in one transaction: all stored, or none.
@@ -227,21 +242,82 @@ class AuditStore:
         todo = {gh: events for gh, events in todo.items() if events}
         if not todo:
             return {}
-        out: dict[str, list[SealedRecord]] = {}
+
+        def write(conn: Connection) -> dict[str, list[SealedRecord]]:
+            out = {gh: self._chain(conn, gh).append_many(events) for gh, events in todo.items()}
+            self._insert(conn, [r for recs in out.values() for r in recs])
+            return out
+
         with contextlib.ExitStack() as held:
             for gh in todo:
                 held.enter_context(self._lock(gh))
+            return self._write_racing(list(todo), write, retries=self.race_retries)
+
+    def append_in(self, conn: Connection, greenhouse_id: str, events: Iterable[AuditEvent]) -> list[SealedRecord]:
+        """Seal and insert a batch inside the caller's open transaction: it commits with the caller's
+        own changes, or neither does (the caller commits or rolls back).
+
+        For changes that must not exist unsealed (who may do what). The head is read from the
+        database in that transaction, never from this process's cache, and a seq another writer
+        takes first, even one whose transaction commits while this insert waits on it, is sealed
+        again after its record under a savepoint, leaving the caller's changes in place. On SQLite
+        the caller should have written its change first, so that the savepoint nests in its
+        transaction. No lock of this store is held after the insert, so the caller may take its time
+        to commit without blocking this process's other writers on a lock they cannot see.
+        """
+        events = list(events)
+        if not events:
+            return []
+        self._chains.pop(greenhouse_id, None)  # the stored head moves past any cached one at the commit
+        for attempt in range(self.race_retries + 1):
+            chain = AuditChain.resume(greenhouse_id, self._keyring, self._stored_head(conn, greenhouse_id))
+            records = chain.append_many(events)
+            try:
+                with conn.begin_nested():
+                    self._insert(conn, records)
+            except IntegrityError:
+                if attempt == self.race_retries or not self._moved(conn, {greenhouse_id: records[0].seq - 1}):
+                    raise
+                log.info("another writer took seq %d of %s; sealing again after it", records[0].seq, greenhouse_id)
+                continue
+            return records
+        raise AssertionError("unreachable")
+
+    def _write_racing(self, chain_ids: Sequence[str], write: Callable[[Connection], _T], *, retries: int) -> _T:
+        """Run ``write`` in a transaction of its own (the caller holds the chains' locks). When it fails,
+        the cached heads are dropped (they may have moved past records that were not stored); when it
+        failed on a seq another writer took, it runs again on the stored heads, up to ``retries`` times."""
+        for attempt in range(retries + 1):
+            sealed_on: dict[str, int] = {}
             try:
                 with self._engine.begin() as conn:
-                    for gh, events in todo.items():
-                        out[gh] = self._chain(conn, gh).append_many(events)
-                    records = [r for recs in out.values() for r in recs]
-                    self._insert(conn, records)
+                    for gh in chain_ids:
+                        sealed_on[gh] = self._chain(conn, gh).head_seq
+                    return write(conn)
+            except IntegrityError:
+                for gh in chain_ids:
+                    self._chains.pop(gh, None)
+                if attempt == retries or not self._moved_since(sealed_on):
+                    raise
+                log.info("another writer appended to %s meanwhile; sealing again after its records",
+                         ", ".join(chain_ids))
             except BaseException:
-                for gh in todo:  # heads moved past records that were not stored
+                for gh in chain_ids:
                     self._chains.pop(gh, None)
                 raise
-        return out
+        raise AssertionError("unreachable")
+
+    def _moved_since(self, sealed_on: Mapping[str, int]) -> bool:
+        with self._engine.connect() as conn:
+            return self._moved(conn, sealed_on)
+
+    def _moved(self, conn: Connection, sealed_on: Mapping[str, int]) -> bool:
+        """Whether a stored head is past the seq a batch was sealed on: another writer won the race."""
+        for gh, seq in sealed_on.items():
+            head = self._stored_head(conn, gh)
+            if head is not None and head.seq > seq:
+                return True
+        return False
 
     def tail_records(self, greenhouse_id: str, count: int) -> list[SealedRecord]:
         """The newest ``count`` stored records of one chain, oldest first."""
@@ -301,12 +377,14 @@ class AuditStore:
         """The cached writer, or one resumed from the newest stored record (or anchor)."""
         chain = self._chains.get(greenhouse_id)
         if chain is None:
-            last: SealedRecord | Anchor | None = self._last_record(conn, greenhouse_id)
-            if last is None:
-                last = self._latest_anchor(conn, greenhouse_id)
-            chain = AuditChain.resume(greenhouse_id, self._keyring, last)
+            chain = AuditChain.resume(greenhouse_id, self._keyring, self._stored_head(conn, greenhouse_id))
             self._chains[greenhouse_id] = chain
         return chain
+
+    def _stored_head(self, conn: Connection, greenhouse_id: str) -> SealedRecord | Anchor | None:
+        """The newest stored record, else the anchor over a fully purged chain, else None (genesis)."""
+        last = self._last_record(conn, greenhouse_id)
+        return last if last is not None else self._latest_anchor(conn, greenhouse_id)
 
     def _insert(self, conn: Connection, records: list[SealedRecord]) -> None:
         self._bulk.insert(conn, records)

@@ -321,13 +321,31 @@ def test_failed_insert_does_not_fork_the_chain(
     with _failing_insert(engine, 6), pytest.raises(DBAPIError, match="disk full"):
         store.append_many("gh-a", _events(3, start=5))
     assert store.append("gh-a", "decision", "loop", {"after": "failure"}).seq == 6
-    # A racing writer in another process takes seq 7: our stale chain hits the key, then resumes.
+    # A racing writer in another process takes seq 7: our stale chain hits the key and lands after it.
     AuditStore(engine, *keys).append("gh-a", "login", "op", {})
-    with pytest.raises(IntegrityError):
-        store.append("gh-a", "decision", "loop", {})
     assert store.append("gh-a", "decision", "loop", {}).seq == 8
     [result] = store.verify("gh-a")
     assert result.ok and result.records_checked == 8
+
+
+def test_an_append_after_another_process_lands_after_its_record(engine: Engine, keys: tuple[Keyring, Signer]) -> None:
+    """Two stores over one database stand for two processes (the service and `greentwin user add`): each
+    caches the head of the chains it wrote; an append after the other's is retried against the stored head
+    instead of failing on the seq the other took."""
+    service, cli = AuditStore(engine, *keys), AuditStore(engine, *keys)
+    service.append("_access", "login", "adam", {"roles": ["admin"]})
+    cli.append("_access", "user_added", "cli:root", {"username": "olga"})
+    assert service.append("_access", "login", "adam", {"roles": ["admin"]}).seq == 3
+    cli.append_many("_access", [AuditEvent("user_roles", "cli:root", {"username": "olga"})])
+    service.append_many("gh-a", _events(2))
+    out = service.append_batches({"_access": [AuditEvent("alarm_ack", "operator:olga", {})], "gh-a": _events(1, 2)})
+    assert out["_access"][0].seq == 5 and out["gh-a"][0].seq == 3
+    # A caller whose record depends on what the chain held (a start-up record) re-reads instead.
+    cli.append("_access", "key_in_use", "system", {})
+    with pytest.raises(IntegrityError):
+        service.append("_access", "key_in_use", "system", {}, retry_races=False)
+    assert service.append("_access", "key_in_use", "system", {}, retry_races=False).seq == 7
+    assert [(r.ok, r.records_checked) for r in service.verify()] == [(True, 7), (True, 3)]
 
 
 def test_chunked_batch_is_one_transaction(engine: Engine, keys: tuple[Keyring, Signer]) -> None:
@@ -410,3 +428,69 @@ def test_batches_of_many_greenhouses_are_one_transaction(store: AuditStore, engi
     tail = store.tail_entries("gh-a", 3)
     assert [(e.seq, e.payload["i"]) for e in tail] == [(53, 52), (54, 53), (55, 54)]
     assert store.tail_entries("gh-z", 3) == [] and store.tail_entries("gh-a", 0) == []
+
+
+def _register(conn: Connection, gh: str) -> None:
+    """A row change of the service's own (a greenhouse registration) in the caller's transaction."""
+    conn.execute(text("INSERT INTO greenhouse (id, name, zones) VALUES (:gh, :gh, 1)"), {"gh": gh})
+
+
+def _registered(engine: Engine) -> list[str]:
+    with engine.connect() as conn:
+        return list(conn.execute(text("SELECT id FROM greenhouse ORDER BY id")).scalars())
+
+
+def test_append_in_commits_with_the_callers_change_or_not_at_all(engine: Engine, keys: tuple[Keyring, Signer]) -> None:
+    store, other = AuditStore(engine, *keys), AuditStore(engine, *keys)
+    store.append("_access", "login", "adam", {})
+    other.append("_access", "user_added", "cli:root", {})  # this store's cached head is stale now
+    with engine.begin() as conn:
+        _register(conn, "gh-x")
+        [record] = store.append_in(conn, "_access", [AuditEvent("greenhouse_register", "admin:adam", {"id": "gh-x"})])
+    assert record.seq == 3
+    # The caller rolls back: its record goes with its change.
+    with pytest.raises(RuntimeError, match="caller"), engine.begin() as conn:
+        _register(conn, "gh-y")
+        store.append_in(conn, "_access", [AuditEvent("greenhouse_register", "admin:adam", {"id": "gh-y"})])
+        raise RuntimeError("the caller changes its mind")
+    # The audit table refuses the record (no race: nothing newer is stored): the error is raised, not retried,
+    # and the caller's change is rolled back with it.
+    with _failing_insert(engine, 4), pytest.raises(DBAPIError, match="disk full"), engine.begin() as conn:
+        _register(conn, "gh-z")
+        store.append_in(conn, "_access", [AuditEvent("greenhouse_register", "admin:adam", {"id": "gh-z"})])
+    assert _registered(engine) == ["gh-x"] and _stored(engine, "_access") == 3
+    assert store.append("_access", "login", "adam", {}).seq == 4 and other.append("_access", "login", "x", {}).seq == 5
+    [result] = store.verify("_access")
+    assert result.ok and result.records_checked == 5
+
+
+@pytest.mark.postgres
+def test_append_in_lands_after_a_record_that_commits_while_it_waits(make_pg_database: Any,
+                                                                     keys: tuple[Keyring, Signer],
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """The other process's record is not committed yet when this one reads the head: its insert waits on
+    that seq, fails when the other commits, and is sealed again after it, the caller's change kept."""
+    with make_pg_database("greentwin_audit_race") as url:
+        db_cli.upgrade(url)
+        engine = make_engine(url)
+        try:
+            service, cli = AuditStore(engine, *keys), AuditStore(engine, *keys)
+            service.append("_access", "login", "adam", {})
+            with engine.connect() as cli_conn:
+                cli_tx = cli_conn.begin()
+                cli.append_in(cli_conn, "_access", [AuditEvent("user_added", "cli:root", {"username": "olga"})])
+                commit_later = threading.Timer(0.5, cli_tx.commit)
+                commit_later.start()
+                with caplog.at_level("INFO", logger="audit.store"), engine.begin() as conn:
+                    _register(conn, "gh-x")
+                    [record] = service.append_in(conn, "_access", [AuditEvent("greenhouse_register", "admin:adam",
+                                                                              {"id": "gh-x"})])
+                commit_later.join()
+            assert "another writer took seq 2 of _access" in caplog.text
+            assert record.seq == 3 and _registered(engine) == ["gh-x"]
+            assert [e.kind for e in service.tail_entries("_access", 5)] == ["login", "user_added",
+                                                                            "greenhouse_register"]
+            [result] = service.verify("_access")
+            assert result.ok and result.records_checked == 3
+        finally:
+            engine.dispose()
