@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from app.control import ExpertProposer, GreenhouseController, ZoneSetup
+from app.control import ControlDecision, ExpertProposer, GreenhouseController, ZoneSetup
 from app.mqtt.topics import Telemetry
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits
@@ -133,12 +133,17 @@ def test_an_estop_reset_goes_to_auto_only_when_the_operator_chooses_it():
     assert (event.from_mode, event.to_mode) == ("estop", "auto") and ctl.wants_policy
 
 
-def test_manual_mode_caps_the_pump_on_a_single_valve_and_says_why():
+def _manual_decision(action: list[float]) -> tuple[GreenhouseController, ControlDecision]:
+    """A fresh controller's first decision in manual mode holding ``action``."""
     ctl = _controller()
     twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
     twin.reset()
-    ctl.set_mode("manual", "op7", "flush zone 0", T0, manual_action=np.array([1, 0, 0, 0, 0, 0, 100.0, 0.0]))
-    d = ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8)))
+    ctl.set_mode("manual", "op7", "by hand", T0, manual_action=np.array(action, dtype=np.float64))
+    return ctl, ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8)))
+
+
+def test_manual_mode_caps_the_pump_on_a_single_valve_and_says_why():
+    ctl, d = _manual_decision([1, 0, 0, 0, 0, 0, 100.0, 0.0])
     assert d.actor == "operator:op7" and d.command.valves == [1, 0, 0, 0, 0, 0]
     assert d.command.pump_pct == ctl.limits.pump_single_valve_max_pct < 100.0
     [cap] = [f for f in d.rules_fired if f["rule"] == "pump.single_valve_cap"]
@@ -146,11 +151,7 @@ def test_manual_mode_caps_the_pump_on_a_single_valve_and_says_why():
 
 
 def test_manual_mode_still_goes_through_interlocks():
-    ctl = _controller()
-    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
-    twin.reset()
-    ctl.set_mode("manual", "op7", "testing pump", T0, manual_action=np.array([0, 0, 0, 0, 0, 0, 90.0, 0.0]))
-    d = ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8)))
+    _, d = _manual_decision([0, 0, 0, 0, 0, 0, 90.0, 0.0])
     assert d.actor == "operator:op7" and d.command.pump_pct == 0.0  # no open valve: pump interlocked off
     # An override is a demonstration: its record keeps the observation the operator acted on.
     assert d.is_override and d.record()["estimate"]["observation"] == d.observation
