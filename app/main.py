@@ -16,11 +16,22 @@ from app.anchoring import HeadAnchoring
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.dashboard import Dashboard
 from app.api.edge_status import EdgeStatusWatcher
-from app.api.routes import alarms, audit_status, auth, greenhouses, health, live, policy, reports, users
+from app.api.routes import (
+    alarms,
+    audit_status,
+    auth,
+    greenhouses,
+    health,
+    live,
+    lockouts,
+    policy,
+    reports,
+    users,
+)
 from app.audit_keys import load_retired_keys
 from app.audit_sink import AuditSink, record_at_start, record_key_in_use, service_audit_keys
-from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.service import AuthService, service_secret_key
+from app.auth.throttle import LoginThrottle
 from app.auth.tokens import TokenSigner
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory, require_current_schema
@@ -50,9 +61,12 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
         secret = service_secret_key(settings, rt.state_dir)  # refuses outside demo without GREENTWIN_SECRET_KEY
         app.state.auth = AuthService(
             sessions=rt.sessions, signer=TokenSigner(secret, settings.access_token_ttl_s),
-            limiter=SlidingWindowLimiter(settings.login_max_failures, settings.login_window_s),
-            account_limiter=SlidingWindowLimiter(settings.login_max_failures_per_account, settings.login_window_s),
-            metrics=rt.metrics, audit=rt.audit.store if rt.audit is not None else None)
+            throttle=LoginThrottle(per_pair=settings.login_max_failures,
+                                   per_address=settings.login_max_failures_per_address,
+                                   per_account=settings.login_max_failures_per_account,
+                                   window_s=settings.login_window_s),
+            lockout_s=settings.login_lockout_s, metrics=rt.metrics,
+            audit=rt.audit.store if rt.audit is not None else None)
         await rt.start()
         anchoring = None if rt.audit is None else HeadAnchoring.from_settings(settings, rt.audit.store, rt.state_dir)
         anchor_task = None if anchoring is None else asyncio.create_task(anchoring.run())
@@ -91,6 +105,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
     app.include_router(alarms.router)
     app.include_router(audit_status.router)
     app.include_router(users.router)
+    app.include_router(lockouts.router)
     app.include_router(policy.router)
     app.include_router(pages.router)
     app.mount("/static", pages.static_files(), name="static")

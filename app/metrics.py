@@ -47,8 +47,11 @@ class Metrics:
         # No username label: it would grow without bound and tell which accounts exist.
         self.logins = Counter("greentwin_logins_total", "Successful API logins", registry=r)
         self.login_failures = Counter("greentwin_login_failures_total",
-                                      "Refused API logins by reason (bad_credentials, disabled, rate_limited)",
+                                      "Refused API logins by reason (bad_credentials, disabled, rate_limited, locked)",
                                       ["reason"], registry=r)
+        self.login_lock_changes = Counter("greentwin_login_lock_changes_total",
+                                          "Account login locks by change (locked, lifted by an admin, expired)",
+                                          ["change"], registry=r)
         # Audit sealing (the writer process reports them): a growing count or an old seal time
         # means records are not reaching the trail.
         self.audit_unsealed = Gauge("greentwin_audit_unsealed_events", "Audit events queued and not sealed yet",

@@ -177,6 +177,9 @@ class User(Base):
     last_login_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Null while the account may log in.
     disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Set when failed logins from many addresses reach the account's limit (app.auth.lockout):
+    # until then, addresses that failed on it are refused. An admin may lift it earlier.
+    locked_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     role_rows: Mapped[list[UserRole]] = relationship(
         cascade="all, delete-orphan", lazy="selectin", order_by="UserRole.role"

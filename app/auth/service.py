@@ -12,16 +12,17 @@ import logging
 import os
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import NoReturn
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit_sink import ACCESS_CHAIN
+from app.auth.lockout import locked_until
 from app.auth.passwords import dummy_hash, hash_password, needs_rehash, verify_password
-from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.roles import PRIVILEGED_ROLES
+from app.auth.throttle import LoginThrottle
 from app.auth.tokens import TokenError, TokenSigner
 from app.auth.users import bump_token_epoch, get_user, normalize_username
 from app.core.config import Settings
@@ -58,10 +59,18 @@ class AccountDisabled(LoginRefused):
 
 class RateLimited(LoginRefused):
     reason = "rate_limited"
+    message = "too many failed logins: try again in {s} s"
 
     def __init__(self, retry_after_s: float) -> None:
         self.retry_after_s = retry_after_s
-        super().__init__(f"too many failed logins: try again in {int(retry_after_s) + 1} s")
+        super().__init__(self.message.format(s=int(retry_after_s) + 1))
+
+
+class AccountLocked(RateLimited):
+    """The account is locked and this address has failed on it (other addresses may still try)."""
+
+    reason = "locked"
+    message = "too many failed logins on this account: try again from here in {s} s, or ask an admin to lift the lock"
 
 
 class AuditUnavailable(LoginRefused):
@@ -114,37 +123,36 @@ def service_secret_key(settings: Settings, state_dir: Path) -> str:
 class AuthService:
     """Everything the auth routes need; one per app, shared by request threads."""
 
-    def __init__(self, *, sessions: sessionmaker[Session], signer: TokenSigner, limiter: SlidingWindowLimiter,
-                 metrics: Metrics, audit: AuditStore | None, account_limiter: SlidingWindowLimiter | None = None) -> None:
+    def __init__(self, *, sessions: sessionmaker[Session], signer: TokenSigner, throttle: LoginThrottle,
+                 metrics: Metrics, audit: AuditStore | None, lockout_s: float = 900.0) -> None:
         self.sessions = sessions
         self.signer = signer
-        self.limiter = limiter
-        self.account_limiter = account_limiter
-        """Failures per account from every address together (``limiter`` counts per account and address)."""
+        self.throttle = throttle
+        self.lockout_s = lockout_s
+        """How long an account stays locked after its last failure at the per-account limit."""
         self.metrics = metrics
         self.audit = audit
 
     def login(self, username: str, password: str, client: str) -> LoginResult:
         """Check the password and issue a token; raises a :class:`LoginRefused` subclass."""
         name = normalize_username(username)
-        key = (name, client)
-        wait = self.limiter.attempt(key)  # counts as a failure until it succeeds
-        if self.account_limiter is not None:
-            wait = max(wait, self.account_limiter.attempt(name))
-        if wait > 0:
-            self._refuse(RateLimited(wait), client, None)
         with self.sessions() as session:
             user = get_user(session, name)
+            now = datetime.now(UTC)
+            locked = user is not None and self._lock_holds(session, user, now)
+            admission = self.throttle.admit(name, client, locked=locked)  # counts until it succeeds
+            if admission.wait_s > 0:
+                exc = AccountLocked(admission.wait_s) if admission.locked_out else RateLimited(admission.wait_s)
+                self._refuse(exc, client, user)
             # Unknown names cost a hash check too, so timing does not tell which accounts exist.
             ok = verify_password(user.password_hash if user is not None else dummy_hash(), password)
             if user is None or not ok:
+                if user is not None and self.throttle.failed(name):
+                    self._lock(session, user, now, newly=not locked)
                 self._refuse(BadCredentials(), client, user)
             if user.disabled_at is not None:
                 self._refuse(AccountDisabled(), client, user)
-            self.limiter.reset(key)
-            if self.account_limiter is not None:
-                self.account_limiter.reset(name)
-            now = datetime.now(UTC)
+            self.throttle.succeeded(name, client)
             roles = user.roles
             if roles & PRIVILEGED_ROLES:
                 self._seal_login(user, roles, client, now)
@@ -176,6 +184,34 @@ class AuthService:
         with self.sessions() as session:
             bump_token_epoch(session=session, user_id=principal.user_id)
         log.info("logout %s", principal.username)
+
+    def lift(self, username: str, actor: str) -> None:
+        """After a lock was lifted in the database: forget the account's failures here too."""
+        self.throttle.lift(normalize_username(username))
+        self.metrics.login_lock_changes.labels("lifted").inc()
+        log.warning("login lock on %s lifted by %s", normalize_username(username), actor)
+
+    def _lock_holds(self, session: Session, user: User, now: datetime) -> bool:
+        """Whether the account is locked now; a lock found run out is cleared and logged as such."""
+        if locked_until(user, now) is not None:
+            return True
+        if user.locked_until is not None:
+            user.locked_until = None
+            session.commit()
+            self.metrics.login_lock_changes.labels("expired").inc()
+            log.warning("login lock on %s ran out", user.username)
+        return False
+
+    def _lock(self, session: Session, user: User, now: datetime, *, newly: bool) -> None:
+        """Lock the account (or hold its lock on) for ``lockout_s`` from this failure."""
+        user.locked_until = now + timedelta(seconds=self.lockout_s)
+        session.commit()
+        if newly:
+            self.metrics.login_lock_changes.labels("locked").inc()
+            log.warning("login lock on %s until %s: %d failed logins from %d addresses within %g s",
+                        user.username, user.locked_until.isoformat(timespec="seconds"),
+                        self.throttle.accounts.count(user.username), self.throttle.addresses_failing(user.username),
+                        self.throttle.accounts.window_s)
 
     def _refuse(self, exc: LoginRefused, client: str, user: User | None) -> NoReturn:
         self.metrics.login_failures.labels(exc.reason).inc()

@@ -1,4 +1,4 @@
-"""Handlers behind ``greentwin user add|list|disable|roles``: API accounts and their roles.
+"""Handlers behind ``greentwin user add|list|disable|roles|unlock``: API accounts and their roles.
 
 A password comes from standard input with ``--password-stdin`` (one line, so it never shows in
 the process list or the shell history); without it one is generated and printed once. Adding,
@@ -48,6 +48,10 @@ def add_user_arguments(parser: argparse.ArgumentParser) -> None:
     rol.add_argument("--url", default=None)
     rol.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
                      "default: GREENTWIN_STATE_DIR or ./state)")
+    from app.cli.user_unlock import add_unlock_arguments
+
+    add_unlock_arguments(sub.add_parser("unlock", help="lift an account's login lock (failed logins from many "
+                                        "addresses) before it runs out"))
 
 
 def _session(url: str | None) -> AbstractContextManager[Session]:
@@ -106,6 +110,10 @@ def main(args: argparse.Namespace) -> int:
     from app.core.db import SchemaOutOfDate
     from audit.errors import AuditKeyError
 
+    if args.user_command == "unlock":
+        from app.cli.user_unlock import run_unlock
+
+        return run_unlock(args)
     trail: AccessTrail | None = None
     try:
         if args.user_command in ("add", "disable", "roles"):

@@ -118,7 +118,11 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(default=256 * 1024, ge=1024)
     """Largest API request body accepted (413 beyond)."""
     login_max_failures_per_account: int = Field(default=20, ge=1)
-    """Failed logins per account from all addresses together within `login_window_s` (each address alone is held to `login_max_failures`)."""
+    """Failed logins per account from all addresses together within `login_window_s` that lock it for `login_lockout_s`: while locked, an address that failed on it is refused and any other gets one try, so its owner still logs in from a clean address; an admin lifts a lock on the Users page, `POST /api/users/{name}/unlock` or `greentwin user unlock NAME`."""
+    login_max_failures_per_address: int = Field(default=20, ge=1)
+    """Failed logins from one client address within `login_window_s`, over every account and unknown name together; beyond it the address is refused (429) until the window slides open."""
+    login_lockout_s: float = Field(default=900.0, gt=0, le=86400.0)
+    """How long an account stays locked after the last failed login at `login_max_failures_per_account`."""
 
     def mqtt_tls(self) -> TlsFiles | None:
         """The TLS files to connect with, or None when none is set."""

@@ -6,6 +6,7 @@ import io
 import os
 import shutil
 import stat
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session
 from app.auth import passwords
 from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.service import AuthConfigError, service_secret_key
+from app.auth.throttle import LoginThrottle
 from app.auth.tokens import TokenError, TokenExpired, TokenSigner
 from app.auth.users import UnknownUser, UserExists, create_user, disable_user, list_users, validate_username
 from app.cli import db as db_cli
@@ -125,6 +127,46 @@ def test_sliding_window_blocks_after_max_failures_and_slides_open() -> None:
     assert limiter.attempt(key) == 0.0
 
 
+def test_a_tighter_limit_forgiving_and_recording() -> None:
+    clock = FakeClock()
+    limiter = SlidingWindowLimiter(3, 100.0, clock=clock)
+    assert limiter.attempt("a") == 0.0
+    clock.t += 10
+    assert limiter.attempt("a", limit=1) == pytest.approx(90.0), "held until its one failure slides out"
+    assert limiter.attempt("a") == 0.0 and limiter.count("a") == 2
+    limiter.forgive("a")  # the newest attempt succeeded: the older failure stays
+    assert limiter.count("a") == 1
+    assert [limiter.record("b") for _ in range(5)] == [1, 2, 3, 3, 3], "recording never refuses, the window caps"
+
+
+def test_login_throttle_locks_out_failed_addresses_only() -> None:
+    clock = FakeClock()
+    throttle = LoginThrottle(per_pair=3, per_address=5, per_account=4, window_s=100.0, clock=clock)
+    for address in ("10.0.0.1", "10.0.0.2"):
+        for _ in range(2):
+            assert throttle.admit("olga", address, locked=False).wait_s == 0.0
+            reached = throttle.failed("olga")
+    assert reached and throttle.addresses_failing("olga") == 2
+    refused = throttle.admit("olga", "10.0.0.1", locked=True)
+    assert refused.wait_s > 0 and refused.locked_out
+    assert throttle.admit("olga", "10.0.0.3", locked=True).wait_s == 0.0, "a clean address gets its try"
+    throttle.succeeded("olga", "10.0.0.3")
+    assert throttle.admit("olga", "10.0.0.3", locked=True).wait_s == 0.0, "and after a success, again"
+    throttle.lift("olga")
+    assert throttle.addresses_failing("olga") == 0 and not throttle.failed("olga")
+    assert throttle.admit("olga", "10.0.0.1", locked=False).wait_s == 0.0
+
+
+def test_login_throttle_counts_one_address_over_every_name() -> None:
+    throttle = LoginThrottle(per_pair=3, per_address=4, per_account=50, window_s=100.0, clock=FakeClock())
+    for i in range(4):
+        assert throttle.admit(f"name{i}", "10.0.0.9", locked=False).wait_s == 0.0
+    assert throttle.admit("olga", "10.0.0.9", locked=False).wait_s > 0
+    assert throttle.admit("olga", "10.0.0.8", locked=False).wait_s == 0.0
+    throttle.succeeded("olga", "10.0.0.8")  # a success takes back its own attempt only
+    assert throttle.addresses.count("10.0.0.8") == 0 and throttle.addresses.count("10.0.0.9") == 4
+
+
 def test_sliding_window_memory_is_bounded() -> None:
     clock = FakeClock()
     limiter = SlidingWindowLimiter(2, 100.0, clock=clock, max_keys=3)
@@ -226,6 +268,31 @@ def test_user_cli_add_list_disable(db_url: str, session: Session, capsys: pytest
     assert [(e.kind, e.payload["username"]) for e in entries] == [
         ("user_added", "olga"), ("user_added", "anna"), ("user_disabled", "olga")]
     assert entries[0].payload["roles"] == ["agronomist", "operator"] and entries[0].actor.startswith("cli:")
+    assert all(r.ok for r in store.verify(ACCESS_CHAIN))
+
+
+def test_user_cli_unlock_lifts_a_lock_sealed(db_url: str, session: Session, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "demo")
+    state = str(tmp_path / "state")
+    user = create_user(session=session, username="olga", password=PW, roles=["operator"])
+    until = datetime.now(UTC) + timedelta(minutes=10)
+    user.locked_until = until  # as the login path locks it
+    session.commit()
+    assert cli_main(["user", "unlock", "olga", "--url", db_url, "--state-dir", state]) == 0
+    assert "lifted the login lock on olga" in capsys.readouterr().out
+    session.expire_all()
+    assert session.scalars(select(User).where(User.username == "olga")).one().locked_until is None
+    assert cli_main(["user", "unlock", "olga", "--url", db_url, "--state-dir", state]) == 2
+    assert "is not locked" in capsys.readouterr().err
+    assert cli_main(["user", "unlock", "nobody", "--url", db_url, "--state-dir", state]) == 2
+    from app.audit_sink import ACCESS_CHAIN, service_audit_keys
+    from audit.store import AuditStore
+
+    store = AuditStore(make_engine(db_url), *service_audit_keys(Settings(environment="demo"), Path(state)))
+    [entry] = store.tail_entries(ACCESS_CHAIN, 10)
+    assert (entry.kind, entry.payload["username"]) == ("user_unlocked", "olga") and entry.actor.startswith("cli:")
+    assert datetime.fromisoformat(entry.payload["locked_until"]) == until
     assert all(r.ok for r in store.verify(ACCESS_CHAIN))
 
 

@@ -52,6 +52,7 @@ WRITE_POLICY: dict[tuple[str, str], frozenset[str] | None] = {
     ("POST", "/api/users/{username}/disable"): frozenset({"admin"}),
     ("POST", "/api/users/{username}/password"): frozenset({"admin"}),
     ("POST", "/api/users/{username}/roles"): frozenset({"admin"}),
+    ("POST", "/api/users/{username}/unlock"): frozenset({"admin"}),
 }
 BODIES = {"/api/greenhouses": {"id": "ghnew", "zones": 2}, "/api/users": {"username": "x", "roles": ["x"]}, "/api/greenhouses/{gh}/mode": {"mode": "auto", "reason": "test"},
           "/api/greenhouses/{gh}/estop": {"reason": "role test"}, "/api/greenhouses/{gh}/estop/reset": {"reason": "test"},

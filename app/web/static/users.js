@@ -7,7 +7,8 @@ document.addEventListener("DOMContentLoaded", () => {
   const told = (r) => say(`Password for ${r.username} (shown once, pass it on securely): ${r.password}`);
   async function act(fn) { try { await fn(); await load(); } catch (e) { say(e.message, true); } }
   async function load() {
-    const rows = await GT.api("GET", "/api/users");
+    const [rows, locks] = await Promise.all([GT.api("GET", "/api/users"), GT.api("GET", "/api/lockouts")]);
+    const lockedUntil = new Map(locks.map((l) => [l.username, l.locked_until]));
     body.replaceChildren();
     for (const u of rows) {
       const tr = GT.el("tr", u.disabled ? "acked" : ""); tr.dataset.user = u.username;
@@ -16,6 +17,14 @@ document.addEventListener("DOMContentLoaded", () => {
       const reset = GT.el("button", "btn btn-small", "Reset password"); reset.type = "button";
       reset.addEventListener("click", () => act(async () => told(await GT.api("POST", `/api/users/${encodeURIComponent(u.username)}/password`))));
       actions.append(reset);
+      const until = lockedUntil.get(u.username);
+      if (until) {
+        const lift = GT.el("button", "btn btn-small", "Unlock"); lift.type = "button";
+        lift.addEventListener("click", () => act(async () => {
+          await GT.api("POST", `/api/users/${encodeURIComponent(u.username)}/unlock`); say(`${u.username} unlocked.`);
+        }));
+        actions.append(" ", lift);
+      }
       if (!u.disabled) {
         const off = GT.el("button", "btn btn-small", "Disable"); off.type = "button";
         off.addEventListener("click", () => act(async () => {
@@ -24,8 +33,9 @@ document.addEventListener("DOMContentLoaded", () => {
         }));
         actions.append(" ", off);
       }
-      tr.append(GT.el("td", "mono", u.username), GT.el("td", "", u.roles.join(", ")),
-        GT.el("td", "", u.disabled ? "disabled" : "active"), last, actions);
+      const status = GT.el("td", "", u.disabled ? "disabled" : "active");
+      if (until) { status.append(" (login locked until "); const t = GT.el("span"); GT.time(t, until); status.append(t, ")"); }
+      tr.append(GT.el("td", "mono", u.username), GT.el("td", "", u.roles.join(", ")), status, last, actions);
       body.append(tr);
     }
   }

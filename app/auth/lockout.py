@@ -1,0 +1,59 @@
+"""Account locks in the database: set by the login path, seen by admins, lifted by an admin.
+
+A lock is ``app_user.locked_until`` (:mod:`app.auth.throttle` says when one is set and what it
+refuses). Lifting one before it runs out changes who may log in, so it is sealed into the audit
+trail's access chain in the same transaction as the change: both happen or neither does.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.audit_sink import ACCESS_CHAIN
+from app.auth.users import UnknownUser, get_user, normalize_username
+from app.models import User
+from audit.sealing import AuditEvent
+from audit.store import AuditStore
+
+
+class NotLocked(LookupError):
+    """``unlock`` of an account that holds no lock."""
+
+
+def aware(ts: datetime) -> datetime:
+    """SQLite hands back naive UTC datetimes; PostgreSQL aware ones."""
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def locked_until(user: User, now: datetime) -> datetime | None:
+    """When the account's lock runs out, or None when it holds none now."""
+    if user.locked_until is None or aware(user.locked_until) <= now:
+        return None
+    return aware(user.locked_until)
+
+
+def locked_accounts(*, session: Session, now: datetime) -> list[User]:
+    """Accounts locked now, by name."""
+    users = session.scalars(select(User).where(User.locked_until.is_not(None)).order_by(User.username))
+    return [u for u in users if locked_until(u, now) is not None]
+
+
+def lift_lock(*, session: Session, store: AuditStore, username: str, actor: str, kind: str) -> tuple[User, datetime]:
+    """Lift the account's lock and seal ``kind`` by ``actor`` with it; returns the account and when
+    the lock would have run out. ``UnknownUser`` or ``NotLocked`` change nothing."""
+    user = get_user(session, username)
+    if user is None:
+        raise UnknownUser(f"no user {normalize_username(username)!r}")
+    now = datetime.now(UTC)
+    until = locked_until(user, now)
+    if until is None:
+        raise NotLocked(f"user {user.username!r} is not locked")
+    user.locked_until = None
+    session.flush()  # the change first, so the seal's savepoint nests in this transaction (SQLite)
+    store.append_in(session.connection(), ACCESS_CHAIN, [AuditEvent(
+        kind, actor, {"username": user.username, "locked_until": until.isoformat()}, now)])
+    session.commit()
+    return user, until
