@@ -5,6 +5,10 @@ deleted whole, or events never sealed, verify as "nothing wrong". So the tables 
 witness: every stored decision and mode change (by seq) and every answered command (by cmd_id)
 must have its sealed record, and a registered greenhouse with records must have a chain. Rows
 older than a purge (retention) are not asked for: their records were purged on purpose.
+
+Each chain is read once: verified as it is walked, and what passed is what the rows are compared
+with. A record that fails ends the walk; the chain's failure names it, and its greenhouse's rows
+are not compared past the last good record (nothing there can be trusted to compare with).
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from app.models import Decision, Greenhouse, ModeChange
-from audit import open_record
-from audit.store import AuditStore
+from audit import AuditEntry, SealedRecord
+from audit.store import AuditStore, GreenhouseVerifyResult
+from audit.verify import verify_chain
 
 DECISION_KINDS = frozenset({"decision"})
 MODE_KINDS = frozenset({"estop", "estop_reset", "mode_change"})
@@ -37,13 +42,19 @@ class Coverage:
     """Rows checked per kind (decision, mode_change, ack)."""
     missing: dict[str, list[str]] = field(default_factory=dict)
     """Ids (seq or cmd_id) per kind without an audit record."""
+    broken_after: int | None = None
+    """The chain fails after this seq: the rows were not compared with it."""
 
     @property
     def ok(self) -> bool:
-        return not any(self.missing.values()) and (self.has_chain or not any(self.rows.values()))
+        return (self.broken_after is None and not any(self.missing.values())
+                and (self.has_chain or not any(self.rows.values())))
 
     def describe(self) -> str:
         """One line: what was checked, and what is missing."""
+        if self.broken_after is not None:
+            return (f"FAIL {self.greenhouse_id}: rows not compared with the trail past seq {self.broken_after}, "
+                    "where its chain fails")
         counts = ", ".join(f"{n} {kind}s" for kind, n in self.rows.items())
         if self.ok:
             return f"ok   {self.greenhouse_id}: every record in the tables is in the trail ({counts})" if \
@@ -57,30 +68,75 @@ class Coverage:
         return f"MISSING {self.greenhouse_id}: " + "; ".join(parts)
 
 
-def check_coverage(engine: Engine, store: AuditStore, greenhouse_id: str | None = None) -> list[Coverage]:
-    """Compare the tables with the trail for one registered greenhouse, or all of them (by id)."""
-    with Session(engine) as session:
-        ids = list(session.scalars(select(Greenhouse.id).order_by(Greenhouse.id)))
-    chains = set(store.greenhouse_ids())
-    return [_one(engine, store, gh, gh in chains) for gh in ids if greenhouse_id in (None, gh)]
+@dataclass(frozen=True)
+class TrailCheck:
+    """Every chain's verification, and each registered greenhouse's tables against its chain."""
+
+    chains: list[GreenhouseVerifyResult]
+    coverage: list[Coverage]
 
 
-def _one(engine: Engine, store: AuditStore, gh: str, has_chain: bool) -> Coverage:
-    sealed: dict[str, set[str]] = {"decision": set(), "mode_change": set(), "ack": set()}
+@dataclass
+class _Sealed:
+    """The ids a chain's records name, per kind (what the tables' rows are looked up in)."""
+
+    ids: dict[str, set[str]] = field(default_factory=lambda: {"decision": set(), "mode_change": set(), "ack": set()})
     first_ts: str | None = None
-    for record in store.iter_records(gh) if has_chain else ():
-        entry = open_record(store.keyring, record)
-        first_ts = first_ts or entry.ts
+
+    def add(self, record: SealedRecord, entry: AuditEntry) -> None:
+        self.first_ts = self.first_ts or entry.ts
         payload = entry.payload
         if entry.kind in DECISION_KINDS:
-            sealed["decision"].add(str(payload.get("seq")))
+            self.ids["decision"].add(str(payload.get("seq")))
         elif entry.kind in MODE_KINDS:
-            sealed["mode_change"].add(str(payload.get("seq")))
+            self.ids["mode_change"].add(str(payload.get("seq")))
         elif entry.kind in ACK_KINDS:
-            sealed["ack"].add(str(payload.get("cmd_id")))
+            self.ids["ack"].add(str(payload.get("cmd_id")))
+
+
+def check_trail(engine: Engine, store: AuditStore, greenhouse_id: str | None = None) -> TrailCheck:
+    """Verify every chain (or one greenhouse's) and compare each registered greenhouse's tables with it."""
+    with Session(engine) as session:
+        registered = [gh for gh in session.scalars(select(Greenhouse.id).order_by(Greenhouse.id))
+                      if greenhouse_id in (None, gh)]
+    # One greenhouse asked for by name is answered even when it has no chain (0 records).
+    chain_ids = store.greenhouse_ids() if greenhouse_id is None else [greenhouse_id]
+    chains, sealed = [], {}
+    for gh in chain_ids:
+        result, sealed[gh] = _walk(store, gh)
+        chains.append(result)
+    ok = {r.greenhouse_id: r for r in chains}
+    coverage = []
+    for gh in registered:
+        result = ok.get(gh)
+        if result is not None and not result.ok:
+            coverage.append(Coverage(gh, True, broken_after=result.head_seq))
+        else:
+            coverage.append(_compare(engine, store, gh, sealed.get(gh)))
+    return TrailCheck(chains, coverage)
+
+
+def check_coverage(engine: Engine, store: AuditStore, greenhouse_id: str | None = None) -> list[Coverage]:
+    """Compare the tables with the trail for one registered greenhouse, or all of them (by id)."""
+    return check_trail(engine, store, greenhouse_id).coverage
+
+
+def _walk(store: AuditStore, gh: str) -> tuple[GreenhouseVerifyResult, _Sealed]:
+    """One verified pass over a chain, collecting what its records name as it goes."""
+    sealed = _Sealed()
+    anchor = store.latest_anchor(gh)
+    r = verify_chain(store.iter_records(gh), store.keyring, checkpoints=store.checkpoints(gh), anchor=anchor,
+                     public_key=store.verify_keys, on_entry=sealed.add)
+    return GreenhouseVerifyResult(r.ok, r.records_checked, r.first_bad_seq, r.reason, r.head_seq, r.head_hash,
+                                  gh), sealed
+
+
+def _compare(engine: Engine, store: AuditStore, gh: str, sealed: _Sealed | None) -> Coverage:
+    has_chain = sealed is not None
+    sealed = sealed or _Sealed()
     anchor = store.latest_anchor(gh) if has_chain else None
     # After a purge, only rows from the oldest remaining record on are asked for.
-    since = None if anchor is None else _as_datetime(first_ts or anchor.ts)
+    since = None if anchor is None else _as_datetime(sealed.first_ts or anchor.ts)
     with Session(engine) as session:
         rows = {
             "decision": _ids(session, select(Decision.seq, Decision.ts).where(Decision.greenhouse_id == gh), since),
@@ -91,7 +147,7 @@ def _one(engine: Engine, store: AuditStore, gh: str, has_chain: bool) -> Coverag
                 Decision.ack_status != "pending"), since),
         }
     return Coverage(gh, has_chain, {k: len(v) for k, v in rows.items()},
-                    {k: [i for i in v if i not in sealed[k]] for k, v in rows.items()})
+                    {k: [i for i in v if i not in sealed.ids[k]] for k, v in rows.items()})
 
 
 def _ids(session: Session, stmt: object, since: datetime | None) -> list[str]:

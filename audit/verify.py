@@ -9,7 +9,7 @@ anchor moves the starting point past purged records.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from audit.canonical import GENESIS_HASH, encode_str
@@ -183,19 +183,28 @@ def verify_chain(
     checkpoints: Iterable[SignedCheckpoint] = (),
     anchor: Anchor | None = None,
     public_key: PublicKeys | None = None,
+    on_entry: Callable[[SealedRecord, AuditEntry], None] | None = None,
 ) -> VerifyResult:
     """Check one greenhouse's records, in seq order, in a single streaming pass.
 
     Without a keyring only links, hashes and signatures are checked (tampering by
     someone who rehashes the chain is then caught only by checkpoints). Tampering is
     reported in the result, never raised; ``ValueError`` means the call itself is
-    wrong (checkpoints or anchor without ``public_key``).
+    wrong (checkpoints or anchor without ``public_key``, ``on_entry`` without a keyring).
+
+    ``on_entry`` is handed each record that passed, with its decrypted entry, as the walk goes:
+    whoever reads the content too needs no second pass, and never sees a record past the first bad one.
     """
-    walker = _Walker(keyring, checkpoints, anchor, public_key, want_entries=False)
+    if on_entry is not None and keyring is None:
+        raise ValueError("on_entry needs a keyring to decrypt")
+    walker = _Walker(keyring, checkpoints, anchor, public_key, want_entries=on_entry is not None)
     try:
         walker.start()
         for record in records:
-            walker.step(record)
+            entry = walker.step(record)
+            if on_entry is not None:
+                assert entry is not None  # a keyring is present, so every record is decrypted
+                on_entry(record, entry)
         walker.finish()
     except _Broken as bad:
         return VerifyResult(False, walker.checked, bad.seq, bad.reason, walker.seq, walker.head)

@@ -76,15 +76,15 @@ def run_verify(args: argparse.Namespace) -> int:
     except (AuditError, SchemaOutOfDate) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from app.audit_coverage import check_coverage
+    from app.audit_coverage import check_trail
 
     gh = getattr(args, "greenhouse", None)
     try:
-        results = store.verify(gh)
-        coverage = check_coverage(engine, store, gh)
+        trail = check_trail(engine, store, gh)
         anchor_lines, anchors_ok = _check_anchors(store, args, gh)
     finally:
         engine.dispose()
+    results, coverage = trail.chains, trail.coverage
     if not results and not coverage and not anchor_lines:
         print("no audit records")
         return EXIT_OK
