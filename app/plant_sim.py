@@ -260,6 +260,7 @@ class PlantSim:
         with self._lock:
             st.estop = True
             st.action = safe_state(st.zones)
+            st.held_seq = None
         self._publish_estop(st, pressed=True, source=source)
 
     def release_estop(self, gh: str, source: str = "panel") -> None:

@@ -55,6 +55,8 @@ class GreenhouseState:
     last_ttl_s: float | None = None
     failsafe: bool = False
     estop: bool = False
+    held_seq: int | None = None
+    """The command whose set-points the box holds (reported as telemetry's ``cmd_seq``); None in its safe state."""
     outcomes: OrderedDict[UUID, Outcome] = field(default_factory=OrderedDict)
     nan_zone: int | None = None
     drift_vwc: float = 0.0
@@ -77,6 +79,7 @@ class GreenhouseState:
                            now - self.last_command_at, self.last_ttl_s)
             self.action = safe_state(self.zones)
             self.failsafe = True
+            self.held_seq = None
 
     def answer(self, cmd: Command, decide: Callable[[], Outcome]) -> Outcome:
         """The ack for ``cmd``: ``decide()`` for a new cmd_id; a redelivered or retried one gets its
@@ -111,6 +114,7 @@ class GreenhouseState:
             self.action = safe_state(self.zones)
         else:
             self.action = np.array([*cmd.valves, cmd.pump_pct, cmd.light_pct], dtype=np.float64)
+        self.held_seq = cmd.seq
         self.applied_count += 1
         return "applied", None
 
@@ -141,6 +145,7 @@ class GreenhouseState:
             pump_pct=float(np.clip(action[z], 0.0, 100.0)),
             light_pct=float(np.clip(action[z + 1], 0.0, 100.0)),
             estop=self.estop,
+            cmd_seq=self.held_seq,
         )
 
 

@@ -188,7 +188,8 @@ class Runtime:
             known_greenhouses=lambda gh: gh in self.controllers, max_age_s=cfg.max_age_s,
             ack_timeout_s=cfg.ack_timeout_s, on_reject=self._on_reject, max_future_s=cfg.max_clock_skew_s,
             rate_limit=RateLimit(cfg.telemetry_rate_per_s, cfg.telemetry_burst), tls=cfg.mqtt_tls(),
-            on_shed=lambda gh: loop.call_soon_threadsafe(self._on_shed, gh, "rate_limit"))
+            on_shed=lambda gh: loop.call_soon_threadsafe(self._on_shed, gh, "rate_limit"),
+            on_connected=self.on_connected)
         self.dispatch.bridge = self.bridge
         self.bridge.start()
         self._tasks.append(asyncio.create_task(self.housekeeping.run()))
@@ -235,6 +236,22 @@ class Runtime:
             self._shed_alarmed[gh] = now
             self.dispatch.alarm(gh, f"telemetry_shed:{reason}")
 
+    def on_connected(self, connects: int) -> None:
+        """After a reconnect, each greenhouse this replica holds re-commands its fresh decision's action
+        (a box that fell back during the outage resumes now) and judges valve feedback afresh."""
+        if connects <= 1:
+            return
+        now = datetime.now(UTC)
+        repeats = []
+        for gh, ctl in self.controllers.items():
+            if gh in self.intake.in_flight or not self.dispatch.may_command(gh):  # its decision is on its way
+                ctl.forget_held_commands()
+                continue
+            if (d := ctl.after_reconnect(now)) is not None:
+                repeats.append(d)
+        log.info("MQTT reconnected (connect #%d): %d greenhouse(s) re-commanded", connects, len(repeats))
+        self.dispatch.emit(repeats)
+
     def on_telemetry(self, gh: str, tel: Telemetry) -> None:
         """Queue for the next micro-batch (messages of one greenhouse are decided in arrival order)."""
         self.last_telemetry[gh] = tel
@@ -252,9 +269,6 @@ class Runtime:
             return
         if ack.status != "applied":
             self.dispatch.alarm(gh, f"command_{ack.status}")
-        ctl = self.controllers.get(gh)
-        if ctl is not None:
-            ctl.note_ack(ack.cmd_id, ack.status)
         self.dispatch.record_ack(gh, ack.cmd_id, ack.status, ack.reason, ack.ts)
 
     def on_estop(self, gh: str, event: EstopEvent) -> None:

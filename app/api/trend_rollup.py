@@ -40,6 +40,8 @@ CELL_S = 300
 ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
 SCALARS = ("flow_l_min", "pump_pct", "light_pct", "air_temp_c", "air_rh_pct", "par_umol_m2_s", "co2_ppm")
 PRICE = len(SCALARS)
+NO_TELEMETRY_ACTORS = ("watchdog", "reconnect")
+"""Decisions made on no telemetry (app.control.finish): nothing for a trend to show."""
 """Index of the recorded price among the channels after the zones, as :func:`read_cells` returns them."""
 ROUND_ROWS = 5000
 PROGRESS_ID = 1
@@ -83,9 +85,10 @@ def width(zones: int) -> int:
 
 
 def trend_filter(gh: str, start: datetime, end: datetime) -> tuple[Any, ...]:
-    """The decisions a trend shows: this greenhouse, [start, end), the watchdog's holds left out."""
+    """The decisions a trend shows: this greenhouse, [start, end), the ones made on no telemetry (the
+    watchdog's holds, the repeats after a reconnect) left out."""
     return (Decision.greenhouse_id == gh, Decision.ts >= start.astimezone(UTC), Decision.ts < end.astimezone(UTC),
-            Decision.actor != "watchdog")
+            Decision.actor.notin_(NO_TELEMETRY_ACTORS))
 
 
 def cell_index(ts: datetime) -> int:

@@ -25,12 +25,13 @@ from app.control.batch import DecisionBatch
 from app.control.crop_twin import CropTwin
 from app.control.estimation import soil_models
 from app.control.explain import explain_decisions
-from app.control.finish import COMMAND_IDS, command, watchdog_decision
+from app.control.finish import COMMAND_IDS, command, repeat_decision, watchdog_decision
 from app.control.observation import ObservationBuilder
 from app.control.outlook import Outlook
 from app.control.proposal import Proposer
 from app.control.records import ControlDecision, Mode, ModeEvent, ZoneSetup
 from app.control.step import Pending
+from app.control.valve_evidence import ValveEvidence
 from app.mqtt.topics import Command, Telemetry
 from policy.tuning import served_expert
 from safety import SafetyLimits, safe_state
@@ -79,11 +80,9 @@ class GreenhouseController:
         self.cmd_seq = 0
         self.prev_action = safe_state(self.z)
         self.valve_failed = np.zeros(self.z)
-        """1.0 for a valve commanded open that stayed closed, until it is seen open (as in the twin)."""
-        self.last_cmd_id: uuid.UUID | None = None
-        self.last_cmd_refused = False
-        """The edge box answered the last command ``rejected`` or ``expired``: its valves were never
-        told to move, so closed feedback says nothing about them."""
+        """1.0 for a valve the edge box held open that stayed closed, until it is seen open (as in the twin)."""
+        self.valve_evidence = ValveEvidence()
+        """The commands sent and what the box was seen holding: when feedback is evidence (:mod:`app.control.valve_evidence`)."""
         self.valve_changed_at: list[datetime | None] = [None] * self.z
         self.water_today_l = np.zeros(self.z)
         self.lights_hours_today = 0.0
@@ -119,17 +118,28 @@ class GreenhouseController:
 
         A last timestamp further ahead of ``now`` than the skew bound vouches for nothing: it came
         from a wrong clock, and must not keep the watchdog quiet until the wall clock catches up."""
-        if self.last_ts is None:
-            return None
-        age = now - self.last_ts
-        if timedelta(seconds=-self.max_future_s) <= age <= timedelta(seconds=self.max_age_s):
+        if self.last_ts is None or self._telemetry_within(now, self.max_age_s):
             return None
         return watchdog_decision(self, now)
 
-    def note_ack(self, cmd_id: uuid.UUID, status: str) -> None:
-        """The edge box's answer to a command; only the latest command's matters here."""
-        if cmd_id == self.last_cmd_id:
-            self.last_cmd_refused = status in ("rejected", "expired")
+    def _telemetry_within(self, now: datetime, seconds: float) -> bool:
+        """The last decided telemetry is at most ``seconds`` old (and not further ahead than the skew bound)."""
+        if self.last_ts is None:
+            return False
+        return timedelta(seconds=-self.max_future_s) <= now - self.last_ts <= timedelta(seconds=seconds)
+
+    def forget_held_commands(self) -> None:
+        """What the box was seen holding vouches for nothing any more (commands queued during an outage
+        may reach it late): valve feedback is judged afresh."""
+        self.valve_evidence = self.valve_evidence.unseen()
+
+    def after_reconnect(self, now: datetime) -> ControlDecision | None:
+        """The service reconnected to the broker. Commands queued meanwhile may reach the box late, so
+        what it was seen holding before vouches for nothing (valve feedback is judged afresh); and
+        while the last decision is fresh, its action goes out again as a new command (None otherwise:
+        the next telemetry decides)."""
+        self.forget_held_commands()
+        return repeat_decision(self, now) if self._telemetry_within(now, self.ttl_s) else None
 
     def safe_command(self, ts: datetime) -> Command:
         """Everything off, as a fresh command (watchdog, e-stop): also becomes the previous action."""
@@ -208,6 +218,7 @@ class GreenhouseController:
                 "manual_action": self.manual_action.tolist(), "manual_actor": self.manual_actor,
                 "seq": self.seq, "cmd_seq": self.cmd_seq,
                 "prev_action": self.prev_action.tolist(), "valve_failed": self.valve_failed.tolist(),
+                "commands_sent": self.valve_evidence.to_json(),
                 "valve_changed_at": [None if t is None else t.isoformat() for t in self.valve_changed_at],
                 "water_today_l": self.water_today_l.tolist(), "lights_hours_today": self.lights_hours_today,
                 "crop_twin": self.crop_twin.snapshot(),
@@ -230,6 +241,7 @@ class GreenhouseController:
         self.seq, self.cmd_seq = int(snap["seq"]), int(snap["cmd_seq"])
         self.prev_action = np.asarray(snap["prev_action"], dtype=np.float64)
         self.valve_failed = np.asarray(snap.get("valve_failed", np.zeros(self.z)), dtype=np.float64)
+        self.valve_evidence = ValveEvidence.from_json(snap.get("commands_sent"))
         self.valve_changed_at = [when(v) for v in snap["valve_changed_at"]]
         self.water_today_l = np.asarray(snap["water_today_l"], dtype=np.float64)
         self.lights_hours_today, self.day = float(snap["lights_hours_today"]), snap["day"]

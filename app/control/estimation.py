@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from app.control.controller import GreenhouseController
     from app.control.records import ZoneSetup
 
-VALVE_JUDGE_S = 5.0
-"""A valve is judged failed only on telemetry at least this long after the command (it opens in ~1-3 s)."""
-
 
 def soil_models(zones: list[ZoneSetup], dt_s: float, crop: CropConfig) -> list[ZoneSoilModel]:
     """Estimator process models for registered zones, from the soil class table."""
@@ -72,11 +69,12 @@ def account(ctl: GreenhouseController, tel: Telemetry, dt_s: float, alarms: list
         alarms.append("flow_without_open_valve")
     if prev_valves.any() and ctl.prev_action[z] > 0 and n_open > 0 and tel.flow_l_min < 0.05:
         alarms.append("valve_open_no_flow")
-    mismatch = np.flatnonzero(prev_valves != (valve_fb >= 0.5))
-    if ctl.last_ts is not None and mismatch.size:
+    seen_open = valve_fb >= 0.5
+    ctl.valve_evidence, held_open, judged = ctl.valve_evidence.observe(tel.cmd_seq, tel.ts, z)
+    mismatch = np.flatnonzero(judged & (held_open != seen_open))
+    if mismatch.size:
         alarms.append("valve_feedback_mismatch:" + ",".join(str(i) for i in mismatch))
-    if ctl.last_ts is not None and dt_s >= VALVE_JUDGE_S and not ctl.last_cmd_refused:
-        ctl.valve_failed = valve_failure_latch(np, ctl.valve_failed, prev_valves, valve_fb >= 0.5)
+    ctl.valve_failed = valve_failure_latch(np, ctl.valve_failed, judged & held_open, seen_open)
     failed = np.flatnonzero(ctl.valve_failed >= 0.5)
     if failed.size:
         alarms.append("valve_failed:" + ",".join(str(i) for i in failed))

@@ -77,8 +77,10 @@ def clip_context(step: Step) -> ClipContext:
 def command(ctl: GreenhouseController, ts: datetime, action: np.ndarray) -> Command:
     """``action`` as the next command of this greenhouse (its mode as it stands now)."""
     ctl.cmd_seq += 1
+    valves = [int(v >= 0.5) for v in action[: ctl.z]]
+    ctl.valve_evidence = ctl.valve_evidence.with_sent(ctl.cmd_seq, valves)
     return Command(cmd_id=ctl.new_cmd_id(), ts=ts, seq=ctl.cmd_seq, ttl_s=ctl.ttl_s, mode=ctl.effective_mode,
-                   valves=[int(v >= 0.5) for v in action[: ctl.z]], pump_pct=float(action[ctl.z]),
+                   valves=valves, pump_pct=float(action[ctl.z]),
                    light_pct=float(action[ctl.z + 1]), policy_version=ctl.proposer.policy_version)
 
 
@@ -98,7 +100,6 @@ def finish(step: Step, choice: Choice) -> ControlDecision:
     ctl.last_ts = ts
     ctl.seq += 1
     cmd = command(ctl, ts, safe)
-    ctl.last_cmd_id, ctl.last_cmd_refused = cmd.cmd_id, False
     est = step.estimate
     return ControlDecision(
         greenhouse_id=ctl.gh, seq=ctl.seq, ts=ts, actor=choice.actor, mode=cmd.mode,
@@ -119,11 +120,26 @@ def finish(step: Step, choice: Choice) -> ControlDecision:
 
 def watchdog_decision(ctl: GreenhouseController, now: datetime) -> ControlDecision:
     """Stale telemetry: the safe state as a fresh command, recorded with a ``telemetry_stale`` alarm."""
+    ctl.prev_action = safe_state(ctl.z)
+    return _held_decision(ctl, now, "watchdog", ["telemetry_stale"])
+
+
+def repeat_decision(ctl: GreenhouseController, now: datetime) -> ControlDecision:
+    """The service reconnected to the broker: the action in force again, as a fresh command (new id,
+    new TTL), so a box that fell back while the link was down resumes now rather than at the next
+    telemetry's decision. The action was clipped when it was decided; an e-stop latched since wins."""
+    if ctl.estop_latched:
+        ctl.prev_action = safe_state(ctl.z)
+    return _held_decision(ctl, now, "reconnect", [])
+
+
+def _held_decision(ctl: GreenhouseController, now: datetime, actor: str, alarms: list[str]) -> ControlDecision:
+    """A decision made on no telemetry, commanding ``ctl.prev_action`` (recorded like any other)."""
     ctl.seq += 1
-    safe = safe_state(ctl.z)
-    cmd = ctl.safe_command(now)
+    held = np.array(ctl.prev_action, dtype=np.float64)
+    cmd = command(ctl, now, held)
     mode: Mode = cmd.mode
-    return ControlDecision(greenhouse_id=ctl.gh, seq=ctl.seq, ts=now, actor="watchdog", mode=mode,
-                           telemetry={}, estimate=None, member_actions=[], voted=action_dict(safe, ctl.z),
-                           clipped=action_dict(safe, ctl.z), rules_fired=[], confidence=1.0,
-                           low_confidence=False, command=cmd, alarms=["telemetry_stale"])
+    return ControlDecision(greenhouse_id=ctl.gh, seq=ctl.seq, ts=now, actor=actor, mode=mode,
+                           telemetry={}, estimate=None, member_actions=[], voted=action_dict(held, ctl.z),
+                           clipped=action_dict(held, ctl.z), rules_fired=[], confidence=1.0,
+                           low_confidence=False, command=cmd, alarms=alarms)

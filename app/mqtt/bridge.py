@@ -51,6 +51,8 @@ AckHandler = Callable[[str, Ack], Any]
 EstopHandler = Callable[[str, EstopEvent], Any]
 RejectHandler = Callable[[str | None, str, str], Any]
 ShedHandler = Callable[[str], Any]
+ConnectHandler = Callable[[int], Any]
+"""Called with the connection's number (1 for the first, more after each reconnect)."""
 E = TypeVar("E", Ack, EstopEvent)
 
 
@@ -95,6 +97,7 @@ class MqttBridge:
         rate_limit: RateLimit | None = None,
         on_shed: ShedHandler | None = None,
         tls: TlsFiles | None = None,
+        on_connected: ConnectHandler | None = None,
     ) -> None:
         self.target = url if isinstance(url, MqttTarget) else parse_mqtt_url(url)
         self.client_id = client_id or f"greentwin-service-{uuid.uuid4().hex[:8]}"
@@ -107,6 +110,7 @@ class MqttBridge:
         self.admission = TelemetryAdmission(max_age_s=max_age_s, max_future_s=max_future_s, wall_clock=wall_clock)
         self.rate_limit = rate_limit or RateLimit()
         self.on_shed = on_shed
+        self.on_connected = on_connected
         self.known_greenhouses = known_greenhouses
         self.tracker = CommandTracker(ack_timeout_s=ack_timeout_s, max_attempts=max_attempts)
         self.keepalive = keepalive
@@ -223,6 +227,8 @@ class MqttBridge:
             logger.error("MQTT subscribe failed: %s", mqtt.error_string(result))
         self._sub_mid = mid
         client.publish(self.will_topic, ONLINE, qos=QOS, retain=True)
+        if self.on_connected is not None:
+            self._deliver_call(self.on_connected, self._connects)
 
     def _on_subscribe(self, _client: mqtt.Client, _userdata: Any, mid: int, reason_codes: list[Any],
                       _properties: Any) -> None:
@@ -330,13 +336,18 @@ class MqttBridge:
         """Count as accepted and hand over: to the asyncio loop if given, else call in place."""
         with self._lock:
             self._stats.accepted += 1
-        if handler is not None and self.loop is not None:
+        if handler is not None:
+            self._deliver_call(handler, gh, payload)
+
+    def _deliver_call(self, handler: Callable[..., Any], *args: Any) -> None:
+        """Run ``handler(*args)`` on the asyncio loop if given, else in place (never raising into paho)."""
+        if self.loop is not None:
             try:
-                self.loop.call_soon_threadsafe(handler, gh, payload)
+                self.loop.call_soon_threadsafe(handler, *args)
             except RuntimeError:  # loop closed during shutdown
-                logger.warning("event loop closed; dropped %s from %s", type(payload).__name__, gh)
+                logger.warning("event loop closed; dropped a call of %r", handler)
             return
-        _hook(handler, gh, payload)  # a handler bug must not kill paho's thread
+        _hook(handler, *args)  # a handler bug must not kill paho's thread
 
 
 def _hook(fn: Callable[..., Any] | None, *args: Any) -> None:

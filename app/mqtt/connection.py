@@ -17,7 +17,9 @@ ONLINE: Final = b"online"
 OFFLINE: Final = b"offline"
 QOS: Final = 1
 RECONNECT_MIN_S: Final = 1
-RECONNECT_MAX_S: Final = 30
+RECONNECT_MAX_S: Final = 4
+"""The reconnect back-off's cap (1, 2, 4, 4 ... s), well under the command TTL (30 s): a broker back
+after an outage is reached within seconds, before an edge box that kept its link falls back."""
 
 
 @dataclass(frozen=True)

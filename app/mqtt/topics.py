@@ -144,6 +144,9 @@ class Telemetry(BaseModel):
     pump_pct: Percent
     light_pct: Percent
     estop: bool
+    cmd_seq: Seq | None = None
+    """The ``seq`` of the command whose set-points the box holds; null (or absent) while it holds its
+    own safe state: after a boot, its TTL fall-back, an e-stop. Valve feedback is judged against it."""
 
 
 class Command(BaseModel):

@@ -217,38 +217,117 @@ def test_ensemble_decisions_carry_top3_explanations_and_low_confidence_history()
         assert len(hist["observations"]) == 4 and len(hist["saliency"]) == 4
 
 
-def test_a_valve_that_does_not_open_is_latched_failed_until_seen_open():
+OPEN_2_3 = np.array([0, 0, 1, 1, 0, 0, 70.0, 0.0])
+"""An operator's valve test: zones 2 and 3 open, the pump at 70 %."""
+SHUT_2 = np.array([0, 0, 0, 1, 0, 0, 70.0, 0.0])
+"""The feedback of that test when valve 2 stays closed."""
+
+
+def _box(ctl: GreenhouseController, twin: GreenhouseTwin, k: int, feedback: np.ndarray,
+         held: ControlDecision | None) -> ControlDecision:
+    """Telemetry ``k`` from a box that holds ``held``'s command (None: its own safe state)."""
+    tel = _telemetry(twin, None, k, feedback).model_copy(update={"cmd_seq": None if held is None else held.command.seq})
+    return ctl.on_telemetry(tel)
+
+
+def _failed_alarms(d: ControlDecision) -> list[str]:
+    return [a for a in d.alarms if a.startswith(("valve_failed", "valve_feedback_mismatch"))]
+
+
+def test_a_valve_the_box_held_open_that_reads_closed_is_latched_failed_until_seen_open():
     ctl = _controller()
     twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
     twin.reset()
-    ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8)))
-    ctl.prev_action = np.array([0, 0, 1, 1, 0, 0, 70.0, 0.0])  # what was commanded
-    shut = np.array([0, 0, 0, 1, 0, 0, 70.0, 0.0])  # valve 2 stayed closed
-    d = ctl.on_telemetry(_telemetry(twin, None, 1, shut))
-    assert "valve_failed:2" in d.alarms
-    spec_failed = d.observation[ObservationSpec(6).slices["valve_failed"]]
+    ctl.set_mode("manual", "op7", "valve test", T0, manual_action=OPEN_2_3)
+    d0 = _box(ctl, twin, 0, np.zeros(8), None)
+    assert d0.command.valves[2] == 1
+    # The first telemetry that shows the box holding the open command starts the watch: no verdict yet.
+    d1 = _box(ctl, twin, 1, SHUT_2, d0)
+    assert ctl.valve_failed.sum() == 0 and not any(a.startswith("valve_failed") for a in d1.alarms)
+    d2 = _box(ctl, twin, 2, SHUT_2, d1)  # still held open a minute later, still closed: evidence
+    assert "valve_failed:2" in d2.alarms and "valve_feedback_mismatch:2" in d2.alarms
+    spec_failed = d2.observation[ObservationSpec(6).slices["valve_failed"]]
     assert spec_failed == [0, 0, 1, 0, 0, 0]
-    assert d.command.valves[2] == 0  # never commanded while failed, nor counted as a path
-    assert d.command.pump_pct == 0 or sum(d.command.valves) >= 2
+    ctl.set_mode("auto", "op7", "back to the policy", T0)
+    d3 = _box(ctl, twin, 3, SHUT_2, d2)
+    assert d3.command.valves[2] == 0  # never commanded while failed, nor counted as a path
+    assert d3.command.pump_pct == 0 or sum(d3.command.valves) >= 2
     restored = _controller()
     restored.restore(copy.deepcopy(ctl.snapshot()))
     assert restored.valve_failed.tolist() == [0, 0, 1, 0, 0, 0]
     seen = np.array([0, 0, 1, 0, 0, 0, 0.0, 0.0])  # an operator's test opened it
-    d = restored.on_telemetry(_telemetry(twin, None, 2, seen))
+    d = _box(restored, twin, 4, seen, d3)
     assert not any(a.startswith("valve_failed") for a in d.alarms) and restored.valve_failed.sum() == 0
 
 
-def test_a_refused_command_says_nothing_about_its_valves():
-    """The edge box rejected (or let expire) the last command: its valves never moved, so closed
-    feedback must not latch them failed (that would leave the zones dry until someone tests them)."""
+def test_the_boxs_fall_back_after_an_outage_latches_nothing_and_irrigation_resumes():
+    """A broker outage or a service restart longer than the command TTL: the box fell back to its
+    safe state (cmd_seq null) and reads every valve closed against the last open command. That is
+    the box doing as told, not a failed valve: nothing latches, nothing is alarmed, and the next
+    decision opens the valves again."""
     ctl = _controller()
     twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
     twin.reset()
-    d = ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8)))
-    ctl.prev_action = np.array([0, 0, 1, 1, 0, 0, 70.0, 0.0])
-    ctl.note_ack(uuid.UUID(int=999), "rejected")  # another command's answer changes nothing
-    assert not ctl.last_cmd_refused
-    ctl.note_ack(d.command.cmd_id, "rejected")
-    d = ctl.on_telemetry(_telemetry(twin, None, 1, np.zeros(8)))
-    assert ctl.valve_failed.sum() == 0 and not any(a.startswith("valve_failed") for a in d.alarms)
+    ctl.set_mode("manual", "op7", "irrigate", T0, manual_action=OPEN_2_3)
+    held = _box(ctl, twin, 0, np.zeros(8), None)
+    for k in (1, 2):
+        held = _box(ctl, twin, k, OPEN_2_3, held)
+    after = _box(ctl, twin, 4, np.zeros(8), None)  # two minutes of silence, then the fall-back's telemetry
+    assert ctl.valve_failed.sum() == 0 and _failed_alarms(after) == []
+    assert after.command.valves[2:4] == [1, 1]
+    # A restart in between (the snapshot taken while the valves were held open) latches nothing either.
+    restored = _controller()
+    restored.restore(copy.deepcopy(ctl.snapshot()))
+    d = _box(restored, twin, 6, np.zeros(8), None)
+    assert restored.valve_failed.sum() == 0 and _failed_alarms(d) == []
 
+
+def test_a_command_the_box_never_took_says_nothing_about_its_valves():
+    """The box still holds an older command (the newer one was rejected, expired or lost): its valves
+    read as that one told them, so closed feedback must not latch them failed."""
+    ctl = _controller()
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    ctl.set_mode("manual", "op7", "all off", T0, manual_action=np.zeros(8))
+    shut = _box(ctl, twin, 0, np.zeros(8), None)
+    ctl.set_mode("manual", "op7", "valve test", T0, manual_action=OPEN_2_3)
+    opened = _box(ctl, twin, 1, np.zeros(8), shut)
+    assert opened.command.valves[2] == 1
+    for k in (2, 3, 4):  # the box reports it still holds the closed command
+        d = _box(ctl, twin, k, np.zeros(8), shut)
+        assert ctl.valve_failed.sum() == 0 and _failed_alarms(d) == []
+
+
+def test_after_a_reconnect_the_watch_starts_again():
+    """Commands queued while the service was away may reach the box late: feedback seen before a
+    reconnect vouches for nothing, and a valve the box just re-opened is not judged at once."""
+    ctl = _controller()
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    ctl.set_mode("manual", "op7", "valve test", T0, manual_action=OPEN_2_3)
+    d = _box(ctl, twin, 0, np.zeros(8), None)
+    d = _box(ctl, twin, 1, OPEN_2_3, d)
+    ctl.forget_held_commands()
+    d = _box(ctl, twin, 2, SHUT_2, d)  # opening again after the box took a late command
+    assert ctl.valve_failed.sum() == 0 and _failed_alarms(d) == []
+    d = _box(ctl, twin, 3, SHUT_2, d)
+    assert "valve_failed:2" in d.alarms
+
+
+
+def test_a_reconnect_repeats_a_fresh_action_as_a_new_command_and_nothing_stale():
+    ctl = _controller()
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    ctl.set_mode("manual", "op7", "irrigate", T0, manual_action=OPEN_2_3)
+    d = _box(ctl, twin, 0, np.zeros(8), None)
+    again = ctl.after_reconnect(d.ts + timedelta(seconds=10))
+    assert again is not None and again.actor == "reconnect" and again.seq == d.seq + 1
+    assert again.command.cmd_id != d.command.cmd_id and again.command.seq == d.command.seq + 1
+    assert (again.command.valves, again.command.pump_pct) == (d.command.valves, d.command.pump_pct)
+    # Past the command TTL the box has fallen back and the last decision is stale: the next telemetry decides.
+    assert ctl.after_reconnect(d.ts + timedelta(seconds=ctl.ttl_s + 1)) is None
+    ctl.estop("operator:op7", "leak", d.ts)
+    held = ctl.after_reconnect(d.ts + timedelta(seconds=5))
+    assert held is not None and held.command.mode == "estop" and not any(held.command.valves)
+    assert held.command.pump_pct == 0.0
