@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from app.anchoring import HeadAnchoring
 from app.api.body_limit import BodyLimitMiddleware
+from app.api.client_address import ForwardedClientMiddleware
 from app.api.dashboard import Dashboard
 from app.api.edge_status import EdgeStatusWatcher
 from app.api.routes import (
@@ -110,5 +111,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
     app.include_router(pages.router)
     app.mount("/static", pages.static_files(), name="static")
     app.add_middleware(SecurityMiddleware)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)  # outermost: before anything reads
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)  # before anything reads
+    # Outermost: every part inside sees the client a trusted proxy named, or the peer.
+    app.add_middleware(ForwardedClientMiddleware, trusted=settings.trusted_proxy_networks())
     return app

@@ -107,10 +107,11 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from app.main import create_app  # torch and the runtime load only for a start that can proceed
+    from app.serving import uvicorn_options
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     app = create_app(settings, state_dir=Path(args.state_dir) if args.state_dir else settings.state_dir)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    uvicorn.run(app, host=args.host, port=args.port, **uvicorn_options(log_level="info"))
     return 0
 
 
@@ -123,6 +124,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from app.mqtt.connection import parse_mqtt_url
     from app.plant_sim import PlantSim
     from app.plant_sim_outlook import OutlookServer
+    from app.serving import uvicorn_options
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the outlook is asked every few seconds here
@@ -176,7 +178,8 @@ def run_demo(args: argparse.Namespace) -> int:
                                            "price_url": settings.price_url or outlook.url,
                                            "outlook_refresh_s": every, "outlook_cache_ttl_s": every})
     app = create_app(settings, state_dir=data / "state")
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port,
+                                           **uvicorn_options(log_level="warning")))
     stop = threading.Event()
     sim_thread = threading.Thread(target=lambda: (sim.start(), sim.run(stop)), name="plant-sim", daemon=True)
 

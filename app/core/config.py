@@ -9,6 +9,7 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.api.client_address import IPNetwork, parse_networks
 from app.mqtt.connection import MqttTarget, TlsFiles, parse_mqtt_url, with_credentials
 
 # ``policy/shipped`` sits next to the ``app`` package both in a checkout and in site-packages.
@@ -123,6 +124,19 @@ class Settings(BaseSettings):
     """Failed logins from one client address within `login_window_s`, over every account and unknown name together; beyond it the address is refused (429) until the window slides open."""
     login_lockout_s: float = Field(default=900.0, gt=0, le=86400.0)
     """How long an account stays locked after the last failed login at `login_max_failures_per_account`."""
+    trusted_proxies: str = ""
+    """Comma-separated addresses or networks (CIDR) of the reverse proxies in front of the API, e.g. `10.0.0.5,10.1.0.0/16`: from them alone `X-Forwarded-For` (the right-most address not in this list is the client, for login limits and the audit trail) and `X-Forwarded-Proto` are believed. Empty: none, the client is the connection's peer."""
+
+    def trusted_proxy_networks(self) -> tuple[IPNetwork, ...]:
+        """`trusted_proxies` parsed."""
+        return parse_networks(self.trusted_proxies)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_parse(cls, value: str) -> str:
+        """A mistyped proxy address fails at start, not by trusting nobody (or the wrong host) silently."""
+        parse_networks(value)
+        return value
 
     def mqtt_tls(self) -> TlsFiles | None:
         """The TLS files to connect with, or None when none is set."""
