@@ -1,8 +1,9 @@
-"""Keyword-only account functions over a session: create, list, disable, change a password.
+"""Keyword-only account functions over a session: create, list, disable, change a password or roles.
 
 They commit their own change and return values (never print), so the command line formats
-output and tests call them directly. Usernames are lower-case slugs; roles come from
-``app.models.ROLES``.
+output and tests call them directly. Given ``seal`` (:mod:`app.access_seal`), a change commits
+together with its record in the audit trail's access chain, or not at all. Usernames are
+lower-case slugs; roles come from ``app.models.ROLES``.
 """
 
 from __future__ import annotations
@@ -10,14 +11,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.access_seal import commit_sealed
 from app.auth.passwords import hash_password
 from app.auth.roles import ROLES
 from app.models import USERNAME_MAX_LEN, User, UserRole
+
+if TYPE_CHECKING:
+    from app.access_seal import SealChange
 
 USERNAME_RE = re.compile(rf"[a-z0-9][a-z0-9_.@-]{{0,{USERNAME_MAX_LEN - 1}}}", re.ASCII)
 
@@ -58,18 +64,20 @@ def get_user(session: Session, username: str) -> User | None:
     return session.scalars(select(User).where(User.username == normalize_username(username))).one_or_none()
 
 
-def create_user(*, session: Session, username: str, password: str, roles: Sequence[str]) -> User:
-    """Store a new enabled account; ``UserExists`` when the name is taken."""
+def create_user(*, session: Session, username: str, password: str, roles: Sequence[str],
+                seal: SealChange | None = None) -> User:
+    """Store a new enabled account (sealed as ``{username, roles}``); ``UserExists`` when the name is taken."""
     name = validate_username(username)
     wanted = validate_roles(roles)
     user = User(username=name, password_hash=hash_password(password), token_epoch=0,
                 role_rows=[UserRole(role=r) for r in wanted])
     session.add(user)
     try:
-        session.commit()
+        session.flush()
     except IntegrityError as exc:
         session.rollback()
         raise UserExists(f"user {name!r} already exists") from exc
+    commit_sealed(session, seal, {"username": name, "roles": wanted})
     return user
 
 
@@ -77,32 +85,34 @@ def list_users(*, session: Session) -> list[User]:
     return list(session.scalars(select(User).order_by(User.username)))
 
 
-def disable_user(*, session: Session, username: str) -> User:
-    """Refuse every future login and every token already issued; idempotent."""
+def disable_user(*, session: Session, username: str, seal: SealChange | None = None) -> User:
+    """Refuse every future login and every token already issued; idempotent (each call is sealed as
+    ``{username}``, the admin's request being on record either way)."""
     user = get_user(session, username)
     if user is None:
         raise UnknownUser(f"no user {normalize_username(username)!r}")
     if user.disabled_at is None:
         user.disabled_at = datetime.now(UTC)
         user.token_epoch += 1
-        session.commit()
+    commit_sealed(session, seal, {"username": user.username})
     return user
 
 
-def set_password(*, session: Session, username: str, password: str) -> User:
-    """Replace the password and revoke the tokens issued under the old one."""
+def set_password(*, session: Session, username: str, password: str, seal: SealChange | None = None) -> User:
+    """Replace the password and revoke the tokens issued under the old one (sealed as ``{username}``)."""
     user = get_user(session, username)
     if user is None:
         raise UnknownUser(f"no user {normalize_username(username)!r}")
     user.password_hash = hash_password(password)
     user.token_epoch += 1
-    session.commit()
+    commit_sealed(session, seal, {"username": user.username})
     return user
 
 
-def set_roles(*, session: Session, username: str, roles: Sequence[str]) -> tuple[User, list[str]]:
-    """Replace the account's roles; returns it and the roles it had (each request reads roles anew,
-    so the change holds from the next request on)."""
+def set_roles(*, session: Session, username: str, roles: Sequence[str],
+              seal: SealChange | None = None) -> tuple[User, list[str]]:
+    """Replace the account's roles (sealed as ``{username, from_roles, to_roles}``); returns it and the
+    roles it had (each request reads roles anew, so the change holds from the next request on)."""
     wanted = validate_roles(roles)
     user = get_user(session, username)
     if user is None:
@@ -110,7 +120,7 @@ def set_roles(*, session: Session, username: str, roles: Sequence[str]) -> tuple
     before = sorted(user.roles)
     if before != wanted:
         user.role_rows = [UserRole(role=r) for r in wanted]
-        session.commit()
+    commit_sealed(session, seal, {"username": user.username, "from_roles": before, "to_roles": wanted})
     return user, before
 
 

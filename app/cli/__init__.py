@@ -63,6 +63,7 @@ def _cmd_db(args: argparse.Namespace) -> int:
 
 
 def _cmd_greenhouse_add(args: argparse.Namespace) -> int:
+    from app.access_seal import ChangeNotSealed
     from app.cli import db as db_cli
     from app.cli.user import AccessTrail
     from app.core.db import SchemaOutOfDate
@@ -73,8 +74,11 @@ def _cmd_greenhouse_add(args: argparse.Namespace) -> int:
         # The keys first: a registration that could not be sealed is not made.
         trail = AccessTrail(args.url, args.state_dir)
         gh = db_cli.add_greenhouse(args.url, args.gh_id, zones=args.zones, soil=args.soil, name=args.name,
-                                   daily_water_cap_l=args.daily_water_cap_l)
-        trail.seal("greenhouse_register", db_cli.registration_payload(gh, args.soil, args.daily_water_cap_l))
+                                   daily_water_cap_l=args.daily_water_cap_l,
+                                   seal=trail.sealing("greenhouse_register"))
+    except ChangeNotSealed as exc:  # the registration was rolled back with its record
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except (ValueError, SchemaOutOfDate, AuditKeyError) as exc:  # GreenhouseExists is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alembic import command
 from sqlalchemy.exc import IntegrityError
 
+from app.access_seal import commit_sealed
 from app.core.config import get_settings
 from app.core.db import (
     alembic_config,
@@ -22,6 +23,9 @@ from app.core.db import (
 from app.models import SOIL_TYPES, Greenhouse, Zone
 from app.mqtt.topics import validate_gh_id
 from twin.config import DEFAULT_ZONES
+
+if TYPE_CHECKING:
+    from app.access_seal import SealChange
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,12 @@ def add_greenhouse(
     soil: str = "loam",
     name: str | None = None,
     daily_water_cap_l: float = DEFAULT_DAILY_WATER_CAP_L,
+    seal: SealChange | None = None,
 ) -> Greenhouse:
-    """Register a greenhouse with ``zones`` identical zones; refuses an out-of-date schema or a taken id."""
+    """Register a greenhouse with ``zones`` identical zones; refuses an out-of-date schema or a taken id.
+
+    Given ``seal`` (:mod:`app.access_seal`), the registration commits together with its record
+    (:func:`registration_payload`) in the access chain, or not at all."""
     validate_gh_id(gh_id)
     if soil not in SOIL_TYPES:
         raise ValueError(f"soil must be one of {', '.join(SOIL_TYPES)}, got {soil!r}")
@@ -123,9 +131,10 @@ def add_greenhouse(
         ]
         session.add(gh)
         try:
-            session.commit()
+            session.flush()
         except IntegrityError as exc:
             raise GreenhouseExists(f"greenhouse {gh_id!r} already exists") from exc
+        commit_sealed(session, seal, registration_payload(gh, soil, daily_water_cap_l))
         return gh
 
 

@@ -17,8 +17,12 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin.config import DEFAULT_ZONES
+
+if TYPE_CHECKING:
+    from app.cli.user import AccessTrail
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +74,9 @@ class EmbeddedBroker:
         self._thread.join(timeout=5)
 
 
-def demo_logins(url: str) -> dict[str, str]:
-    """One account per role, named after it, with a new password each run: {username: password}."""
+def demo_logins(url: str, trail: AccessTrail) -> dict[str, str]:
+    """One account per role, named after it, with a new password each run: {username: password}.
+    Each account made and each password set is sealed in the access chain like ``greentwin user``'s."""
     from app.auth.passwords import generate_password
     from app.auth.roles import ROLES
     from app.auth.users import UserExists, create_user, set_password
@@ -84,9 +89,11 @@ def demo_logins(url: str) -> dict[str, str]:
             for role in ROLES:
                 password = generate_password()
                 try:
-                    create_user(session=session, username=role, password=password, roles=[role])
+                    create_user(session=session, username=role, password=password, roles=[role],
+                                seal=trail.sealing("user_added"))
                 except UserExists:  # an earlier run made it; a new password revokes its old tokens
-                    set_password(session=session, username=role, password=password)
+                    set_password(session=session, username=role, password=password,
+                                 seal=trail.sealing("password_reset"))
                 logins[role] = password
     finally:
         engine.dispose()
@@ -148,14 +155,13 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         for gh in ("gh1", "gh2"):
             try:
-                registered = db_cli.add_greenhouse(url, gh, zones=DEFAULT_ZONES, soil="loam")
-            except ValueError:  # already registered on an earlier run
+                db_cli.add_greenhouse(url, gh, zones=DEFAULT_ZONES, soil="loam",
+                                      seal=trail.sealing("greenhouse_register"))
+            except db_cli.GreenhouseExists:  # registered on an earlier run
                 continue
-            trail.seal("greenhouse_register", db_cli.registration_payload(registered, "loam",
-                                                                          db_cli.DEFAULT_DAILY_WATER_CAP_L))
+        logins = demo_logins(url, trail)
     finally:
         trail.close()
-    logins = demo_logins(url)
 
     target = parse_mqtt_url(settings.mqtt_url)
     broker = None

@@ -2,8 +2,9 @@
 
 A password comes from standard input with ``--password-stdin`` (one line, so it never shows in
 the process list or the shell history); without it one is generated and printed once. Adding,
-disabling and role changes are sealed into the audit trail (``_access`` chain) with the operating
-system user as the actor, so they need the service's audit keys (demo mode: its own).
+disabling and role changes commit together with their record in the audit trail (``_access`` chain),
+the operating system user as the actor, or not at all, so they need the service's audit keys (demo
+mode: its own); a record the trail refuses leaves the account as it was (exit 1).
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ import os
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from sqlalchemy.orm import Session
 
 from app.auth.roles import ROLES
 
-EXIT_OK, EXIT_USAGE = 0, 2
+if TYPE_CHECKING:
+    from app.access_seal import SealChange
+
+EXIT_OK, EXIT_NOT_SEALED, EXIT_USAGE = 0, 1, 2
 
 
 def add_user_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,13 +67,15 @@ def _session(url: str | None) -> AbstractContextManager[Session]:
 
 
 class AccessTrail:
-    """User management is a human action: each change is sealed into the service-level chain.
+    """User management is a human action: each change is sealed into the service-level chain, in the
+    change's own transaction.
 
     The keys are loaded before anything changes, so a command that could not be recorded
     changes nothing (the service's rule: no audit keys outside demo mode, no start).
     """
 
     def __init__(self, url: str | None, state_dir: str | None) -> None:
+        from app.access_seal import AccessSealer
         from app.audit_sink import service_audit_keys
         from app.core.config import get_settings
         from app.core.db import make_engine
@@ -79,14 +85,19 @@ class AccessTrail:
         keyring, signer = service_audit_keys(settings, Path(state_dir) if state_dir else settings.state_dir)
         self.engine = make_engine(url or settings.database_url)
         self.store = AuditStore(self.engine, keyring, signer)
+        self._sealer = AccessSealer(self.store, f"cli:{_os_user()}")
 
-    def seal(self, kind: str, payload: dict[str, object]) -> None:
-        from app.audit_sink import ACCESS_CHAIN
-
-        self.store.append(ACCESS_CHAIN, kind, f"cli:{_os_user()}", payload)
+    def sealing(self, kind: str) -> SealChange:
+        """The ``seal`` argument of a change: its record of ``kind`` commits with it."""
+        return self._sealer.sealing(kind)
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _sealing(trail: AccessTrail | None, kind: str) -> SealChange:
+    assert trail is not None, "changing commands load the trail first"
+    return trail.sealing(kind)
 
 
 def _os_user() -> str:
@@ -104,7 +115,9 @@ def _read_password(stream: TextIO) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Dispatch ``greentwin user ...``; exit 2 with a message for bad input, a taken name or an old schema."""
+    """Dispatch ``greentwin user ...``; exit 2 with a message for bad input, a taken name or an old schema,
+    1 when the audit trail refused the change's record (the change was not made)."""
+    from app.access_seal import ChangeNotSealed
     from app.auth.passwords import check_password_policy, generate_password
     from app.auth.users import UnknownUser, create_user, disable_user, list_users, set_roles
     from app.core.db import SchemaOutOfDate
@@ -123,10 +136,9 @@ def main(args: argparse.Namespace) -> int:
             password = generate_password() if generated else _read_password(sys.stdin)
             check_password_policy(password)
             with _session(args.url) as session:
-                user = create_user(session=session, username=args.name, password=password, roles=args.roles)
+                user = create_user(session=session, username=args.name, password=password, roles=args.roles,
+                                   seal=_sealing(trail, "user_added"))
                 print(f"added user {user.username} ({', '.join(sorted(user.roles))})")
-            assert trail is not None
-            trail.seal("user_added", {"username": user.username, "roles": sorted(user.roles)})
             if generated:
                 print(f"password: {password}")
                 print("(shown once; it is stored only as an Argon2id hash)")
@@ -141,17 +153,16 @@ def main(args: argparse.Namespace) -> int:
                     print(f"{u.username:<24} {','.join(sorted(u.roles)):<28} {state:<9} last login {last}")
         elif args.user_command == "roles":
             with _session(args.url) as session:
-                user, before = set_roles(session=session, username=args.name, roles=args.roles)
-                after = sorted(user.roles)
-                print(f"user {user.username}: roles {', '.join(before)} -> {', '.join(after)}")
-            assert trail is not None
-            trail.seal("user_roles", {"username": user.username, "from_roles": before, "to_roles": after})
+                user, before = set_roles(session=session, username=args.name, roles=args.roles,
+                                         seal=_sealing(trail, "user_roles"))
+                print(f"user {user.username}: roles {', '.join(before)} -> {', '.join(sorted(user.roles))}")
         else:
             with _session(args.url) as session:
-                user = disable_user(session=session, username=args.name)
+                user = disable_user(session=session, username=args.name, seal=_sealing(trail, "user_disabled"))
                 print(f"disabled user {user.username}; its tokens no longer work")
-            assert trail is not None
-            trail.seal("user_disabled", {"username": user.username})
+    except ChangeNotSealed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_NOT_SEALED
     except (ValueError, UnknownUser, SchemaOutOfDate, AuditKeyError) as exc:  # UserExists is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.auth import passwords
@@ -317,6 +317,49 @@ def test_role_changes_and_registrations_from_the_cli_are_sealed(db_url: str, cap
     assert all(e.actor.startswith("cli:") for e in entries)
     assert entries[1].payload == {"username": "olga", "from_roles": ["operator"], "to_roles": ["admin", "agronomist"]}
     assert entries[2].payload["greenhouse_id"] == "gh-cli" and entries[2].payload["zones"] == 2
+
+
+def test_a_cli_change_the_trail_refuses_is_not_made(db_url: str, session: Session, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The change and its record are one transaction: the audit table refusing the record (here a trigger,
+    as a full disk would) rolls the change back, and the command says so (exit 1, no traceback)."""
+    monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "demo")
+    state = str(tmp_path / "state")
+    assert cli_main(["user", "add", "olga", "--role", "operator", "--url", db_url, "--state-dir", state]) == 0
+    capsys.readouterr()
+    engine = make_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TRIGGER refuse BEFORE INSERT ON audit_record BEGIN "
+                          "SELECT RAISE(ABORT, 'audit disk full'); END"))
+    for args in (["user", "roles", "olga", "--role", "admin"], ["user", "disable", "olga"],
+                 ["user", "add", "eve", "--role", "admin"], ["greenhouse", "add", "gh-unsealed"]):
+        assert cli_main([*args, "--url", db_url, "--state-dir", state]) == 1, args
+        err = capsys.readouterr().err
+        assert "audit trail refused" in err and "audit disk full" in err and "nothing was changed" in err, err
+    session.expire_all()
+    olga = session.scalars(select(User).where(User.username == "olga")).one()
+    assert sorted(olga.roles) == ["operator"] and olga.disabled_at is None
+    assert [u.username for u in session.scalars(select(User))] == ["olga"]
+    assert session.get(Greenhouse, "gh-unsealed") is None
+    engine.dispose()
+
+
+def test_the_demo_accounts_and_their_new_passwords_are_sealed(db_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    from app.audit_sink import ACCESS_CHAIN
+    from app.cli.service import demo_logins
+    from app.cli.user import AccessTrail
+
+    monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "demo")
+    trail = AccessTrail(db_url, str(tmp_path / "state"))
+    try:
+        first, second = demo_logins(db_url, trail), demo_logins(db_url, trail)  # a second start resets passwords
+        entries = trail.store.tail_entries(ACCESS_CHAIN, 10)
+    finally:
+        trail.close()
+    assert sorted(first) == sorted(second) == ["admin", "agronomist", "operator"] and first != second
+    assert [(e.kind, e.payload["username"]) for e in entries] == [
+        *(("user_added", name) for name in first), *(("password_reset", name) for name in second)]
 
 
 def test_greenhouse_cli_registers_nothing_it_cannot_record(db_url: str, capsys: pytest.CaptureFixture[str],

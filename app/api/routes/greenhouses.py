@@ -2,8 +2,8 @@
 
 Every endpoint needs a logged-in user; mode changes, the e-stop and its reset need the
 ``operator`` role and record that user as the actor (``operator:<username>``), whatever the
-request body says; registration needs ``admin`` and is sealed into the access chain with the
-admin as the actor before it answers.
+request body says; registration needs ``admin`` and commits together with its record in the
+access chain (the admin as the actor), or not at all (503).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
+from app.access_seal import AccessSealer, ChangeNotSealed
 from app.api.deps import AdminUser, OperatorUser, RuntimeDep, SessionDep, get_current_user
-from app.audit_sink import ACCESS_CHAIN
 from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate
 from app.fields import ACTOR_MAX_LEN, Name, Reason
@@ -170,17 +170,16 @@ def register_greenhouse(body: GreenhouseCreate, runtime: RuntimeDep, user: Admin
     """Register a greenhouse and its zones (admin); its control loop starts at the next service start."""
     if runtime.audit is None:  # refused before anything changes: a registration must be sealed
         raise HTTPException(status_code=503, detail="no audit trail configured: registrations must be sealed")
+    seal = AccessSealer(runtime.audit.store, f"admin:{user.username}").sealing("greenhouse_register")
     try:
         gh = db_cli.add_greenhouse(runtime.settings.database_url, body.id, zones=body.zones, soil=body.soil,
-                                   name=body.name, daily_water_cap_l=body.daily_water_cap_l)
+                                   name=body.name, daily_water_cap_l=body.daily_water_cap_l, seal=seal)
     except db_cli.GreenhouseExists as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from exc
-    except SchemaOutOfDate as exc:
+    except (SchemaOutOfDate, ChangeNotSealed) as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
-    runtime.audit.store.append(ACCESS_CHAIN, "greenhouse_register", f"admin:{user.username}",
-                               db_cli.registration_payload(gh, body.soil, body.daily_water_cap_l))
     return GreenhousePublic(id=gh.id, name=gh.name, zones=gh.zones, soil=body.soil,
                             controlled=gh.id in runtime.controllers)
 
