@@ -188,6 +188,7 @@ class Runtime:
             known_greenhouses=lambda gh: gh in self.controllers, max_age_s=cfg.max_age_s,
             ack_timeout_s=cfg.ack_timeout_s, on_reject=self._on_reject, max_future_s=cfg.max_clock_skew_s,
             rate_limit=RateLimit(cfg.telemetry_rate_per_s, cfg.telemetry_burst), tls=cfg.mqtt_tls(),
+            event_rate_limit=RateLimit(cfg.telemetry_rate_per_s, cfg.telemetry_burst),
             on_shed=lambda gh: loop.call_soon_threadsafe(self._on_shed, gh, "rate_limit"),
             on_connected=self.on_connected)
         self.dispatch.bridge = self.bridge
@@ -262,9 +263,10 @@ class Runtime:
         self.intake.put(gh, tel)
 
     def on_ack(self, gh: str, ack: Ack) -> None:
-        """The bridge has resolved the pending command; every valid ack is recorded (a late or repeated
-        one too: the trail says what the edge box answered, and the row update is idempotent). Acks of
-        a greenhouse another replica holds are that replica's to record."""
+        """The bridge has resolved the pending command; the first answer of each kind to a command this
+        service sent that greenhouse is recorded (a late one too: the trail says what the edge box
+        answered). Repeats and acks for commands nobody sent stop at the bridge, so a flood of them
+        costs no records. Acks of a greenhouse another replica holds are that replica's to record."""
         if not self.dispatch.may_command(gh):
             return
         if ack.status != "applied":

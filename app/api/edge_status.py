@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,12 +18,25 @@ from typing import Any, Literal
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from app.mqtt.connection import MqttTarget, TlsFiles, apply_tls, parse_mqtt_url
+from app.mqtt.admission import RateLimit
+from app.mqtt.connection import (
+    RECONNECT_MAX_S,
+    RECONNECT_MIN_S,
+    MqttTarget,
+    TlsFiles,
+    apply_tls,
+    parse_mqtt_url,
+)
 from app.mqtt.topics import parse_topic, subscription
 
 log = logging.getLogger(__name__)
 
 EdgeState = Literal["online", "offline", "unknown"]
+STATUS_RATE_PER_S = 2.0
+STATUS_BURST = 10
+"""A box says online or offline when its link changes: a few a second is already a flood, shed here."""
+MAX_KNOWN = 10_000
+"""Boxes remembered at most: status topics of ids nobody registered must not grow memory without end."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,9 @@ class EdgeStatusWatcher:
         self._lock = threading.Lock()
         self._states: dict[str, EdgeStatus] = {}
         self._client: mqtt.Client | None = None
+        self._limit = RateLimit(STATUS_RATE_PER_S, STATUS_BURST)
+        self.shed = 0
+        """Status messages dropped over a box's rate."""
 
     def start(self) -> None:
         client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"greentwin-dash-{uuid.uuid4().hex[:8]}")
@@ -49,7 +66,7 @@ class EdgeStatusWatcher:
         apply_tls(client, self.target, self.tls)
         client.on_connect = self._on_connect
         client.on_message = self._on_message
-        client.reconnect_delay_set(1, 30)
+        client.reconnect_delay_set(RECONNECT_MIN_S, RECONNECT_MAX_S)
         client.connect_async(self.target.host, self.target.port, keepalive=30)
         client.loop_start()
         self._client = client
@@ -73,8 +90,13 @@ class EdgeStatusWatcher:
             gh, _channel = parse_topic(msg.topic)
         except ValueError:
             return
-        text = bytes(msg.payload).decode("utf-8", errors="replace").strip().lower()
+        if not self._limit.allow(gh, time.monotonic()):
+            self.shed += 1
+            return
+        text = bytes(msg.payload[:16]).decode("utf-8", errors="replace").strip().lower()
         state: EdgeState = "online" if text == "online" else "offline" if text == "offline" else "unknown"
         with self._lock:
+            if gh not in self._states and len(self._states) >= MAX_KNOWN:
+                return
             if self._states.get(gh, EdgeStatus("unknown", None)).state != state:
                 self._states[gh] = EdgeStatus(state, datetime.now(UTC))

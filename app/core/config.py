@@ -90,6 +90,8 @@ class Settings(BaseSettings):
 
     audit_seal_stuck_s: float = Field(default=300.0, gt=0)
     """Seconds an audit event may wait to be sealed before /readyz fails (sealing is stuck)."""
+    writer_behind_s: float = Field(default=30.0, gt=0)
+    """Seconds a journaled decision, mode change or ack may wait to be stored before /readyz fails (the writer falls behind)."""
     audit_anchor_every_min: float = Field(default=15.0, gt=0)
     """Minutes between exports of every audit chain's head, signed with the audit signing key, to `audit_anchor_file` (and `audit_anchor_url`); `greentwin audit verify` finds a chain cut or rewritten after its last export."""
     audit_anchor_file: Path | None = None
@@ -124,6 +126,10 @@ class Settings(BaseSettings):
     """Failed logins from one client address within `login_window_s`, over every account and unknown name together; beyond it the address is refused (429) until the window slides open."""
     login_lockout_s: float = Field(default=900.0, gt=0, le=86400.0)
     """How long an account stays locked after the last failed login at `login_max_failures_per_account`."""
+    log_repeat_interval_s: float = Field(default=60.0, gt=0, le=3600.0)
+    """The log's flood guard: of each kind of line (logger, level and message template; access lines by status, successful ones by route), at most `log_repeat_burst` per this many seconds; the rest are counted and one line then says how many were suppressed."""
+    log_repeat_burst: int = Field(default=10, ge=1)
+    """Lines of one kind let through per `log_repeat_interval_s` before the rest are only counted."""
     trusted_proxies: str = ""
     """Comma-separated addresses or networks (CIDR) of the reverse proxies in front of the API, e.g. `10.0.0.5,10.1.0.0/16`: from them alone `X-Forwarded-For` (the right-most address not in this list is the client, for login limits and the audit trail) and `X-Forwarded-Proto` are believed. Empty: none, the client is the connection's peer."""
 

@@ -44,7 +44,10 @@ SERVICE_STATUS_TOPIC: Final = "greentwin/service/status"
 
 # Bridge-level reasons on top of topics.REASON_CODES (payload errors).
 BridgeReason = Literal["bad_topic", "unknown_greenhouse", "duplicate", "out_of_order", "stale", "future",
-                       "foreign_ack"]
+                       "foreign_ack", "unknown_command"]
+REJECT_LOG_EVERY: Final = 100
+"""A rejection reason from one greenhouse is logged the first time and every 100th time after: a
+flood of bad messages is counted in full but cannot flood the log."""
 
 TelemetryHandler = Callable[[str, Telemetry], Any]
 AckHandler = Callable[[str, Ack], Any]
@@ -95,6 +98,7 @@ class MqttBridge:
         keepalive: int = 30,
         max_future_s: float = DEFAULT_MAX_FUTURE_S,
         rate_limit: RateLimit | None = None,
+        event_rate_limit: RateLimit | None = None,
         on_shed: ShedHandler | None = None,
         tls: TlsFiles | None = None,
         on_connected: ConnectHandler | None = None,
@@ -109,6 +113,9 @@ class MqttBridge:
         self.loop = loop
         self.admission = TelemetryAdmission(max_age_s=max_age_s, max_future_s=max_future_s, wall_clock=wall_clock)
         self.rate_limit = rate_limit or RateLimit()
+        self.event_rate_limit = event_rate_limit or RateLimit()
+        """Acks and e-stop events per greenhouse (one bucket per channel): beyond it they are shed, so one
+        box's flood cannot stall the loop or the recording of everyone else's (a press is never shed)."""
         self.on_shed = on_shed
         self.on_connected = on_connected
         self.known_greenhouses = known_greenhouses
@@ -117,6 +124,7 @@ class MqttBridge:
         self._zones = zones
         self._lock = threading.Lock()
         self._stats = _Stats()
+        self._rejects_logged: dict[tuple[str | None, str], int] = {}
         self._connects = 0
         self._sub_mid: int | None = None
         self._ready = threading.Event()
@@ -268,30 +276,44 @@ class MqttBridge:
 
     def _on_ack_msg(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
-            if (parsed := self._timed_event(msg, Ack)) is None:
+            if (gh := self._greenhouse(msg.topic)) is None or self._over_rate(gh, "ack"):
                 return
-            gh, ack = parsed
-            owner = self.tracker.owner(ack.cmd_id)
-            if owner is not None and owner != gh:
-                self._reject(gh, "foreign_ack", f"ack for command {ack.cmd_id} sent to {owner}")
+            if (ack := self._timed_event(gh, msg, Ack)) is None:
                 return
-            if self.tracker.resolve(gh, ack.cmd_id) is None:
-                logger.info("ack %s for %s matches no pending command (late or duplicate)", ack.cmd_id, gh)
+            match = self.tracker.match(gh, ack.cmd_id, ack.status)
+            if match == "foreign":
+                self._reject(gh, "foreign_ack", f"ack for command {ack.cmd_id} sent to {self.tracker.owner(ack.cmd_id)}")
+                return
+            if match == "unknown":  # nothing of ours to answer: not worth a sealed record
+                self._reject(gh, "unknown_command", f"ack for command {ack.cmd_id}, which this service did not send")
+                return
+            self.tracker.resolve(gh, ack.cmd_id)
+            if match == "repeat":  # a redelivered or re-acked answer: heard (and recorded) once already
+                self._reject(gh, "duplicate", f"ack {ack.status} for {ack.cmd_id} again")
+                return
             self._deliver(self.on_ack, gh, ack)
         except Exception:  # noqa: BLE001
             logger.exception("unexpected error handling ack on %s", msg.topic)
 
     def _on_estop_msg(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
-            if (parsed := self._timed_event(msg, EstopEvent)) is not None:
-                self._deliver(self.on_estop, *parsed)
+            if (gh := self._greenhouse(msg.topic)) is None or (event := self._timed_event(gh, msg, EstopEvent)) is None:
+                return
+            if not event.pressed and self._over_rate(gh, "estop"):
+                return  # a release changes nothing in the service; a press always gets through
+            self._deliver(self.on_estop, gh, event)
         except Exception:  # noqa: BLE001
             logger.exception("unexpected error handling e-stop on %s", msg.topic)
 
-    def _timed_event(self, msg: mqtt.MQTTMessage, model: type[E]) -> tuple[str, E] | None:
-        """(greenhouse, payload) of an ack or e-stop from a known greenhouse, not from the future."""
-        if (gh := self._greenhouse(msg.topic)) is None:
-            return None
+    def _over_rate(self, gh: str, channel: str) -> bool:
+        """True (shed and counted) when ``gh``'s ``channel`` is past its rate."""
+        if self.event_rate_limit.allow(f"{channel}/{gh}", time.monotonic()):
+            return False
+        self._shed(gh)
+        return True
+
+    def _timed_event(self, gh: str, msg: mqtt.MQTTMessage, model: type[E]) -> E | None:
+        """The payload of an ack or e-stop from known greenhouse ``gh``, not from the future."""
         try:
             event = parse_payload(msg.payload, model)
         except PayloadError as exc:
@@ -300,7 +322,7 @@ class MqttBridge:
         if (verdict := self.admission.check_time(event.ts)) is not None:
             self._reject(gh, *verdict)
             return None
-        return gh, event
+        return event
 
     # --- helpers -----------------------------------------------------------------------------
 
@@ -319,17 +341,22 @@ class MqttBridge:
     def _reject(self, gh: str | None, reason: str, detail: str) -> None:
         with self._lock:
             self._stats.rejected[reason] = self._stats.rejected.get(reason, 0) + 1
-        logger.warning("rejected message from %s: %s (%s)", gh or "?", reason, detail)
+            nth = self._rejects_logged[gh, reason] = self._rejects_logged.get((gh, reason), 0) + 1
+            if len(self._rejects_logged) > 4096:  # unknown greenhouse ids are many: forget, never grow
+                self._rejects_logged.clear()
+        if nth % REJECT_LOG_EVERY == 1:
+            more = f"; {nth} so far from it" if nth > 1 else ""
+            logger.warning("rejected message from %s: %s (%s%s)", gh or "?", reason, detail[:300], more)
         _hook(self.on_reject, gh, reason, detail)
 
     def _shed(self, gh: str) -> None:
-        """Over the greenhouse's rate: dropped before the intake, counted, logged every 100th time."""
+        """Over the greenhouse's rate (telemetry, acks or e-stop releases): dropped, counted, logged
+        every 100th time."""
         with self._lock:
             self._stats.shed += 1
             nth = self._stats.shed
         if nth % 100 == 1:
-            logger.warning("telemetry from %s over the rate limit (%g/s): shed (%d so far)", gh,
-                           self.rate_limit.rate_per_s, nth)
+            logger.warning("messages from %s over the rate limit: shed (%d so far)", gh, nth)
         _hook(self.on_shed, gh)
 
     def _deliver(self, handler: Callable[[str, Any], Any] | None, gh: str, payload: BaseModel) -> None:

@@ -7,6 +7,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 from uuid import UUID
 
 from app.mqtt.topics import Command
@@ -14,6 +15,11 @@ from app.mqtt.topics import Command
 # Commands whose greenhouse is remembered after their ack: at one command a minute per greenhouse,
 # hours of history for hundreds of greenhouses, in a few MB.
 MAX_OWNERS = 65536
+
+AckMatch = Literal["first", "repeat", "unknown", "foreign"]
+"""What an ack is to the commands sent: the first answer of its kind to one of the greenhouse's own
+commands (the one worth recording), a repeat of an answer already heard, a command this service never
+sent (or forgot long ago), or another greenhouse's command."""
 
 
 @dataclass
@@ -48,6 +54,8 @@ class CommandTracker:
         self._pending: dict[UUID, PendingCommand] = {}
         self._attempts: dict[UUID, int] = {}
         self._owners: OrderedDict[UUID, str] = OrderedDict()
+        self._answers: dict[UUID, set[str]] = {}
+        """Statuses already heard per remembered command (forgotten with its owner)."""
         self._lock = threading.Lock()
 
     def record(self, gh: str, command: Command, now: float | None = None) -> PendingCommand:
@@ -59,7 +67,8 @@ class CommandTracker:
             self._owners[command.cmd_id] = gh
             self._owners.move_to_end(command.cmd_id)
             if len(self._owners) > MAX_OWNERS:
-                self._owners.popitem(last=False)
+                gone, _ = self._owners.popitem(last=False)
+                self._answers.pop(gone, None)
             entry = PendingCommand(gh=gh, command=command, sent_at=sent, attempts=attempts)
             self._pending[command.cmd_id] = entry
             return entry
@@ -73,6 +82,20 @@ class CommandTracker:
                 return None
             self._attempts.pop(cmd_id, None)
             return self._pending.pop(cmd_id)
+
+    def match(self, gh: str, cmd_id: UUID, status: str) -> AckMatch:
+        """Classify an ack from ``gh`` (see :data:`AckMatch`) and remember a first answer as heard."""
+        with self._lock:
+            owner = self._owners.get(cmd_id)
+            if owner is None:
+                return "unknown"
+            if owner != gh:
+                return "foreign"
+            heard = self._answers.setdefault(cmd_id, set())
+            if status in heard:
+                return "repeat"
+            heard.add(status)
+            return "first"
 
     def owner(self, cmd_id: UUID) -> str | None:
         """The greenhouse a recent command was sent to (acked or not); None if unknown or long gone."""

@@ -193,6 +193,9 @@ class WriterProcess:
         self.lag_s: deque[float] = deque(maxlen=20_000)
         """Journal-to-stored seconds of recent records (the benchmark reports them)."""
         self._appended = 0
+        self._marks: deque[tuple[int, float]] = deque()
+        """(records journaled in all, monotonic time) per append not yet known stored: the oldest says
+        how long the writer has been behind."""
         self._proc: Any = None
         self._conn: Any = None
         self._reader: threading.Thread | None = None
@@ -223,7 +226,17 @@ class WriterProcess:
 
     def appended(self, count: int) -> None:
         """The loop journaled ``count`` more records."""
-        self._appended += count
+        with self._lock:
+            self._appended += count
+            self._marks.append((self._appended, time.monotonic()))
+
+    def behind_s(self, now: float | None = None) -> float:
+        """Seconds the oldest journaled record not yet stored has waited (0 when none waits)."""
+        t = time.monotonic() if now is None else now
+        with self._lock:
+            while self._marks and self._marks[0][0] <= self.stored:
+                self._marks.popleft()
+            return t - self._marks[0][1] if self._marks else 0.0
 
     @property
     def backlog(self) -> int:

@@ -17,6 +17,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
+from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
 from app.mqtt.connection import parse_mqtt_url
 from app.mqtt.topics import Ack, Command, Telemetry, ack_topic, command_topic, encode, telemetry_topic
@@ -333,6 +334,44 @@ def test_an_ack_on_another_greenhouses_topic_resolves_nothing(make_bridge: Calla
     assert len(bridge.tracker) == 1 and acks.empty()  # still pending, nothing delivered for `other`
     raw.publish(ack_topic(gh), encode(Ack(cmd_id=cmd.cmd_id, ts=datetime.now(UTC), status="applied")))
     assert acks.get(timeout=5)[0] == gh and len(bridge.tracker) == 0
+
+
+@mqtt_mark
+def test_an_ack_flood_reaches_no_handler_and_the_real_answer_is_delivered_once(
+        make_bridge: Callable[..., MqttBridge], raw: Raw, caplog: pytest.LogCaptureFixture) -> None:
+    """One edge credential floods its ack topic: acks for commands nobody sent are counted and dropped
+    (nothing to seal), repeats of an answer already heard too, and past the box's rate the rest is
+    shed unparsed; the log stays a few lines. The real ack of a real command still gets through once."""
+    gh = _gh()
+    acks: queue.Queue[Ack] = queue.Queue()
+    bridge = make_bridge(zones=2, on_ack=lambda g, a: acks.put(a) if g == gh else None,
+                         event_rate_limit=RateLimit(rate_per_s=20.0, burst=400))
+    cmd = _command()
+    bridge.publish_command(gh, cmd).wait_for_publish(5)
+    real = encode(Ack(cmd_id=cmd.cmd_id, ts=datetime.now(UTC), status="applied"))
+    raw.publish(ack_topic(gh), real)
+    assert acks.get(timeout=5).cmd_id == cmd.cmd_id
+    flood = [encode(Ack(cmd_id=uuid.uuid4(), ts=datetime.now(UTC), status="applied")) for _ in range(600)]
+    with caplog.at_level("WARNING", logger="app.mqtt.bridge"):
+        for k, payload in enumerate(flood):
+            raw.client.publish(ack_topic(gh), real if k % 10 == 0 else payload, qos=1)
+        raw.publish(ack_topic(gh), real)
+        assert _wait(lambda: sum(bridge.stats["rejected"].values()) + bridge.stats["shed"] >= 601, timeout=15)
+    stats = bridge.stats
+    assert stats["rejected"]["unknown_command"] > 0 and stats["rejected"]["duplicate"] > 0 and stats["shed"] > 0
+    assert acks.empty(), "no flooded or repeated ack reached the handler"
+    assert len([r for r in caplog.records if r.name == "app.mqtt.bridge"]) <= 12, "the flood flooded the log"
+
+
+def test_the_tracker_tells_first_answers_from_repeats_unknown_and_foreign_commands() -> None:
+    tracker = CommandTracker(ack_timeout_s=10)
+    cmd = _command()
+    tracker.record("gh1", cmd)
+    assert tracker.match("gh2", cmd.cmd_id, "applied") == "foreign"
+    assert tracker.match("gh1", uuid.uuid4(), "applied") == "unknown"
+    assert tracker.match("gh1", cmd.cmd_id, "applied") == "first"
+    assert tracker.match("gh1", cmd.cmd_id, "applied") == "repeat"
+    assert tracker.match("gh1", cmd.cmd_id, "expired") == "first"  # another answer is news
 
 
 def test_command_tracker_resolves_only_the_owning_greenhouse() -> None:

@@ -122,3 +122,26 @@ def test_ctrl_c_leaves_the_writer_to_the_service(tmp_path: Path) -> None:
         journal.close()
         writer.stop()
     assert [e.payload["seq"] for e in AuditStore(make_engine(url), keyring, signer).tail_entries("ga", 10)] == [1]
+
+
+def test_a_stalled_writer_shows_how_far_behind_it_is_and_catches_up(tmp_path: Path) -> None:
+    """/readyz reads ``behind_s``: a writer that stops storing (here: stopped by a signal) is behind by
+    the age of the oldest record it has not stored, and back to 0 once it has caught up."""
+    writer = WriterProcess()
+    _url, _keyring, _signer, journal = _start(tmp_path, writer, rotate_every=100)
+    try:
+        assert writer.wait_ready(60)
+        writer.appended(journal.append([_job(1).entry()]))
+        assert _wait(lambda: writer.backlog == 0) and writer.behind_s() == 0.0
+        os.kill(writer._proc.pid, signal.SIGSTOP)
+        try:
+            writer.appended(journal.append([_job(2).entry()]))
+            time.sleep(1.2)
+            writer.appended(journal.append([_job(3).entry()]))
+            assert writer.backlog == 2 and writer.behind_s() >= 1.2  # the oldest waiting record's age
+        finally:
+            os.kill(writer._proc.pid, signal.SIGCONT)
+        assert _wait(lambda: writer.backlog == 0) and writer.behind_s() == 0.0
+    finally:
+        journal.close()
+        writer.stop()

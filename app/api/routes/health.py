@@ -19,8 +19,8 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
-    """Ready when the database answers, the broker connection is up, audit sealing keeps up and the
-    journal takes writes (without it nothing is commanded)."""
+    """Ready when the database answers, the broker connection is up, audit sealing and the recording of
+    decisions keep up and the journal takes writes (without it nothing is commanded)."""
     checks: dict[str, object] = {}
     try:
         with runtime.sessions() as session:
@@ -36,7 +36,11 @@ def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
         f"stuck: {runtime.writer.audit_pending} events waiting {stuck:.0f} s (limit {limit:.0f} s)")
     failing = runtime.dispatch.journal_failing_since
     checks["journal"] = "ok" if failing is None else f"unwritable since {failing.isoformat(timespec='seconds')}"
-    ready = checks["database"] == "ok" and checks["mqtt"] == "ok" and stuck is None and failing is None
+    behind, allowed = runtime.writer.behind_s(), runtime.settings.writer_behind_s
+    checks["recording"] = "ok" if behind <= allowed else (
+        f"behind: {runtime.writer.backlog} records journaled, the oldest {behind:.0f} s ago (limit {allowed:.0f} s)")
+    ready = (checks["database"] == "ok" and checks["mqtt"] == "ok" and stuck is None and failing is None
+             and behind <= allowed)
     response.status_code = 200 if ready else 503
     return {"ready": ready, "checks": checks}
 
