@@ -73,6 +73,18 @@ class DecisionRecorder:
                         best = max(best, int(item["row"]["seq"]))
             return int(best)
 
+    def recent_commands(self, greenhouse_id: str, limit: int = 32) -> list[tuple[str, str | None]]:
+        """(cmd_id, ack status) of the greenhouse's newest stored decisions: acks of commands an earlier
+        run sent still match one after a restart (empty when the database cannot say)."""
+        try:
+            with self.sessions() as session:
+                rows = session.execute(select(Decision.cmd_id, Decision.ack_status)
+                                       .where(Decision.greenhouse_id == greenhouse_id, Decision.cmd_id.is_not(None))
+                                       .order_by(Decision.seq.desc()).limit(limit)).all()
+        except UNAVAILABLE:
+            return []
+        return [(str(cmd_id), status) for cmd_id, status in rows]
+
     def record_decision(self, row: dict[str, Any]) -> bool:
         """True if written to the database, False if spooled."""
         return self._write("decision", row)

@@ -24,6 +24,7 @@ import pickle
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -192,6 +193,9 @@ class Runtime:
             on_shed=lambda gh: loop.call_soon_threadsafe(self._on_shed, gh, "rate_limit"),
             on_connected=self.on_connected)
         self.dispatch.bridge = self.bridge
+        for gh in self.controllers:  # an ack of a command the last run sent still counts (and only once)
+            for cmd_id, status in await asyncio.to_thread(self.recorder.recent_commands, gh):
+                self.bridge.tracker.remember(gh, uuid.UUID(cmd_id), None if status in (None, "pending") else status)
         self.bridge.start()
         self._tasks.append(asyncio.create_task(self.housekeeping.run()))
         self._tasks.append(asyncio.create_task(self.keeper.run()))

@@ -83,6 +83,15 @@ class CommandTracker:
             self._attempts.pop(cmd_id, None)
             return self._pending.pop(cmd_id)
 
+    def remember(self, gh: str, cmd_id: UUID, answered: str | None = None) -> None:
+        """A command sent to ``gh`` before this tracker existed (an earlier run's): its acks match, and
+        an answer already recorded for it counts as heard."""
+        with self._lock:
+            self._owners.setdefault(cmd_id, gh)
+            self._owners.move_to_end(cmd_id, last=False)  # older than anything this run sends
+            if answered is not None:
+                self._answers.setdefault(cmd_id, set()).add(answered)
+
     def match(self, gh: str, cmd_id: UUID, status: str) -> AckMatch:
         """Classify an ack from ``gh`` (see :data:`AckMatch`) and remember a first answer as heard."""
         with self._lock:

@@ -372,6 +372,12 @@ def test_the_tracker_tells_first_answers_from_repeats_unknown_and_foreign_comman
     assert tracker.match("gh1", cmd.cmd_id, "applied") == "first"
     assert tracker.match("gh1", cmd.cmd_id, "applied") == "repeat"
     assert tracker.match("gh1", cmd.cmd_id, "expired") == "first"  # another answer is news
+    # A command an earlier run sent (read back from the stored decisions at start) still matches.
+    earlier, answered = uuid.uuid4(), uuid.uuid4()
+    tracker.remember("gh1", earlier)
+    tracker.remember("gh1", answered, "applied")
+    assert tracker.match("gh1", earlier, "applied") == "first"
+    assert tracker.match("gh1", answered, "applied") == "repeat"
 
 
 def test_command_tracker_resolves_only_the_owning_greenhouse() -> None:
