@@ -403,11 +403,14 @@ class AuditStore:
 
     # -- reading ----------------------------------------------------------------------
 
-    def greenhouse_ids(self) -> list[str]:
-        """Every greenhouse with records or signed statements (a fully deleted trail still shows up)."""
+    def greenhouse_ids(self, conn: Connection | None = None) -> list[str]:
+        """Every greenhouse with records or signed statements (a fully deleted trail still shows up);
+        read on ``conn`` when given (a caller's snapshot), else on a connection of its own."""
         stmt = union(select(AuditRecord.greenhouse_id), select(AuditCheckpoint.greenhouse_id))
-        with self._engine.connect() as conn:
+        if conn is not None:
             return sorted(conn.scalars(stmt))
+        with self._engine.connect() as own:
+            return sorted(own.scalars(stmt))
 
     def iter_records(self, greenhouse_id: str, *, from_seq: int | None = None) -> Iterator[SealedRecord]:
         """Stream stored records in seq order, from ``from_seq`` and never below the latest anchor."""
@@ -435,10 +438,12 @@ class AuditStore:
                                                               AuditRecord.seq == seq)).first()
         return None if row is None else SealedRecord(*row)
 
-    def latest_anchor(self, greenhouse_id: str) -> Anchor | None:
-        """The newest purge anchor: verification of what remains starts from it."""
-        with self._engine.connect() as conn:
+    def latest_anchor(self, greenhouse_id: str, conn: Connection | None = None) -> Anchor | None:
+        """The newest purge anchor: verification of what remains starts from it (read on ``conn`` when given)."""
+        if conn is not None:
             return self._latest_anchor(conn, greenhouse_id)
+        with self._engine.connect() as own:
+            return self._latest_anchor(own, greenhouse_id)
 
     def checkpoints(self, greenhouse_id: str) -> list[SignedCheckpoint]:
         """Every stored signed checkpoint, in seq order."""
@@ -503,30 +508,46 @@ class AuditStore:
 
     def _verify_one(self, greenhouse_id: str) -> GreenhouseVerifyResult:
         with self._engine.connect() as conn:
-            result = self._verify_range(conn, greenhouse_id)
-        return GreenhouseVerifyResult(
-            result.ok,
-            result.records_checked,
-            result.first_bad_seq,
-            result.reason,
-            result.head_seq,
-            result.head_hash,
-            greenhouse_id,
-        )
+            return self.verify_in(conn, greenhouse_id)
 
-    def _verify_range(self, conn: Connection, greenhouse_id: str, upto: int | None = None) -> VerifyResult:
-        anchor = self._latest_anchor(conn, greenhouse_id)
+    def verify_in(
+        self,
+        conn: Connection,
+        greenhouse_id: str,
+        *,
+        on_entry: Callable[[SealedRecord, AuditEntry], None] | None = None,
+        after: tuple[int, str] | None = None,
+    ) -> GreenhouseVerifyResult:
+        """:meth:`verify` of one chain, read on ``conn``: inside a caller's snapshot, the chain as it was
+        when the tables compared with it were read. ``on_entry`` gets each record that passed with its
+        entry; ``after`` (seq, record_hash) checks only the records after a head verified before."""
+        r = self._verify_range(conn, greenhouse_id, on_entry=on_entry, after=after)
+        return GreenhouseVerifyResult(r.ok, r.records_checked, r.first_bad_seq, r.reason, r.head_seq, r.head_hash,
+                                      greenhouse_id)
+
+    def _verify_range(
+        self,
+        conn: Connection,
+        greenhouse_id: str,
+        upto: int | None = None,
+        *,
+        on_entry: Callable[[SealedRecord, AuditEntry], None] | None = None,
+        after: tuple[int, str] | None = None,
+    ) -> VerifyResult:
+        anchor = None if after is not None else self._latest_anchor(conn, greenhouse_id)
         checkpoints = self._checkpoints(conn, greenhouse_id)
         if upto is not None:
             # Checkpoints past ``upto`` would read as a truncated tail when verifying a prefix.
             checkpoints = [cp for cp in checkpoints if cp.seq <= upto]
-        after = anchor.seq if anchor is not None else 0
+        start = after[0] if after is not None else anchor.seq if anchor is not None else 0
         return verify_chain(
-            self._stream(conn, greenhouse_id, after=after, upto=upto),
+            self._stream(conn, greenhouse_id, after=start, upto=upto),
             self._keyring,
             checkpoints=checkpoints,
             anchor=anchor,
             public_key=self._verify_keys,
+            on_entry=on_entry,
+            after=after,
         )
 
     # -- retention --------------------------------------------------------------------

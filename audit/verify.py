@@ -73,11 +73,15 @@ class _Walker:
         public_key: PublicKeys | None,
         *,
         want_entries: bool,
+        after: tuple[int, str] | None = None,
     ) -> None:
         self._want_entries = want_entries
         self._checkpoints = sorted(checkpoints, key=lambda cp: cp.seq)
         if (self._checkpoints or anchor is not None) and public_key is None:
             raise ValueError("checkpoints and anchors can only be verified with public_key")
+        if after is not None and anchor is not None:
+            raise ValueError("a walk starts after an anchor or after a verified head, not both")
+        self._after = after
         self._keyring = keyring
         self._public_key = public_key
         self._anchor = anchor
@@ -88,6 +92,12 @@ class _Walker:
         self.checked = 0
 
     def start(self) -> None:
+        if self._after is not None:
+            # The head was verified by an earlier walk, with the checkpoints up to it.
+            self.seq, self.head = self._after
+            while self._next_cp < len(self._checkpoints) and self._checkpoints[self._next_cp].seq <= self.seq:
+                self._next_cp += 1
+            return
         anchor = self._anchor
         if anchor is None:
             return
@@ -184,6 +194,7 @@ def verify_chain(
     anchor: Anchor | None = None,
     public_key: PublicKeys | None = None,
     on_entry: Callable[[SealedRecord, AuditEntry], None] | None = None,
+    after: tuple[int, str] | None = None,
 ) -> VerifyResult:
     """Check one greenhouse's records, in seq order, in a single streaming pass.
 
@@ -194,10 +205,12 @@ def verify_chain(
 
     ``on_entry`` is handed each record that passed, with its decrypted entry, as the walk goes:
     whoever reads the content too needs no second pass, and never sees a record past the first bad one.
+    ``after`` (seq, record_hash) goes on from a head an earlier walk verified: ``records`` are the ones
+    after it, and the first must link to it.
     """
     if on_entry is not None and keyring is None:
         raise ValueError("on_entry needs a keyring to decrypt")
-    walker = _Walker(keyring, checkpoints, anchor, public_key, want_entries=on_entry is not None)
+    walker = _Walker(keyring, checkpoints, anchor, public_key, want_entries=on_entry is not None, after=after)
     try:
         walker.start()
         for record in records:

@@ -160,6 +160,7 @@ def test_audit_verify_finds_a_chain_deleted_whole_and_records_never_sealed(url, 
     pem.write_bytes(keys[1].to_pem())
     monkeypatch.setenv("GREENTWIN_AUDIT_KEYS", keys[0].to_json())
     monkeypatch.setenv("GREENTWIN_AUDIT_SIGNING_KEY", str(pem))
+    monkeypatch.setattr("app.audit_coverage.SEAL_LAG_S", 1.0)  # rows unsealed for longer are missing
     args = argparse.Namespace(url=url, greenhouse=None)
     assert run_verify(args) == 0
     out = capsys.readouterr().out

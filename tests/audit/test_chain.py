@@ -334,6 +334,26 @@ def test_iter_verified_raises_at_first_bad(records: tuple[SealedRecord, ...], ke
 # -- checkpoints and anchors ------------------------------------------------------------
 
 
+def test_a_walk_goes_on_from_a_head_verified_before(
+    records: tuple[SealedRecord, ...], keyring: Keyring, signer: Signer
+) -> None:
+    """What `audit verify` does while it waits for the newest rows: only the records after the head it
+    checked, each handed over with its entry, and they must link to that head."""
+    cps = [sign_checkpoint(signer, GH, r.seq, r.record_hash) for r in records if r.seq % 10 == 0]
+    first = verify_chain(records[:20], keyring, checkpoints=cps[:2], public_key=signer.public_key)
+    seen: list[int] = []
+    rest = verify_chain(records[20:], keyring, checkpoints=cps, public_key=signer.public_key,
+                        after=(first.head_seq, first.head_hash), on_entry=lambda r, e: seen.append(e.seq))
+    assert rest.ok and rest.records_checked == 30 and rest.head_seq == 50 and seen == list(range(21, 51))
+    skipped = verify_chain(records[21:], keyring, after=(first.head_seq, first.head_hash))
+    assert (skipped.ok, skipped.first_bad_seq) == (False, 21) and "missing" in (skipped.reason or "")
+    elsewhere = verify_chain(records[20:], keyring, after=(20, records[5].record_hash))
+    assert (elsewhere.ok, elsewhere.first_bad_seq) == (False, 21) and "prev_hash" in (elsewhere.reason or "")
+    cut = verify_chain(records[20:40], keyring, checkpoints=cps, public_key=signer.public_key,
+                       after=(first.head_seq, first.head_hash))
+    assert not cut.ok and "truncated" in (cut.reason or "")
+
+
 def test_checkpoints_verify(records: tuple[SealedRecord, ...], keyring: Keyring, signer: Signer) -> None:
     cps = [sign_checkpoint(signer, GH, s, records[s - 1].record_hash, _ts(200 + s)) for s in (50, 10, 25)]
     for cp in cps:
