@@ -63,6 +63,8 @@ class Dispatcher:
         """Each greenhouse's latest decided observation (the dashboard's outlook reads its forecast and prices)."""
         self.journal_failing_since: datetime | None = None
         """When the journal last started refusing writes (None while it takes them): /readyz fails."""
+        self.published_at: dict[str, float] = {}
+        """Monotonic time of each greenhouse's latest command publication (a reconnect repeats a young one)."""
         self._held: list[dict[str, Any]] = []
         """Mode changes the telemetry reported (a panel e-stop) and acks the journal refused: written ahead
         of the next entries it takes, so a full disk delays their records and never loses them. A refused
@@ -161,6 +163,7 @@ class Dispatcher:
         """Publish with this replica's fencing token; nothing for a greenhouse it does not hold."""
         if self.bridge is None:
             return
+        self.published_at[gh] = time.monotonic()
         if self.fence is None:
             self.bridge.publish_command(gh, command)
             return

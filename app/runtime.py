@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import gc
 import logging
+import math
 import pickle
 import sys
 import threading
@@ -246,13 +247,14 @@ class Runtime:
         (a box that fell back during the outage resumes now) and judges valve feedback afresh."""
         if connects <= 1:
             return
-        now = datetime.now(UTC)
+        now = time.monotonic()
         repeats = []
         for gh, ctl in self.controllers.items():
             if gh in self.intake.in_flight or not self.dispatch.may_command(gh):  # its decision is on its way
                 ctl.forget_held_commands()
                 continue
-            if (d := ctl.after_reconnect(now)) is not None:
+            young = now - self.dispatch.published_at.get(gh, -math.inf) < ctl.ttl_s
+            if (d := ctl.after_reconnect(young)) is not None:
                 repeats.append(d)
         log.info("MQTT reconnected (connect #%d): %d greenhouse(s) re-commanded", connects, len(repeats))
         self.dispatch.emit(repeats)

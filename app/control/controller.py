@@ -133,13 +133,13 @@ class GreenhouseController:
         may reach it late): valve feedback is judged afresh."""
         self.valve_evidence = self.valve_evidence.unseen()
 
-    def after_reconnect(self, now: datetime) -> ControlDecision | None:
+    def after_reconnect(self, repeat: bool) -> ControlDecision | None:
         """The service reconnected to the broker. Commands queued meanwhile may reach the box late, so
-        what it was seen holding before vouches for nothing (valve feedback is judged afresh); and
-        while the last decision is fresh, its action goes out again as a new command (None otherwise:
-        the next telemetry decides)."""
+        what it was seen holding before vouches for nothing (valve feedback is judged afresh); with
+        ``repeat`` (the caller's clock says the last command is younger than its TTL) that command's
+        action goes out again as a new one. None otherwise: the next telemetry decides."""
         self.forget_held_commands()
-        return repeat_decision(self, now) if self._telemetry_within(now, self.ttl_s) else None
+        return repeat_decision(self) if repeat and self.last_ts is not None else None
 
     def safe_command(self, ts: datetime) -> Command:
         """Everything off, as a fresh command (watchdog, e-stop): also becomes the previous action."""

@@ -124,13 +124,15 @@ def watchdog_decision(ctl: GreenhouseController, now: datetime) -> ControlDecisi
     return _held_decision(ctl, now, "watchdog", ["telemetry_stale"])
 
 
-def repeat_decision(ctl: GreenhouseController, now: datetime) -> ControlDecision:
-    """The service reconnected to the broker: the action in force again, as a fresh command (new id,
-    new TTL), so a box that fell back while the link was down resumes now rather than at the next
-    telemetry's decision. The action was clipped when it was decided; an e-stop latched since wins."""
+def repeat_decision(ctl: GreenhouseController) -> ControlDecision:
+    """The service reconnected to the broker: the last decision's action again, as a new command (new
+    id) stamped with that decision's time, so a box that fell back while the link was down resumes
+    at once, for what is left of the original TTL and no longer. The action was clipped when it was
+    decided, for that moment; an e-stop latched since wins."""
+    assert ctl.last_ts is not None
     if ctl.estop_latched:
         ctl.prev_action = safe_state(ctl.z)
-    return _held_decision(ctl, now, "reconnect", [])
+    return _held_decision(ctl, ctl.last_ts, "reconnect", [])
 
 
 def _held_decision(ctl: GreenhouseController, now: datetime, actor: str, alarms: list[str]) -> ControlDecision:

@@ -315,19 +315,20 @@ def test_after_a_reconnect_the_watch_starts_again():
 
 
 
-def test_a_reconnect_repeats_a_fresh_action_as_a_new_command_and_nothing_stale():
+def test_a_reconnect_repeats_a_young_action_as_a_new_command_and_nothing_stale():
     ctl = _controller()
     twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
     twin.reset()
     ctl.set_mode("manual", "op7", "irrigate", T0, manual_action=OPEN_2_3)
     d = _box(ctl, twin, 0, np.zeros(8), None)
-    again = ctl.after_reconnect(d.ts + timedelta(seconds=10))
+    again = ctl.after_reconnect(repeat=True)
     assert again is not None and again.actor == "reconnect" and again.seq == d.seq + 1
     assert again.command.cmd_id != d.command.cmd_id and again.command.seq == d.command.seq + 1
     assert (again.command.valves, again.command.pump_pct) == (d.command.valves, d.command.pump_pct)
-    # Past the command TTL the box has fallen back and the last decision is stale: the next telemetry decides.
-    assert ctl.after_reconnect(d.ts + timedelta(seconds=ctl.ttl_s + 1)) is None
+    assert again.command.ts == d.command.ts  # in force for what is left of the original TTL, no longer
+    # Past the TTL (the caller's clock says so) the box has fallen back: the next telemetry decides.
+    assert ctl.after_reconnect(repeat=False) is None
     ctl.estop("operator:op7", "leak", d.ts)
-    held = ctl.after_reconnect(d.ts + timedelta(seconds=5))
+    held = ctl.after_reconnect(repeat=True)
     assert held is not None and held.command.mode == "estop" and not any(held.command.valves)
     assert held.command.pump_pct == 0.0
