@@ -234,12 +234,17 @@ def _failed_alarms(d: ControlDecision) -> list[str]:
     return [a for a in d.alarms if a.startswith(("valve_failed", "valve_feedback_mismatch"))]
 
 
-def test_a_valve_the_box_held_open_that_reads_closed_is_latched_failed_until_seen_open():
+def _valve_test() -> tuple[GreenhouseController, GreenhouseTwin, ControlDecision]:
+    """An operator opens zones 2 and 3 by hand: the controller, its plant and the first decision."""
     ctl = _controller()
     twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
     twin.reset()
     ctl.set_mode("manual", "op7", "valve test", T0, manual_action=OPEN_2_3)
-    d0 = _box(ctl, twin, 0, np.zeros(8), None)
+    return ctl, twin, _box(ctl, twin, 0, np.zeros(8), None)
+
+
+def test_a_valve_the_box_held_open_that_reads_closed_is_latched_failed_until_seen_open():
+    ctl, twin, d0 = _valve_test()
     assert d0.command.valves[2] == 1
     # The first telemetry that shows the box holding the open command starts the watch: no verdict yet.
     d1 = _box(ctl, twin, 1, SHUT_2, d0)
@@ -265,11 +270,7 @@ def test_the_boxs_fall_back_after_an_outage_latches_nothing_and_irrigation_resum
     safe state (cmd_seq null) and reads every valve closed against the last open command. That is
     the box doing as told, not a failed valve: nothing latches, nothing is alarmed, and the next
     decision opens the valves again."""
-    ctl = _controller()
-    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
-    twin.reset()
-    ctl.set_mode("manual", "op7", "irrigate", T0, manual_action=OPEN_2_3)
-    held = _box(ctl, twin, 0, np.zeros(8), None)
+    ctl, twin, held = _valve_test()
     for k in (1, 2):
         held = _box(ctl, twin, k, OPEN_2_3, held)
     after = _box(ctl, twin, 4, np.zeros(8), None)  # two minutes of silence, then the fall-back's telemetry
@@ -301,11 +302,7 @@ def test_a_command_the_box_never_took_says_nothing_about_its_valves():
 def test_after_a_reconnect_the_watch_starts_again():
     """Commands queued while the service was away may reach the box late: feedback seen before a
     reconnect vouches for nothing, and a valve the box just re-opened is not judged at once."""
-    ctl = _controller()
-    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
-    twin.reset()
-    ctl.set_mode("manual", "op7", "valve test", T0, manual_action=OPEN_2_3)
-    d = _box(ctl, twin, 0, np.zeros(8), None)
+    ctl, twin, d = _valve_test()
     d = _box(ctl, twin, 1, OPEN_2_3, d)
     ctl.forget_held_commands()
     d = _box(ctl, twin, 2, SHUT_2, d)  # opening again after the box took a late command
@@ -314,13 +311,8 @@ def test_after_a_reconnect_the_watch_starts_again():
     assert "valve_failed:2" in d.alarms
 
 
-
 def test_a_reconnect_repeats_a_young_action_as_a_new_command_and_nothing_stale():
-    ctl = _controller()
-    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
-    twin.reset()
-    ctl.set_mode("manual", "op7", "irrigate", T0, manual_action=OPEN_2_3)
-    d = _box(ctl, twin, 0, np.zeros(8), None)
+    ctl, twin, d = _valve_test()
     again = ctl.after_reconnect(repeat=True)
     assert again is not None and again.actor == "reconnect" and again.seq == d.seq + 1
     assert again.command.cmd_id != d.command.cmd_id and again.command.seq == d.command.seq + 1
