@@ -17,6 +17,7 @@ from app.api.body_limit import BodyLimitMiddleware
 from app.api.client_address import ForwardedClientMiddleware
 from app.api.dashboard import Dashboard
 from app.api.edge_status import EdgeStatusWatcher
+from app.api.input_guard import InputGuardMiddleware
 from app.api.routes import (
     alarms,
     audit_status,
@@ -110,6 +111,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
     app.include_router(policy.router)
     app.include_router(pages.router)
     app.mount("/static", pages.static_files(), name="static")
+    app.add_middleware(InputGuardMiddleware)  # inside the security headers: its 400s carry them too
     app.add_middleware(SecurityMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)  # before anything reads
     # Outermost: every part inside sees the client a trusted proxy named, or the peer.

@@ -6,11 +6,10 @@ and a body sent without one (chunked) is counted as it arrives and cut off at th
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.api.asgi_reply import send_json_error
 
 
 class BodyLimitMiddleware:
@@ -60,8 +59,4 @@ class BodyLimitMiddleware:
         return f"request body larger than {self.max_bytes} bytes"
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"detail": self._detail}).encode()
-        headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                              (b"connection", b"close")]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_json_error(send, 413, self._detail, [(b"connection", b"close")])

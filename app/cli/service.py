@@ -114,9 +114,9 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from app.main import create_app  # torch and the runtime load only for a start that can proceed
-    from app.serving import uvicorn_options
+    from app.serving import configure_service_logging, uvicorn_options
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_service_logging(settings)
     app = create_app(settings, state_dir=Path(args.state_dir) if args.state_dir else settings.state_dir)
     uvicorn.run(app, host=args.host, port=args.port, **uvicorn_options(log_level="info"))
     return 0
@@ -131,9 +131,9 @@ def run_demo(args: argparse.Namespace) -> int:
     from app.mqtt.connection import parse_mqtt_url
     from app.plant_sim import PlantSim
     from app.plant_sim_outlook import OutlookServer
-    from app.serving import uvicorn_options
+    from app.serving import configure_service_logging, uvicorn_options
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_service_logging(Settings())
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the outlook is asked every few seconds here
     data = Path(args.data_dir)
     data.mkdir(parents=True, exist_ok=True)

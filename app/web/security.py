@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from urllib.parse import urlsplit
 
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.asgi_reply import send_json_error
 from app.api.deps import SESSION_COOKIE
 
 CSRF_HEADER = "x-csrf-token"
@@ -121,10 +121,6 @@ class SecurityMiddleware:
 
         refusal = csrf_refusal(scope)
         if refusal is not None:
-            body = json.dumps({"detail": refusal}).encode()
-            await send_with_headers({"type": "http.response.start", "status": 403,
-                                     "headers": [(b"content-type", b"application/json"),
-                                                 (b"content-length", str(len(body)).encode())]})
-            await send_with_headers({"type": "http.response.body", "body": body})
+            await send_json_error(send_with_headers, 403, refusal)
             return
         await self.app(scope, receive, send_with_headers)

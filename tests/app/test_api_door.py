@@ -7,6 +7,8 @@ hostile input does to the service's own log, who may read ``/metrics``.
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,9 @@ from tests.app.procs import MOSQUITTO, AuditKeys, Mosquitto, Service, running, s
 pytestmark = [pytest.mark.mqtt, pytest.mark.slow]
 
 PW = "correct horse battery"
-USERS = {"adam": ["admin"], "olga": ["operator"]}
+USERS = {"adam": ["admin"], "olga": ["operator"], "nora": ["operator"]}
+REPEAT_INTERVAL_S, REPEAT_BURST = 3.0, 5
+SUPPRESSED = re.compile(r"uvicorn\.access (\d+) similar lines suppressed in \d+ s, like: (.*)$")
 
 
 @dataclass
@@ -39,6 +43,15 @@ class Door:
 
     def login(self, name: str, password: str = PW, **headers: str) -> httpx.Response:
         return self.http.post("/api/auth/login", json={"username": name, "password": password}, headers=headers)
+
+    def log_from(self, offset: int) -> str:
+        """What the service logged from byte ``offset`` of its log on."""
+        with self.service.log.open("rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode("utf-8", errors="replace")
+
+    def log_size(self) -> int:
+        return self.service.log.stat().st_size
 
     def access_entries(self, n: int = 20) -> list[object]:
         engine = make_engine(self.database_url)
@@ -64,7 +77,9 @@ def door(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Door
             for name, roles in USERS.items():
                 create_user(session=session, username=name, password=PW, roles=roles)
         engine.dispose()
-        env = service_env(database_url=url, mqtt_url=broker.url, keys=keys, policy_dir=root / "no-policy")
+        env = service_env(database_url=url, mqtt_url=broker.url, keys=keys, policy_dir=root / "no-policy",
+                          extra={"GREENTWIN_LOG_REPEAT_INTERVAL_S": str(REPEAT_INTERVAL_S),
+                                 "GREENTWIN_LOG_REPEAT_BURST": str(REPEAT_BURST)})
         with running(Service(root, env)) as service:
             yield Door(service, url, keys)
 
@@ -79,3 +94,39 @@ def test_a_forwarded_for_header_from_a_direct_client_is_not_believed(door: Door)
         r = door.login("olga", "wrong password!", **{"X-Forwarded-For": f"198.51.100.{i + 1}"})
         assert r.status_code == 401, r.text
     assert door.login("olga", **{"X-Forwarded-For": "198.51.100.99"}).status_code == 429
+
+
+def test_a_nul_byte_is_a_4xx_and_one_short_log_line(door: Door) -> None:
+    """In a login name, a user path, a report's greenhouse id: refused at the door, and the log gets
+    the access line of each refusal, no traceback."""
+    admin = {"Authorization": f"Bearer {door.login('adam').json()['access_token']}"}
+    start = door.log_size()
+    assert door.http.post("/api/auth/login", json={"username": "ad\u0000am", "password": PW}).status_code == 422
+    assert door.http.post("/api/users/ad%00am/disable", headers=admin).status_code == 400
+    r = door.http.get("/api/greenhouses/gh%001/report.pdf", headers=admin,
+                      params={"from": "2026-01-01T00:00:00Z", "to": "2026-02-01T00:00:00Z"})
+    assert r.status_code == 400 and "control character" in r.json()["detail"]
+    time.sleep(0.5)  # the access lines are written after the answers
+    logged = door.log_from(start)
+    assert "Traceback" not in logged and " ERROR " not in logged, logged[-3000:]
+    assert len(logged) < 1500, f"{len(logged)} bytes logged for three bad requests"
+
+
+def test_a_flood_of_bad_requests_is_collapsed_in_the_log(door: Door) -> None:
+    """A not-JSON flood: of its lines only a few per interval reach the log, the rest are counted
+    in "suppressed" lines, and every request is accounted for by one or the other."""
+    start, sent, began = door.log_size(), 1000, time.monotonic()
+    for _ in range(sent):
+        r = door.http.post("/api/auth/login", content=b"not json", headers={"content-type": "application/json"})
+        assert r.status_code == 422
+    took = time.monotonic() - began
+    time.sleep(REPEAT_INTERVAL_S + 0.5)
+    assert door.http.get("/healthz").status_code == 200  # a line after the interval reports the last one
+    time.sleep(0.5)
+    lines = door.log_from(start).splitlines()
+    passed = [ln for ln in lines if '"POST /api/auth/login HTTP/1.1" 422' in ln and "suppressed" not in ln]
+    suppressed = [int(m.group(1)) for ln in lines if (m := SUPPRESSED.search(ln)) and " 422" in m.group(2)]
+    assert len(passed) + sum(suppressed) == sent, (len(passed), suppressed)
+    windows = int(took / REPEAT_INTERVAL_S) + 2
+    assert len(passed) <= REPEAT_BURST * windows and len(suppressed) <= windows, (len(passed), suppressed, took)
+    assert sum(len(ln) + 1 for ln in lines) < 200 * (REPEAT_BURST + 1) * windows + 2000

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.deps import SESSION_COOKIE, AuthDep, CurrentUser, RuntimeDep
 from app.auth.passwords import MAX_PASSWORD_LEN
 from app.auth.service import AccountDisabled, AuditUnavailable, LoginRefused, Principal, RateLimited
+from app.fields import DbText
 
 router = APIRouter(prefix="/api/auth", tags=["auth"])
 
@@ -18,7 +19,7 @@ router = APIRouter(prefix="/api/auth", tags=["auth"])
 class LoginRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    username: Annotated[str, Field(min_length=1, max_length=200)]
+    username: Annotated[DbText, Field(min_length=1, max_length=200)]  # it reaches the database as text
     password: Annotated[str, Field(min_length=1, max_length=MAX_PASSWORD_LEN)]
 
     def __repr__(self) -> str:  # keep the password out of any traceback or log line

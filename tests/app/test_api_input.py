@@ -1,0 +1,132 @@
+"""Control characters at the API's door, on PostgreSQL (which refuses NUL in text, unlike SQLite).
+
+Every path and query parameter of every route, and every free string in a request body, gets a
+NUL byte: each answer is a 4xx naming the problem, never a 500, and nothing is logged with a
+traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
+
+from app.auth.roles import ROLES
+from app.auth.users import create_user
+from app.cli import db as db_cli
+from app.core.config import Settings
+from app.core.db import make_engine, make_session_factory
+from app.main import create_app
+
+try:
+    from fastapi.routing import iter_route_contexts
+except ImportError:  # FastAPI before 0.165: app.routes lists every route
+    iter_route_contexts = None
+
+PW = "correct horse battery"
+NUL = "a\x00b"
+VALID = {"gh": "gh1", "alarm_id": "0" * 16, "username": "root"}
+BODY_STRINGS: list[tuple[str, str, dict[str, Any]]] = [  # (method, path, body with a NUL in one string)
+    ("POST", "/api/auth/login", {"username": "ro\x00ot", "password": PW}),
+    ("POST", "/api/users", {"username": "new\x00user", "roles": ["operator"]}),
+    ("POST", "/api/greenhouses", {"id": "gh\x00x", "zones": 2}),
+    ("POST", "/api/greenhouses", {"id": "ghx", "zones": 2, "name": "North\x00house"}),
+    ("POST", "/api/greenhouses/gh1/mode", {"mode": "manual", "reason": "by \x00hand"}),
+    ("POST", "/api/greenhouses/gh1/estop", {"reason": "leak\x00"}),
+    ("POST", "/api/greenhouses/gh1/estop/reset", {"reason": "fixed\x00"}),
+]
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[TestClient]:
+    from tests.conftest import temporary_pg_database
+
+    root = tmp_path_factory.mktemp("input")
+    with temporary_pg_database(pg_url, "greentwin_input") as url:
+        db_cli.upgrade(url)
+        db_cli.add_greenhouse(url, "gh1", zones=2, soil="loam")
+        engine = make_engine(url)
+        with make_session_factory(engine)() as session:
+            create_user(session=session, username="root", password=PW, roles=list(ROLES))
+        engine.dispose()
+        settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1", policy_dir=root / "no-policy",
+                            environment="demo", secret_key="input-test-secret-" + "3c" * 16)
+        with TestClient(create_app(settings, state_dir=root / "state"), raise_server_exceptions=False) as c:
+            yield c
+
+
+@pytest.fixture(scope="module")
+def auth(client: TestClient) -> dict[str, str]:
+    r = client.post("/api/auth/login", json={"username": "root", "password": PW})
+    client.cookies.clear()
+    return {"Authorization": f"Bearer {r.json()['access_token']}"}
+
+
+def _routes(client: TestClient) -> list[APIRoute]:
+    routes = client.app.routes  # type: ignore[attr-defined]
+    flat = [c.route for c in iter_route_contexts(routes)] if iter_route_contexts is not None else routes
+    return [r for r in flat if isinstance(r, APIRoute) and "/stream" not in r.path]  # the stream never ends
+
+
+def _params(dependant: Any, kind: str) -> list[str]:
+    """Names (aliases) of a route's ``path_params`` or ``query_params``, its dependencies' included."""
+    names = [p.alias for p in getattr(dependant, kind)]
+    for sub in dependant.dependencies:
+        names += [n for n in _params(sub, kind) if n not in names]
+    return names
+
+
+def _no_tracebacks(caplog: pytest.LogCaptureFixture) -> None:
+    bad = [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert not bad, [r.getMessage() for r in bad]
+
+
+def test_a_nul_in_any_path_parameter_is_refused_with_400(client: TestClient, auth: dict[str, str],
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    tried = 0
+    for route in _routes(client):
+        for name in _params(route.dependant, "path_params"):
+            url = route.path_format.format(**{**VALID, name: NUL.replace("\x00", "%00")})
+            for method in sorted(route.methods):
+                r = client.request(method, url, headers=auth)
+                assert r.status_code == 400, (method, route.path, name, r.status_code, r.text)
+                assert "control character '\\x00'" in r.json()["detail"] and "path" in r.json()["detail"]
+                tried += 1
+    assert tried >= 15, "the routes with path parameters were found"
+    _no_tracebacks(caplog)
+
+
+def test_a_nul_in_any_query_parameter_is_refused_with_400(client: TestClient, auth: dict[str, str],
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    tried = 0
+    for route in _routes(client):
+        url = route.path_format.format(**VALID)
+        for name in _params(route.dependant, "query_params"):
+            for method in sorted(route.methods):
+                r = client.request(method, url, params={name: NUL}, headers=auth)
+                assert r.status_code == 400, (method, route.path, name, r.status_code, r.text)
+                assert f"query parameter {name!r}" in r.json()["detail"]
+                tried += 1
+    r = client.get("/api/stream", params={"gh": NUL}, headers=auth)  # the live stream's filter, too
+    assert r.status_code == 400
+    assert tried >= 5, "the routes with query parameters were found"
+    _no_tracebacks(caplog)
+
+
+@pytest.mark.parametrize("method, path, body", BODY_STRINGS)
+def test_a_nul_in_a_body_string_is_refused_with_422(client: TestClient, auth: dict[str, str], method: str, path: str,
+                                                    body: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    r = client.request(method, path, json=body, headers=auth)
+    assert r.status_code == 422, (method, path, r.status_code, r.text)
+    _no_tracebacks(caplog)
+
+
+def test_pages_and_static_files_refuse_a_nul_too(client: TestClient) -> None:
+    for url in ("/greenhouses/gh%001", "/static/app%00.js", "/login?next=/%00"):
+        r = client.get(url)
+        assert r.status_code == 400, (url, r.status_code)
+        assert r.headers["x-content-type-options"] == "nosniff", "the refusal carries the security headers"
