@@ -54,6 +54,9 @@ HOSTILE = "gh-x"
 SERVICE_USER = "greentwin-service"
 SPEED = 600.0  # one 60 s step every 100 ms per greenhouse
 SKEW_S = 7 * 86400  # the simulators run ahead of the clock (SPEED x); a far-future stamp is years ahead
+COMMAND_TTL_S = 10.0
+"""The service's command TTL here (30 s in production): outages and restarts longer than it take
+seconds, not half a minute."""
 OPERATOR, ADMIN, VIEWER = "olga", "adam", "vera"
 CRASH_MARKS = ("Traceback", "Exception in callback", "unexpected error", "handler failed",
                "housekeeping round failed")
@@ -334,6 +337,10 @@ class System:
                     rows = s.scalars(q if end is None else q.where(Decision.seq < end))
                     assert all(d.mode == "estop" and d.clipped["pump_pct"] == 0.0 and not any(d.clipped["valves"])
                                for d in rows), f"{gh}: a decision other than all-off during the e-stop {start}..{end}"
+        # (3c) No false latch: the plants report their valves as commanded (a stuck valve shows in the
+        # flow only), so a valve latched failed is always a fault latched without evidence.
+        latched = self.false_latches()
+        assert latched == [], f"valves latched failed without evidence: {latched[:10]}"
         # (4) Nothing lost: every quarantined record is on file with its alarm.
         letters = self.dead_letters()
         with self.owner_session() as s:
@@ -344,9 +351,17 @@ class System:
         stored = self.decisions()
         return {"decisions": sum(stored.values()), "applied": self.applied(), "audit_records": self.audit_records(),
                 "plant steps checked": sum(len(st) for _, sim in self.sims() for st in sim.steps.values()),
-                "safety violations": len(unsafe),
+                "safety violations": len(unsafe), "false latches": len(latched),
                 "dead_letters": letters, "dead_letter_alarms": max(alarmed, self._dead_letter_alarms()),
                 "estops": sum(len(w) for w in windows.values())}
+
+    def false_latches(self) -> list[str]:
+        """``gh seq: alarm`` of every stored decision that carries a valve_failed alarm."""
+        with self.owner_session() as s:
+            rows = s.execute(select(Decision.greenhouse_id, Decision.seq, Decision.explanation)
+                             .where(Decision.greenhouse_id.in_(PLANTS)))
+            return [f"{gh} {seq}: {a}" for gh, seq, exp in rows
+                    for a in ((exp or {}).get("alarms") or []) if str(a).startswith("valve_failed")]
 
     def _dead_letter_alarms(self) -> int:
         with self.owner_session() as s:
@@ -410,6 +425,7 @@ def running_system(folder: Path, pg_url: str) -> Iterator[System]:
                           mqtt_url=f"mqtt://{SERVICE_USER}:{passwords[SERVICE_USER]}@127.0.0.1:{port}",
                           keys=keys, policy_dir=folder / "no-policy",
                           extra={"GREENTWIN_MAX_CLOCK_SKEW_S": str(SKEW_S),
+                                 "GREENTWIN_COMMAND_TTL_S": str(COMMAND_TTL_S),
                                  "GREENTWIN_AUDIT_ANCHOR_EVERY_MIN": "0.05"})  # chain heads out every 3 s
         service = Service(folder, env, name="serve-0")
         system = System(folder, roles, keys, broker, passwords, proxy, env, service, user_passwords=user_passwords)

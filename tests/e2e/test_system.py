@@ -21,6 +21,7 @@ import os
 import shutil
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,13 +31,17 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from sqlalchemy import func, select
 
+from app.core.db import make_engine
 from app.models import AlarmGroup, Decision
+from app.mqtt.connection import RECONNECT_MAX_S
+from audit.store import AuditStore
 from tests.app.disk_full import disk_full_at
 from tests.app.procs import MOSQUITTO, wait_until
 from tests.app.telemetry_fuzz import TelemetryFuzzer, expected_counts
 from tests.e2e import summary
 from tests.e2e.system import (
     ADMIN,
+    COMMAND_TTL_S,
     CRASH_MARKS,
     HOSTILE,
     OPERATOR,
@@ -152,6 +157,32 @@ def test_broker_killed_and_restarted(system: System) -> None:
                 time.monotonic() - t0)
 
 
+def test_broker_away_longer_than_the_command_ttl(system: System) -> None:
+    """A routine outage past the TTL: every edge box falls back to all-off on its own. The service is
+    back within the reconnect back-off's cap, latches no valve for the fall-back and waters again."""
+    t0 = time.monotonic()
+    pid = system.service.pid
+    away_s = COMMAND_TTL_S + 3.0
+    system.broker.kill()
+    wait_until(lambda: system.service.readyz()["checks"]["mqtt"] == "down", 15, "the service to see the broker gone")
+    time.sleep(away_s)
+    fell_back = [gh for gh in PLANTS if system.edges[gh].sim.state[gh].failsafe]
+    assert fell_back == list(PLANTS), f"only {fell_back} fell back to their safe state"
+    applied = {gh: len(system.edges[gh].sim.applied) for gh in PLANTS}
+    system.broker.restart()
+    back = time.monotonic()
+    wait_until(lambda: system.service.readyz()["checks"]["mqtt"] == "ok", 2 * RECONNECT_MAX_S + 5,
+               "the service reconnected within its back-off cap", context=system.service.tail)
+    reconnected_s = time.monotonic() - back
+    wait_until(lambda: all(len(system.edges[gh].sim.applied) > applied[gh] + 5 for gh in PLANTS), 45,
+               "every box commanded again", context=system.service.tail)
+    counts = system.check(expect_pid=pid)
+    assert counts["false latches"] == 0
+    summary.add("broker outage > TTL", f"Mosquitto SIGKILLed {away_s:g} s (TTL {COMMAND_TTL_S:g} s): every box "
+                "fell back to all-off", {"service reconnected after s": round(reconnected_s, 1), **counts},
+                time.monotonic() - t0)
+
+
 def test_database_unavailable_then_back(system: System) -> None:
     t0 = time.monotonic()
     pid = system.service.pid
@@ -263,6 +294,70 @@ def test_service_sigkilled_and_restarted(system: System) -> None:
     assert all(after[gh] > decided.get(gh, 0) for gh in PLANTS)
     summary.add("service crash", "SIGKILL of greentwin serve mid-run, restart on the same state and database",
                 {"restarts": system.restarts, **counts}, time.monotonic() - t0)
+
+
+def test_service_restart_longer_than_the_command_ttl(system: System) -> None:
+    """A restart as a key rotation needs it (SIGTERM, away past the TTL, start): the boxes fall back,
+    the restarted service latches nothing for it and commands every greenhouse again."""
+    t0 = time.monotonic()
+    system.service.stop()
+    system.service.http.close()
+    time.sleep(COMMAND_TTL_S + 3.0)
+    assert all(system.edges[gh].sim.state[gh].failsafe for gh in PLANTS), "every box fell back"
+    new = system.new_service()
+    new.start()
+    for gh in PLANTS:
+        _progress(system, gh, 5, 60, f"{gh} decided after the restart")
+    counts = system.check(expect_pid=new.pid)
+    assert counts["false latches"] == 0
+    summary.add("service restart > TTL", f"SIGTERM, {COMMAND_TTL_S + 3:g} s away (TTL {COMMAND_TTL_S:g} s), "
+                "restart on the same state", {"restarts": system.restarts, **counts}, time.monotonic() - t0)
+
+
+def test_an_ack_flood_from_one_credential(system: System) -> None:
+    """The hostile box's credential sends acks for commands nobody sent, 1,000 a second for 10 s: none
+    is sealed, every other greenhouse goes on being decided and recorded, recording stays ready."""
+    t0 = time.monotonic()
+    pid = system.service.pid
+    acks_before = _sealed_kinds(system, HOSTILE).get("command_ack", 0)
+    stored0, counted0 = system.decisions(), _flood_counted(system)
+    flood = [(f"greentwin/{HOSTILE}/ack", payload({"cmd_id": str(uuid.uuid4()), "ts": datetime.now(UTC).isoformat(),
+                                                  "status": "applied"})) for _ in range(10_000)]
+    pub = Publisher(system, HOSTILE)
+    try:
+        for lo in range(0, len(flood), 100):
+            pub.send(flood[lo:lo + 100])
+            time.sleep(max(0.0, t0 + (lo + 100) / 1000 - time.monotonic()))
+            if lo % 2000 == 0:
+                assert system.service.readyz()["checks"]["recording"] == "ok", system.service.readyz()
+    finally:
+        pub.close()
+    flood_s = time.monotonic() - t0
+    wait_until(lambda: _flood_counted(system) - counted0 >= len(flood), 30, "every flooded ack dropped, visibly",
+               context=system.service.tail)
+    stored = system.decisions()
+    counts = system.check(expect_pid=pid)
+    assert _sealed_kinds(system, HOSTILE).get("command_ack", 0) == acks_before, "a flooded ack was sealed"
+    assert all(stored[gh] - stored0.get(gh, 0) >= 10 for gh in PLANTS), "recording stalled for the others"
+    summary.add("ack flood", f"{len(flood)} acks for unknown commands from {HOSTILE}'s credential in {flood_s:.0f} s",
+                {"acks sealed": 0, "dropped or shed": int(_flood_counted(system) - counted0), **counts},
+                time.monotonic() - t0)
+
+
+def _flood_counted(system: System) -> float:
+    """Acks the service refused as answering nothing it sent, or shed over the box's rate."""
+    svc = system.service
+    return (svc.metric("greentwin_telemetry_total", outcome="rejected", reason="unknown_command")
+            + svc.metric("greentwin_telemetry_shed_total", greenhouse=HOSTILE))
+
+
+def _sealed_kinds(system: System, gh: str) -> dict[str, int]:
+    keyring, signer = system.keys.open()
+    engine = make_engine(system.roles.owner_url)
+    try:
+        return dict(Counter(r.kind for r in AuditStore(engine, keyring, signer).iter_records(gh)))
+    finally:
+        engine.dispose()
 
 
 def _decided_since(system: System, since: dict[str, int]) -> dict[str, list[Decision]]:
