@@ -6,13 +6,16 @@ every file belongs to that user and is readable by nobody else (files 0600, fold
 * ``DIR/secrets/greentwin_secret_key``: the API token secret (``GREENTWIN_SECRET_KEY`` read
   through ``GREENTWIN_SECRETS_DIR``);
 * ``DIR/secrets/greentwin_audit_key``: the audit keyring (``GREENTWIN_AUDIT_KEY``, same way);
+* ``DIR/secrets/greentwin_metrics_token``: the bearer token Prometheus reads ``/metrics`` with
+  (``GREENTWIN_METRICS_TOKEN``, same way; give Prometheus a copy);
 * ``DIR/secrets/audit_signing_key``: the Ed25519 key that signs audit checkpoints;
 * ``DIR/secrets/report_key.pem`` and ``report_cert.pem``: the report signing key and its
   self-signed certificate (replace both with a CA-issued pair if verifiers need one);
 * ``DIR/greentwin.env``: the ``GREENTWIN_*`` lines that point the service at all of the above.
 
-A second run changes nothing. Existing key material is never replaced without ``--force``,
-because a new keyring makes every sealed record unreadable.
+A second run changes nothing but add what a newer version makes and this directory lacks (the
+metrics token). Existing key material is never replaced without ``--force``, because a new
+keyring makes every sealed record unreadable.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ EXIT_OK, EXIT_USAGE = 0, 2
 SECRETS_SUBDIR = "secrets"
 ENV_FILE = "greentwin.env"
 TOKEN_FILE, KEYRING_FILE, SIGNING_FILE = "greentwin_secret_key", "greentwin_audit_key", "audit_signing_key"
+METRICS_TOKEN_FILE = "greentwin_metrics_token"
+ADDED_LATER = (f"{SECRETS_SUBDIR}/{METRICS_TOKEN_FILE}",)
+"""Files a directory initialised by an older version may lack: a rerun adds them, nothing else."""
 REPORT_KEY_FILE, REPORT_CERT_FILE = "report_key.pem", "report_cert.pem"
 
 
@@ -78,6 +84,7 @@ def _materials(state: Path) -> dict[str, Callable[[], bytes]]:
     return {
         f"{SECRETS_SUBDIR}/{TOKEN_FILE}": lambda: (secrets.token_urlsafe(48) + "\n").encode(),
         f"{SECRETS_SUBDIR}/{KEYRING_FILE}": lambda: Keyring.generate().to_json().encode(),
+        f"{SECRETS_SUBDIR}/{METRICS_TOKEN_FILE}": lambda: (secrets.token_urlsafe(32) + "\n").encode(),
         f"{SECRETS_SUBDIR}/{SIGNING_FILE}": lambda: Signer.generate().to_pem(),
         f"{SECRETS_SUBDIR}/{REPORT_KEY_FILE}": report(0),
         f"{SECRETS_SUBDIR}/{REPORT_CERT_FILE}": report(1),
@@ -89,16 +96,18 @@ def init_state_dir(state: Path, *, force: bool = False) -> list[Path]:
     """Make every file a production start needs under ``state``; the paths written.
 
     Raises FileExistsError naming the files already there when some (not all) exist and
-    ``force`` is false; when all exist, writes nothing and returns an empty list.
+    ``force`` is false; when all exist, writes only those of :data:`ADDED_LATER` it lacks.
     """
     state = state.resolve()
     files = _materials(state)
-    existing = [name for name in files if (state / name).exists()]
-    if existing and not force:
-        if len(existing) == len(files):
-            return []
+    existing = [name for name in files if name not in ADDED_LATER and (state / name).exists()]
+    if existing and not force and len(existing) < len(files) - len(ADDED_LATER):
         raise FileExistsError(f"{state} already holds {', '.join(existing)}; nothing written "
-                              "(--force replaces every key: sealed audit records become unreadable)")
+                                  "(--force replaces every key: sealed audit records become unreadable)")
+    if not force:  # what is there stays: all of it, or (checked above) only files added later
+        files = {name: make for name, make in files.items() if not (state / name).exists()}
+        if not files:
+            return []
     for folder in (state, state / SECRETS_SUBDIR):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         folder.chmod(0o700)

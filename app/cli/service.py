@@ -202,6 +202,8 @@ def run_demo(args: argparse.Namespace) -> int:
         sim_thread.start()
         print(f"\ngreentwin demo: dashboard on http://127.0.0.1:{args.port}/  "
               "(API: /docs, /api/greenhouses, /metrics)")
+        if settings.metrics_token is None:  # a site's Prometheus sends GREENTWIN_METRICS_TOKEN instead
+            print(f"metrics: http://127.0.0.1:{args.port}/metrics answers this machine only (demo mode)")
         print(f"two simulated greenhouses (gh1, gh2, loam soil) at {args.speed:g}x speed; their weather "
               f"forecast and day-ahead prices on {outlook.url} (see /api/greenhouses/gh1/live).")
         print("logins for the dashboard and POST /api/auth/login (new passwords at every start):")

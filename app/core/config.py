@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     low_confidence_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
     """Below this ensemble confidence the loop falls back to the expert controller."""
 
+    metrics_token: SecretStr | None = None
+    """Bearer token Prometheus sends to read `/metrics` (`greentwin init` writes one as the secret file `greentwin_metrics_token`); unset, `/metrics` answers 401, except in `demo` to requests from this machine's loopback address."""
     secret_key: SecretStr | None = None
     """Signs API tokens and session cookies; the service refuses to start without one outside `demo`."""
     access_token_ttl_s: float = Field(default=8 * 3600.0, gt=0, le=7 * 24 * 3600.0)
@@ -242,14 +244,20 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _prod_refuses_weak_secret_key(self) -> Self:
-        """A token signing secret from an example would let anyone mint an operator's token."""
-        if self.environment != "prod" or self.secret_key is None:
+        """A token signing secret from an example would let anyone mint an operator's token (and an
+        example metrics token let anyone read the site's metrics)."""
+        if self.environment != "prod":
             return self
-        key = self.secret_key.get_secret_value().strip()
-        if key.lower() in PLACEHOLDER_KEYS or len(set(key)) <= 1:
-            raise ValueError("GREENTWIN_SECRET_KEY is a placeholder; set a real secret for 'prod'")
-        if len(key) < MIN_PROD_KEY_LEN:
-            raise ValueError(f"GREENTWIN_SECRET_KEY must be at least {MIN_PROD_KEY_LEN} characters in 'prod'")
+        for name, secret in (("GREENTWIN_SECRET_KEY", self.secret_key), ("GREENTWIN_METRICS_TOKEN", self.metrics_token)):
+            if secret is None:
+                continue
+            key = secret.get_secret_value().strip()
+            if not key and secret is self.metrics_token:
+                continue  # set but empty: no metrics token, /metrics stays closed
+            if key.lower() in PLACEHOLDER_KEYS or len(set(key)) <= 1:
+                raise ValueError(f"{name} is a placeholder; set a real secret for 'prod'")
+            if len(key) < MIN_PROD_KEY_LEN:
+                raise ValueError(f"{name} must be at least {MIN_PROD_KEY_LEN} characters in 'prod'")
         return self
 
 

@@ -149,7 +149,8 @@ def service_env(*, database_url: str, mqtt_url: str, keys: AuditKeys, policy_dir
     env.update({"GREENTWIN_DATABASE_URL": database_url, "GREENTWIN_MQTT_URL": mqtt_url,
                 "GREENTWIN_ENVIRONMENT": "dev", "GREENTWIN_POLICY_DIR": str(policy_dir),
                 "GREENTWIN_AUDIT_KEYS": keys.keyring_json, "GREENTWIN_AUDIT_SIGNING_KEY": str(keys.signing_pem),
-                "GREENTWIN_SECRET_KEY": keys.api_secret, "PYTHONUNBUFFERED": "1",
+                "GREENTWIN_SECRET_KEY": keys.api_secret, "GREENTWIN_METRICS_TOKEN": keys.metrics_token,
+                "PYTHONUNBUFFERED": "1",
                 # The plant simulator runs many times faster than the wall clock: its timestamps
                 # run ahead by design, past the default edge clock-skew bound.
                 "GREENTWIN_MAX_CLOCK_SKEW_S": str(365 * 86400)})
@@ -174,6 +175,11 @@ class AuditKeys:
         pem = folder / "audit-signing-key.pem"
         pem.write_bytes(Signer.generate().to_pem())
         return cls(Keyring.generate().to_json(), pem, secrets.token_urlsafe(32))
+
+    @property
+    def metrics_token(self) -> str:
+        """The bearer token ``/metrics`` is read with (derived, so the keys stay three)."""
+        return "metrics-" + self.api_secret
 
     def open(self) -> tuple[Any, Any]:
         """(Keyring, Signer) for verifying what the service sealed."""
@@ -228,8 +234,10 @@ class Service(Proc):
         return int(self.metric("greentwin_decisions_total", greenhouse=gh))
 
     def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-        """Every sample of ``/metrics`` as {(name, labels): value}, read with Prometheus' own parser."""
-        r = self.http.get("/metrics")
+        """Every sample of ``/metrics`` as {(name, labels): value}, read with Prometheus' own parser
+        (with the metrics token, as Prometheus scrapes)."""
+        token = (self.env or {}).get("GREENTWIN_METRICS_TOKEN", "")
+        r = self.http.get("/metrics", headers={"Authorization": f"Bearer {token}"} if token else None)
         r.raise_for_status()
         return {(s.name, frozenset(s.labels.items())): s.value
                 for family in text_string_to_metric_families(r.text) for s in family.samples}

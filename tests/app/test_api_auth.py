@@ -33,6 +33,8 @@ from audit.signing import load_certificate, verify_pdf
 from audit.store import AuditStore
 
 SECRET = "api-test-secret-" + "9f3c1a7e" * 4
+METRICS_TOKEN = "api-test-metrics-" + "2e" * 16
+SCRAPE = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 PW = "correct horse battery"
 USERS = {  # name: roles
     "olga": ["operator"], "otto": ["operator"], "anna": ["agronomist"], "adam": ["admin"],
@@ -82,7 +84,7 @@ def api(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.Mon
             create_user(session=session, username=name, password=PW, roles=roles)
     engine.dispose()
     settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1", policy_dir=root / "no-policy",
-                        environment="demo", secret_key=SECRET)
+                        environment="demo", secret_key=SECRET, metrics_token=METRICS_TOKEN)
     with TestClient(create_app(settings, state_dir=root / "state")) as client:
         yield Api(client, settings, root / "state")
 
@@ -93,7 +95,7 @@ def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
         yield mp
 
 
-def test_without_a_token_only_health_and_metrics_answer(api: Api) -> None:
+def test_without_a_token_only_health_answers(api: Api) -> None:
     c = api.client
     for method, path in (("GET", "/api/greenhouses"), ("GET", "/api/greenhouses/gh1/decisions"),
                          ("GET", "/api/greenhouses/gh1/mode-changes"), ("GET", "/api/auth/me"),
@@ -106,7 +108,9 @@ def test_without_a_token_only_health_and_metrics_answer(api: Api) -> None:
     assert r.status_code == 401 and r.json() == {"detail": "invalid token"}
     assert c.get("/healthz").status_code == 200
     assert c.get("/readyz").status_code == 503  # open, and honest: the broker is unreachable here
-    assert "greentwin_login_failures_total" in c.get("/metrics").text
+    r = c.get("/metrics")  # Prometheus's token, not a user's
+    assert r.status_code == 401 and "GREENTWIN_METRICS_TOKEN" in r.json()["detail"]
+    assert "greentwin_login_failures_total" in c.get("/metrics", headers=SCRAPE).text
 
 
 def test_wrong_role_is_403_and_names_the_role_needed(api: Api) -> None:
@@ -209,7 +213,8 @@ def test_failed_logins_are_throttled_per_username_and_address(api: Api) -> None:
     metric = 'greentwin_login_failures_total{reason="%s"}'
 
     def count(reason: str) -> float:
-        line = next((x for x in c.get("/metrics").text.splitlines() if x.startswith(metric % reason)), None)
+        line = next((x for x in c.get("/metrics", headers=SCRAPE).text.splitlines()
+                     if x.startswith(metric % reason)), None)
         return float(line.split()[-1]) if line else 0.0
 
     bad0, limited0 = count("bad_credentials"), count("rate_limited")

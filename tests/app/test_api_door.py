@@ -130,3 +130,14 @@ def test_a_flood_of_bad_requests_is_collapsed_in_the_log(door: Door) -> None:
     windows = int(took / REPEAT_INTERVAL_S) + 2
     assert len(passed) <= REPEAT_BURST * windows and len(suppressed) <= windows, (len(passed), suppressed, took)
     assert sum(len(ln) + 1 for ln in lines) < 200 * (REPEAT_BURST + 1) * windows + 2000
+
+
+def test_metrics_need_the_metrics_token(door: Door) -> None:
+    """``/metrics`` names greenhouses, alarm kinds and login failures: not for anyone who asks."""
+    for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": f"Basic {door.keys.metrics_token}"},
+                    {"Authorization": f"Bearer {door.login('adam').json()['access_token']}"}):
+        r = door.http.get("/metrics", headers=headers)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", (headers, r.text[:200])
+        assert "GREENTWIN_METRICS_TOKEN" in r.json()["detail"] and "greentwin_" not in r.text
+    assert door.service.metric("greentwin_login_failures_total", reason="bad_credentials") >= 5
+    assert door.http.get("/healthz").status_code == 200, "liveness stays open"

@@ -21,6 +21,8 @@ from app.main import create_app
 
 PW = "correct horse battery"
 MAX_BYTES = 4096
+METRICS_TOKEN = "limits-metrics-token-" + "6b" * 16
+SCRAPE = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1", policy_dir=root / "no-policy",
                         environment="demo", secret_key="limits-test-secret-" + "5e" * 16,
                         login_max_failures=3, login_max_failures_per_account=6, login_max_failures_per_address=8,
-                        max_request_bytes=MAX_BYTES)
+                        max_request_bytes=MAX_BYTES, metrics_token=METRICS_TOKEN)
     with TestClient(create_app(settings, state_dir=root / "state")) as c:
         yield c
 
@@ -116,7 +118,7 @@ def test_an_admin_sees_a_lock_and_lifts_it_sealed(client: TestClient, caplog: py
     assert client.post("/api/users/ghost/unlock", headers=admin).status_code == 404
     assert "lena" not in {row["username"] for row in client.get("/api/lockouts", headers=admin).json()}
     assert _login(client, "10.9.4.1", "lena", PW).status_code == 200, "the lift clears the address's failures too"
-    metrics = client.get("/metrics").text
+    metrics = client.get("/metrics", headers=SCRAPE).text
     assert 'greentwin_login_lock_changes_total{change="lifted"} 1.0' in metrics
     # The lift is sealed in the access chain by the admin, and the chain verifies.
     store = client.app.state.runtime.audit.store
@@ -155,7 +157,7 @@ def test_a_telemetry_flood_is_shed_visibly_by_the_running_service(client: TestCl
         bridge._on_telemetry_msg(bridge.client, None, msg)  # as paho's thread delivers it
 
     def shed() -> float:
-        line = next((x for x in client.get("/metrics").text.splitlines()
+        line = next((x for x in client.get("/metrics", headers=SCRAPE).text.splitlines()
                      if x.startswith('greentwin_telemetry_shed_total{greenhouse="gh1",reason="rate_limit"}')), None)
         return float(line.split()[-1]) if line else 0.0
 

@@ -12,7 +12,15 @@ import pytest
 from pydantic import ValidationError
 
 from app.cli import db as db_cli
-from app.cli.init import ENV_FILE, KEYRING_FILE, REPORT_CERT_FILE, SIGNING_FILE, TOKEN_FILE, init_state_dir
+from app.cli.init import (
+    ENV_FILE,
+    KEYRING_FILE,
+    METRICS_TOKEN_FILE,
+    REPORT_CERT_FILE,
+    SIGNING_FILE,
+    TOKEN_FILE,
+    init_state_dir,
+)
 from app.cli.preflight import StartBlocked, preflight
 from app.core.config import Settings, get_settings
 from tests.app.procs import free_port
@@ -52,7 +60,7 @@ def _one_line_refusal(proc: subprocess.CompletedProcess[str], *needles: str) -> 
 def test_init_makes_owner_only_files_once(tmp_path: Path) -> None:
     state = tmp_path / "state"
     written = init_state_dir(state)
-    assert len(written) == 6
+    assert len(written) == 7
     for path in (state, state / "secrets"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o700
     for path in written:
@@ -68,6 +76,21 @@ def test_init_makes_owner_only_files_once(tmp_path: Path) -> None:
     init_state_dir(state, force=True)
     assert (secrets / KEYRING_FILE).read_bytes() != before[KEYRING_FILE]
     assert (secrets / REPORT_CERT_FILE).read_bytes() != before[REPORT_CERT_FILE]
+
+
+def test_init_adds_the_metrics_token_to_a_directory_made_before_it(tmp_path: Path) -> None:
+    """A site initialised by an older version reruns init: it gets the metrics token, and no key changes."""
+    state = tmp_path / "state"
+    init_state_dir(state)
+    secrets = state / "secrets"
+    (secrets / METRICS_TOKEN_FILE).unlink()
+    before = {p.name: p.read_bytes() for p in secrets.iterdir()}
+    assert init_state_dir(state) == [secrets / METRICS_TOKEN_FILE]
+    assert {p.name: p.read_bytes() for p in secrets.iterdir() if p.name != METRICS_TOKEN_FILE} == before
+    token = (secrets / METRICS_TOKEN_FILE).read_text().strip()
+    assert len(token) >= 32 and stat.S_IMODE((secrets / METRICS_TOKEN_FILE).stat().st_mode) == 0o600
+    settings = get_settings(secrets)
+    assert settings.metrics_token is not None and settings.metrics_token.get_secret_value().strip() == token
 
 
 def test_initialised_state_passes_every_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

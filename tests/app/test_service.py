@@ -19,6 +19,7 @@ from audit.errors import AuditKeyError
 from audit.store import AuditStore
 
 OPERATOR_PW = "leak-patrol-2026"
+METRICS_TOKEN = "service-test-metrics-" + "8c" * 16
 
 
 def _login(client: TestClient, username: str = "op1") -> None:
@@ -48,7 +49,7 @@ def service_env(tmp_path, mqtt_available):
         create_user(session=session, username="op1", password=OPERATOR_PW, roles=["operator"])
     engine.dispose()
     settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1883", policy_dir=tmp_path / "no-policy",
-                        max_age_s=3600.0, max_clock_skew_s=3600.0, environment="demo")
+                        max_age_s=3600.0, max_clock_skew_s=3600.0, environment="demo", metrics_token=METRICS_TOKEN)
     return gh, settings, tmp_path / "state"
 
 
@@ -82,7 +83,7 @@ def test_decisions_flow_end_to_end_and_estop_survives_restart(service_env):
             assert _wait(lambda: runtime.last_decision[gh]["mode"] == "estop")
             assert runtime.last_decision[gh]["clipped"]["pump_pct"] == 0.0
             assert client.post("/api/greenhouses/nope/estop", json={"actor": "a", "reason": "abc"}).status_code == 404
-            metrics = client.get("/metrics").text
+            metrics = client.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}).text
             assert f'greentwin_decisions_total{{actor="policy",greenhouse="{gh}"}} 5.0' in metrics
             assert f'greentwin_estops_total{{greenhouse="{gh}",source="api"}} 1.0' in metrics
             assert client.get("/readyz").json()["ready"] is True

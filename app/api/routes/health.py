@@ -1,12 +1,13 @@
-"""Liveness, readiness and Prometheus metrics."""
+"""Liveness and readiness (open), and Prometheus metrics (behind the metrics token)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from app.api.deps import RuntimeDep
+from app.api.metrics_access import check_metrics_access
 
 router = APIRouter(tags=["health"])
 
@@ -46,5 +47,7 @@ def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
 
 
 @router.get("/metrics")
-def metrics(runtime: RuntimeDep) -> Response:
+def metrics(runtime: RuntimeDep, request: Request) -> Response:
+    """Prometheus metrics, for the holder of the metrics token (``app.api.metrics_access``)."""
+    check_metrics_access(request, runtime.settings)
     return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)
