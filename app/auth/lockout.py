@@ -1,22 +1,25 @@
 """Account locks in the database: set by the login path, seen by admins, lifted by an admin.
 
 A lock is ``app_user.locked_until`` (:mod:`app.auth.throttle` says when one is set and what it
-refuses). Lifting one before it runs out changes who may log in, so it is sealed into the audit
-trail's access chain in the same transaction as the change: both happen or neither does.
+refuses). Lifting one before it runs out changes who may log in, so like every account change it
+is sealed into the audit trail's access chain in the change's own transaction
+(:mod:`app.access_seal`): both happen or neither does.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.audit_sink import ACCESS_CHAIN
+from app.access_seal import commit_sealed
 from app.auth.users import UnknownUser, get_user, normalize_username
 from app.models import User
-from audit.sealing import AuditEvent
-from audit.store import AuditStore
+
+if TYPE_CHECKING:
+    from app.access_seal import SealChange
 
 
 class NotLocked(LookupError):
@@ -41,19 +44,16 @@ def locked_accounts(*, session: Session, now: datetime) -> list[User]:
     return [u for u in users if locked_until(u, now) is not None]
 
 
-def lift_lock(*, session: Session, store: AuditStore, username: str, actor: str, kind: str) -> tuple[User, datetime]:
-    """Lift the account's lock and seal ``kind`` by ``actor`` with it; returns the account and when
-    the lock would have run out. ``UnknownUser`` or ``NotLocked`` change nothing."""
+def lift_lock(*, session: Session, username: str, seal: SealChange | None = None) -> tuple[User, datetime]:
+    """Lift the account's lock (sealed as ``{username, locked_until}`` when ``seal`` is given, in the
+    same transaction); returns the account and when the lock would have run out. ``UnknownUser``,
+    ``NotLocked`` and ``ChangeNotSealed`` leave it locked."""
     user = get_user(session, username)
     if user is None:
         raise UnknownUser(f"no user {normalize_username(username)!r}")
-    now = datetime.now(UTC)
-    until = locked_until(user, now)
+    until = locked_until(user, datetime.now(UTC))
     if until is None:
         raise NotLocked(f"user {user.username!r} is not locked")
     user.locked_until = None
-    session.flush()  # the change first, so the seal's savepoint nests in this transaction (SQLite)
-    store.append_in(session.connection(), ACCESS_CHAIN, [AuditEvent(
-        kind, actor, {"username": user.username, "locked_until": until.isoformat()}, now)])
-    session.commit()
+    commit_sealed(session, seal, {"username": user.username, "locked_until": until.isoformat()})
     return user, until

@@ -28,7 +28,7 @@ EXIT_OK, EXIT_NOT_SEALED, EXIT_USAGE = 0, 1, 2
 
 
 def add_user_arguments(parser: argparse.ArgumentParser) -> None:
-    """``user add`` / ``user list`` / ``user disable`` / ``user roles`` (argparse only)."""
+    """``user add`` / ``user list`` / ``user disable`` / ``user roles`` / ``user unlock`` (argparse only)."""
     sub = parser.add_subparsers(dest="user_command", required=True)
     add = sub.add_parser("add", help="create an account; prints a generated password unless --password-stdin")
     add.add_argument("name", metavar="NAME")
@@ -52,10 +52,12 @@ def add_user_arguments(parser: argparse.ArgumentParser) -> None:
     rol.add_argument("--url", default=None)
     rol.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
                      "default: GREENTWIN_STATE_DIR or ./state)")
-    from app.cli.user_unlock import add_unlock_arguments
-
-    add_unlock_arguments(sub.add_parser("unlock", help="lift an account's login lock (failed logins from many "
-                                        "addresses) before it runs out"))
+    unl = sub.add_parser("unlock", help="lift an account's login lock (failed logins from many addresses) "
+                         "before it runs out")
+    unl.add_argument("name", metavar="NAME")
+    unl.add_argument("--url", default=None)
+    unl.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
+                     "default: GREENTWIN_STATE_DIR or ./state)")
 
 
 def _session(url: str | None) -> AbstractContextManager[Session]:
@@ -118,18 +120,15 @@ def main(args: argparse.Namespace) -> int:
     """Dispatch ``greentwin user ...``; exit 2 with a message for bad input, a taken name or an old schema,
     1 when the audit trail refused the change's record (the change was not made)."""
     from app.access_seal import ChangeNotSealed
+    from app.auth.lockout import NotLocked, lift_lock
     from app.auth.passwords import check_password_policy, generate_password
     from app.auth.users import UnknownUser, create_user, disable_user, list_users, set_roles
     from app.core.db import SchemaOutOfDate
     from audit.errors import AuditKeyError
 
-    if args.user_command == "unlock":
-        from app.cli.user_unlock import run_unlock
-
-        return run_unlock(args)
     trail: AccessTrail | None = None
     try:
-        if args.user_command in ("add", "disable", "roles"):
+        if args.user_command in ("add", "disable", "roles", "unlock"):
             trail = AccessTrail(args.url, args.state_dir)
         if args.user_command == "add":
             generated = not args.password_stdin
@@ -156,6 +155,11 @@ def main(args: argparse.Namespace) -> int:
                 user, before = set_roles(session=session, username=args.name, roles=args.roles,
                                          seal=_sealing(trail, "user_roles"))
                 print(f"user {user.username}: roles {', '.join(before)} -> {', '.join(sorted(user.roles))}")
+        elif args.user_command == "unlock":  # the lock is in the database: every replica sees it lifted
+            with _session(args.url) as session:
+                user, until = lift_lock(session=session, username=args.name, seal=_sealing(trail, "user_unlocked"))
+                print(f"lifted the login lock on {user.username} (it would have run until "
+                      f"{until.isoformat(timespec='seconds')})")
         else:
             with _session(args.url) as session:
                 user = disable_user(session=session, username=args.name, seal=_sealing(trail, "user_disabled"))
@@ -163,7 +167,7 @@ def main(args: argparse.Namespace) -> int:
     except ChangeNotSealed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_NOT_SEALED
-    except (ValueError, UnknownUser, SchemaOutOfDate, AuditKeyError) as exc:  # UserExists is a ValueError
+    except (ValueError, UnknownUser, NotLocked, SchemaOutOfDate, AuditKeyError) as exc:  # UserExists: a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     finally:

@@ -11,6 +11,7 @@ import httpx
 import paho.mqtt.client as mqtt
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from app.audit_sink import ACCESS_CHAIN
 from app.auth.users import create_user
@@ -33,7 +34,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
     engine = make_engine(url)
     with make_session_factory(engine)() as session:
-        for name in ("maya", "nina", "lena"):
+        for name in ("maya", "nina", "lena", "ivan"):
             create_user(session=session, username=name, password=PW, roles=["operator"])
         create_user(session=session, username="adam", password=PW, roles=["admin"])
     engine.dispose()
@@ -125,6 +126,25 @@ def test_an_admin_sees_a_lock_and_lifts_it_sealed(client: TestClient, caplog: py
     [entry] = [e for e in store.tail_entries(ACCESS_CHAIN, 50) if e.kind == "user_unlock"]
     assert entry.actor == "admin:adam" and entry.payload["username"] == "lena" and entry.payload["locked_until"]
     assert all(result.ok for result in store.verify(ACCESS_CHAIN))
+
+
+def test_a_lift_the_trail_refuses_leaves_the_lock(client: TestClient) -> None:
+    for i in range(6):
+        assert _login(client, f"10.9.6.{i + 1}", "ivan", "guess!").status_code == 401
+    admin = {"Authorization": f"Bearer {_login(client, '10.9.5.2', 'adam', PW).json()['access_token']}"}
+    engine = make_engine(client.app.state.runtime.settings.database_url)
+    with engine.begin() as conn:  # the database refuses every new audit record (a full disk, a revoked grant)
+        conn.execute(text("CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_record "
+                          "BEGIN SELECT RAISE(ABORT, 'audit disk full'); END"))
+    try:
+        r = client.post("/api/users/ivan/unlock", headers=admin)
+        assert r.status_code == 503 and "nothing was changed" in r.json()["detail"]
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("DROP TRIGGER refuse_audit"))
+        engine.dispose()
+    assert "ivan" in {row["username"] for row in client.get("/api/lockouts", headers=admin).json()}
+    assert _login(client, "10.9.6.1", "ivan", PW).status_code == 429, "still locked"
 
 
 def test_settings_never_echo_the_brokers_password(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 A lock is set by failed logins from many addresses (:mod:`app.auth.throttle`); lifting it is a
 change of who may log in, sealed into the access chain with the admin as the actor
-(``admin:<name>``) in the same transaction as the change.
+(``admin:<name>``) in the same transaction as the change (:mod:`app.access_seal`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import anyio
 from fastapi import APIRouter, Depends, HTTPException, Path
 from pydantic import BaseModel
 
+from app.access_seal import AccessSealer, ChangeNotSealed
 from app.api.deps import AdminUser, AuthDep, RuntimeDep, SessionDep, get_current_user
 from app.auth.lockout import NotLocked, lift_lock, locked_accounts, locked_until
 from app.auth.users import UnknownUser
@@ -41,17 +42,16 @@ async def unlock(username: Username, runtime: RuntimeDep, auth: AuthDep, admin: 
     """Lift an account's login lock now (admin); answers the time it would have run out."""
     if runtime.audit is None:
         raise HTTPException(status_code=503, detail="no audit trail configured: account changes must be sealed")
-    store, actor = runtime.audit.store, f"admin:{admin.username}"
+    actor = f"admin:{admin.username}"
+    seal = AccessSealer(runtime.audit.store, actor).sealing("user_unlock")
 
     def work() -> LockRow:
         with runtime.sessions() as session:
             try:
-                user, until = lift_lock(session=session, store=store, username=username, actor=actor,
-                                        kind="user_unlock")
-            except UnknownUser as exc:
-                raise HTTPException(status_code=404, detail=str(exc)) from exc
-            except NotLocked as exc:
-                raise HTTPException(status_code=409, detail=str(exc)) from exc
+                user, until = lift_lock(session=session, username=username, seal=seal)
+            except (UnknownUser, NotLocked, ChangeNotSealed) as exc:
+                status = 404 if isinstance(exc, UnknownUser) else 409 if isinstance(exc, NotLocked) else 503
+                raise HTTPException(status_code=status, detail=str(exc)) from exc
             auth.lift(user.username, actor)
             return LockRow(username=user.username, locked_until=until)
 
