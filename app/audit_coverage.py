@@ -1,36 +1,55 @@
-"""Does the audit trail hold every record the service's tables hold? ``greentwin audit verify`` asks.
+"""Do the service's tables hold what the audit trail sealed, no more and no other? ``audit verify`` asks.
 
 Verifying each chain proves that what is in it is genuine, not that anything is in it: a chain
-deleted whole, or events never sealed, verify as "nothing wrong". So the tables are the other
-witness: every stored decision and mode change (by seq) and every answered command (by cmd_id)
-must have its sealed record, and a registered greenhouse with records must have a chain. Rows
-older than a purge (retention) are not asked for: their records were purged on purpose.
+deleted whole, or events never sealed, verify as "nothing wrong"; nor that the tables the API and
+the reports read still say what was sealed. So the tables are the other witness: every stored
+decision and mode change (by seq) and every answered command (by cmd_id) must have its sealed
+record, each row must hold what its record says, column by column (:mod:`app.audit_rows`), each
+decision's ack status must be the one its last sealed command_ack gives, and a registered
+greenhouse with records must have a chain. Rows older than a purge (retention) are not asked for:
+their records were purged on purpose.
 
 Each chain is read once: verified as it is walked, and what passed is what the rows are compared
 with. A record that fails ends the walk; the chain's failure names it, and its greenhouse's rows
 are not compared past the last good record (nothing there can be trusted to compare with).
 
 A running service stores a row first and seals its record a few seconds later (the writer seals in
-batches), so the newest rows are not in the chain yet. The chains and the tables are read in one
-snapshot (REPEATABLE READ on PostgreSQL); a row the chain does not hold yet is then waited for, up to
-:data:`SEAL_LAG_S` after the snapshot by this process's own clock, re-reading the chain's new records
-(verified on from the head already checked). What is still unsealed then is missing. Nothing can hide
-longer than one lag that way: the wait does not depend on anything a row says about itself (a row's
-``ts`` is the edge box's clock, and written by whoever writes rows).
+batches), and an ack's status reaches its decision's row before its command_ack is sealed, so the
+newest rows are not accounted for by the chain yet. The chains and the tables are read in one
+snapshot (REPEATABLE READ on PostgreSQL); a row the chain does not account for yet (no record, or an
+ack status the sealed acks do not give) is then judged again, as it is then, up to :data:`SEAL_LAG_S`
+after the snapshot by this process's own clock, re-reading the chain's new records (verified on from
+the head already checked). What is still unaccounted for then is reported. Nothing can hide longer
+than one lag that way: the wait does not depend on anything a row says about itself (a row's ``ts``
+is the edge box's clock, and written by whoever writes rows). A row whose sealed record says
+otherwise is reported at once: no lag explains that.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
-from app.models import Decision, Greenhouse, ModeChange
-from audit import AuditEntry, SealedRecord
+from app.audit_rows import (
+    ACK_COLUMN,
+    COLUMNS,
+    TABLES,
+    Difference,
+    SealedRow,
+    comparable,
+    differing_columns,
+    digest,
+    sealed_row,
+)
+from app.models import Greenhouse
+from audit import AuditEntry, AuditError, SealedRecord, open_record
 from audit.store import AuditStore, GreenhouseVerifyResult
 
 DECISION_KINDS = frozenset({"decision"})
@@ -48,7 +67,7 @@ KINDS = ("decision", "mode_change", "ack")
 
 @dataclass
 class Coverage:
-    """What one greenhouse's tables hold that its audit chain does not."""
+    """What one greenhouse's tables hold that its audit chain does not, or holds otherwise."""
 
     greenhouse_id: str
     has_chain: bool
@@ -56,6 +75,8 @@ class Coverage:
     """Rows checked per kind (decision, mode_change, ack)."""
     missing: dict[str, list[str]] = field(default_factory=dict)
     """Ids (seq or cmd_id) per kind without an audit record."""
+    differences: list[Difference] = field(default_factory=list)
+    """Rows other than sealed, by seq: each with its first differing column."""
     broken_after: int | None = None
     """The chain fails after this seq: the rows were not compared with it."""
     sealed_meanwhile: int = 0
@@ -63,11 +84,11 @@ class Coverage:
 
     @property
     def ok(self) -> bool:
-        return (self.broken_after is None and not any(self.missing.values())
+        return (self.broken_after is None and not any(self.missing.values()) and not self.differences
                 and (self.has_chain or not any(self.rows.values())))
 
     def describe(self) -> str:
-        """One line: what was checked, and what is missing."""
+        """A line per finding: what was checked and found as sealed, or what is missing or other than sealed."""
         if self.broken_after is not None:
             return (f"FAIL {self.greenhouse_id}: rows not compared with the trail past seq {self.broken_after}, "
                     "where its chain fails")
@@ -75,15 +96,23 @@ class Coverage:
         if self.sealed_meanwhile:
             counts += f"; {self.sealed_meanwhile} sealed while verifying"
         if self.ok:
-            return f"ok   {self.greenhouse_id}: every record in the tables is in the trail ({counts})" if \
-                self.has_chain else f"ok   {self.greenhouse_id}: no records and no chain yet"
+            return f"ok   {self.greenhouse_id}: every record in the tables is in the trail, as sealed ({counts})" \
+                if self.has_chain else f"ok   {self.greenhouse_id}: no records and no chain yet"
+        lines = []
         parts = [] if self.has_chain else ["no audit chain at all"]
         for kind, ids in self.missing.items():
             if ids:
-                more = f" (+{len(ids) - SHOWN} more)" if len(ids) > SHOWN else ""
-                parts.append(f"{len(ids)} of {self.rows[kind]} {kind}s without an audit record: "
-                             f"{', '.join(ids[:SHOWN])}{more}")
-        return f"MISSING {self.greenhouse_id}: " + "; ".join(parts)
+                parts.append(f"{len(ids)} of {self.rows[kind]} {kind}s without an audit record: {_listed(ids)}")
+        if parts:
+            lines.append(f"MISSING {self.greenhouse_id}: " + "; ".join(parts))
+        if self.differences:
+            first, *rest = self.differences
+            n = len(self.differences)
+            then = f"; then {_listed([f'{d.table} seq {d.seq}' for d in rest])}" if rest else ""
+            lines.append(f"DIFFERS {self.greenhouse_id}: " + (
+                "1 row differs from its sealed record" if n == 1 else f"{n} rows differ from their sealed records")
+                + f": {first.describe()}{then}")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -96,12 +125,15 @@ class TrailCheck:
 
 @dataclass
 class _Chain:
-    """One chain as verified so far, and the ids its records name per kind."""
+    """One chain as verified so far, and what its records say the rows hold."""
 
     greenhouse_id: str
     exists: bool
     result: GreenhouseVerifyResult
-    ids: dict[str, set[str]] = field(default_factory=lambda: {kind: set() for kind in KINDS})
+    rows: dict[str, dict[int, list[SealedRow]]] = field(default_factory=lambda: {t: {} for t in TABLES})
+    """Per table, each seq's sealed records (one, unless an event was sealed twice after a crash)."""
+    acks: dict[str, tuple[int, str]] = field(default_factory=dict)
+    """Per command, the chain seq and status of the last command_ack sealed for it."""
     first_ts: str | None = None
     anchor_ts: str | None = None
 
@@ -124,52 +156,119 @@ class _Chain:
     def _add(self, record: SealedRecord, entry: AuditEntry) -> None:
         self.first_ts = self.first_ts or entry.ts
         payload = entry.payload
-        if entry.kind in DECISION_KINDS:
-            self.ids["decision"].add(str(payload.get("seq")))
-        elif entry.kind in MODE_KINDS:
-            self.ids["mode_change"].add(str(payload.get("seq")))
-        elif entry.kind in ACK_KINDS:
-            self.ids["ack"].add(str(payload.get("cmd_id")))
+        table = "decision" if entry.kind in DECISION_KINDS else "mode_change" if entry.kind in MODE_KINDS else None
+        seq = payload.get("seq")
+        if table is not None and type(seq) is int:
+            self.rows[table].setdefault(seq, []).append(sealed_row(table, record.seq, payload))
+        elif entry.kind in ACK_KINDS and isinstance(payload.get("status"), str):
+            self.acks[str(payload.get("cmd_id"))] = (record.seq, payload["status"])
+
+
+@dataclass
+class _Waiting:
+    """A row its chain does not account for yet: maybe the writer's lag, so judged again until it is over."""
+
+    unsealed: bool
+    ack: Difference | None
+    """The row's ack status is not what the sealed acks say (``sealed`` None: no command_ack at all)."""
+    cmd_id: str | None = None
 
 
 @dataclass
 class _Rows:
-    """One registered greenhouse's rows (their ids per kind) and those its chain does not hold yet."""
+    """One registered greenhouse's rows against its chain: counted, matched, and those still waited for."""
 
+    store: AuditStore
     chain: _Chain
-    rows: dict[str, list[str]]
-    waiting: dict[str, list[str]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    waiting: dict[tuple[str, int], _Waiting] = field(default_factory=dict)
+    differences: list[Difference] = field(default_factory=list)
 
     @classmethod
-    def read(cls, conn: Connection, chain: _Chain) -> _Rows:
-        gh = chain.greenhouse_id
+    def read(cls, store: AuditStore, conn: Connection, chain: _Chain) -> _Rows:
+        out = cls(store, chain)
         # After a purge, only rows from the oldest remaining record on are asked for.
         since = None if chain.anchor_ts is None else _as_datetime(chain.first_ts or chain.anchor_ts)
-        rows = {
-            "decision": _ids(conn, select(Decision.seq, Decision.ts).where(Decision.greenhouse_id == gh), since),
-            "mode_change": _ids(conn, select(ModeChange.seq, ModeChange.ts).where(ModeChange.greenhouse_id == gh),
-                                since),
-            "ack": _ids(conn, select(Decision.cmd_id, Decision.ts).where(
-                Decision.greenhouse_id == gh, Decision.cmd_id.is_not(None), Decision.ack_status.is_not(None),
-                Decision.ack_status != "pending"), since),
-        }
-        found = cls(chain, rows, dict(rows))
-        found.recheck()
-        return found
+        for table in TABLES:
+            for row in _stream_rows(conn, table, chain.greenhouse_id):
+                if since is not None and _aware(row["ts"]) < since:
+                    continue
+                out.counts[table] += 1
+                if table == "decision" and row[ACK_COLUMN] not in (None, "pending"):
+                    out.counts["ack"] += 1
+                waiting = out._judge(table, row, compare_content=True)
+                if waiting is not None:
+                    out.waiting[(table, int(row["seq"]))] = waiting
+        return out
 
     @property
     def pending(self) -> int:
-        return sum(len(ids) for ids in self.waiting.values())
+        return len(self.waiting)
 
-    def recheck(self) -> None:
-        """Drop from the waiting rows those whose record the chain now holds."""
-        self.waiting = {kind: [i for i in ids if i not in self.chain.ids[kind]] for kind, ids in self.waiting.items()}
+    def recheck(self, conn: Connection) -> None:
+        """Judge the waited-for rows again, as they are now, against the chain as it is now."""
+        still: dict[tuple[str, int], _Waiting] = {}
+        for table in TABLES:
+            seqs = [seq for t, seq in self.waiting if t == table]
+            for chunk in range(0, len(seqs), 500):
+                for row in _stream_rows(conn, table, self.chain.greenhouse_id, seqs[chunk:chunk + 500]):
+                    key = (table, int(row["seq"]))
+                    waiting = self._judge(table, row, compare_content=self.waiting[key].unsealed)
+                    if waiting is not None:
+                        still[key] = waiting
+        self.waiting = still
+
+    def _judge(self, table: str, row: Mapping[str, Any], *, compare_content: bool) -> _Waiting | None:
+        """Compare ``row`` with what its chain sealed; what may still be the writer's lag is returned."""
+        sealed = self.chain.rows[table].get(int(row["seq"]))
+        if sealed and compare_content and not any(s.digest == digest(table, row) for s in sealed):
+            self.differences += self._differences(table, row, sealed[0])
+        ack = self._ack_difference(row, sealed) if table == "decision" else None
+        if sealed and ack is None:
+            return None
+        return _Waiting(not sealed, ack, None if ack is None else str(row["cmd_id"]))
+
+    def _ack_difference(self, row: Mapping[str, Any], sealed: list[SealedRow] | None) -> Difference | None:
+        """The row's ack status against the last sealed command_ack, or the sealed decision's own before any."""
+        stored, cmd = row[ACK_COLUMN], row["cmd_id"]
+        last = self.chain.acks.get(str(cmd)) if cmd is not None else None
+        if last is not None:
+            expected, by = last[1], f"command_ack, chain seq {last[0]}"
+        elif stored not in (None, "pending"):
+            expected, by = None, "no command_ack"
+        else:
+            expected, by = (sealed[0].ack_status if sealed else stored), ""
+        if stored == expected:
+            return None
+        return Difference("decision", self.chain.greenhouse_id, int(row["seq"]), ACK_COLUMN, stored, expected, by)
+
+    def _differences(self, table: str, row: Mapping[str, Any], sealed: SealedRow) -> list[Difference]:
+        """Each column where ``row`` is not its record, read again from the chain (it passed the walk)."""
+        gh, seq = self.chain.greenhouse_id, int(row["seq"])
+        record = self.store.record_at(gh, sealed.chain_seq)
+        try:
+            if record is None:
+                raise AuditError("gone from the chain")
+            payload = open_record(self.store.keyring, record).payload
+        except AuditError as exc:
+            return [Difference(table, gh, seq, "record", "the row", f"unreadable now: {exc}")]
+        return [Difference(table, gh, seq, c, comparable(table, c, row.get(c)), comparable(table, c, payload.get(c)))
+                for c in differing_columns(table, row, payload)]
 
     def coverage(self, waited_for: int) -> Coverage:
         chain, result = self.chain, self.chain.result
         if not result.ok:
             return Coverage(chain.greenhouse_id, True, broken_after=result.head_seq)
-        return Coverage(chain.greenhouse_id, chain.exists, {k: len(v) for k, v in self.rows.items()}, self.waiting,
+        missing: dict[str, list[str]] = {kind: [] for kind in KINDS}
+        differences = list(self.differences)
+        for (table, seq), w in sorted(self.waiting.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            if w.unsealed:
+                missing[table].append(str(seq))
+            if w.ack is not None and w.ack.sealed is None:
+                missing["ack"].append(str(w.cmd_id))
+            elif w.ack is not None:
+                differences.append(w.ack)
+        return Coverage(chain.greenhouse_id, chain.exists, dict(self.counts), missing, _by_row(differences),
                         sealed_meanwhile=waited_for - self.pending)
 
 
@@ -185,10 +284,10 @@ def check_trail(engine: Engine, store: AuditStore, greenhouse_id: str | None = N
         # One greenhouse asked for by name is answered even when it has no chain (0 records).
         chain_ids = sorted({*stored, *registered}) if greenhouse_id is None else [greenhouse_id]
         chains = {gh: _Chain.walk(store, conn, gh, gh in stored) for gh in chain_ids}
-        rows = {gh: _Rows.read(conn, chains[gh]) for gh in registered if chains[gh].result.ok}
+        rows = {gh: _Rows.read(store, conn, chains[gh]) for gh in registered if chains[gh].result.ok}
     unsealed = {gh: r.pending for gh, r in rows.items()}
     _wait_for_seals(engine, store, list(rows.values()), deadline)
-    coverage = [rows[gh].coverage(unsealed[gh]) if gh in rows else _Rows(chains[gh], {}).coverage(0)
+    coverage = [rows[gh].coverage(unsealed[gh]) if gh in rows else _Rows(store, chains[gh]).coverage(0)
                 for gh in registered]
     shown = [c.result for c in chains.values() if c.exists or greenhouse_id is not None]
     return TrailCheck(shown, coverage)
@@ -212,7 +311,8 @@ def _wait_for_seals(engine: Engine, store: AuditStore, greenhouses: list[_Rows],
         with snapshot(engine) as conn:
             for g in waiting:
                 g.chain.go_on(store, conn)
-                g.recheck()
+                if g.chain.result.ok:
+                    g.recheck(conn)
         polled = True
 
 
@@ -227,8 +327,37 @@ def snapshot(engine: Engine) -> Iterator[Connection]:
             yield conn
 
 
-def _ids(conn: Connection, stmt: object, since: datetime | None) -> list[str]:
-    return [str(i) for i, ts in conn.execute(stmt) if since is None or _aware(ts) >= since]  # type: ignore[call-overload]
+def _stream_rows(conn: Connection, table: str, gh: str, seqs: list[int] | None = None
+                 ) -> Iterator[Mapping[str, Any]]:
+    """A greenhouse's rows of ``table`` (those with ``seqs``), each as column name to value, by seq."""
+    t = TABLES[table].__table__
+    stmt = select(*(t.c[c] for c in COLUMNS[table])).where(t.c.greenhouse_id == gh)
+    if seqs is not None:
+        stmt = stmt.where(t.c.seq.in_(seqs))
+    result = conn.execute(stmt.order_by(t.c.seq), execution_options={"yield_per": 1000})
+    try:
+        for row in result:
+            yield row._mapping
+    finally:
+        result.close()
+
+
+def _by_row(differences: list[Difference]) -> list[Difference]:
+    """One difference per row, by seq: its first column, naming the row's other differing columns."""
+    rows: dict[tuple[int, str], list[Difference]] = {}
+    for d in differences:
+        rows.setdefault((d.seq, d.table), []).append(d)
+    out = []
+    for (_, table), ds in sorted(rows.items()):
+        order = COLUMNS[table]
+        first, *rest = sorted(ds, key=lambda d: order.index(d.column) if d.column in order else -1)
+        out.append(dataclasses.replace(first, also=tuple(d.column for d in rest)))
+    return out
+
+
+def _listed(ids: list[str]) -> str:
+    more = f" (+{len(ids) - SHOWN} more)" if len(ids) > SHOWN else ""
+    return f"{', '.join(ids[:SHOWN])}{more}"
 
 
 def _aware(ts: datetime) -> datetime:

@@ -4,7 +4,9 @@ Migrations run as the owner role; the service connects as a restricted role. A r
 UPDATE or DELETE audit rows could rewrite or cut the trail (the triggers refuse both, but a
 role with DELETE can open the purge licence itself), so the restricted role gets SELECT and
 INSERT on every table, UPDATE and DELETE only on the tables listed here, and nothing on the
-schema. Rerun it after every ``db upgrade`` (a new table is readable and insertable at once
+schema. A decision is sealed as it is inserted, so only the column written after that (its ack
+status, :func:`app.recorder._apply_acks`) may be updated; ``audit verify`` compares it with the
+sealed acks. Rerun it after every ``db upgrade`` (a new table is readable and insertable at once
 through the owner's default privileges, see ``deploy/postgres/10-roles.sql``, but gets no more).
 """
 
@@ -18,7 +20,7 @@ from sqlalchemy.sql.compiler import IdentifierPreparer
 from app.core.db import make_engine
 
 UPDATES: dict[str, tuple[str, ...]] = {
-    "decision": ("UPDATE",),                      # the command's ack status
+    "decision": ("UPDATE (ack_status)",),         # the command's ack status, nothing that was sealed
     "app_user": ("UPDATE",),                      # password, disabling, last login, token epoch
     "app_user_role": ("UPDATE", "DELETE"),        # role changes
     "alarm_group": ("UPDATE",),                   # acknowledging, counting repeats

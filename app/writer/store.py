@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
 from app.audit_sink import AuditSink
 from app.control.explain import explain_decisions
 from app.control.proposal import Proposer
+from app.models import Decision
 from app.recorder import DecisionRecorder
 from app.writer.jobs import AUDIT_TO_JOB_KIND, Job, Key, ack_key
 
@@ -36,6 +39,9 @@ class DecisionStore:
         replay after a crash). Returns the jobs stored by this call."""
         to_store, to_audit = (self._not_stored(jobs), self._not_audited(jobs)) if skip_stored else (jobs, jobs)
         needed = {id(j) for j in (*to_store, *to_audit)}
+        if skip_stored:
+            stored = {id(j) for j in to_store}
+            needed -= self._explained_as_stored([j for j in to_audit if id(j) not in stored])
         self._explain_in_order(jobs, needed)  # a row and its audit record carry the explanation
         self.recorder.record_many([(j.kind, j.row) for j in to_store if j.kind in ROW_KINDS])
         if self.audit is not None:
@@ -66,6 +72,29 @@ class DecisionStore:
             log.warning("cannot read the audit trail while replaying (%s): re-sealing %d events",
                         exc.__class__.__name__, len(jobs))
         return [j for j in jobs if j.key not in sealed]
+
+    def _explained_as_stored(self, jobs: list[Job]) -> set[int]:
+        """Give replayed decisions whose rows are stored the explanation they were stored with; returns
+        their ids. Their records are sealed from the journal, and must say what the rows say: explained
+        again now (by an ensemble swapped meanwhile, or in another batch, which rounds differently) they
+        would not, and ``audit verify`` would rightly report the rows as other than sealed."""
+        keys = {(str(j.row["greenhouse_id"]), int(j.row["seq"])): j for j in jobs if j.kind == "decision"}
+        if not keys:
+            return set()
+        found: dict[tuple[str, int], Any] = {}
+        try:
+            with self.recorder.sessions() as session:
+                for gh in {g for g, _ in keys}:
+                    seqs = [q for g, q in keys if g == gh]
+                    found |= {(gh, int(seq)): explanation for seq, explanation in session.execute(
+                        select(Decision.seq, Decision.explanation).where(Decision.greenhouse_id == gh,
+                                                                          Decision.seq.in_(seqs)))}
+        except OperationalError:  # cannot tell: explained again, as before
+            log.warning("database unavailable while replaying: %d decisions explained again", len(keys))
+            return set()
+        for key, explanation in found.items():
+            keys[key].row["explanation"], keys[key].request = explanation, None
+        return {id(keys[key]) for key in found}
 
     def _not_stored(self, jobs: list[Job]) -> list[Job]:
         stored: set[Key] = set()

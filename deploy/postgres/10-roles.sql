@@ -16,7 +16,8 @@ REVOKE CREATE ON SCHEMA public FROM PUBLIC;
 GRANT USAGE ON SCHEMA public TO greentwin_app;
 -- Tables the owner creates from now on (every migration) can be read and appended to by the
 -- service at once; `greentwin db grant --role greentwin_app` (run after every upgrade) adds
--- UPDATE and DELETE only where the service changes rows, never on the audit trail's tables.
+-- UPDATE and DELETE only where the service changes rows (of a decision, only its ack status),
+-- never on the audit trail's tables.
 ALTER DEFAULT PRIVILEGES FOR ROLE greentwin_owner IN SCHEMA public
     GRANT SELECT, INSERT ON TABLES TO greentwin_app;
 ALTER DEFAULT PRIVILEGES FOR ROLE greentwin_owner IN SCHEMA public

@@ -27,6 +27,7 @@ from app.core.db import make_engine, make_session_factory
 from audit import Keyring, Signer
 from audit.store import AuditStore
 from tests.app.pg_roles import RoleDatabase, owner_and_app_roles
+from tests.app.test_audit_verify import ack_job, decision_job, keys, verify, write_as_the_service  # noqa: F401
 
 pytestmark = [pytest.mark.postgres]
 
@@ -39,7 +40,8 @@ def roles(pg_url: str) -> Iterator[RoleDatabase]:
                               rdb.owner_url], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert f"{rdb.app}: SELECT, INSERT on audit_record" in out.stdout.splitlines()
-        assert f"{rdb.app}: SELECT, INSERT, UPDATE on decision" in out.stdout.splitlines()
+        assert f"{rdb.app}: SELECT, INSERT, UPDATE (ack_status) on decision" in out.stdout.splitlines()
+        assert f"{rdb.app}: SELECT, INSERT on mode_change" in out.stdout.splitlines()
         db_cli.add_greenhouse(rdb.owner_url, "gh1", zones=2)
         yield rdb
 
@@ -94,6 +96,9 @@ def test_the_service_role_promotes_and_rolls_back_policies(roles: RoleDatabase, 
     "UPDATE audit_checkpoint SET head_hash = head_hash",
     "INSERT INTO audit_purge_token (greenhouse_id) VALUES ('gh1')",
     "DELETE FROM decision",
+    "UPDATE decision SET actor = 'operator:op1'",
+    "UPDATE decision SET clipped = '{}', ack_status = 'rejected'",
+    "UPDATE mode_change SET reason = 'routine'",
     "DELETE FROM mode_change",
     "DROP TABLE audit_record",
     "ALTER TABLE audit_record DISABLE TRIGGER ALL",
@@ -116,3 +121,22 @@ def test_grant_refuses_an_unknown_role_and_sqlite(roles: RoleDatabase, tmp_path:
         grant(roles.owner_url, "gt_no_such_role_here")
     with pytest.raises(ValueError, match="PostgreSQL"):
         grant(f"sqlite:///{tmp_path}/x.sqlite3", "anyone")
+
+
+def test_what_the_service_role_may_still_change_is_caught_by_verify(roles, keys, tmp_path, capsys,  # noqa: F811
+                                                                   monkeypatch) -> None:
+    """The ack status is the service's to write, so its role may set it to anything: verify compares it with
+    the sealed command_ack and names the row, run as that same role (as the scheduled verify runs)."""
+    db_cli.add_greenhouse(roles.owner_url, "ga", zones=2)
+    write_as_the_service(roles.app_url, keys, [decision_job(7), ack_job(7, "applied")], tmp_path)
+    assert verify(capsys, roles.app_url, "--greenhouse", "ga")[0] == 0
+    engine = create_engine(roles.app_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE decision SET ack_status = 'rejected' WHERE seq = 7"))
+    finally:
+        engine.dispose()
+    monkeypatch.setattr("app.audit_coverage.SEAL_LAG_S", 1.0)
+    code, out = verify(capsys, roles.app_url, "--greenhouse", "ga")
+    assert code == 1, out
+    assert "decision seq 7 ack_status: stored 'rejected', sealed 'applied' (command_ack, chain seq 2)" in out
