@@ -111,16 +111,23 @@ def _instant(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    t = type(value)  # exact types first: this runs for every value of every row (Mapping is an ABC, slow)
+    if t is str or t is bool or value is None:
+        return value
+    if t is float:
+        return int(value) if value.is_integer() and abs(value) < _EXACT_INT else value
+    if t is int:
+        return value if abs(value) < _EXACT_INT else float(value)
+    if t is dict or isinstance(value, Mapping):
+        return {k if type(k) is str else str(k): _plain(v) for k, v in value.items()}
+    if t is list or isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool | str):  # subclasses of the exact types above
         return value
     if isinstance(value, float):
-        return int(value) if value.is_integer() and abs(value) < _EXACT_INT else value
+        return _plain(float(value))
     if isinstance(value, int):
-        return value if abs(value) < _EXACT_INT else float(value)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return _plain(int(value))
     return str(value)
 
 
