@@ -187,11 +187,13 @@ class _Rows:
     @classmethod
     def read(cls, store: AuditStore, conn: Connection, chain: _Chain) -> _Rows:
         out = cls(store, chain)
-        # After a purge, only rows from the oldest remaining record on are asked for.
+        # After a purge, rows older than the oldest remaining record are not asked for: by their seq, below
+        # every remaining row record's (their records went first), as well as by the ts they give themselves.
         since = None if chain.anchor_ts is None else _as_datetime(chain.first_ts or chain.anchor_ts)
+        floor = min((seq for sealed in chain.rows.values() for seq in sealed), default=None)
         for table in TABLES:
             for row in _stream_rows(conn, table, chain.greenhouse_id):
-                if since is not None and _aware(row["ts"]) < since:
+                if since is not None and _aware(row["ts"]) < since and (floor is None or row["seq"] < floor):
                     continue
                 out.counts[table] += 1
                 if table == "decision" and row[ACK_COLUMN] not in (None, "pending"):

@@ -15,12 +15,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection, select, text, update
+from sqlalchemy import Connection, insert, select, text, update
 
 from app.audit_sink import AuditSink
 from app.cli import db as db_cli
 from app.cli import main
 from app.core.db import make_engine, make_session_factory
+from app.models import Decision
 from app.recorder import DecisionRecorder
 from app.writer import DecisionStore, Job
 from audit import Keyring, SealedRecord, Signer, compute_record_hash
@@ -229,3 +230,28 @@ def test_a_decision_stored_before_a_crash_is_sealed_as_stored(url, keys, tmp_pat
         engine.dispose()
     code, out = verify(capsys, url)  # before: the replay sealed a fresh explanation, other than the stored one
     assert code == 0, out
+
+
+def test_after_a_purge_a_row_that_only_claims_to_be_older_than_the_trail_is_still_asked_for(url, keys, tmp_path,
+                                                                                          capsys) -> None:
+    """Rows whose records were purged on purpose are not asked for; which ones those are is told by their
+    seq, below every remaining record's, not only by the ``ts`` a row gives itself."""
+    old = [decision_job(q) for q in (1, 2)]
+    for j in old:
+        j.row["ts"] = j.ts = j.ts - timedelta(days=200)
+    write_as_the_service(url, keys, [*old, decision_job(3), decision_job(4)], tmp_path)
+    engine = make_engine(url)
+    try:
+        [purged] = AuditStore(engine, *keys).purge(180, now=T0 + timedelta(days=1))
+        assert purged.records_deleted == 2
+        code, out = verify(capsys, url)
+        assert code == 0, out
+        assert "(4 decisions" not in out and "(2 decisions, 0 mode_changes, 0 acks)" in out
+        forged = {**decision_job(10).row, "ts": T0 - timedelta(days=300), "actor": "operator:op1"}
+        with engine.begin() as conn:
+            conn.execute(insert(Decision), [forged])
+    finally:
+        engine.dispose()
+    code, out = verify(capsys, url)  # before: exit 0, the forged row passed for one older than the purge
+    assert code == 1, out
+    assert "MISSING ga: 1 of 3 decisions without an audit record: 10" in out
