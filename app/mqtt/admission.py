@@ -10,6 +10,7 @@ bucket, and telemetry beyond it is shed (counted, never silently).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +22,9 @@ from app.mqtt.topics import Telemetry
 Verdict = tuple[str, str] | None
 
 DEFAULT_MAX_FUTURE_S: Final = 30.0
+BOOTS_KEPT: Final = 8
+"""Earlier boot ids remembered per greenhouse: a box never returns to one, so telemetry naming one is
+a replay (recorded before a reboot, sent again to reopen a sequence window that was closed)."""
 DEFAULT_RATE_PER_S: Final = 20.0
 DEFAULT_BURST: Final = 40
 
@@ -50,17 +54,17 @@ class RateLimit:
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
 
-    def allow(self, gh: str, now: float) -> bool:
-        """Take one token for ``gh`` if there is one (``now`` is a monotonic clock)."""
+    def allow(self, gh: str, now: float, cost: float = 1.0) -> bool:
+        """Take ``cost`` tokens for ``gh`` if there are that many (``now`` is a monotonic clock)."""
         with self._lock:
             b = self._buckets.get(gh)
             if b is None:
                 b = self._buckets[gh] = _Bucket(float(self.burst), now)
             b.tokens = min(float(self.burst), b.tokens + (now - b.at) * self.rate_per_s)
             b.at = now
-            if b.tokens < 1.0:
+            if b.tokens < cost:
                 return False
-            b.tokens -= 1.0
+            b.tokens -= cost
             return True
 
 
@@ -73,22 +77,31 @@ class TelemetryAdmission:
         self.max_future_s = max_future_s
         self._wall_clock = wall_clock
         self._last_seen: dict[str, tuple[str, int]] = {}  # gh -> (boot_id, last accepted seq)
+        self._earlier_boots: dict[str, OrderedDict[str, None]] = {}
         self._lock = threading.Lock()
 
     def check(self, gh: str, tel: Telemetry) -> Verdict:
-        """Admit ``tel`` (and move the window) or say why not: duplicate, out_of_order, stale, future."""
+        """Admit ``tel`` (and move the window) or say why not: duplicate, out_of_order, old_boot, stale,
+        future."""
         with self._lock:
             last = self._last_seen.get(gh)
             if last is not None and last[0] == tel.boot_id and tel.seq <= last[1]:
                 reason = "duplicate" if tel.seq == last[1] else "out_of_order"
                 return reason, f"seq {tel.seq} <= last {last[1]} (boot {tel.boot_id})"
+            earlier = self._earlier_boots.setdefault(gh, OrderedDict())
+            if tel.boot_id in earlier:
+                return "old_boot", f"boot {tel.boot_id} ended before boot {last[0] if last else '?'}"
             now = self._wall_clock()
             age = now - tel.ts.timestamp()
             if age > self.max_age_s:
                 return "stale", f"{age:.1f} s old > max_age_s {self.max_age_s:g}"
             if (skew := future_skew(tel.ts, now, self.max_future_s)) is not None:
                 return skew
-            self._last_seen[gh] = (tel.boot_id, tel.seq)  # a new boot_id resets the window
+            if last is not None and last[0] != tel.boot_id:  # a reboot: the old boot's window closes for good
+                earlier[last[0]] = None
+                while len(earlier) > BOOTS_KEPT:
+                    earlier.popitem(last=False)
+            self._last_seen[gh] = (tel.boot_id, tel.seq)  # a new boot_id starts a new window
             return None
 
     def check_time(self, ts: datetime) -> Verdict:

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from app.mqtt.admission import DEFAULT_MAX_FUTURE_S, RateLimit, TelemetryAdmission
 from app.mqtt.connection import OFFLINE, ONLINE, QOS, MqttTarget, TlsFiles, make_client, parse_mqtt_url
 from app.mqtt.topics import (
+    MAX_PAYLOAD_BYTES,
     Ack,
     Command,
     EstopEvent,
@@ -43,8 +44,15 @@ logger = logging.getLogger(__name__)
 SERVICE_STATUS_TOPIC: Final = "greentwin/service/status"
 
 # Bridge-level reasons on top of topics.REASON_CODES (payload errors).
-BridgeReason = Literal["bad_topic", "unknown_greenhouse", "duplicate", "out_of_order", "stale", "future",
-                       "foreign_ack", "unknown_command"]
+BridgeReason = Literal["bad_topic", "unknown_greenhouse", "duplicate", "out_of_order", "old_boot", "stale",
+                       "future", "foreign_ack", "unknown_command", "retained"]
+CHANNEL_MAX_BYTES: Final = {"telemetry": MAX_PAYLOAD_BYTES, "ack": 4096, "estop": 1024}
+"""The largest payload worth parsing per channel: an ack or an e-stop event is a few hundred bytes, so
+anything near the telemetry cap is refused before it costs a parse."""
+TELEMETRY_BYTES_PER_S: Final = 1024 * 1024
+TELEMETRY_BYTES_BURST: Final = 4 * 1024 * 1024
+"""Telemetry bytes a greenhouse may send before parsing (its messages are a few KB, 20 a second): the
+parse of payloads a box sends beyond this is never spent, whatever they hold."""
 REJECT_LOG_EVERY: Final = 100
 """A rejection reason from one greenhouse is logged the first time and every 100th time after: a
 flood of bad messages is counted in full but cannot flood the log."""
@@ -114,6 +122,7 @@ class MqttBridge:
         self.admission = TelemetryAdmission(max_age_s=max_age_s, max_future_s=max_future_s, wall_clock=wall_clock)
         self.rate_limit = rate_limit or RateLimit()
         self.event_rate_limit = event_rate_limit or RateLimit()
+        self.byte_budget = RateLimit(TELEMETRY_BYTES_PER_S, TELEMETRY_BYTES_BURST)
         """Acks and e-stop events per greenhouse (one bucket per channel): beyond it they are shed, so one
         box's flood cannot stall the loop or the recording of everyone else's (a press is never shed)."""
         self.on_shed = on_shed
@@ -256,8 +265,7 @@ class MqttBridge:
 
     def _on_telemetry_msg(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
-            gh = self._greenhouse(msg.topic)
-            if gh is None:
+            if (gh := self._admit(msg, "telemetry")) is None:
                 return
             try:
                 tel = parse_telemetry(msg.payload, self._zones(gh) if callable(self._zones) else self._zones)
@@ -276,7 +284,7 @@ class MqttBridge:
 
     def _on_ack_msg(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
-            if (gh := self._greenhouse(msg.topic)) is None or self._over_rate(gh, "ack"):
+            if (gh := self._admit(msg, "ack")) is None:
                 return
             if (ack := self._timed_event(gh, msg, Ack)) is None:
                 return
@@ -297,13 +305,34 @@ class MqttBridge:
 
     def _on_estop_msg(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
-            if (gh := self._greenhouse(msg.topic)) is None or (event := self._timed_event(gh, msg, EstopEvent)) is None:
+            if (gh := self._admit(msg, "estop")) is None or (event := self._timed_event(gh, msg, EstopEvent)) is None:
                 return
             if not event.pressed and self._over_rate(gh, "estop"):
                 return  # a release changes nothing in the service; a press always gets through
             self._deliver(self.on_estop, gh, event)
         except Exception:  # noqa: BLE001
             logger.exception("unexpected error handling e-stop on %s", msg.topic)
+
+    def _admit(self, msg: mqtt.MQTTMessage, channel: str) -> str | None:
+        """The greenhouse of a message worth parsing, or None after counting why not: not ours, retained
+        (the broker replays a retained message at every subscription: an e-stop pressed an hour ago
+        would latch again at each reconnect), larger than its channel takes, or past the greenhouse's
+        budget (telemetry bytes, ack messages; an e-stop press is never held back: its size is)."""
+        if (gh := self._greenhouse(msg.topic)) is None:
+            return None
+        if msg.retain:
+            self._reject(gh, "retained", f"a retained {channel} message is an old one replayed")
+            return None
+        size = len(msg.payload)
+        if size > CHANNEL_MAX_BYTES[channel]:
+            self._reject(gh, "too_large", f"{size} bytes > {CHANNEL_MAX_BYTES[channel]} on {channel}")
+            return None
+        if channel == "telemetry" and not self.byte_budget.allow(gh, time.monotonic(), size):
+            self._shed(gh)
+            return None
+        if channel == "ack" and self._over_rate(gh, "ack"):
+            return None
+        return gh
 
     def _over_rate(self, gh: str, channel: str) -> bool:
         """True (shed and counted) when ``gh``'s ``channel`` is past its rate."""

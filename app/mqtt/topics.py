@@ -31,6 +31,9 @@ MAX_PAYLOAD_BYTES: Final = 64 * 1024
 MAX_JSON_DEPTH: Final = 8
 MAX_ZONES: Final = 64
 MAX_PROBES_PER_ZONE: Final = 8
+MAX_LIST_ITEMS: Final = MAX_ZONES
+"""No list in any payload is longer (zones; probes per zone are fewer): a longer one is refused before
+the schema is asked, whose cost grows with every item it checks before it gets to the length."""
 
 ReasonCode = Literal["too_large", "not_utf8", "not_json", "too_deep", "non_finite", "schema", "zone_count"]
 REASON_CODES: Final[tuple[str, ...]] = get_args(ReasonCode)
@@ -194,18 +197,19 @@ def _reject_constant(token: str) -> NoReturn:
     raise PayloadError("non_finite", f"non-finite number {token}")
 
 
-def _depth(obj: Any) -> int:
-    """Nesting depth of decoded JSON, iteratively (no recursion on hostile input)."""
-    deepest, stack = 0, [(obj, 1)]
+def _check_shape(obj: Any) -> None:
+    """Refuse decoded JSON nested deeper than :data:`MAX_JSON_DEPTH` or holding a list longer than
+    :data:`MAX_LIST_ITEMS`, iteratively (no recursion on hostile input) and at the first offender."""
+    stack = [(obj, 1)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict | list):
-            deepest = max(deepest, depth)
             if depth > MAX_JSON_DEPTH:
-                return depth
+                raise PayloadError("too_deep", f"depth {depth} > {MAX_JSON_DEPTH}")
+            if isinstance(node, list) and len(node) > MAX_LIST_ITEMS:
+                raise PayloadError("schema", f"a list of {len(node)} items > {MAX_LIST_ITEMS}")
             children = node.values() if isinstance(node, dict) else node
             stack.extend((child, depth + 1) for child in children)
-    return deepest
 
 
 def _has_non_finite(obj: Any) -> bool:
@@ -247,8 +251,7 @@ def parse_payload(raw: bytes, model: type[M]) -> M:
         if isinstance(exc, PayloadError):
             raise
         raise PayloadError("not_json", str(exc)[:200]) from None
-    if (depth := _depth(obj)) > MAX_JSON_DEPTH:
-        raise PayloadError("too_deep", f"depth {depth} > {MAX_JSON_DEPTH}")
+    _check_shape(obj)
     if _has_non_finite(obj):
         raise PayloadError("non_finite", "number overflows to infinity")
     try:

@@ -20,7 +20,18 @@ from paho.mqtt.enums import CallbackAPIVersion
 from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
 from app.mqtt.connection import parse_mqtt_url
-from app.mqtt.topics import Ack, Command, Telemetry, ack_topic, command_topic, encode, telemetry_topic
+from app.mqtt.topics import (
+    MAX_PAYLOAD_BYTES,
+    Ack,
+    Command,
+    EstopEvent,
+    Telemetry,
+    ack_topic,
+    command_topic,
+    encode,
+    estop_topic,
+    telemetry_topic,
+)
 from app.mqtt.tracker import CommandTracker
 
 mqtt_mark = pytest.mark.mqtt
@@ -148,10 +159,13 @@ def test_bad_payloads_are_counted_by_reason_and_never_reach_the_handler(
         json.dumps(_telemetry(6, ts=old)),                                       # stale
         json.dumps(_telemetry(0, boot="b2")),                                    # new boot: accepted
         json.dumps({**_telemetry(1, boot="b2"), "air_temp_c": 1e999}),           # non_finite
+        json.dumps(_telemetry(9, boot="b1")),                                    # old_boot: a replay from before
+        json.dumps({**_telemetry(2, boot="b2"), "valve_open": [0] * 65}),       # schema: longer than any list
     ]
     for payload in sends:
         raw.publish(telemetry_topic(gh), payload)
-    expected = ["not_json", "not_utf8", "schema", "zone_count", "duplicate", "out_of_order", "stale", "non_finite"]
+    expected = ["not_json", "not_utf8", "schema", "zone_count", "duplicate", "out_of_order", "stale", "non_finite",
+                "old_boot", "schema"]
     assert _wait(lambda: len(rejected) >= len(expected) and len(handled) >= 2)
     assert rejected == expected
     assert handled == [5, 0]
@@ -361,6 +375,56 @@ def test_an_ack_flood_reaches_no_handler_and_the_real_answer_is_delivered_once(
     assert stats["rejected"]["unknown_command"] > 0 and stats["rejected"]["duplicate"] > 0 and stats["shed"] > 0
     assert acks.empty(), "no flooded or repeated ack reached the handler"
     assert len([r for r in caplog.records if r.name == "app.mqtt.bridge"]) <= 12, "the flood flooded the log"
+
+
+@mqtt_mark
+def test_a_retained_estop_press_is_not_a_new_press_at_every_connect(make_bridge: Callable[..., MqttBridge],
+                                                                    raw: Raw) -> None:
+    """The broker hands a retained message to every new subscription: a press a box published
+    retained an hour ago must not latch the greenhouse again at each restart or reconnect."""
+    gh = _gh()
+    an_hour_ago = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    raw.publish(estop_topic(gh), json.dumps({"ts": an_hour_ago, "pressed": True, "source": "panel"}), retain=True)
+    presses: queue.Queue[EstopEvent] = queue.Queue()
+    try:
+        bridge = make_bridge(zones=2, on_estop=lambda g, e: presses.put(e) if g == gh else None)
+        assert _wait(lambda: bridge.stats["rejected"].get("retained", 0) == 1)
+        assert presses.empty(), "the retained press was taken as a new one"
+        live = EstopEvent(ts=datetime.now(UTC), pressed=True, source="panel")
+        raw.publish(estop_topic(gh), encode(live))  # a real press still gets through at once
+        assert presses.get(timeout=5).ts == live.ts
+    finally:
+        raw.publish(estop_topic(gh), b"", retain=True)
+
+
+@mqtt_mark
+def test_one_boxs_refused_telemetry_does_not_hold_up_another_greenhouses(make_bridge: Callable[..., MqttBridge],
+                                                                         raw: Raw) -> None:
+    """Valid JSON under the size cap that the schema refuses (14,000 lists where 64 zones fit) cost the
+    bridge's one network thread ~0.2 s each to validate; a list longer than any payload holds is now
+    refused before the schema runs, and past the box's byte budget nothing is parsed at all."""
+    hostile_gh, gh = _gh(), _gh()
+    hostile = ('{"soil_vwc": [' + ",".join(["[0]"] * 14000) + "]}").encode()
+    assert len(hostile) <= MAX_PAYLOAD_BYTES
+    arrived: dict[int, float] = {}
+    bridge = make_bridge(zones=2, on_telemetry=lambda g, t: arrived.setdefault(t.seq, time.monotonic()) if g == gh
+                         else None)
+    for _ in range(100):  # 5.6 MB on the hostile box's own topic
+        raw.client.publish(telemetry_topic(hostile_gh), hostile, qos=1)
+    raw.publish(telemetry_topic(hostile_gh), hostile)
+    sent = time.monotonic()
+    raw.publish(telemetry_topic(gh), json.dumps(_telemetry(2)))
+    assert _wait(lambda: 2 in arrived, timeout=30)
+    assert arrived[2] - sent < 2.0, f"{gh}'s telemetry waited {arrived[2] - sent:.1f} s behind refused messages"
+    assert _wait(lambda: bridge.stats["rejected"].get("schema", 0) + bridge.stats["shed"] >= 101)
+
+
+def test_a_byte_budget_takes_what_each_message_costs() -> None:
+    """The bridge's telemetry budget per greenhouse counts bytes: big payloads run it down sooner."""
+    budget = RateLimit(rate_per_s=1000.0, burst=4000)
+    assert [budget.allow("gh", 0.0, 1500) for _ in range(3)] == [True, True, False]
+    assert budget.allow("other", 0.0, 4000)  # each greenhouse has its own
+    assert not budget.allow("gh", 0.4, 1500) and budget.allow("gh", 0.5, 1500)  # 1,000 bytes/s come back
 
 
 def test_the_tracker_tells_first_answers_from_repeats_unknown_and_foreign_commands() -> None:

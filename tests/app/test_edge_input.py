@@ -19,7 +19,7 @@ from app.control import ExpertProposer, GreenhouseController, ZoneSetup
 from app.intake import Intake
 from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
-from app.mqtt.topics import Ack, EstopEvent, Telemetry, ack_topic, encode, estop_topic, telemetry_topic
+from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry, ack_topic, encode, estop_topic, telemetry_topic
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits
 
@@ -54,6 +54,14 @@ def _bridge(seen: Seen, **kw: Any) -> MqttBridge:
                       on_estop=lambda _g, e: seen.estops.append(e), on_shed=seen.shed.append, **kw)
 
 
+def _sent(bridge: MqttBridge) -> uuid.UUID:
+    """The id of a command the bridge sent to ``GH`` (an ack for any other matches nothing)."""
+    cmd = Command(cmd_id=uuid.uuid4(), ts=NOW, seq=1, ttl_s=30.0, mode="auto", valves=[0, 0], pump_pct=0.0,
+                  light_pct=0.0, policy_version="test")
+    bridge.tracker.record(GH, cmd)
+    return cmd.cmd_id
+
+
 def test_timestamps_beyond_the_skew_into_the_future_are_refused() -> None:
     seen = Seen()
     bridge = _bridge(seen)
@@ -61,7 +69,7 @@ def test_timestamps_beyond_the_skew_into_the_future_are_refused() -> None:
     bridge._on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(GH), encode(_telemetry(1, ahead))))
     bridge._on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(GH), encode(_telemetry(2, within))))
     for ts in (ahead, within):
-        ack = Ack(cmd_id=uuid.uuid4(), ts=ts, status="applied")
+        ack = Ack(cmd_id=_sent(bridge), ts=ts, status="applied")
         bridge._on_ack_msg(bridge.client, None, _msg(ack_topic(GH), encode(ack)))
         press = EstopEvent(ts=ts, pressed=True, source="panel")
         bridge._on_estop_msg(bridge.client, None, _msg(estop_topic(GH), encode(press)))
