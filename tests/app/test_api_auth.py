@@ -169,6 +169,25 @@ def test_operator_actions_record_the_logged_in_user_not_the_body(api: Api) -> No
         ("estop", "operator:otto"), ("estop_reset", "operator:otto"), ("mode_change", "operator:multi")]
 
 
+def test_operator_actions_through_a_replica_not_holding_the_greenhouse_answer_409(api: Api) -> None:
+    """deploy/README.md: a load balancer retries a 409, not a 500; the e-stop is the one that matters most."""
+    c, operator = api.client, api.auth("olga")
+    runtime = c.app.state.runtime  # type: ignore[attr-defined]
+    held_before = runtime.dispatch.fence
+    runtime.dispatch.fence = {"gh1": 1, "gh2": 1}.get  # another replica holds gh3
+    try:
+        for path, body in (("mode", {"mode": "manual", "reason": "by hand", "manual_action": [0, 0, 0, 0, 0]}),
+                           ("estop", {"reason": "leak at zone 1"}),
+                           ("estop/reset", {"reason": "leak fixed"})):
+            r = c.post(f"/api/greenhouses/gh3/{path}", json=body, headers=operator)
+            assert r.status_code == 409, (path, r.status_code, r.text)
+            assert "controlled by another replica; retry" in r.json()["detail"], path
+    finally:
+        runtime.dispatch.fence = held_before
+    ctl = runtime.controllers["gh3"]
+    assert (ctl.mode, ctl.estop_latched) == ("auto", False), "nothing was latched by the replica that refused"
+
+
 def test_privileged_logins_are_sealed_into_the_audit_chain(api: Api) -> None:
     store = api.audit_store()
     before = [r.seq for r in store.iter_records(ACCESS_CHAIN)]

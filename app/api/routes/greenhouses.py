@@ -196,9 +196,18 @@ def set_mode(gh: str, body: ModeRequest, runtime: RuntimeDep, user: OperatorUser
 
 @router.post("/{gh}/estop")
 def estop(gh: str, body: EstopRequest, runtime: RuntimeDep, user: OperatorUser) -> ModeEventPublic:
-    """Latch the e-stop as the logged-in operator; the safe command goes out at once."""
+    """Latch the e-stop as the logged-in operator; the safe command goes out at once.
+
+    Only the replica holding the greenhouse's lease latches; any other answers 409, like a mode
+    change, so a retrying load balancer finds the holder. The holder must be the one: it numbers
+    the greenhouse's mode changes and seals them into its chain, and only its commands carry the
+    fencing token the edge box obeys, so the latch is recorded once and acted on at once. (The
+    box's own e-stop button needs no replica at all.)"""
     _known(runtime, gh)
-    return _public(runtime.estop(gh, user.operator_actor, body.reason))
+    try:
+        return _public(runtime.estop(gh, user.operator_actor, body.reason))
+    except ValueError as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from exc
 
 
 @router.post("/{gh}/estop/reset")
