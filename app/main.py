@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app.anchoring import HeadAnchoring
@@ -30,6 +31,7 @@ from app.api.routes import (
     reports,
     users,
 )
+from app.api.validation_reply import validation_error_reply
 from app.audit_keys import load_retired_keys
 from app.audit_sink import AuditSink, record_at_start, record_key_in_use, service_audit_keys
 from app.auth.service import AuthService, service_secret_key
@@ -98,6 +100,8 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
     @app.exception_handler(JournalUnwritable)
     async def _journal_full(_request: Request, exc: JournalUnwritable) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503)  # the operator retries once there is room
+
+    app.exception_handler(RequestValidationError)(validation_error_reply)  # a NaN in a body: 422, not 500
 
     app.include_router(health.router)
     app.include_router(auth.router)

@@ -1,8 +1,9 @@
 """Control characters at the API's door, on PostgreSQL (which refuses NUL in text, unlike SQLite).
 
 Every path and query parameter of every route, and every free string in a request body, gets a
-NUL byte: each answer is a 4xx naming the problem, never a 500, and nothing is logged with a
-traceback.
+NUL byte; every field of every JSON body gets a number JSON has no spelling for (Python's reader
+takes NaN and Infinity, and 1e400 overflows to infinity): each answer is a 4xx naming the
+problem, never a 500, and nothing is logged with a traceback.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from pydantic import BaseModel
 
 from app.auth.roles import ROLES
 from app.auth.users import create_user
@@ -39,6 +41,9 @@ BODY_STRINGS: list[tuple[str, str, dict[str, Any]]] = [  # (method, path, body w
     ("POST", "/api/greenhouses/gh1/estop", {"reason": "leak\x00"}),
     ("POST", "/api/greenhouses/gh1/estop/reset", {"reason": "fixed\x00"}),
 ]
+NON_FINITE = {"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity", "1e400": "Infinity"}
+"""Spelled in a body: echoed in the 422 as."""
+JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +127,36 @@ def test_a_nul_in_a_body_string_is_refused_with_422(client: TestClient, auth: di
                                                     body: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
     r = client.request(method, path, json=body, headers=auth)
     assert r.status_code == 422, (method, path, r.status_code, r.text)
+    _no_tracebacks(caplog)
+
+
+def _body_models(client: TestClient) -> list[tuple[str, str, type[BaseModel]]]:
+    """(method, path with valid parameters, body model) of every route that reads a JSON body."""
+    return [(method, route.path_format.format(**VALID), route.body_field.field_info.annotation)
+            for route in _routes(client) if route.body_field is not None for method in sorted(route.methods)]
+
+
+@pytest.mark.parametrize("spelled", sorted(NON_FINITE))
+def test_a_non_finite_number_in_any_body_field_is_refused_with_422_naming_the_field(
+        client: TestClient, auth: dict[str, str], spelled: str, caplog: pytest.LogCaptureFixture) -> None:
+    tried = 0
+    for method, url, model in _body_models(client):
+        for field in model.model_fields:
+            r = client.request(method, url, content=f'{{"{field}": {spelled}}}', headers={**auth, **JSON})
+            assert r.status_code == 422, (method, url, field, r.status_code, r.text)
+            [error] = [e for e in r.json()["detail"] if e["loc"] == ["body", field]]
+            assert error["msg"] and error["input"] == NON_FINITE[spelled], (url, field, error)
+            tried += 1
+        r = client.request(method, url, content=spelled, headers={**auth, **JSON})
+        assert r.status_code == 422 and r.json()["detail"][0]["input"] == NON_FINITE[spelled], (url, r.text)
+    assert tried >= 15, "the routes with JSON bodies were found"
+    r = client.post("/api/auth/login", content=f'{{"username": "root", "password": {spelled}}}', headers=JSON)
+    assert r.status_code == 422, "no token needed to ask"
+    r = client.post("/api/greenhouses/gh1/mode", headers={**auth, **JSON},
+                    content=f'{{"mode": "manual", "reason": "by hand", "manual_action": [0, {spelled}, 0, 0]}}')
+    assert r.status_code == 422
+    assert [(e["loc"], e["msg"]) for e in r.json()["detail"]] == [
+        (["body", "manual_action", 1], "Input should be a finite number")]
     _no_tracebacks(caplog)
 
 
