@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterator
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
-from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import APIKeyCookie, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.orm import Session
+from starlette.requests import HTTPConnection
 
 from app.auth.service import AuthService, Principal
 from app.auth.tokens import TokenError
@@ -20,7 +22,24 @@ from app.runtime import Runtime
 
 SESSION_COOKIE = "greentwin_session"
 
-_bearer = HTTPBearer(auto_error=False, description="token from POST /api/auth/login")
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header; None for any other header or a blank
+    token (FastAPI's parsing: the credentials are stripped, 0xA0 included). The CSRF check reads the
+    header with this same function, so a request it lets pass as a bearer client is one the
+    authentication reads the bearer token of, never the cookie."""
+    scheme, credentials = get_authorization_scheme_param(authorization)
+    return credentials if scheme.lower() == "bearer" and credentials else None
+
+
+class _BearerToken(HTTPBearer):
+    """``HTTPBearer`` (for the OpenAPI document) that hands over :func:`bearer_token`."""
+
+    async def __call__(self, request: HTTPConnection) -> str | None:  # type: ignore[override]
+        return bearer_token(request.headers.get("authorization"))
+
+
+_bearer = _BearerToken(auto_error=False, scheme_name="HTTPBearer", description="token from POST /api/auth/login")
 _cookie = APIKeyCookie(name=SESSION_COOKIE, auto_error=False, description="session cookie set by POST /api/auth/login")
 
 
@@ -49,11 +68,11 @@ def unauthorized(detail: str) -> HTTPException:
 
 def get_current_user(
     auth: Annotated[AuthService, Depends(get_auth)],
-    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    bearer: Annotated[str | None, Depends(_bearer)],
     cookie: Annotated[str | None, Depends(_cookie)],
 ) -> Principal:
     """The caller, from the bearer token or else the session cookie."""
-    token = bearer.credentials if bearer is not None else cookie
+    token = bearer if bearer is not None else cookie
     if not token:
         raise unauthorized("not authenticated: log in at POST /api/auth/login and send the token "
                            "as 'Authorization: Bearer <token>'")

@@ -4,9 +4,10 @@ The session cookie is HttpOnly and SameSite=Strict; on top of that every state-c
 that authenticates with the cookie must carry ``X-CSRF-Token`` equal to :func:`csrf_token` of
 that cookie (the pages render it into a ``<meta>`` tag), and its ``Origin``, when the browser
 sends one, must be this site. The token is derived from the session token, so a page on another
-site can neither read nor compute it, and the server keeps no state for it. Requests with an
-``Authorization`` header (scripts with a bearer token) are not cookie sessions: a browser never
-attaches that header cross-site, so they pass unchanged.
+site can neither read nor compute it, and the server keeps no state for it. Requests with a
+bearer token (scripts) are not cookie sessions: a browser never attaches that header cross-site,
+so they pass unchanged; the header is read by the authentication's own parser
+(:func:`app.api.deps.bearer_token`), so a header it finds no token in is checked as a cookie session.
 
 A pure ASGI middleware (not ``BaseHTTPMiddleware``): the live stream's response never ends and
 must not be buffered.
@@ -22,7 +23,7 @@ from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.asgi_reply import send_json_error
-from app.api.deps import SESSION_COOKIE
+from app.api.deps import SESSION_COOKIE, bearer_token
 
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -79,9 +80,10 @@ def csrf_refusal(scope: Scope) -> str | None:
     """Why this request is refused as a possible cross-site request forgery (None: let it through)."""
     if scope["method"] in SAFE_METHODS:
         return None
-    if (_header(scope, b"authorization") or "").lower().startswith("bearer "):
+    if bearer_token(_header(scope, b"authorization")) is not None:
         return None  # a bearer client: browsers never attach this header on their own
-    # (any other Authorization scheme is ignored by the API, which then reads the cookie: checked)
+    # (any other Authorization header, a blank bearer token included, is ignored by the API, which
+    # then reads the cookie: checked)
     if not _same_origin(scope):
         return "cross-origin request refused (Origin does not match this site)"
     if scope["path"] in CSRF_EXEMPT:

@@ -142,6 +142,26 @@ def test_cookie_sessions_need_the_csrf_token_and_bearer_clients_do_not(client: T
     assert r.status_code == 403, "a login posted from another site"
 
 
+@pytest.mark.parametrize("authorization", ["Bearer  ", "Bearer \t", "bearer", "Bearer", "Token junk", "Bearer junk"])
+def test_a_cookie_session_writes_only_with_its_csrf_token_whatever_authorization_header_comes_along(
+        client: TestClient, authorization: str) -> None:
+    """Either a real bearer token authenticates (no CSRF token needed) or the cookie does (needed), never the
+    cookie without it: the check reads the header as the authentication does, which strips the credentials.
+    (A 0xA0 byte, which a real server passes on, is tried in test_api_door.)"""
+    token = _login(client, "operator")
+    url, body = "/api/greenhouses/gh1/mode", {"mode": "auto", "reason": "csrf test"}
+    client.cookies.set("greentwin_session", token)
+    try:
+        r = client.post(url, json=body, headers={"Authorization": authorization})
+    finally:
+        client.cookies.clear()
+    assert r.status_code in (401, 403), (authorization, r.status_code, r.text)
+    if r.status_code == 403:
+        assert "CSRF" in r.json()["detail"], "read as a cookie session, and checked as one"
+    else:
+        assert r.json()["detail"] == "invalid token", "read as a bearer client, and its token refused"
+
+
 def test_security_headers_and_pages_without_inline_script(client: TestClient) -> None:
     r = client.get("/login")
     assert r.status_code == 200
