@@ -3,7 +3,8 @@
 They commit their own change and return values (never print), so the command line formats
 output and tests call them directly. Given ``seal`` (:mod:`app.access_seal`), a change commits
 together with its record in the audit trail's access chain, or not at all. Usernames are
-lower-case slugs; roles come from ``app.models.ROLES``.
+lower-case slugs; roles come from ``app.models.ROLES``. No change leaves the accounts without an
+enabled admin (``LastAdmin``), once there is one: the API and ``greentwin user`` both refuse it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ class UnknownUser(LookupError):
     """No account of that name."""
 
 
+class LastAdmin(ValueError):
+    """A change that would leave no enabled admin: nobody could manage accounts through the API any more."""
+
+
 def normalize_username(username: str) -> str:
     """Lower-cased, trimmed name: ``Alice`` and ``alice`` are one account (and one rate-limit key)."""
     return username.strip().lower()
@@ -64,6 +69,16 @@ def get_user(session: Session, username: str) -> User | None:
     return session.scalars(select(User).where(User.username == normalize_username(username))).one_or_none()
 
 
+def _keep_an_enabled_admin(session: Session, user: User) -> None:
+    """``LastAdmin`` unless another enabled admin remains when ``user`` stops being one. The admins' rows
+    are locked (PostgreSQL), so two admins stepping down at once cannot both pass the check."""
+    admins = session.scalars(select(User.id).join(UserRole).where(
+        UserRole.role == "admin", User.disabled_at.is_(None)).with_for_update()).all()
+    if user.id in admins and len(admins) == 1:
+        raise LastAdmin(f"refused: {user.username!r} is the last enabled admin; "
+                        "give another account the admin role first")
+
+
 def create_user(*, session: Session, username: str, password: str, roles: Sequence[str],
                 seal: SealChange | None = None) -> User:
     """Store a new enabled account (sealed as ``{username, roles}``); ``UserExists`` when the name is taken."""
@@ -87,11 +102,13 @@ def list_users(*, session: Session) -> list[User]:
 
 def disable_user(*, session: Session, username: str, seal: SealChange | None = None) -> User:
     """Refuse every future login and every token already issued; idempotent (each call is sealed as
-    ``{username}``, the admin's request being on record either way)."""
+    ``{username}``, the admin's request being on record either way). ``LastAdmin`` for the last
+    enabled admin."""
     user = get_user(session, username)
     if user is None:
         raise UnknownUser(f"no user {normalize_username(username)!r}")
     if user.disabled_at is None:
+        _keep_an_enabled_admin(session, user)
         user.disabled_at = datetime.now(UTC)
         user.token_epoch += 1
     commit_sealed(session, seal, {"username": user.username})
@@ -112,12 +129,15 @@ def set_password(*, session: Session, username: str, password: str, seal: SealCh
 def set_roles(*, session: Session, username: str, roles: Sequence[str],
               seal: SealChange | None = None) -> tuple[User, list[str]]:
     """Replace the account's roles (sealed as ``{username, from_roles, to_roles}``); returns it and the
-    roles it had (each request reads roles anew, so the change holds from the next request on)."""
+    roles it had (each request reads roles anew, so the change holds from the next request on).
+    ``LastAdmin`` when it takes the admin role from the last enabled admin."""
     wanted = validate_roles(roles)
     user = get_user(session, username)
     if user is None:
         raise UnknownUser(f"no user {normalize_username(username)!r}")
     before = sorted(user.roles)
+    if "admin" not in wanted:
+        _keep_an_enabled_admin(session, user)
     if before != wanted:
         user.role_rows = [UserRole(role=r) for r in wanted]
     commit_sealed(session, seal, {"username": user.username, "from_roles": before, "to_roles": wanted})

@@ -6,14 +6,18 @@ import io
 import os
 import shutil
 import stat
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from app.access_seal import SealChange
 from app.auth import passwords
+from app.auth import users as accounts
 from app.auth.ratelimit import SlidingWindowLimiter
 from app.auth.service import AuthConfigError, service_secret_key
 from app.auth.throttle import LoginThrottle
@@ -195,6 +199,78 @@ def test_create_list_disable_users(session: Session) -> None:
     assert passwords.verify_password(stored.password_hash, PW)
 
 
+def test_no_change_leaves_the_accounts_without_an_enabled_admin(session: Session) -> None:
+    """Without one, nobody can manage accounts through the API any more: recovery would need the host."""
+    create_user(session=session, username="adam", password=PW, roles=["admin"])
+    create_user(session=session, username="olga", password=PW, roles=["operator"])
+    for change in (lambda: accounts.set_roles(session=session, username="adam", roles=["operator"]),
+                   lambda: disable_user(session=session, username="adam")):
+        with pytest.raises(accounts.LastAdmin, match="'adam' is the last enabled admin"):
+            change()
+    session.expire_all()
+    adam = session.scalars(select(User).where(User.username == "adam")).one()
+    assert adam.roles == {"admin"} and adam.disabled_at is None, "a refused change changed nothing"
+    adam, _ = accounts.set_roles(session=session, username="adam", roles=["admin", "operator"])
+    assert adam.roles == {"admin", "operator"}, "keeping the role is no stepping down"
+    accounts.set_roles(session=session, username="olga", roles=["admin"])
+    disable_user(session=session, username="olga")
+    with pytest.raises(accounts.LastAdmin):  # a disabled admin is no admin
+        accounts.set_roles(session=session, username="adam", roles=["operator"])
+    accounts.set_roles(session=session, username="olga", roles=["operator"])  # a disabled admin: nobody less
+    create_user(session=session, username="ada", password=PW, roles=["admin"])
+    assert accounts.set_roles(session=session, username="adam", roles=["operator"])[0].roles == {"operator"}
+    with pytest.raises(accounts.LastAdmin, match="'ada'"):
+        disable_user(session=session, username="ada")
+
+
+@pytest.mark.postgres
+def test_two_admins_stepping_down_at_once_leave_one_of_them(pg_url: str) -> None:
+    """The check holds the admins' rows until the change commits: the second one waits, then sees the first
+    change and is refused (checked before the first committed, both would pass)."""
+    from tests.conftest import temporary_pg_database
+
+    with temporary_pg_database(pg_url, "greentwin_admins") as url:
+        db_cli.upgrade(url)
+        engine = make_engine(url)
+        sessions = make_session_factory(engine)
+        try:
+            with sessions() as s:
+                for name in ("adam", "ada"):
+                    create_user(session=s, username=name, password=PW, roles=["admin"])
+            sealing, release = threading.Event(), threading.Event()
+            outcome: dict[str, str] = {}
+
+            def slow_seal(_session: Session, _payload: dict[str, Any]) -> None:  # a slow audit write, mid-transaction
+                sealing.set()
+                release.wait(10)
+
+            def step_down(name: str, seal: SealChange | None) -> None:
+                with sessions() as s:
+                    try:
+                        accounts.set_roles(session=s, username=name, roles=["operator"], seal=seal)
+                        outcome[name] = "changed"
+                    except accounts.LastAdmin:
+                        outcome[name] = "refused"
+
+            first = threading.Thread(target=step_down, args=("adam", slow_seal))
+            first.start()
+            assert sealing.wait(10), "adam's change is made and being sealed"
+            second = threading.Thread(target=step_down, args=("ada", None))
+            second.start()
+            second.join(0.5)
+            assert second.is_alive(), "ada's check waits for adam's transaction"
+            release.set()
+            first.join(10)
+            second.join(10)
+            assert outcome == {"adam": "changed", "ada": "refused"}
+            with sessions() as s:
+                assert {u.username: sorted(u.roles) for u in list_users(session=s)} == {
+                    "ada": ["admin"], "adam": ["operator"]}
+        finally:
+            release.set()
+            engine.dispose()
+
+
 @pytest.mark.parametrize("name, roles, match", [("bad name", ["operator"], "invalid username"),
                                                 ("x" * 49, ["operator"], "invalid username"),
                                                 ("olga", [], "at least one role"),
@@ -305,6 +381,10 @@ def test_role_changes_and_registrations_from_the_cli_are_sealed(db_url: str, cap
                      "--state-dir", state]) == 0
     assert "roles operator -> admin, agronomist" in capsys.readouterr().out
     assert cli_main(["user", "roles", "nobody", "--role", "admin", "--url", db_url, "--state-dir", state]) == 2
+    capsys.readouterr()
+    for refused in (["user", "roles", "olga", "--role", "operator"], ["user", "disable", "olga"]):
+        assert cli_main([*refused, "--url", db_url, "--state-dir", state]) == 2, refused
+        assert "'olga' is the last enabled admin" in capsys.readouterr().err
     assert cli_main(["greenhouse", "add", "gh-cli", "--zones", "2", "--url", db_url, "--state-dir", state]) == 0
     assert cli_main(["greenhouse", "add", "gh-cli", "--url", db_url, "--state-dir", state]) == 2
     assert "already exists" in capsys.readouterr().err

@@ -468,6 +468,33 @@ def test_role_changes_and_registrations_are_sealed_with_the_admin(client: TestCl
     assert all(r.ok for r in runtime.audit.store.verify("_access"))
 
 
+def test_the_last_enabled_admin_can_neither_step_down_nor_be_disabled(tmp_path: Path) -> None:
+    """Without an enabled admin nobody can manage accounts through the API: 409 and nothing changed (nothing
+    sealed either), until a second admin exists."""
+    url = f"sqlite:///{tmp_path / 'admins.sqlite3'}"
+    db_cli.upgrade(url)
+    engine = make_engine(url)
+    with make_session_factory(engine)() as session:
+        create_user(session=session, username="adam", password=PW, roles=["admin"])
+    engine.dispose()
+    settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1", policy_dir=tmp_path / "no-policy",
+                        environment="demo", secret_key=SECRET)
+    with TestClient(create_app(settings, state_dir=tmp_path / "state")) as c:
+        adam = {"Authorization": f"Bearer {_login(c, 'adam')}"}
+        store = c.app.state.runtime.audit.store  # type: ignore[attr-defined]
+        sealed = len(store.tail_entries("_access", 100))
+        for path, body in (("roles", {"roles": ["operator"]}), ("disable", None)):
+            r = c.post(f"/api/users/adam/{path}", json=body, headers=adam)
+            assert r.status_code == 409, (path, r.status_code, r.text)
+            assert "'adam' is the last enabled admin" in r.json()["detail"]
+        [row] = c.get("/api/users", headers=adam).json()
+        assert (row["roles"], row["disabled"]) == (["admin"], False)
+        assert len(store.tail_entries("_access", 100)) == sealed, "a refused change is not sealed"
+        assert c.post("/api/users", json={"username": "ada", "roles": ["admin"]}, headers=adam).status_code == 201
+        r = c.post("/api/users/adam/roles", json={"roles": ["operator"]}, headers=adam)
+        assert r.status_code == 200 and r.json()["roles"] == ["operator"], "with a second admin he may step down"
+
+
 def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> None:
     from types import SimpleNamespace
 

@@ -22,6 +22,7 @@ from app.api.deps import AdminUser, RuntimeDep, SessionDep, get_current_user
 from app.auth.passwords import generate_password
 from app.auth.service import Principal
 from app.auth.users import (
+    LastAdmin,
     UnknownUser,
     UserExists,
     create_user,
@@ -79,8 +80,9 @@ def _sealing(runtime: Runtime, admin: Principal, kind: str) -> SealChange:
 
 
 _ANSWERS: tuple[tuple[type[Exception], int], ...] = (
-    (UserExists, 409), (UnknownUser, 404), (ChangeNotSealed, 503), (ValueError, 422))
-"""What an account change's refusals answer, first match wins (``UserExists`` is a ``ValueError``)."""
+    (UserExists, 409), (LastAdmin, 409), (UnknownUser, 404), (ChangeNotSealed, 503), (ValueError, 422))
+"""What an account change's refusals answer, first match wins (``UserExists`` and ``LastAdmin`` are
+``ValueError``s)."""
 
 
 def _answered(change: Callable[[], _T]) -> _T:
