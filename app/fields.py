@@ -18,6 +18,8 @@ ACTOR_MAX_LEN: Final = 64
 """Actor columns of decisions and mode changes (``edge:<source>``, ``operator:<name>``, ``policy``)."""
 REASON_MAX_LEN: Final = 500
 """A mode change's reason."""
+REASON_MIN_LEN: Final = 3
+"""Characters a reason needs besides leading and trailing blanks (the dashboard trims and asks as much)."""
 SHORT_TEXT_MAX_LEN: Final = 64
 """Identifiers an edge box sends: boot id, policy version."""
 ACK_REASON_MAX_LEN: Final = 200
@@ -55,6 +57,14 @@ def check_free_text(value: str) -> str:
     return check_db_text(value, free_text=True)
 
 
+def check_reason(value: str) -> str:
+    """:func:`check_free_text`, and :data:`REASON_MIN_LEN` characters besides blanks: a reason of spaces
+    says nothing in the audit trail."""
+    if len(check_free_text(value).strip()) < REASON_MIN_LEN:
+        raise ValueError(f"a reason needs at least {REASON_MIN_LEN} characters besides blanks")
+    return value
+
+
 def check_db_timestamp(value: datetime) -> datetime:
     """``value`` if it lies in [:data:`TS_MIN`, :data:`TS_MAX`); ValueError otherwise."""
     if value.tzinfo is None:
@@ -73,6 +83,6 @@ DbText = Annotated[str, AfterValidator(check_db_text)]
 ShortText = Annotated[str, Field(min_length=1, max_length=SHORT_TEXT_MAX_LEN), AfterValidator(check_db_text)]
 AckReason = Annotated[str, Field(max_length=ACK_REASON_MAX_LEN), AfterValidator(check_free_text)]
 EstopSource = Annotated[str, Field(min_length=1, max_length=ESTOP_SOURCE_MAX_LEN), AfterValidator(check_db_text)]
-Reason = Annotated[str, Field(min_length=3, max_length=REASON_MAX_LEN), AfterValidator(check_free_text)]
+Reason = Annotated[str, Field(min_length=REASON_MIN_LEN, max_length=REASON_MAX_LEN), AfterValidator(check_reason)]
 Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX_LEN), AfterValidator(check_db_text)]
 DbTimestamp = Annotated[AwareDatetime, AfterValidator(check_db_timestamp)]

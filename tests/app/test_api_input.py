@@ -160,6 +160,27 @@ def test_a_non_finite_number_in_any_body_field_is_refused_with_422_naming_the_fi
     _no_tracebacks(caplog)
 
 
+@pytest.mark.parametrize("path, body", [
+    ("/api/greenhouses/gh1/mode", {"mode": "auto", "reason": "   "}),
+    ("/api/greenhouses/gh1/mode", {"mode": "auto", "reason": " \t\n ok \n"}),
+    ("/api/greenhouses/gh1/estop", {"reason": "\u00a0\u00a0\u00a0"}),
+    ("/api/greenhouses/gh1/estop/reset", {"reason": "    "}),
+])
+def test_a_reason_needs_three_characters_besides_blanks(client: TestClient, auth: dict[str, str], path: str,
+                                                        body: dict[str, Any]) -> None:
+    """The dashboard asks for as much (trimmed); the reason is what the audit trail keeps of the why."""
+    r = client.post(path, json=body, headers=auth)
+    assert r.status_code == 422, (path, body, r.text)
+    [error] = r.json()["detail"]
+    assert error["loc"] == ["body", "reason"] and "at least 3 characters besides blanks" in error["msg"]
+    assert _greenhouse(client, auth) == ("auto", False), "nothing changed"
+
+
+def _greenhouse(client: TestClient, auth: dict[str, str]) -> tuple[str, bool]:
+    [gh1] = [g for g in client.get("/api/greenhouses", headers=auth).json() if g["id"] == "gh1"]
+    return gh1["mode"], gh1["estop_latched"]
+
+
 def test_pages_and_static_files_refuse_a_nul_too(client: TestClient) -> None:
     for url in ("/greenhouses/gh%001", "/static/app%00.js", "/login?next=/%00"):
         r = client.get(url)
