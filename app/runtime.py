@@ -16,16 +16,13 @@ sequence numbers stood.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import gc
 import logging
-import math
 import pickle
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +32,7 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit_sink import AuditSink, record_at_start, record_policy_in_force
+from app.broker_link import remember_sent, repeats_after_reconnect
 from app.control import GreenhouseController, ModeEvent, Proposer
 from app.core.config import Settings
 from app.deadletter import DeadLetters
@@ -45,6 +43,7 @@ from app.intake import MAX_BATCH, Intake
 from app.journal import DecisionJournal, JournalUnwritable
 from app.journal_replay import replay_journal
 from app.leases import LeaseBook, LeaseKeeper, default_holder
+from app.loop_calls import call_on_loop, running_loop
 from app.metrics import Metrics
 from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
@@ -194,9 +193,7 @@ class Runtime:
             on_shed=lambda gh: loop.call_soon_threadsafe(self._on_shed, gh, "rate_limit"),
             on_connected=self.on_connected)
         self.dispatch.bridge = self.bridge
-        for gh in self.controllers:  # an ack of a command the last run sent still counts (and only once)
-            for cmd_id, status in await asyncio.to_thread(self.recorder.recent_commands, gh):
-                self.bridge.tracker.remember(gh, uuid.UUID(cmd_id), None if status in (None, "pending") else status)
+        await asyncio.to_thread(remember_sent, self.bridge.tracker, self.recorder, list(self.controllers))
         self.bridge.start()
         self._tasks.append(asyncio.create_task(self.housekeeping.run()))
         self._tasks.append(asyncio.create_task(self.keeper.run()))
@@ -243,19 +240,10 @@ class Runtime:
             self.dispatch.alarm(gh, f"telemetry_shed:{reason}")
 
     def on_connected(self, connects: int) -> None:
-        """After a reconnect, each greenhouse this replica holds re-commands its fresh decision's action
-        (a box that fell back during the outage resumes now) and judges valve feedback afresh."""
+        """After a reconnect: young commands repeated, valve feedback judged afresh (:mod:`app.broker_link`)."""
         if connects <= 1:
             return
-        now = time.monotonic()
-        repeats = []
-        for gh, ctl in self.controllers.items():
-            if gh in self.intake.in_flight or not self.dispatch.may_command(gh):  # its decision is on its way
-                ctl.forget_held_commands()
-                continue
-            young = now - self.dispatch.published_at.get(gh, -math.inf) < ctl.ttl_s
-            if (d := ctl.after_reconnect(young)) is not None:
-                repeats.append(d)
+        repeats = repeats_after_reconnect(self.controllers, self.intake.in_flight, self.dispatch)
         log.info("MQTT reconnected (connect #%d): %d greenhouse(s) re-commanded", connects, len(repeats))
         self.dispatch.emit(repeats)
 
@@ -289,30 +277,14 @@ class Runtime:
             self._latch(ctl, ctl.estop(f"edge:{event.source}", "e-stop button pressed", event.ts), event.ts)
 
     # ---- operator actions (API; called from any thread) -------------------------------------
-    def _on_loop(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` on the event loop, so it never interleaves with half a decision; wait for it."""
-        loop = self._loop
-        if loop is None or not loop.is_running() or _running_loop() is loop:
-            return fn()
-        done: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def call() -> None:
-            try:
-                done.set_result(fn())
-            except BaseException as exc:  # handed to the caller's thread
-                done.set_exception(exc)
-
-        loop.call_soon_threadsafe(call)
-        return done.result(timeout=60.0)
-
     def _operator(self, gh: str, act: Callable[[], tuple[ModeEvent, threading.Event]]) -> ModeEvent:
         """An API action: on the loop, then (off it) wait until its record is readable, so the caller
         can read back what it did. Only the replica holding the lease acts (ValueError: 409)."""
         if gh in self.controllers and not self.dispatch.may_command(gh):
             raise ValueError(f"{gh} is controlled by another replica; retry (the lease moves within "
                              f"{self.settings.lease_ttl_s + self.settings.lease_renew_s:g} s at most)")
-        event, stored = self._on_loop(lambda: self._undone_if_unjournaled(gh, act))
-        if _running_loop() is None and self.writer.alive and not stored.wait(30.0):
+        event, stored = call_on_loop(self._loop, lambda: self._undone_if_unjournaled(gh, act))
+        if running_loop() is None and self.writer.alive and not stored.wait(30.0):
             log.warning("mode change %s/%d not stored within 30 s; it stays journaled", event.greenhouse_id, event.seq)
         return event
 
@@ -363,9 +335,3 @@ class Runtime:
         for gh, summary in stored:
             self.last_decision[gh] = summary
 
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None

@@ -168,13 +168,13 @@ def test_a_telemetry_flood_is_shed_visibly_by_the_running_service(client: TestCl
 
     runtime = client.app.state.runtime
     bridge = runtime.bridge
-    for seq in range(bridge.rate_limit.burst + 20):
+    for seq in range(bridge.inbound.rate_limit.burst + 20):
         tel = Telemetry(ts=datetime.now(UTC), boot_id="flood", seq=seq, soil_vwc=[[0.2, 0.2]] * 3, air_temp_c=20.0,
                         air_rh_pct=50.0, par_umol_m2_s=0.0, co2_ppm=400.0, leaf_temp_c=19.5, flow_l_min=0.0,
                         pump_current_a=0.0, valve_open=[0, 0, 0], pump_pct=0.0, light_pct=0.0, estop=False)
         msg = mqtt.MQTTMessage(topic=telemetry_topic("gh1").encode())
         msg.payload = encode(tel)
-        bridge._on_telemetry_msg(bridge.client, None, msg)  # as paho's thread delivers it
+        bridge.inbound.on_telemetry_msg(bridge.client, None, msg)  # as paho's thread delivers it
 
     def shed() -> float:
         line = next((x for x in client.get("/metrics", headers=SCRAPE).text.splitlines()

@@ -304,7 +304,7 @@ def test_an_ack_that_arrives_before_publish_returns_still_resolves_the_command(
         info = real_publish(topic, payload, **kw)
         ack = mqtt.MQTTMessage(topic=ack_topic(gh).encode())
         ack.payload = encode(Ack(cmd_id=cmd.cmd_id, ts=datetime.now(UTC), status="applied"))
-        bridge._on_ack_msg(bridge.client, None, ack)  # delivered by the network thread meanwhile
+        bridge.inbound.on_ack_msg(bridge.client, None, ack)  # delivered by the network thread meanwhile
         return info
 
     bridge.client.publish = publish_acked_at_once  # type: ignore[method-assign]

@@ -19,7 +19,16 @@ from app.control import ExpertProposer, GreenhouseController, ZoneSetup
 from app.intake import Intake
 from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
-from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry, ack_topic, encode, estop_topic, telemetry_topic
+from app.mqtt.topics import (
+    Ack,
+    Command,
+    EstopEvent,
+    Telemetry,
+    ack_topic,
+    encode,
+    estop_topic,
+    telemetry_topic,
+)
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits
 
@@ -66,13 +75,13 @@ def test_timestamps_beyond_the_skew_into_the_future_are_refused() -> None:
     seen = Seen()
     bridge = _bridge(seen)
     ahead, within = NOW + timedelta(minutes=5), NOW + timedelta(seconds=20)
-    bridge._on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(GH), encode(_telemetry(1, ahead))))
-    bridge._on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(GH), encode(_telemetry(2, within))))
+    bridge.inbound.on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(GH), encode(_telemetry(1, ahead))))
+    bridge.inbound.on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(GH), encode(_telemetry(2, within))))
     for ts in (ahead, within):
         ack = Ack(cmd_id=_sent(bridge), ts=ts, status="applied")
-        bridge._on_ack_msg(bridge.client, None, _msg(ack_topic(GH), encode(ack)))
+        bridge.inbound.on_ack_msg(bridge.client, None, _msg(ack_topic(GH), encode(ack)))
         press = EstopEvent(ts=ts, pressed=True, source="panel")
-        bridge._on_estop_msg(bridge.client, None, _msg(estop_topic(GH), encode(press)))
+        bridge.inbound.on_estop_msg(bridge.client, None, _msg(estop_topic(GH), encode(press)))
     assert [t.seq for t in seen.telemetry] == [2]
     assert [a.ts for a in seen.acks] == [within] and [e.ts for e in seen.estops] == [within]
     assert bridge.stats["rejected"] == {"future": 3}
@@ -82,9 +91,9 @@ def test_a_flood_from_one_greenhouse_is_shed_and_counted_not_queued() -> None:
     seen = Seen()
     bridge = _bridge(seen, rate_limit=RateLimit(rate_per_s=0.001, burst=3))
     for seq in range(10):
-        bridge._on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(GH), encode(_telemetry(seq, NOW))))
+        bridge.inbound.on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(GH), encode(_telemetry(seq, NOW))))
     other = "gh2"  # its own bucket: one noisy box does not starve another
-    bridge._on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(other), encode(_telemetry(0, NOW))))
+    bridge.inbound.on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(other), encode(_telemetry(0, NOW))))
     assert [t.seq for t in seen.telemetry] == [0, 1, 2, 0]
     assert seen.shed == [GH] * 7 and bridge.stats["shed"] == 7
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import queue
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,7 +16,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from app.mqtt.bridge import MqttBridge
-from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry, command_topic, status_topic
+from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry, ack_topic, command_topic, status_topic
 from app.plant_sim import PlantSim
 
 pytestmark = pytest.mark.mqtt
@@ -40,7 +41,8 @@ def _command(**overrides: Any) -> Command:
 
 
 class Rig:
-    """One simulated greenhouse plus the service bridge watching it."""
+    """One simulated greenhouse plus the service bridge watching it. Acks are read off the bus as the box
+    sent them (the bridge passes on only the first answer to a command it sent)."""
 
     def __init__(self, host: str, port: int) -> None:
         self.gh = f"t-{uuid.uuid4().hex[:12]}"
@@ -52,11 +54,19 @@ class Rig:
         self.bridge = MqttBridge(
             self.url, zones=ZONES, known_greenhouses=lambda g: g == self.gh,
             will_topic=f"greentwin/svc-{uuid.uuid4().hex[:10]}/status",
-            on_telemetry=lambda _g, t: self.telemetry.put(t), on_ack=lambda _g, a: self.acks.put(a),
+            on_telemetry=lambda _g, t: self.telemetry.put(t),
             on_estop=lambda _g, e: self.estops.put(e),
             on_reject=lambda g, reason, _d: self.rejected.append(reason) if g == self.gh else None,
             max_future_s=3600.0)  # the test steps the simulator faster than the wall clock
         self.sim = PlantSim(self.url, [self.gh], zones=ZONES, dt_s=60, seed=1)
+        self.ack_reader = mqtt.Client(CallbackAPIVersion.VERSION2)
+        subscribed = threading.Event()
+        self.ack_reader.on_message = lambda _c, _u, msg: self.acks.put(Ack.model_validate_json(msg.payload))
+        self.ack_reader.on_subscribe = lambda *_a: subscribed.set()
+        self.ack_reader.connect(host, port)
+        self.ack_reader.loop_start()
+        self.ack_reader.subscribe(ack_topic(self.gh), qos=1)
+        assert subscribed.wait(10)
         self.bridge.start()
         assert self.bridge.wait_ready(10)
         assert self.sim.start(10)
@@ -78,6 +88,8 @@ class Rig:
     def close(self) -> None:
         self.sim.close()
         self.bridge.close()
+        self.ack_reader.disconnect()
+        self.ack_reader.loop_stop()
         cleaner = mqtt.Client(CallbackAPIVersion.VERSION2)
         cleaner.connect(self.bridge.target.host, self.bridge.target.port)
         cleaner.loop_start()
