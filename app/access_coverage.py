@@ -2,12 +2,13 @@
 
 A role change committed without its record verifies as "nothing wrong": the chain is genuine, only
 silent. So the chain's account and registration records are replayed (``user_add``/``user_added``
-with roles, ``user_roles`` to roles, ``user_disable``/``user_disabled``, ``greenhouse_register``) and
-the result compared with the rows: every account and greenhouse must have been sealed into being, each
-account's roles and disabled state must be what its last sealed record left, and no sealed account may
-be gone from the table. Every such change commits in one transaction with its record
-(:mod:`app.access_seal`), so tables and chain read as of one moment agree exactly in a healthy trail:
-there is no sealing lag to wait out.
+with roles, ``user_roles`` to roles, ``user_disable``/``user_disabled``, ``greenhouse_register``, and
+an ``access_baseline``, which states every account and greenhouse as they stood) and the result
+compared with the rows: every account and greenhouse must have been sealed into being, each account's
+roles and disabled state must be what its last sealed record left, and no sealed account may be gone
+from the table. Every such change commits in one transaction with its record (:mod:`app.access_seal`),
+so tables and chain read as of one moment agree exactly in a healthy trail: there is no sealing lag to
+wait out.
 
 Not checked: password resets (the row keeps nothing a record could be compared with; ``token_epoch``
 moves at every logout too) and logins. After a purge, rows older than the oldest remaining record are
@@ -20,22 +21,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, select
 
 from app.audit_sink import ACCESS_CHAIN
 from app.models import Greenhouse, User, UserRole
-from audit import AuditEntry, open_record
-from audit.store import AuditStore
+from audit import AuditEntry, SealedRecord
+from audit.store import AuditStore, GreenhouseVerifyResult
 
 ADD_KINDS = frozenset({"user_add", "user_added"})
 """An account made (the API's kind, the command line's and the demo's)."""
 ROLE_KINDS = frozenset({"user_roles"})
 DISABLE_KINDS = frozenset({"user_disable", "user_disabled"})
 REGISTER_KINDS = frozenset({"greenhouse_register"})
+BASELINE_KIND = "access_baseline"
+"""Every account and greenhouse as they stood (``greentwin audit baseline-access``): the state from then on."""
+CHANGE_KINDS = ADD_KINDS | ROLE_KINDS | DISABLE_KINDS | REGISTER_KINDS | {BASELINE_KIND}
+BASELINE_HINT = ("made before accounts were sealed? `greentwin audit baseline-access` seals every account and "
+                 "greenhouse as they stand, once")
 SHOWN = 10
 """Names listed per finding; the counts say how many in all."""
-SNAPSHOT_TRIES = 5
-"""Reads of chain and tables before giving up on one undisturbed by a new access record."""
 
 
 @dataclass
@@ -51,15 +55,24 @@ class SealedAccount:
 class SealedAccess:
     """The access chain replayed, record by record (feed it each verified entry in seq order)."""
 
-    purged: bool = False
-    """The chain's oldest records were purged behind an anchor."""
+    anchor_ts: str | None = None
+    """When the chain's oldest records were purged behind an anchor (None: never)."""
     accounts: dict[str, SealedAccount] = field(default_factory=dict)
     greenhouses: set[str] = field(default_factory=set)
     first_ts: str | None = None
+    sealing_since: str | None = None
+    """When the first remaining record of an account or registration was sealed."""
+    baselined: bool = False
+    """An ``access_baseline`` is among the records: what was made before sealing is accounted for."""
 
     def add(self, entry: AuditEntry) -> None:
         self.first_ts = self.first_ts or entry.ts
+        if entry.kind in CHANGE_KINDS:
+            self.sealing_since = self.sealing_since or entry.ts
         payload = entry.payload
+        if entry.kind == BASELINE_KIND:
+            self._baseline(payload)
+            return
         if entry.kind in REGISTER_KINDS:
             self.greenhouses.add(str(payload.get("greenhouse_id")))
             return
@@ -73,12 +86,36 @@ class SealedAccess:
         elif entry.kind in DISABLE_KINDS:
             self.accounts.setdefault(name, SealedAccount()).disabled = True
 
+    def on_entry(self, _record: SealedRecord, entry: AuditEntry) -> None:
+        """:meth:`add`, as the ``on_entry`` of :meth:`AuditStore.verify_in` (each record that passed)."""
+        self.add(entry)
+
+    def _baseline(self, payload: dict[str, object]) -> None:
+        """The state the baseline states replaces what the records before it left (a sealed account it
+        does not list was gone when it was sealed, and is not asked for again)."""
+        accounts = payload.get("accounts")
+        greenhouses = payload.get("greenhouses")
+        self.accounts = {a["username"]: SealedAccount(True, sorted(a.get("roles") or []), bool(a.get("disabled")))
+                         for a in (accounts if isinstance(accounts, list) else [])
+                         if isinstance(a, dict) and isinstance(a.get("username"), str)}
+        self.greenhouses = {str(gh) for gh in (greenhouses if isinstance(greenhouses, list) else [])}
+        self.baselined = True
+
     @property
     def since(self) -> datetime | None:
         """Rows older than this are not asked for a creation record (their records were purged)."""
-        if not self.purged:
+        if self.anchor_ts is None:
             return None
-        return None if self.first_ts is None else datetime.fromisoformat(self.first_ts)
+        return _aware(datetime.fromisoformat(self.first_ts or self.anchor_ts))
+
+    def made_before_sealing(self, created: datetime | None) -> bool:
+        """Whether a row never sealed may be older than sealing itself (the baseline's case), rather than
+        made behind the trail's back on a site that seals: no baseline yet, and no account or registration
+        record older than the row."""
+        if self.baselined:
+            return False
+        return self.sealing_since is None or created is None or \
+            created < _aware(datetime.fromisoformat(self.sealing_since))
 
 
 @dataclass(frozen=True)
@@ -123,34 +160,62 @@ class AccessCoverage:
     vanished_accounts: list[str] = field(default_factory=list)
     """Made by a sealed record, gone from the table (no command deletes an account)."""
     unsealed_greenhouses: list[str] = field(default_factory=list)
+    before_sealing: bool = False
+    """Something never sealed may have been made before sealing was (``audit baseline-access`` is the answer)."""
+    broken_after: int | None = None
+    """The chain fails after this seq: the tables were not compared with it."""
 
     @property
     def ok(self) -> bool:
-        return not (self.unsealed_accounts or self.roles_differ or self.disabled_differ or self.vanished_accounts
-                    or self.unsealed_greenhouses)
+        return self.broken_after is None and not (
+            self.unsealed_accounts or self.roles_differ or self.disabled_differ or self.vanished_accounts
+            or self.unsealed_greenhouses)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to say: no accounts, no greenhouses, and nothing sealed about any."""
+        return self.ok and not (self.accounts or self.greenhouses)
 
     def describe(self) -> str:
-        """One line: what was checked, and what the chain does not account for."""
-        counts = f"{self.accounts} accounts, {self.greenhouses} greenhouses"
+        """A line per finding (``MISSING``: never sealed, ``DIFFERS``: other than sealed), or the ``ok`` line."""
+        if self.broken_after is not None:
+            return (f"FAIL {ACCESS_CHAIN}: accounts and registrations not compared with the trail past seq "
+                    f"{self.broken_after}, where its chain fails")
         if self.ok:
-            return f"ok   {ACCESS_CHAIN}: every account and registration is sealed as it stands ({counts})"
-        parts = [f"{what}: {_shown(names)}" for what, names in (
-            ("accounts never sealed", self.unsealed_accounts),
+            return (f"ok   {ACCESS_CHAIN}: every account and registration is sealed as it stands "
+                    f"({self.accounts} accounts, {self.greenhouses} greenhouses)")
+        lines = []
+        if missing := self.missing():
+            hint = f" ({BASELINE_HINT})" if self.before_sealing else ""
+            lines.append(f"MISSING {ACCESS_CHAIN}: " + "; ".join(missing) + hint)
+        if differs := self.differs():
+            lines.append(f"DIFFERS {ACCESS_CHAIN}: " + "; ".join(differs))
+        return "\n".join(lines)
+
+    def missing(self) -> list[str]:
+        """What exists in the tables without ever having been sealed, one phrase per kind."""
+        return [f"{len(names)} of {total} {what} never sealed: {_shown(names)}" for what, total, names in (
+            ("accounts", self.accounts, self.unsealed_accounts),
+            ("greenhouses", self.greenhouses, self.unsealed_greenhouses)) if names]
+
+    def differs(self) -> list[str]:
+        """What the tables hold other than the last sealed records left, one phrase per kind."""
+        return [f"{what}: {_shown(names)}" for what, names in (
             ("roles other than sealed", self.roles_differ),
             ("disabled state other than sealed", self.disabled_differ),
-            ("sealed accounts gone from the table", self.vanished_accounts),
-            ("greenhouses never sealed", self.unsealed_greenhouses)) if names]
-        return f"MISSING {ACCESS_CHAIN} ({counts}): " + "; ".join(parts)
+            ("sealed accounts gone from the table", self.vanished_accounts)) if names]
 
 
 def compare_access(rows: AccessRows, sealed: SealedAccess) -> AccessCoverage:
     """The findings of comparing the tables with the replayed chain (both as of one moment)."""
     since = sealed.since
     out = AccessCoverage(accounts=len(rows.accounts), greenhouses=len(rows.greenhouses))
+    unsealed_made: list[datetime | None] = []
     for acct in rows.accounts:
         record = sealed.accounts.get(acct.username)
         if (record is None or not record.created) and _asked(acct.created_at, since):
             out.unsealed_accounts.append(acct.username)
+            unsealed_made.append(acct.created_at)
         if record is None:
             continue
         if record.roles is not None and record.roles != sorted(acct.roles):
@@ -162,26 +227,32 @@ def compare_access(rows: AccessRows, sealed: SealedAccess) -> AccessCoverage:
     out.vanished_accounts = sorted(n for n, r in sealed.accounts.items() if r.created and n not in stored)
     out.unsealed_greenhouses = sorted(gh for gh, created in rows.greenhouses.items()
                                       if gh not in sealed.greenhouses and _asked(created, since))
+    unsealed_made += [rows.greenhouses[gh] for gh in out.unsealed_greenhouses]
+    out.before_sealing = any(sealed.made_before_sealing(created) for created in unsealed_made)
     return out
 
 
-def check_access(engine: Engine, store: AuditStore) -> AccessCoverage:
-    """Replay the access chain and compare the tables with it, as of one moment: read again when an
-    access record was sealed meanwhile (its change may be in one read and not the other). Each record
-    is authenticated as it is opened; whether the chain links up is :meth:`AuditStore.verify`'s part."""
-    for _ in range(SNAPSHOT_TRIES):
-        head = store.tail_records(ACCESS_CHAIN, 1)
-        sealed = SealedAccess(purged=store.latest_anchor(ACCESS_CHAIN) is not None)
-        upto = head[0].seq if head else 0
-        for record in store.iter_records(ACCESS_CHAIN):
-            if record.seq > upto:
-                break
-            sealed.add(open_record(store.keyring, record))
-        with engine.connect() as conn:
-            rows = read_access_rows(conn)
-        if store.tail_records(ACCESS_CHAIN, 1) == head:
-            return compare_access(rows, sealed)
-    raise RuntimeError(f"the {ACCESS_CHAIN} chain moved during each of {SNAPSHOT_TRIES} reads; try again")
+@dataclass(frozen=True)
+class AccessCheck:
+    """The access chain verified, and the tables compared with what its records say, as of one moment."""
+
+    chain: GreenhouseVerifyResult
+    rows: AccessRows
+    coverage: AccessCoverage
+
+
+def check_access(conn: Connection, store: AuditStore) -> AccessCheck:
+    """Verify the access chain and compare the tables with it, all read on ``conn`` (the caller's snapshot:
+    an access change commits with its record, so one moment's chain and tables agree exactly). Each record
+    is decrypted once, as it is verified; past a bad record nothing is compared."""
+    anchor = store.latest_anchor(ACCESS_CHAIN, conn)
+    sealed = SealedAccess(anchor_ts=None if anchor is None else anchor.ts)
+    chain = store.verify_in(conn, ACCESS_CHAIN, on_entry=sealed.on_entry)
+    rows = read_access_rows(conn)
+    if not chain.ok:
+        return AccessCheck(chain, rows, AccessCoverage(len(rows.accounts), len(rows.greenhouses),
+                                                       broken_after=chain.head_seq))
+    return AccessCheck(chain, rows, compare_access(rows, sealed))
 
 
 def _asked(created: datetime | None, since: datetime | None) -> bool:
