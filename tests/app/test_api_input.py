@@ -176,6 +176,43 @@ def test_a_reason_needs_three_characters_besides_blanks(client: TestClient, auth
     assert _greenhouse(client, auth) == ("auto", False), "nothing changed"
 
 
+def test_a_manual_action_is_numbers_not_booleans_or_strings(client: TestClient, auth: dict[str, str]) -> None:
+    manual = {"mode": "manual", "reason": "by hand"}
+    for action, where in (([True, 0, 0, 0], ["body", "manual_action", 0]), ([0, 0, "40", 0], ["body", "manual_action", 2]),
+                          ([0, 0, 0, None], ["body", "manual_action", 3])):
+        r = client.post("/api/greenhouses/gh1/mode", json={**manual, "manual_action": action}, headers=auth)
+        assert r.status_code == 422 and [e["loc"] for e in r.json()["detail"]] == [where], (action, r.text)
+    assert _greenhouse(client, auth) == ("auto", False), "nothing changed"
+
+
+def test_a_manual_action_of_the_wrong_length_is_refused_with_422_naming_the_length(
+        client: TestClient, auth: dict[str, str]) -> None:
+    """One value per actuator: 2 valves, pump %, light % for the 2-zone gh1. The body is wrong, nothing conflicts."""
+    manual = {"mode": "manual", "reason": "by hand"}
+    for action in ([0, 0, 0], [0, 0, 0, 0, 0], [], None):
+        r = client.post("/api/greenhouses/gh1/mode", json={**manual, "manual_action": action}, headers=auth)
+        assert r.status_code == 422, (action, r.status_code, r.text)
+        assert r.json()["detail"] == ("manual mode needs a manual_action of 4 values for gh1 (2 valves, pump %, "
+                                      f"light %), got {0 if action is None else len(action)}")
+    assert _greenhouse(client, auth) == ("auto", False), "nothing changed"
+    r = client.post("/api/greenhouses/gh1/mode", json={**manual, "manual_action": [1, 0, 40, 0.0]}, headers=auth)
+    assert r.status_code == 200, r.text
+    r = client.post("/api/greenhouses/gh1/mode", json={"mode": "auto", "reason": "done by hand"}, headers=auth)
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"id": "gh-cap3", "daily_water_cap_l": True}, "daily_water_cap_l"),
+    ({"id": "gh-cap4", "zones": True}, "zones"),
+])
+def test_a_registration_refuses_booleans_for_numbers(
+        client: TestClient, auth: dict[str, str], body: dict[str, Any], field: str) -> None:
+    r = client.post("/api/greenhouses", json=body, headers=auth)
+    assert r.status_code == 422 and [e["loc"] for e in r.json()["detail"]] == [["body", field]], r.text
+    r = client.get("/api/greenhouses/{}/mode-changes".format(body["id"]), headers=auth)
+    assert r.status_code == 404, "not registered"
+
+
 def _greenhouse(client: TestClient, auth: dict[str, str]) -> tuple[str, bool]:
     [gh1] = [g for g in client.get("/api/greenhouses", headers=auth).json() if g["id"] == "gh1"]
     return gh1["mode"], gh1["estop_latched"]

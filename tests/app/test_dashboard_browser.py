@@ -224,7 +224,8 @@ def test_manual_valve_goes_out_on_mqtt_and_comes_back_confirmed(stack: dict[str,
     page.fill("#manual-pump", "80")
     page.fill("#reason", "pump against closed valves")
     page.click("#manual-apply")
-    page.wait_for_function("() => document.querySelector('#actuators').innerText.includes('clipped: pump.')",
+    page.wait_for_function("() => document.querySelector('#actuators').innerText.includes("
+                           "'clipped: no valve open: the pump would dead-head (pump.needs_open_valve)')",
                            timeout=30000)
     assert "Pump commanded\t0 %" in page.inner_text("#actuators")
     p.shot("manual-clipped")
@@ -257,7 +258,8 @@ def test_estop_banner_command_and_reset_with_a_reason(stack: dict[str, Any], bro
     assert changes[-1]["from_mode"] == "estop" and changes[-1]["actor"] == "operator:olga"
     assert changes[-1]["reason"] == "valves inspected, all clear"
     assert changes[-1]["to_mode"] == "manual", "the reset's default is a safe hold, not the policy"
-    assert "manual, everything off" in page.locator("#control-msg").inner_text()
+    page.wait_for_function("() => document.querySelector('#control-msg').textContent.includes("
+                           "'manual, everything off')", timeout=10000)
     p.close()
 
 
@@ -295,8 +297,10 @@ def test_an_agronomist_sees_no_controls_is_refused_and_downloads_a_signed_report
 def test_alarm_acknowledge_records_the_operator(stack: dict[str, Any], browser: Any) -> None:
     service: Service = stack["service"]
     headers = _bearer(stack, "olga")
-    # The edge box refusing a command is an alarm (``command_rejected``), whatever the command was.
-    ack = Ack(cmd_id=uuid.uuid4(), ts=datetime.now(UTC), status="rejected", reason="dashboard test")
+    # The edge box refusing a command is an alarm (``command_rejected``), whatever the command was: here
+    # a command the service sent (an ack for one it never sent matches nothing and is dropped).
+    sent = wait_until(lambda: _commands(stack["observer"]), 30, "a command on MQTT")[-1]
+    ack = Ack(cmd_id=uuid.UUID(sent["cmd_id"]), ts=datetime.now(UTC), status="rejected", reason="dashboard test")
     publish_all(stack["broker_port"], [(f"greentwin/{GH}/ack", encode(ack))])
     alarms = wait_until(lambda: [a for a in service.http.get("/api/alarms", headers=headers).json()
                                  if a["kind"] == "command_rejected" and not a["acknowledged"]], 30, "the alarm")
