@@ -27,7 +27,9 @@ Actor = Annotated[str, Field(min_length=1, max_length=ACTOR_MAX_LEN, pattern=r"^
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    """No coercion: ``true`` is no 1.0 and ``"40"`` no 40 (an operator's action is exactly what was sent)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 # Accepted so older clients keep working, never used: the logged-in user is the actor.
@@ -38,7 +40,8 @@ IgnoredActor = Annotated[Actor | None, Field(description="ignored: the logged-in
 class ModeRequest(_Strict):
     mode: Literal["auto", "manual"]
     reason: Reason
-    manual_action: list[Annotated[float, Field(ge=0, le=100)]] | None = None
+    manual_action: list[Annotated[float, Field(ge=0, le=100)]] | None = Field(None, description=(
+        "with mode 'manual': one value per zone's valve (open from 0.5), then pump % and light %"))
     actor: IgnoredActor = None
 
 
@@ -160,6 +163,16 @@ def mode_changes(gh: str, runtime: RuntimeDep, session: SessionDep) -> list[Mode
                           reason=r.reason) for r in rows]
 
 
+def _check_manual_action(gh: str, zones: int, action: list[float] | None) -> None:
+    """422 unless ``action`` has a value for each actuator of ``gh``: its length is part of the request's
+    shape, which only the greenhouse knows (the controller refuses it too, but as a conflict)."""
+    given = 0 if action is None else len(action)
+    if given != zones + 2:
+        raise HTTPException(status_code=422, detail=(
+            f"manual mode needs a manual_action of {zones + 2} values for {gh} ({zones} valves, pump %, light %), "
+            f"got {given}"))
+
+
 def _public(event: Any) -> ModeEventPublic:
     return ModeEventPublic(greenhouse_id=event.greenhouse_id, seq=event.seq, actor=event.actor,
                            from_mode=event.from_mode, to_mode=event.to_mode, reason=event.reason)
@@ -188,6 +201,8 @@ def register_greenhouse(body: GreenhouseCreate, runtime: RuntimeDep, user: Admin
 def set_mode(gh: str, body: ModeRequest, runtime: RuntimeDep, user: OperatorUser) -> ModeEventPublic:
     """Switch between auto and manual (with the manual action to hold) as the logged-in operator."""
     _known(runtime, gh)
+    if body.mode == "manual":
+        _check_manual_action(gh, runtime.controllers[gh].z, body.manual_action)
     try:
         return _public(runtime.set_mode(gh, body.mode, user.operator_actor, body.reason, body.manual_action))
     except ValueError as exc:
