@@ -7,7 +7,8 @@ decision and mode change (by seq) and every answered command (by cmd_id) must ha
 record, each row must hold what its record says, column by column (:mod:`app.audit_rows`), each
 decision's ack status must be the one its last sealed command_ack gives, and a registered
 greenhouse with records must have a chain. Rows older than a purge (retention) are not asked for:
-their records were purged on purpose.
+their records were purged on purpose. Accounts and registrations are compared with the ``_access``
+chain in the same snapshot (:mod:`app.access_coverage`).
 
 Each chain is read once: verified as it is walked, and what passed is what the rows are compared
 with. A record that fails ends the walk; the chain's failure names it, and its greenhouse's rows
@@ -37,6 +38,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
+from app.access_coverage import AccessCoverage, check_access
 from app.audit_rows import (
     ACK_COLUMN,
     COLUMNS,
@@ -48,6 +50,7 @@ from app.audit_rows import (
     digest,
     sealed_row,
 )
+from app.audit_sink import ACCESS_CHAIN
 from app.models import Greenhouse
 from audit import AuditEntry, AuditError, SealedRecord, open_record
 from audit.store import AuditStore, GreenhouseVerifyResult
@@ -117,10 +120,12 @@ class Coverage:
 
 @dataclass(frozen=True)
 class TrailCheck:
-    """Every chain's verification, and each registered greenhouse's tables against its chain."""
+    """Every chain's verification, each registered greenhouse's tables against its chain, and the accounts
+    and registrations against the access chain (None when one greenhouse was asked for)."""
 
     chains: list[GreenhouseVerifyResult]
     coverage: list[Coverage]
+    access: AccessCoverage | None = None
 
 
 @dataclass
@@ -285,14 +290,17 @@ def check_trail(engine: Engine, store: AuditStore, greenhouse_id: str | None = N
         stored = store.greenhouse_ids(conn)
         # One greenhouse asked for by name is answered even when it has no chain (0 records).
         chain_ids = sorted({*stored, *registered}) if greenhouse_id is None else [greenhouse_id]
-        chains = {gh: _Chain.walk(store, conn, gh, gh in stored) for gh in chain_ids}
+        # Who may do what is the whole site's: checked unless one greenhouse was asked for.
+        access = check_access(conn, store) if greenhouse_id in (None, ACCESS_CHAIN) else None
+        chains = {gh: _Chain(gh, gh in stored, access.chain) if access is not None and gh == ACCESS_CHAIN
+                  else _Chain.walk(store, conn, gh, gh in stored) for gh in chain_ids}
         rows = {gh: _Rows.read(store, conn, chains[gh]) for gh in registered if chains[gh].result.ok}
     unsealed = {gh: r.pending for gh, r in rows.items()}
     _wait_for_seals(engine, store, list(rows.values()), deadline)
     coverage = [rows[gh].coverage(unsealed[gh]) if gh in rows else _Rows(store, chains[gh]).coverage(0)
                 for gh in registered]
     shown = [c.result for c in chains.values() if c.exists or greenhouse_id is not None]
-    return TrailCheck(shown, coverage)
+    return TrailCheck(shown, coverage, None if access is None else access.coverage)
 
 
 def check_coverage(engine: Engine, store: AuditStore, greenhouse_id: str | None = None, *,

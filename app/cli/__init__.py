@@ -132,6 +132,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         return audit_cli.run_verify(args)
     if args.audit_command == "keygen":
         return audit_cli.run_keygen(args)
+    if args.audit_command == "baseline-access":
+        return audit_cli.run_baseline_access(args)
     return audit_cli.run_purge(args)
 
 
@@ -270,6 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--anchors", metavar="FILE", default=None,
                      help="exported chain heads to check against (default: GREENTWIN_AUDIT_ANCHOR_FILE, or "
                           "audit-anchors.jsonl in GREENTWIN_STATE_DIR)")
+    base = auds.add_parser("baseline-access", help="seal every account and greenhouse as they stand, once, on a "
+                           "site made before accounts were sealed (exit 1: nothing to baseline)")
+    base.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
+    base.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
+                      "default: GREENTWIN_STATE_DIR or ./state)")
     pur = auds.add_parser("purge", help="delete records older than N days (>= 180) behind a signed anchor")
     pur.add_argument("--older-than-days", type=int, default=180)
     pur.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")

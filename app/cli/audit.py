@@ -1,4 +1,4 @@
-"""Handlers behind ``greentwin audit verify``, ``audit purge`` and ``audit keygen``.
+"""Handlers behind ``greentwin audit verify``, ``audit baseline-access``, ``audit purge`` and ``audit keygen``.
 
 Keys come from :mod:`app.audit_keys`. In ``dev``/``demo`` a missing key is generated for this
 run with a warning (such keys open nothing stored earlier); in ``prod`` it is an error, because
@@ -67,8 +67,9 @@ def _open_store(args: argparse.Namespace) -> tuple[AuditStore, Engine]:
 
 def run_verify(args: argparse.Namespace) -> int:
     """``greentwin audit verify [--greenhouse GH] [--url URL] [--anchors FILE]``: 0 when every chain
-    verifies, holds every stored decision, mode change and answered command, and still holds the
-    head last exported to the anchor file; 1 naming the first bad record or what is missing."""
+    verifies, holds every stored decision, mode change and answered command, accounts for every account
+    and registration as it stands, and still holds the head last exported to the anchor file; 1 naming
+    the first bad record or what is missing or other than sealed."""
     from app.core.db import SchemaOutOfDate
 
     try:
@@ -85,7 +86,8 @@ def run_verify(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     results, coverage = trail.chains, trail.coverage
-    if not results and not coverage and not anchor_lines:
+    access = [] if trail.access is None or trail.access.empty else [trail.access]
+    if not results and not coverage and not access and not anchor_lines:
         print("no audit records")
         return EXIT_OK
     status = EXIT_OK if anchors_ok else EXIT_TAMPER
@@ -96,13 +98,45 @@ def run_verify(args: argparse.Namespace) -> int:
             print(f"FAIL {r.greenhouse_id}: first bad record seq={r.first_bad_seq}: {r.reason}")
             status = EXIT_TAMPER
     # A chain that verifies may still lack records: the tables say what must be in it.
-    for c in coverage:
+    for c in [*coverage, *access]:
         print(c.describe())
         if not c.ok:
             status = EXIT_TAMPER
     for line in anchor_lines:
         print(line)
     return status
+
+
+def run_baseline_access(args: argparse.Namespace) -> int:
+    """``greentwin audit baseline-access [--url URL] [--state-dir DIR]``: once, after upgrading a site whose
+    accounts were made before they were sealed, seal every account and greenhouse as they stand
+    (:mod:`app.access_baseline`) with the service's keys, the operating system user as the actor; 1 when
+    there is nothing to baseline or the access chain fails, 2 for missing keys or an old schema."""
+    from app.access_baseline import BaselineRefused, seal_baseline
+    from app.access_seal import ChangeNotSealed
+    from app.audit_sink import ACCESS_CHAIN
+    from app.cli.user import AccessTrail
+    from app.core.db import SchemaOutOfDate, require_current_schema
+
+    trail = None
+    try:
+        trail = AccessTrail(getattr(args, "url", None), getattr(args, "state_dir", None))
+        require_current_schema(trail.engine)
+        done = seal_baseline(trail.engine, trail.sealer)
+    except (BaselineRefused, ChangeNotSealed) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_TAMPER
+    except (AuditError, SchemaOutOfDate) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if trail is not None:
+            trail.close()
+    accepted = done.accepted
+    print(f"sealed {done.record.kind} at {ACCESS_CHAIN} seq {done.record.seq} by {done.record.actor}: "
+          f"{accepted.accounts} accounts and {accepted.greenhouses} greenhouses as they stand, accepting "
+          + "; ".join([*accepted.missing(), *accepted.differs()]))
+    return EXIT_OK
 
 
 def _check_anchors(store: AuditStore, args: argparse.Namespace, gh: str | None) -> tuple[list[str], bool]:

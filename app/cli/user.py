@@ -87,11 +87,11 @@ class AccessTrail:
         keyring, signer = service_audit_keys(settings, Path(state_dir) if state_dir else settings.state_dir)
         self.engine = make_engine(url or settings.database_url)
         self.store = AuditStore(self.engine, keyring, signer)
-        self._sealer = AccessSealer(self.store, f"cli:{_os_user()}")
+        self.sealer = AccessSealer(self.store, f"cli:{_os_user()}")
 
     def sealing(self, kind: str) -> SealChange:
         """The ``seal`` argument of a change: its record of ``kind`` commits with it."""
-        return self._sealer.sealing(kind)
+        return self.sealer.sealing(kind)
 
     def close(self) -> None:
         self.engine.dispose()

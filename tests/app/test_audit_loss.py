@@ -147,6 +147,7 @@ def test_audit_verify_finds_a_chain_deleted_whole_and_records_never_sealed(url, 
                                                                            capsys) -> None:
     import argparse
 
+    from app.cli import main
     from app.cli.audit import run_verify
     from app.core.db import make_session_factory
     from app.models import Decision
@@ -161,6 +162,7 @@ def test_audit_verify_finds_a_chain_deleted_whole_and_records_never_sealed(url, 
     monkeypatch.setenv("GREENTWIN_AUDIT_KEYS", keys[0].to_json())
     monkeypatch.setenv("GREENTWIN_AUDIT_SIGNING_KEY", str(pem))
     monkeypatch.setattr("app.audit_coverage.SEAL_LAG_S", 1.0)  # rows unsealed for longer are missing
+    assert main(["audit", "baseline-access", "--url", url]) == 0  # the fixture's registrations, made unsealed
     args = argparse.Namespace(url=url, greenhouse=None)
     assert run_verify(args) == 0
     out = capsys.readouterr().out

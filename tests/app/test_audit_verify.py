@@ -39,17 +39,28 @@ _COLUMNS = (AuditRecord.greenhouse_id, AuditRecord.seq, AuditRecord.ts, AuditRec
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated database, empty."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
         db_cli.upgrade(url)
-        db_cli.add_greenhouse(url, "ga", zones=2)
         yield url
         return
     with request.getfixturevalue("make_pg_database")("gt_verify") as url:
         db_cli.upgrade(url)
-        db_cli.add_greenhouse(url, "ga", zones=2)
         yield url
+
+
+@pytest.fixture
+def url(database: str, keys: tuple[Keyring, Signer]) -> str:
+    """A migrated database with greenhouse ``ga``, registered as an operator does."""
+    register(database, "ga")
+    return database
+
+
+def register(url: str, gh: str) -> None:
+    """`greentwin greenhouse add` with the configured keys (the ``keys`` fixture): sealed in the access chain."""
+    assert main(["greenhouse", "add", gh, "--zones", "2", "--url", url]) == 0
 
 
 @pytest.fixture(autouse=True)
@@ -131,18 +142,18 @@ def past_the_triggers(url: str) -> Iterator[Connection]:
         engine.dispose()
 
 
-def _flip_ciphertext(conn: Connection, seq: int, *, rehash: bool) -> None:
+def _flip_ciphertext(conn: Connection, seq: int, *, rehash: bool, chain: str = "ga") -> None:
     """Change one bit of record ``seq``'s ciphertext; with ``rehash`` also recompute the hashes from it on,
     so that links and hashes hold and only decryption can tell."""
     records = [SealedRecord(*row) for row in conn.execute(
-        select(*_COLUMNS).where(AuditRecord.greenhouse_id == "ga", AuditRecord.seq >= seq).order_by(AuditRecord.seq))]
+        select(*_COLUMNS).where(AuditRecord.greenhouse_id == chain, AuditRecord.seq >= seq).order_by(AuditRecord.seq))]
     ct = bytearray(records[0].ciphertext)
     ct[5] ^= 0x01
     prev = records[0].prev_hash
     for i, r in enumerate(records if rehash else records[:1]):
         r = replace(r, ciphertext=bytes(ct)) if i == 0 else replace(r, prev_hash=prev)
         new_hash = compute_record_hash(r) if rehash else r.record_hash
-        conn.execute(update(AuditRecord).where(AuditRecord.greenhouse_id == "ga", AuditRecord.seq == r.seq)
+        conn.execute(update(AuditRecord).where(AuditRecord.greenhouse_id == chain, AuditRecord.seq == r.seq)
                      .values(ciphertext=r.ciphertext, prev_hash=r.prev_hash, record_hash=new_hash))
         prev = new_hash
 

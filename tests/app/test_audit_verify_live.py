@@ -25,7 +25,7 @@ from app.journal import DecisionJournal
 from app.models import Decision
 from app.writer import Job, WriterConfig, WriterProcess
 from audit.tables import AuditRecord
-from tests.app.test_audit_verify import decision_job, keys, verify  # noqa: F401 (keys: a fixture)
+from tests.app.test_audit_verify import decision_job, keys, register, verify  # noqa: F401 (keys: a fixture)
 
 pytestmark = [pytest.mark.postgres]
 
@@ -66,7 +66,7 @@ def service(make_pg_database, keys, tmp_path: Path) -> Iterator[tuple[str, Write
     keyring, signer = keys
     with make_pg_database("gt_verify_live") as url:
         db_cli.upgrade(url)
-        db_cli.add_greenhouse(url, "ga", zones=2)
+        register(url, "ga")
         journal = DecisionJournal(tmp_path / "journal")
         writer = WriterProcess()
         writer.start(WriterConfig(database_url=url, spool_path=tmp_path / "spool.jsonl", journal=journal.folder,

@@ -33,6 +33,7 @@ import numpy as np
 from sqlalchemy import func, make_url, select, text
 from sqlalchemy.orm import Session
 
+from app.access_seal import AccessSealer
 from app.audit_coverage import check_coverage
 from app.cli import db as db_cli
 from app.cli.db_grant import grant
@@ -394,19 +395,23 @@ def running_system(folder: Path, pg_url: str) -> Iterator[System]:
         roles = stack.enter_context(owner_and_app_roles(pg_url, "gt_e2e"))
         db_cli.upgrade(roles.owner_url)
         grant(roles.owner_url, roles.app)
-        for gh in (*PLANTS, HOSTILE):
-            db_cli.add_greenhouse(roles.owner_url, gh, zones=6, soil="loam")
+        keys = AuditKeys.generate(folder / "keys")
         users = {OPERATOR: ["operator"], ADMIN: ["admin"], VIEWER: ["agronomist"]}
         user_passwords = {u: generate_password() for u in users}
         engine = make_engine(roles.owner_url)
         try:
+            # As `greentwin greenhouse add` and `greentwin user add` make them: each sealed in the access chain.
+            sealer = AccessSealer(AuditStore(engine, *keys.open()), "cli:e2e-setup")
+            for gh in (*PLANTS, HOSTILE):
+                db_cli.add_greenhouse(roles.owner_url, gh, zones=6, soil="loam",
+                                      seal=sealer.sealing("greenhouse_register"))
             with Session(engine) as session:
                 for u, r in users.items():
-                    create_user(session=session, username=u, password=user_passwords[u], roles=r)
+                    create_user(session=session, username=u, password=user_passwords[u], roles=r,
+                                seal=sealer.sealing("user_added"))
         finally:
             engine.dispose()
 
-        keys = AuditKeys.generate(folder / "keys")
         passwords = {SERVICE_USER: uuid.uuid4().hex, **{gh: uuid.uuid4().hex for gh in (*PLANTS, HOSTILE)}}
         broker_dir = folder / "broker"
         broker_dir.mkdir(parents=True)
