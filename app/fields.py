@@ -22,6 +22,9 @@ REASON_MIN_LEN: Final = 3
 """Characters a reason needs besides leading and trailing blanks (the dashboard trims and asks as much)."""
 SHORT_TEXT_MAX_LEN: Final = 64
 """Identifiers an edge box sends: boot id, policy version."""
+DAILY_WATER_CAP_MAX_L: Final = 100_000.0
+"""The most a zone's daily water cap may be: a safety limit, not "no limit" spelled as 1e308 (the
+default is 250 L; a large glasshouse zone under drip takes a few thousand)."""
 ACK_REASON_MAX_LEN: Final = 200
 NAME_MAX_LEN: Final = 200
 """A greenhouse's display name."""

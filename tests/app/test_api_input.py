@@ -202,11 +202,14 @@ def test_a_manual_action_of_the_wrong_length_is_refused_with_422_naming_the_leng
 
 
 @pytest.mark.parametrize("body, field", [
+    ({"id": "gh-cap1", "daily_water_cap_l": 1e308}, "daily_water_cap_l"),
+    ({"id": "gh-cap2", "daily_water_cap_l": 100_000.5}, "daily_water_cap_l"),
     ({"id": "gh-cap3", "daily_water_cap_l": True}, "daily_water_cap_l"),
     ({"id": "gh-cap4", "zones": True}, "zones"),
 ])
-def test_a_registration_refuses_booleans_for_numbers(
+def test_a_registration_refuses_a_water_cap_that_caps_nothing_and_booleans_for_numbers(
         client: TestClient, auth: dict[str, str], body: dict[str, Any], field: str) -> None:
+    """The daily cap is a safety limit: at most 100,000 L a zone, and a number."""
     r = client.post("/api/greenhouses", json=body, headers=auth)
     assert r.status_code == 422 and [e["loc"] for e in r.json()["detail"]] == [["body", field]], r.text
     r = client.get("/api/greenhouses/{}/mode-changes".format(body["id"]), headers=auth)

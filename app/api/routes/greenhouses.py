@@ -18,7 +18,7 @@ from app.access_seal import AccessSealer, ChangeNotSealed
 from app.api.deps import AdminUser, OperatorUser, RuntimeDep, SessionDep, get_current_user
 from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate
-from app.fields import ACTOR_MAX_LEN, Name, Reason
+from app.fields import ACTOR_MAX_LEN, DAILY_WATER_CAP_MAX_L, Name, Reason
 from app.models import Decision, ModeChange
 
 router = APIRouter(prefix="/api/greenhouses", tags=["greenhouses"], dependencies=[Depends(get_current_user)])
@@ -63,7 +63,10 @@ class GreenhouseCreate(_Strict):
     zones: Annotated[int, Field(ge=1, le=64)] = 6
     soil: Literal["sand", "loam", "clay"] = "loam"
     name: Name | None = None
-    daily_water_cap_l: Annotated[float, Field(gt=0)] = db_cli.DEFAULT_DAILY_WATER_CAP_L
+    daily_water_cap_l: Annotated[float, Field(
+        gt=0, le=DAILY_WATER_CAP_MAX_L,
+        description=f"each zone's irrigation per day, litres (a safety limit: at most {DAILY_WATER_CAP_MAX_L:,.0f})",
+    )] = db_cli.DEFAULT_DAILY_WATER_CAP_L
 
 
 class GreenhousePublic(BaseModel):
