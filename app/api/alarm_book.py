@@ -5,7 +5,8 @@ groups occurrences by greenhouse and kind. An acknowledgement covers the occurre
 moment: a new one afterwards makes the group unacknowledged again, so a recurring fault never
 hides behind an old acknowledgement. Each acknowledgement is sealed into the access chain of the
 audit trail with the operator's name (the greenhouse chains are written by the writer process),
-then stored before it counts.
+then stored before it counts; acknowledging a group again before a new occurrence answers the
+standing acknowledgement and seals nothing.
 
 Groups live in ``alarm_group``. New occurrences are folded in on the event loop (every open live
 stream asks for the counts every second) and written behind by a thread within a second, so no
@@ -70,6 +71,13 @@ class _Group:
                            acknowledged=self.acknowledged,
                            acknowledged_by=self.ack_by, acknowledged_at=self.ack_at)
 
+    def acknowledgement(self, key: str) -> AlarmAck | None:
+        """The acknowledgement that covers every occurrence so far, if there is one."""
+        if not self.acknowledged or self.ack_by is None or self.ack_at is None or self.ack_through is None:
+            return None
+        return AlarmAck(id=key, greenhouse_id=self.gh, kind=self.kind, acknowledged_by=self.ack_by,
+                        acknowledged_at=self.ack_at, through=self.ack_through)
+
     def row(self, key: str) -> AlarmGroup:
         return AlarmGroup(id=key, greenhouse_id=self.gh, kind=self.kind, first_at=self.first_at,
                           last_at=self.last_at, count=self.count, acknowledged_by=self.ack_by,
@@ -87,6 +95,7 @@ class AlarmBook:
         self.runtime = runtime
         self.sessions = sessions
         self._lock = threading.Lock()
+        self._acknowledging = threading.Lock()
         self._groups: dict[str, _Group] = {}
         self._dirty: set[str] = set()
         self._last_folded: Alarm | None = None
@@ -182,10 +191,18 @@ class AlarmBook:
             return sum(1 for g in self._groups.values() if g.gh == gh and not g.acknowledged)
 
     def acknowledge(self, key: str, actor: str) -> AlarmAck:
-        """Acknowledge every occurrence so far; sealed in the audit trail and stored before it counts."""
-        match = next((a for a in self.list() if a.id == key), None)
-        if match is None:
-            raise UnknownAlarm(f"no current alarm with id {key!r}")
+        """Acknowledge every occurrence so far; sealed in the audit trail and stored before it counts. A group
+        acknowledged up to its last occurrence answers that acknowledgement and seals nothing: a repeated
+        click or request is no new record (one at a time, so two at once cannot both seal)."""
+        with self._acknowledging:
+            match = next((a for a in self.list() if a.id == key), None)
+            if match is None:
+                raise UnknownAlarm(f"no current alarm with id {key!r}")
+            with self._lock:
+                done = self._groups[key].acknowledgement(key)
+            return done if done is not None else self._acknowledge(key, match, actor)
+
+    def _acknowledge(self, key: str, match: AlarmPublic, actor: str) -> AlarmAck:
         now = datetime.now(UTC)
         audit = self.runtime.audit
         if audit is not None:

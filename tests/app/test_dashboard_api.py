@@ -7,6 +7,7 @@ The role test is generated from the app's route table: a new state-changing rout
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -493,6 +494,40 @@ def test_the_last_enabled_admin_can_neither_step_down_nor_be_disabled(tmp_path: 
         assert c.post("/api/users", json={"username": "ada", "roles": ["admin"]}, headers=adam).status_code == 201
         r = c.post("/api/users/adam/roles", json={"roles": ["operator"]}, headers=adam)
         assert r.status_code == 200 and r.json()["roles"] == ["operator"], "with a second admin he may step down"
+
+
+def test_acknowledging_an_acknowledged_alarm_answers_that_acknowledgement_and_seals_nothing(
+        client: TestClient) -> None:
+    """Only an acknowledgement that covers something new is sealed: a repeated click or a replayed request is
+    no new record in the audit trail; a new occurrence is acknowledged (and sealed) anew."""
+    operator = {"Authorization": f"Bearer {_login(client, 'operator')}"}
+    runtime, dash = client.app.state.runtime, client.app.state.dashboard  # type: ignore[attr-defined]
+
+    def acks_sealed() -> int:
+        return sum(e.kind == "alarm_ack" for e in runtime.audit.store.tail_entries("_access", 1000))
+
+    def group() -> dict[str, object]:
+        return next(a for a in client.get("/api/alarms", params={"gh": "gh1"}, headers=operator).json()
+                    if a["kind"] == "valve_failed:ack-test")
+
+    runtime.dispatch.alarm("gh1", "valve_failed:ack-test")
+    key, before = group()["id"], acks_sealed()
+    first = client.post(f"/api/alarms/{key}/ack", headers=operator)
+    assert first.status_code == 200, first.text
+    for _ in range(3):
+        again = client.post(f"/api/alarms/{key}/ack", headers=operator)
+        assert again.status_code == 200 and again.json() == first.json()
+    assert acks_sealed() == before + 1 and group()["acknowledged"]
+    runtime.dispatch.alarm("gh1", "valve_failed:ack-test")
+    assert not group()["acknowledged"], "a new occurrence reopens it"
+    threads = [threading.Thread(target=dash.alarms.acknowledge, args=(key, "operator:operator")) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert acks_sealed() == before + 2, "four acknowledgements at once: one record"
+    latest = client.post(f"/api/alarms/{key}/ack", headers=operator).json()
+    assert latest["through"] > first.json()["through"] and group()["acknowledged"]
 
 
 def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> None:

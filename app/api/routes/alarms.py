@@ -25,7 +25,8 @@ def list_alarms(dash: DashboardDep,
 @router.post("/{alarm_id}/ack")
 async def acknowledge(alarm_id: Annotated[str, Path(pattern=r"^[0-9a-f]{16}$")], dash: DashboardDep,
                       user: OperatorUser) -> AlarmAck:
-    """Acknowledge every occurrence so far as the logged-in operator; a later one raises it again."""
+    """Acknowledge every occurrence so far as the logged-in operator; a later one raises it again. Until
+    then, acknowledging again answers the standing acknowledgement (nothing new is sealed)."""
     try:
         return await anyio.to_thread.run_sync(dash.alarms.acknowledge, alarm_id, user.operator_actor)
     except UnknownAlarm as exc:
