@@ -29,11 +29,9 @@ otherwise is reported at once: no lag explains that.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
@@ -41,14 +39,17 @@ from sqlalchemy import Connection, Engine, select
 from app.access_coverage import AccessCoverage, check_access
 from app.audit_rows import (
     ACK_COLUMN,
-    COLUMNS,
     TABLES,
     Difference,
     SealedRow,
+    as_datetime,
+    aware,
     comparable,
     differing_columns,
     digest,
+    one_per_row,
     sealed_row,
+    stream_rows,
 )
 from app.audit_sink import ACCESS_CHAIN
 from app.models import Greenhouse
@@ -194,11 +195,11 @@ class _Rows:
         out = cls(store, chain)
         # After a purge, rows older than the oldest remaining record are not asked for: by their seq, below
         # every remaining row record's (their records went first), as well as by the ts they give themselves.
-        since = None if chain.anchor_ts is None else _as_datetime(chain.first_ts or chain.anchor_ts)
+        since = None if chain.anchor_ts is None else as_datetime(chain.first_ts or chain.anchor_ts)
         floor = min((seq for sealed in chain.rows.values() for seq in sealed), default=None)
         for table in TABLES:
-            for row in _stream_rows(conn, table, chain.greenhouse_id):
-                if since is not None and _aware(row["ts"]) < since and (floor is None or row["seq"] < floor):
+            for row in stream_rows(conn, table, chain.greenhouse_id):
+                if since is not None and aware(row["ts"]) < since and (floor is None or row["seq"] < floor):
                     continue
                 out.counts[table] += 1
                 if table == "decision" and row[ACK_COLUMN] not in (None, "pending"):
@@ -218,7 +219,7 @@ class _Rows:
         for table in TABLES:
             seqs = [seq for t, seq in self.waiting if t == table]
             for chunk in range(0, len(seqs), 500):
-                for row in _stream_rows(conn, table, self.chain.greenhouse_id, seqs[chunk:chunk + 500]):
+                for row in stream_rows(conn, table, self.chain.greenhouse_id, seqs[chunk:chunk + 500]):
                     key = (table, int(row["seq"]))
                     waiting = self._judge(table, row, compare_content=self.waiting[key].unsealed)
                     if waiting is not None:
@@ -275,7 +276,7 @@ class _Rows:
                 missing["ack"].append(str(w.cmd_id))
             elif w.ack is not None:
                 differences.append(w.ack)
-        return Coverage(chain.greenhouse_id, chain.exists, dict(self.counts), missing, _by_row(differences),
+        return Coverage(chain.greenhouse_id, chain.exists, dict(self.counts), missing, one_per_row(differences),
                         sealed_meanwhile=waited_for - self.pending)
 
 
@@ -337,43 +338,6 @@ def snapshot(engine: Engine) -> Iterator[Connection]:
             yield conn
 
 
-def _stream_rows(conn: Connection, table: str, gh: str, seqs: list[int] | None = None
-                 ) -> Iterator[Mapping[str, Any]]:
-    """A greenhouse's rows of ``table`` (those with ``seqs``), each as column name to value, by seq."""
-    t = TABLES[table].__table__
-    stmt = select(*(t.c[c] for c in COLUMNS[table])).where(t.c.greenhouse_id == gh)
-    if seqs is not None:
-        stmt = stmt.where(t.c.seq.in_(seqs))
-    result = conn.execute(stmt.order_by(t.c.seq), execution_options={"yield_per": 1000})
-    try:
-        for row in result:
-            yield row._mapping
-    finally:
-        result.close()
-
-
-def _by_row(differences: list[Difference]) -> list[Difference]:
-    """One difference per row, by seq: its first column, naming the row's other differing columns."""
-    rows: dict[tuple[int, str], list[Difference]] = {}
-    for d in differences:
-        rows.setdefault((d.seq, d.table), []).append(d)
-    out = []
-    for (_, table), ds in sorted(rows.items()):
-        order = COLUMNS[table]
-        first, *rest = sorted(ds, key=lambda d: order.index(d.column) if d.column in order else -1)
-        out.append(dataclasses.replace(first, also=tuple(d.column for d in rest)))
-    return out
-
-
 def _listed(ids: list[str]) -> str:
     more = f" (+{len(ids) - SHOWN} more)" if len(ids) > SHOWN else ""
     return f"{', '.join(ids[:SHOWN])}{more}"
-
-
-def _aware(ts: datetime) -> datetime:
-    """SQLite hands back naive UTC datetimes."""
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
-
-
-def _as_datetime(ts: str | datetime) -> datetime:
-    return _aware(ts if isinstance(ts, datetime) else datetime.fromisoformat(ts))

@@ -16,14 +16,15 @@ record, read again.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime
+from sqlalchemy import Connection, DateTime, select
 
 from app.models import Decision, ModeChange
 
@@ -134,3 +135,40 @@ def _plain(value: Any) -> Any:
 def _shown(value: Any, limit: int = 80) -> str:
     shown = repr(value) if value is None or isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def stream_rows(conn: Connection, table: str, gh: str, seqs: list[int] | None = None
+                 ) -> Iterator[Mapping[str, Any]]:
+    """A greenhouse's rows of ``table`` (those with ``seqs``), each as column name to value, by seq."""
+    t = TABLES[table].__table__
+    stmt = select(*(t.c[c] for c in COLUMNS[table])).where(t.c.greenhouse_id == gh)
+    if seqs is not None:
+        stmt = stmt.where(t.c.seq.in_(seqs))
+    result = conn.execute(stmt.order_by(t.c.seq), execution_options={"yield_per": 1000})
+    try:
+        for row in result:
+            yield row._mapping
+    finally:
+        result.close()
+
+
+def one_per_row(differences: list[Difference]) -> list[Difference]:
+    """One difference per row, by seq: its first column, naming the row's other differing columns."""
+    rows: dict[tuple[int, str], list[Difference]] = {}
+    for d in differences:
+        rows.setdefault((d.seq, d.table), []).append(d)
+    out = []
+    for (_, table), ds in sorted(rows.items()):
+        order = COLUMNS[table]
+        first, *rest = sorted(ds, key=lambda d: order.index(d.column) if d.column in order else -1)
+        out.append(dataclasses.replace(first, also=tuple(d.column for d in rest)))
+    return out
+
+
+def aware(ts: datetime) -> datetime:
+    """SQLite hands back naive UTC datetimes."""
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def as_datetime(ts: str | datetime) -> datetime:
+    return aware(ts if isinstance(ts, datetime) else datetime.fromisoformat(ts))
