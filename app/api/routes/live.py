@@ -24,7 +24,7 @@ from sqlalchemy import select
 from app.api import history as hist
 from app.api import live_feed, trend_rollup
 from app.api.dashboard import Dashboard
-from app.api.deps import SESSION_COOKIE, AuthDep, RuntimeDep, SessionDep, get_current_user
+from app.api.deps import SESSION_COOKIE, AuthDep, RuntimeDep, SessionDep, bearer_token, get_current_user
 from app.api.routes.reports import parse_instant
 from app.api.schemas import (
     DecisionPublic,
@@ -135,8 +135,8 @@ async def stream(request: Request, runtime: RuntimeDep, dash: DashboardDep, auth
     """Live updates by server-sent events (reconnect after ``retry`` ms when the connection drops)."""
     if gh is not None:
         _known(runtime, gh)
-    header = request.headers.get("authorization", "")
-    token = header[7:] if header.lower().startswith("bearer ") else request.cookies.get(SESSION_COOKIE, "")
+    # The token the request was let in with, read as the authentication read it.
+    token = bearer_token(request.headers.get("authorization")) or request.cookies.get(SESSION_COOKIE, "")
 
     async def events() -> AsyncIterator[str]:
         yield "retry: 3000\n\n"
