@@ -190,6 +190,7 @@ class Runtime:
             ack_timeout_s=cfg.ack_timeout_s, on_reject=self._on_reject, max_future_s=cfg.max_clock_skew_s,
             rate_limit=RateLimit(cfg.telemetry_rate_per_s, cfg.telemetry_burst), tls=cfg.mqtt_tls(),
             event_rate_limit=RateLimit(cfg.telemetry_rate_per_s, cfg.telemetry_burst),
+            byte_budget=RateLimit(cfg.telemetry_bytes_per_s, cfg.telemetry_bytes_burst),
             on_shed=lambda gh: loop.call_soon_threadsafe(self._on_shed, gh, "rate_limit"),
             on_connected=self.on_connected)
         self.dispatch.bridge = self.bridge

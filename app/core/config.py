@@ -108,6 +108,10 @@ class Settings(BaseSettings):
     """Sustained inbound telemetry per greenhouse; beyond it and the burst, messages are shed and counted."""
     telemetry_burst: int = Field(default=40, ge=1)
     """Burst of inbound telemetry per greenhouse allowed above the sustained rate."""
+    telemetry_bytes_per_s: float = Field(default=1024 * 1024, gt=0)
+    """Telemetry bytes per second a greenhouse may send before they are parsed, valid or not; beyond it and the burst they are shed unparsed (counted), so one box's junk cannot hold up the others."""
+    telemetry_bytes_burst: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
+    """Burst of inbound telemetry bytes per greenhouse allowed above the sustained rate."""
     inbox_per_greenhouse: int = Field(default=64, ge=1)
     """Telemetry waiting for a decision per greenhouse; beyond it the oldest is shed (the newest matters)."""
     mqtt_username: str | None = None

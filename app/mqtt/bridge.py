@@ -20,6 +20,8 @@ import paho.mqtt.client as mqtt
 from app.mqtt.admission import DEFAULT_MAX_FUTURE_S, RateLimit, TelemetryAdmission
 from app.mqtt.connection import OFFLINE, ONLINE, QOS, MqttTarget, TlsFiles, make_client, parse_mqtt_url
 from app.mqtt.inbound import (
+    TELEMETRY_BYTES_BURST,
+    TELEMETRY_BYTES_PER_S,
     AckHandler,
     EstopHandler,
     Inbound,
@@ -75,6 +77,7 @@ class MqttBridge:
         max_future_s: float = DEFAULT_MAX_FUTURE_S,
         rate_limit: RateLimit | None = None,
         event_rate_limit: RateLimit | None = None,
+        byte_budget: RateLimit | None = None,
         on_shed: ShedHandler | None = None,
         tls: TlsFiles | None = None,
         on_connected: ConnectHandler | None = None,
@@ -89,7 +92,8 @@ class MqttBridge:
             admission=TelemetryAdmission(max_age_s=max_age_s, max_future_s=max_future_s, wall_clock=wall_clock),
             tracker=self.tracker, deliver=self._deliver_call, zones=zones, known_greenhouses=known_greenhouses,
             on_telemetry=on_telemetry, on_ack=on_ack, on_estop=on_estop, on_reject=on_reject, on_shed=on_shed,
-            rate_limit=rate_limit or RateLimit(), event_rate_limit=event_rate_limit or RateLimit())
+            rate_limit=rate_limit or RateLimit(), event_rate_limit=event_rate_limit or RateLimit(),
+            byte_budget=byte_budget or RateLimit(TELEMETRY_BYTES_PER_S, TELEMETRY_BYTES_BURST))
         """What a message must pass before a handler sees it (:mod:`app.mqtt.inbound`)."""
         self.keepalive = keepalive
         self._lock = threading.Lock()

@@ -41,13 +41,12 @@ BridgeReason = Literal["bad_topic", "unknown_greenhouse", "duplicate", "out_of_o
 REJECT_LOG_EVERY: Final = 100
 """A rejection reason from one greenhouse is logged the first time and every 100th time after: a
 flood of bad messages is counted in full but cannot flood the log."""
+TELEMETRY_BYTES_PER_S: Final = 1024 * 1024
+TELEMETRY_BYTES_BURST: Final = 4 * 1024 * 1024
+"""The byte budget's defaults (the service's are its settings): a box's telemetry is a few KB, 20 a second."""
 CHANNEL_MAX_BYTES: Final = {"telemetry": MAX_PAYLOAD_BYTES, "ack": 4096, "estop": 1024}
 """The largest payload worth parsing per channel: an ack or an e-stop event is a few hundred bytes, so
 anything near the telemetry cap is refused before it costs a parse."""
-TELEMETRY_BYTES_PER_S: Final = 1024 * 1024
-TELEMETRY_BYTES_BURST: Final = 4 * 1024 * 1024
-"""Telemetry bytes a greenhouse may send before parsing (its messages are a few KB, 20 a second): the
-parse of payloads a box sends beyond this is never spent, whatever they hold."""
 
 TelemetryHandler = Callable[[str, Telemetry], Any]
 AckHandler = Callable[[str, Ack], Any]
@@ -85,6 +84,8 @@ class Inbound:
     event_rate_limit: RateLimit = field(default_factory=RateLimit)
     """Acks and e-stop releases per greenhouse (one bucket per channel); a press is never shed."""
     byte_budget: RateLimit = field(default_factory=lambda: RateLimit(TELEMETRY_BYTES_PER_S, TELEMETRY_BYTES_BURST))
+    """Telemetry bytes per greenhouse before parsing: the parse of what a box sends beyond it is never
+    spent, whatever it holds."""
     stats: InboundStats = field(default_factory=InboundStats)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _rejects_logged: dict[tuple[str | None, str], int] = field(default_factory=dict)

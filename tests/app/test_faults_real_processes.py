@@ -325,7 +325,9 @@ def test_ten_thousand_hostile_telemetry_messages_are_each_rejected_with_a_reason
             running(_mosquitto(tmp_path / "broker", "max_queued_messages 0\n")) as broker:
         db_cli.upgrade(url)
         db_cli.add_greenhouse(url, GH, zones=6, soil="loam")
-        service = Service(tmp_path, _env(tmp_path, url, broker, keys, GREENTWIN_MAX_AGE_S=str(MAX_AGE_S)))
+        # Every message parsed, so every refusal has its reason: a byte budget that 10,000 messages fit.
+        service = Service(tmp_path, _env(tmp_path, url, broker, keys, GREENTWIN_MAX_AGE_S=str(MAX_AGE_S),
+                                         GREENTWIN_TELEMETRY_BYTES_BURST=str(256 * 1024 * 1024)))
         try:
             service.launch()
             cases = TelemetryFuzzer(GH, FUZZ_SEED, max_age_s=MAX_AGE_S).stream(FUZZ_MESSAGES, FUZZ_VALID)
