@@ -228,15 +228,19 @@ class WriterProcess:
         """The loop journaled ``count`` more records."""
         with self._lock:
             self._appended += count
+            self._drop_stored_marks()  # kept to what waits, whether or not anyone asks how long
             self._marks.append((self._appended, time.monotonic()))
 
     def behind_s(self, now: float | None = None) -> float:
         """Seconds the oldest journaled record not yet stored has waited (0 when none waits)."""
         t = time.monotonic() if now is None else now
         with self._lock:
-            while self._marks and self._marks[0][0] <= self.stored:
-                self._marks.popleft()
+            self._drop_stored_marks()
             return t - self._marks[0][1] if self._marks else 0.0
+
+    def _drop_stored_marks(self) -> None:
+        while self._marks and self._marks[0][0] <= self.stored:
+            self._marks.popleft()
 
     @property
     def backlog(self) -> int:
