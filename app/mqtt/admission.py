@@ -88,8 +88,8 @@ class TelemetryAdmission:
             if last is not None and last[0] == tel.boot_id and tel.seq <= last[1]:
                 reason = "duplicate" if tel.seq == last[1] else "out_of_order"
                 return reason, f"seq {tel.seq} <= last {last[1]} (boot {tel.boot_id})"
-            earlier = self._earlier_boots.setdefault(gh, OrderedDict())
-            if tel.boot_id in earlier:
+            earlier = self._earlier_boots.get(gh)
+            if earlier is not None and tel.boot_id in earlier:
                 return "old_boot", f"boot {tel.boot_id} ended before boot {last[0] if last else '?'}"
             now = self._wall_clock()
             age = now - tel.ts.timestamp()
@@ -98,6 +98,7 @@ class TelemetryAdmission:
             if (skew := future_skew(tel.ts, now, self.max_future_s)) is not None:
                 return skew
             if last is not None and last[0] != tel.boot_id:  # a reboot: the old boot's window closes for good
+                earlier = self._earlier_boots.setdefault(gh, OrderedDict())
                 earlier[last[0]] = None
                 while len(earlier) > BOOTS_KEPT:
                     earlier.popitem(last=False)
