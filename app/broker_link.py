@@ -23,9 +23,8 @@ from app.recorder import DecisionRecorder
 
 def remember_sent(tracker: CommandTracker, recorder: DecisionRecorder, greenhouses: Collection[str]) -> None:
     """Each greenhouse's newest stored commands (and the answers recorded for them) into ``tracker``."""
-    for gh in greenhouses:
-        for cmd_id, status in recorder.recent_commands(gh):
-            tracker.remember(gh, uuid.UUID(cmd_id), None if status in (None, "pending") else status)
+    for gh, cmd_id, status in recorder.recent_commands(greenhouses):
+        tracker.remember(gh, uuid.UUID(cmd_id), None if status in (None, "pending") else status)
 
 
 def repeats_after_reconnect(controllers: Mapping[str, GreenhouseController], in_flight: Collection[str],

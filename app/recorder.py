@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -73,17 +73,20 @@ class DecisionRecorder:
                         best = max(best, int(item["row"]["seq"]))
             return int(best)
 
-    def recent_commands(self, greenhouse_id: str, limit: int = 32) -> list[tuple[str, str | None]]:
-        """(cmd_id, ack status) of the greenhouse's newest stored decisions: acks of commands an earlier
-        run sent still match one after a restart (empty when the database cannot say)."""
+    def recent_commands(self, greenhouses: Collection[str], limit: int = 32) -> list[tuple[str, str, str | None]]:
+        """(greenhouse, cmd_id, ack status) of each greenhouse's ``limit`` newest stored decisions, in one
+        query: acks of commands an earlier run sent still match one after a restart (empty when the
+        database cannot say)."""
+        newest = func.row_number().over(partition_by=Decision.greenhouse_id, order_by=Decision.seq.desc())
+        ranked = (select(Decision.greenhouse_id, Decision.cmd_id, Decision.ack_status, newest.label("rank"))
+                  .where(Decision.greenhouse_id.in_(list(greenhouses)), Decision.cmd_id.is_not(None)).subquery())
         try:
             with self.sessions() as session:
-                rows = session.execute(select(Decision.cmd_id, Decision.ack_status)
-                                       .where(Decision.greenhouse_id == greenhouse_id, Decision.cmd_id.is_not(None))
-                                       .order_by(Decision.seq.desc()).limit(limit)).all()
+                rows = session.execute(select(ranked.c.greenhouse_id, ranked.c.cmd_id, ranked.c.ack_status)
+                                       .where(ranked.c.rank <= limit)).all()
         except UNAVAILABLE:
             return []
-        return [(str(cmd_id), status) for cmd_id, status in rows]
+        return [(gh, str(cmd_id), status) for gh, cmd_id, status in rows]
 
     def record_decision(self, row: dict[str, Any]) -> bool:
         """True if written to the database, False if spooled."""
