@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit_sink import AuditSink, record_at_start, record_policy_in_force
 from app.broker_link import remember_sent, repeats_after_reconnect
-from app.control import GreenhouseController, ModeEvent, Proposer
+from app.control import GreenhouseController, Mode, ModeEvent, Proposer
 from app.core.config import Settings
 from app.deadletter import DeadLetters
 from app.dispatch import Alarm, Dispatcher
@@ -313,9 +313,9 @@ class Runtime:
             return event, stored
         return self._operator(gh, act)
 
-    def reset_estop(self, gh: str, actor: str, reason: str, to_mode: str = "manual") -> ModeEvent:
+    def reset_estop(self, gh: str, actor: str, reason: str, to_mode: Mode = "manual") -> ModeEvent:
         def act() -> tuple[ModeEvent, threading.Event]:
-            event = self.controllers[gh].reset_estop(actor, reason, datetime.now(UTC), to_mode)  # type: ignore[arg-type]
+            event = self.controllers[gh].reset_estop(actor, reason, datetime.now(UTC), to_mode)
             return event, self.dispatch.apply_mode_event(event)
         return self._operator(gh, act)
 

@@ -118,15 +118,12 @@ class GreenhouseController:
 
         A last timestamp further ahead of ``now`` than the skew bound vouches for nothing: it came
         from a wrong clock, and must not keep the watchdog quiet until the wall clock catches up."""
-        if self.last_ts is None or self._telemetry_within(now, self.max_age_s):
+        if self.last_ts is None:
+            return None
+        age = now - self.last_ts
+        if timedelta(seconds=-self.max_future_s) <= age <= timedelta(seconds=self.max_age_s):
             return None
         return watchdog_decision(self, now)
-
-    def _telemetry_within(self, now: datetime, seconds: float) -> bool:
-        """The last decided telemetry is at most ``seconds`` old (and not further ahead than the skew bound)."""
-        if self.last_ts is None:
-            return False
-        return timedelta(seconds=-self.max_future_s) <= now - self.last_ts <= timedelta(seconds=seconds)
 
     def forget_held_commands(self) -> None:
         """What the box was seen holding vouches for nothing any more (commands queued during an outage

@@ -47,7 +47,6 @@ ConnectHandler = Callable[[int], Any]
 """Called with the connection's number (1 for the first, more after each reconnect)."""
 
 
-
 class MqttBridge:
     """The service's MQTT connection: validated telemetry/acks/e-stops in, commands out.
 
