@@ -14,6 +14,7 @@ import ipaddress
 
 from fastapi import HTTPException, Request
 
+from app.api.deps import bearer_token
 from app.core.config import Settings
 
 NEEDS_TOKEN = ("metrics need the token of GREENTWIN_METRICS_TOKEN (greentwin init makes one) "
@@ -33,9 +34,9 @@ def check_metrics_access(request: Request, settings: Settings) -> None:
     """Return if the request may read the metrics; 401 otherwise."""
     token = settings.metrics_token.get_secret_value().strip() if settings.metrics_token is not None else ""
     if not token:
-        if settings.environment == "demo" and _from_this_machine(request):
-            return
-        raise HTTPException(status_code=401, detail=NEEDS_TOKEN, headers={"WWW-Authenticate": "Bearer"})
-    scheme, _, sent = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(sent.strip().encode(), token.encode()):
+        allowed = settings.environment == "demo" and _from_this_machine(request)
+    else:
+        sent = bearer_token(request.headers.get("authorization"))
+        allowed = sent is not None and hmac.compare_digest(sent.encode(), token.encode())
+    if not allowed:
         raise HTTPException(status_code=401, detail=NEEDS_TOKEN, headers={"WWW-Authenticate": "Bearer"})
