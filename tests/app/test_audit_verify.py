@@ -18,7 +18,6 @@ import pytest
 from sqlalchemy import Connection, insert, select, text, update
 
 from app.audit_sink import AuditSink
-from app.cli import db as db_cli
 from app.cli import main
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision
@@ -28,6 +27,7 @@ from audit import Keyring, SealedRecord, Signer, compute_record_hash
 from audit.store import AuditStore
 from audit.tables import AuditRecord
 from tests.audit.test_store import _attacker
+from tests.audit.test_store import db_url as database  # noqa: F401 (a fixture: a migrated database, empty)
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 TELEMETRY = {"air_temp_c": 21.5, "soil_vwc": [[0.25, 0.26]], "sum": 0.1 + 0.2, "tiny": 1e-7, "big": 1e16,
@@ -38,21 +38,8 @@ _COLUMNS = (AuditRecord.greenhouse_id, AuditRecord.seq, AuditRecord.ts, AuditRec
             AuditRecord.record_hash)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A migrated database, empty."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
-        db_cli.upgrade(url)
-        yield url
-        return
-    with request.getfixturevalue("make_pg_database")("gt_verify") as url:
-        db_cli.upgrade(url)
-        yield url
-
-
 @pytest.fixture
-def url(database: str, keys: tuple[Keyring, Signer]) -> str:
+def url(database: str, keys: tuple[Keyring, Signer]) -> str:  # noqa: F811
     """A migrated database with greenhouse ``ga``, registered as an operator does."""
     register(database, "ga")
     return database
