@@ -8,20 +8,16 @@ change of who may log in, sealed into the access chain with the admin as the act
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Depends, HTTPException, Path
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from app.access_seal import AccessSealer, ChangeNotSealed
+from app.api.account_change import Username, admin_actor, answered, sealing
 from app.api.deps import AdminUser, AuthDep, RuntimeDep, SessionDep, get_current_user
-from app.auth.lockout import NotLocked, lift_lock, locked_accounts, locked_until
-from app.auth.users import UnknownUser
+from app.auth.lockout import lift_lock, locked_accounts, locked_until
 
 router = APIRouter(tags=["users"], dependencies=[Depends(get_current_user)])
-
-Username = Annotated[str, Path(min_length=1, max_length=64)]
 
 
 class LockRow(BaseModel):
@@ -40,19 +36,12 @@ def lockouts(session: SessionDep, admin: AdminUser) -> list[LockRow]:
 @router.post("/api/users/{username}/unlock")
 async def unlock(username: Username, runtime: RuntimeDep, auth: AuthDep, admin: AdminUser) -> LockRow:
     """Lift an account's login lock now (admin); answers the time it would have run out."""
-    if runtime.audit is None:
-        raise HTTPException(status_code=503, detail="no audit trail configured: account changes must be sealed")
-    actor = f"admin:{admin.username}"
-    seal = AccessSealer(runtime.audit.store, actor).sealing("user_unlock")
+    seal = sealing(runtime, admin, "user_unlock")
 
     def work() -> LockRow:
         with runtime.sessions() as session:
-            try:
-                user, until = lift_lock(session=session, username=username, seal=seal)
-            except (UnknownUser, NotLocked, ChangeNotSealed) as exc:
-                status = 404 if isinstance(exc, UnknownUser) else 409 if isinstance(exc, NotLocked) else 503
-                raise HTTPException(status_code=status, detail=str(exc)) from exc
-            auth.lift(user.username, actor)
+            user, until = answered(lambda: lift_lock(session=session, username=username, seal=seal))
+            auth.lift(user.username, admin_actor(admin))
             return LockRow(username=user.username, locked_until=until)
 
     return await anyio.to_thread.run_sync(work)

@@ -9,22 +9,17 @@ service (CSPRNG) and returned once; they are never logged or stored in clear.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Literal
 
 import anyio
-from fastapi import APIRouter, Depends, HTTPException, Path
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.access_seal import AccessSealer, ChangeNotSealed, SealChange
+from app.api.account_change import Username, answered, sealing
 from app.api.deps import AdminUser, RuntimeDep, SessionDep, get_current_user
 from app.auth.passwords import generate_password
-from app.auth.service import Principal
 from app.auth.users import (
-    LastAdmin,
-    UnknownUser,
-    UserExists,
     create_user,
     disable_user,
     list_users,
@@ -32,12 +27,8 @@ from app.auth.users import (
     set_roles,
 )
 from app.models import User
-from app.runtime import Runtime
 
 router = APIRouter(prefix="/api/users", tags=["users"], dependencies=[Depends(get_current_user)])
-
-Username = Annotated[str, Path(min_length=1, max_length=64)]
-_T = TypeVar("_T")
 
 
 class UserRow(BaseModel):
@@ -72,28 +63,6 @@ def _row(user: User) -> UserRow:
                    created_at=user.created_at, last_login_at=user.last_login_at)
 
 
-def _sealing(runtime: Runtime, admin: Principal, kind: str) -> SealChange:
-    """Refuse before changing anything when there is no trail: an account change must be sealed."""
-    if runtime.audit is None:
-        raise HTTPException(status_code=503, detail="no audit trail configured: account changes must be sealed")
-    return AccessSealer(runtime.audit.store, f"admin:{admin.username}").sealing(kind)
-
-
-_ANSWERS: tuple[tuple[type[Exception], int], ...] = (
-    (UserExists, 409), (LastAdmin, 409), (UnknownUser, 404), (ChangeNotSealed, 503), (ValueError, 422))
-"""What an account change's refusals answer, first match wins (``UserExists`` and ``LastAdmin`` are
-``ValueError``s)."""
-
-
-def _answered(change: Callable[[], _T]) -> _T:
-    """Run an account change; the errors it may raise as answers (nothing changed for any of them)."""
-    try:
-        return change()
-    except tuple(kind for kind, _ in _ANSWERS) as exc:
-        status = next(code for kind, code in _ANSWERS if isinstance(exc, kind))
-        raise HTTPException(status_code=status, detail=str(exc)) from exc
-
-
 @router.get("")
 def users(session: SessionDep, admin: AdminUser) -> list[UserRow]:
     """Every account with its roles and whether it is disabled (admin)."""
@@ -103,13 +72,13 @@ def users(session: SessionDep, admin: AdminUser) -> list[UserRow]:
 @router.post("", status_code=201)
 async def add_user(body: UserCreate, runtime: RuntimeDep, admin: AdminUser) -> NewPassword:
     """Add an account with a generated password (admin)."""
-    seal = _sealing(runtime, admin, "user_add")
+    seal = sealing(runtime, admin, "user_add")
     password = generate_password()
 
     def work() -> NewPassword:
         with runtime.sessions() as session:
-            user = _answered(lambda: create_user(session=session, username=body.username, password=password,
-                                                 roles=body.roles, seal=seal))
+            user = answered(lambda: create_user(session=session, username=body.username, password=password,
+                                                roles=body.roles, seal=seal))
             return NewPassword(username=user.username, roles=sorted(user.roles), password=password)
 
     return await anyio.to_thread.run_sync(work)
@@ -118,19 +87,19 @@ async def add_user(body: UserCreate, runtime: RuntimeDep, admin: AdminUser) -> N
 @router.post("/{username}/disable")
 def disable(username: Username, runtime: RuntimeDep, session: SessionDep, admin: AdminUser) -> UserRow:
     """Disable an account: no more logins, its tokens stop working (admin)."""
-    seal = _sealing(runtime, admin, "user_disable")
-    return _row(_answered(lambda: disable_user(session=session, username=username, seal=seal)))
+    seal = sealing(runtime, admin, "user_disable")
+    return _row(answered(lambda: disable_user(session=session, username=username, seal=seal)))
 
 
 @router.post("/{username}/password")
 async def reset_password(username: Username, runtime: RuntimeDep, admin: AdminUser) -> NewPassword:
     """A new generated password; the account's tokens stop working (admin)."""
-    seal = _sealing(runtime, admin, "password_reset")
+    seal = sealing(runtime, admin, "password_reset")
     password = generate_password()
 
     def work() -> NewPassword:
         with runtime.sessions() as session:
-            user = _answered(lambda: set_password(session=session, username=username, password=password, seal=seal))
+            user = answered(lambda: set_password(session=session, username=username, password=password, seal=seal))
             return NewPassword(username=user.username, roles=sorted(user.roles), password=password)
 
     return await anyio.to_thread.run_sync(work)
@@ -140,6 +109,6 @@ async def reset_password(username: Username, runtime: RuntimeDep, admin: AdminUs
 def change_roles(username: Username, body: RolesChange, runtime: RuntimeDep, session: SessionDep,
                  admin: AdminUser) -> UserRow:
     """Replace an account's roles (admin); sealed with the roles before and after."""
-    seal = _sealing(runtime, admin, "user_roles")
-    user, _before = _answered(lambda: set_roles(session=session, username=username, roles=body.roles, seal=seal))
+    seal = sealing(runtime, admin, "user_roles")
+    user, _before = answered(lambda: set_roles(session=session, username=username, roles=body.roles, seal=seal))
     return _row(user)
