@@ -19,10 +19,11 @@ remaining ones say.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import Connection, select
 
+from app.audit_rows import as_datetime, aware
 from app.audit_sink import ACCESS_CHAIN
 from app.models import Greenhouse, User, UserRole
 from audit import AuditEntry, SealedRecord
@@ -106,7 +107,7 @@ class SealedAccess:
         """Rows older than this are not asked for a creation record (their records were purged)."""
         if self.anchor_ts is None:
             return None
-        return _aware(datetime.fromisoformat(self.first_ts or self.anchor_ts))
+        return as_datetime(self.first_ts or self.anchor_ts)
 
     def made_before_sealing(self, created: datetime | None) -> bool:
         """Whether a row never sealed may be older than sealing itself (the baseline's case), rather than
@@ -115,7 +116,7 @@ class SealedAccess:
         if self.baselined:
             return False
         return self.sealing_since is None or created is None or \
-            created < _aware(datetime.fromisoformat(self.sealing_since))
+            created < as_datetime(self.sealing_since)
 
 
 @dataclass(frozen=True)
@@ -139,10 +140,10 @@ def read_access_rows(conn: Connection) -> AccessRows:
     roles: dict[int, list[str]] = {}
     for user_id, role in conn.execute(select(UserRole.user_id, UserRole.role).order_by(UserRole.role)):
         roles.setdefault(user_id, []).append(role)
-    accounts = [StoredAccount(name, roles.get(uid, []), disabled_at is not None, _aware(created))
+    accounts = [StoredAccount(name, roles.get(uid, []), disabled_at is not None, aware(created))
                 for uid, name, disabled_at, created in conn.execute(
                     select(User.id, User.username, User.disabled_at, User.created_at).order_by(User.username))]
-    greenhouses = {gh: _aware(created) for gh, created in conn.execute(select(Greenhouse.id, Greenhouse.created_at))}
+    greenhouses = {gh: aware(created) for gh, created in conn.execute(select(Greenhouse.id, Greenhouse.created_at))}
     return AccessRows(accounts, greenhouses)
 
 
@@ -194,13 +195,13 @@ class AccessCoverage:
 
     def missing(self) -> list[str]:
         """What exists in the tables without ever having been sealed, one phrase per kind."""
-        return [f"{len(names)} of {total} {what} never sealed: {_shown(names)}" for what, total, names in (
+        return [f"{len(names)} of {total} {what} never sealed: {listed(names)}" for what, total, names in (
             ("accounts", self.accounts, self.unsealed_accounts),
             ("greenhouses", self.greenhouses, self.unsealed_greenhouses)) if names]
 
     def differs(self) -> list[str]:
         """What the tables hold other than the last sealed records left, one phrase per kind."""
-        return [f"{what}: {_shown(names)}" for what, names in (
+        return [f"{what}: {listed(names)}" for what, names in (
             ("roles other than sealed", self.roles_differ),
             ("disabled state other than sealed", self.disabled_differ),
             ("sealed accounts gone from the table", self.vanished_accounts)) if names]
@@ -259,11 +260,7 @@ def _asked(created: datetime | None, since: datetime | None) -> bool:
     return since is None or created is None or created >= since
 
 
-def _aware(ts: datetime | None) -> datetime | None:
-    """SQLite hands back naive UTC datetimes."""
-    return ts if ts is None or ts.tzinfo is not None else ts.replace(tzinfo=UTC)
-
-
-def _shown(names: list[str]) -> str:
+def listed(names: list[str]) -> str:
+    """The first :data:`SHOWN` names, and how many more there are."""
     more = f" (+{len(names) - SHOWN} more)" if len(names) > SHOWN else ""
     return ", ".join(names[:SHOWN]) + more

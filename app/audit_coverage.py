@@ -36,7 +36,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
-from app.access_coverage import AccessCoverage, check_access
+from app.access_coverage import AccessCoverage, check_access, listed
 from app.audit_rows import (
     ACK_COLUMN,
     TABLES,
@@ -59,8 +59,6 @@ from audit.store import AuditStore, GreenhouseVerifyResult
 DECISION_KINDS = frozenset({"decision"})
 MODE_KINDS = frozenset({"estop", "estop_reset", "mode_change"})
 ACK_KINDS = frozenset({"command_ack"})
-SHOWN = 10
-"""Missing ids listed per kind; the counts say how many in all."""
 SEAL_LAG_S = 30.0
 """How long after a row is stored its record may still be unsealed in a healthy service: twice the
 writer's longest pause between seals while busy (``WriterConfig.audit_flush_busy_s``, 15 s)."""
@@ -106,13 +104,13 @@ class Coverage:
         parts = [] if self.has_chain else ["no audit chain at all"]
         for kind, ids in self.missing.items():
             if ids:
-                parts.append(f"{len(ids)} of {self.rows[kind]} {kind}s without an audit record: {_listed(ids)}")
+                parts.append(f"{len(ids)} of {self.rows[kind]} {kind}s without an audit record: {listed(ids)}")
         if parts:
             lines.append(f"MISSING {self.greenhouse_id}: " + "; ".join(parts))
         if self.differences:
             first, *rest = self.differences
             n = len(self.differences)
-            then = f"; then {_listed([f'{d.table} seq {d.seq}' for d in rest])}" if rest else ""
+            then = f"; then {listed([f'{d.table} seq {d.seq}' for d in rest])}" if rest else ""
             lines.append(f"DIFFERS {self.greenhouse_id}: " + (
                 "1 row differs from its sealed record" if n == 1 else f"{n} rows differ from their sealed records")
                 + f": {first.describe()}{then}")
@@ -336,8 +334,3 @@ def snapshot(engine: Engine) -> Iterator[Connection]:
             conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
         with conn.begin():
             yield conn
-
-
-def _listed(ids: list[str]) -> str:
-    more = f" (+{len(ids) - SHOWN} more)" if len(ids) > SHOWN else ""
-    return f"{', '.join(ids[:SHOWN])}{more}"
