@@ -38,10 +38,10 @@ def locked_until(user: User, now: datetime) -> datetime | None:
     return aware(user.locked_until)
 
 
-def locked_accounts(*, session: Session, now: datetime) -> list[User]:
-    """Accounts locked now, by name."""
+def locked_accounts(*, session: Session, now: datetime) -> list[tuple[User, datetime]]:
+    """Accounts locked now, by name, each with when its lock runs out."""
     users = session.scalars(select(User).where(User.locked_until.is_not(None)).order_by(User.username))
-    return [u for u in users if locked_until(u, now) is not None]
+    return [(u, until) for u in users if (until := locked_until(u, now)) is not None]
 
 
 def lift_lock(*, session: Session, username: str, seal: SealChange | None = None) -> tuple[User, datetime]:

@@ -19,7 +19,7 @@ two (a success must not reset an address's count of failures on other accounts).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from app.auth.ratelimit import SlidingWindowLimiter
@@ -65,10 +65,14 @@ class LoginThrottle:
 
     def addresses_failing(self, name: str) -> int:
         """How many addresses have failures on ``name`` in the window (for the lock's log line)."""
-        return len(self.pairs.keys_where(lambda k: isinstance(k, tuple) and k[0] == name))
+        return len(self._pairs_of(name))
 
     def lift(self, name: str) -> None:
         """Forget the account's failures (an admin lifted its lock): its addresses may try again."""
         self.accounts.reset(name)
-        for key in self.pairs.keys_where(lambda k: isinstance(k, tuple) and k[0] == name):
+        for key in self._pairs_of(name):
             self.pairs.reset(key)
+
+    def _pairs_of(self, name: str) -> list[Hashable]:
+        """The (account, address) keys of ``name`` with failures in the window."""
+        return self.pairs.keys_where(lambda k: isinstance(k, tuple) and k[0] == name)

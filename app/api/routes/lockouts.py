@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from app.api.account_change import Username, admin_actor, answered, sealing
 from app.api.deps import AdminUser, AuthDep, RuntimeDep, SessionDep, get_current_user
-from app.auth.lockout import lift_lock, locked_accounts, locked_until
+from app.auth.lockout import lift_lock, locked_accounts
 
 router = APIRouter(tags=["users"], dependencies=[Depends(get_current_user)])
 
@@ -29,8 +29,7 @@ class LockRow(BaseModel):
 def lockouts(session: SessionDep, admin: AdminUser) -> list[LockRow]:
     """Accounts locked now by failed logins from many addresses, and until when (admin)."""
     now = datetime.now(UTC)
-    return [LockRow(username=u.username, locked_until=until) for u in locked_accounts(session=session, now=now)
-            if (until := locked_until(u, now)) is not None]
+    return [LockRow(username=u.username, locked_until=until) for u, until in locked_accounts(session=session, now=now)]
 
 
 @router.post("/api/users/{username}/unlock")
