@@ -187,9 +187,10 @@ class AuthService:
 
     def lift(self, username: str, actor: str) -> None:
         """After a lock was lifted in the database: forget the account's failures here too."""
-        self.throttle.lift(normalize_username(username))
+        name = normalize_username(username)
+        self.throttle.lift(name)
         self.metrics.login_lock_changes.labels("lifted").inc()
-        log.warning("login lock on %s lifted by %s", normalize_username(username), actor)
+        log.warning("login lock on %s lifted by %s", name, actor)
 
     def _lock_holds(self, session: Session, user: User, now: datetime) -> bool:
         """Whether the account is locked now; a lock found run out is cleared and logged as such."""
