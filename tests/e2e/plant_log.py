@@ -14,7 +14,9 @@ where it was, a command held over a lost link, an e-stop's all-off. Every limit 
 * each zone's water per site-local day within ``zone_daily_water_cap_l``: water past the cap only
   under a command decided before the service could have seen the cap crossed (two steps: the step
   that crosses it and the decision's round trip) and held at most its TTL, give or take two steps
-  of the zone's largest flow (the service books water from the flow meter, the plant from its pipes).
+  of the zone's largest flow (the service books water from the flow meter, the plant from its pipes);
+  water of steps whose telemetry the service never decided on (the broker or the service away while a
+  command was held) is not water it could count, so the cap is judged on the water it saw.
 
 Commands held over a lost link are where an accelerated plant differs from a real one: the edge
 box holds the last command for its TTL of wall time, which here is hundreds of plant minutes. What
@@ -59,6 +61,9 @@ class PlantStep:
     in_force: Command | None
     """The last command the edge box applied before this step, and when (wall clock)."""
     applied_at: float | None
+    seen: bool = True
+    """The service decided on this step's telemetry: it booked the step's water. Over a lost link (the
+    broker or the service away) it did not, so it cannot have counted that water against the cap."""
 
 
 def hour_of(ts: datetime, tz: ZoneInfo) -> float:
@@ -77,6 +82,7 @@ def violations(gh: str, steps: list[PlantStep], dt_s: float, limits: SafetyLimit
     dead_s = 0.0
     zones = len(steps[0].water_l) if steps else 0
     water: dict[date, np.ndarray] = defaultdict(lambda: np.zeros(zones))
+    seen: dict[date, np.ndarray] = defaultdict(lambda: np.zeros(zones))
     blamed: dict[date, np.ndarray] = defaultdict(lambda: np.zeros(zones))
     crossed: dict[tuple[date, int], datetime] = {}
     largest = np.zeros(zones)
@@ -108,9 +114,11 @@ def violations(gh: str, steps: list[PlantStep], dt_s: float, limits: SafetyLimit
         end = s.start + timedelta(seconds=dt_s)
         day = end.astimezone(tz).date()
         water[day] += s.water_l
+        if s.seen:
+            seen[day] += s.water_l
         largest = np.maximum(largest, s.water_l)
         for z in np.nonzero(s.water_l > 0.0)[0]:
-            if water[day][z] <= cap[z]:
+            if seen[day][z] <= cap[z]:  # the service could not have known the cap crossed
                 continue
             since = crossed.setdefault((day, int(z)), end)
             cmd, held = s.in_force, None if s.applied_at is None else s.wall - s.applied_at

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,8 @@ class RecordingPlantSim(PlantSim):
         self.applied: list[Command] = []
         self.received: Counter[str] = Counter()
         """Command messages handled per cmd_id, replays included."""
+        self.decided_on: dict[str, set[datetime]] = {gh: set() for gh in self.greenhouses}
+        """Telemetry times the service decided on (a command carries its telemetry's time)."""
         self.steps: dict[str, list[PlantStep]] = {gh: [] for gh in self.greenhouses}
         """What each plant really ran, step by step (checked against the safety limits)."""
         self._in_force: dict[str, tuple[Command, float]] = {}
@@ -82,6 +85,7 @@ class RecordingPlantSim(PlantSim):
 
     def _decide(self, st: Any, cmd: Command) -> tuple[Any, str | None]:
         status, reason = super()._decide(st, cmd)
+        self.decided_on[st.gh].add(cmd.ts)
         if status == "applied":
             self.applied.append(cmd)
             self._in_force[st.gh] = (cmd, time.time())
@@ -98,7 +102,10 @@ class RecordingPlantSim(PlantSim):
                 termination=int(info["termination_reason"][i]), in_force=cmd, applied_at=at))
 
     def safety_violations(self) -> list[str]:
-        return [v for gh in self.greenhouses for v in violations(gh, list(self.steps[gh]), self.dt_s)]
+        dt = timedelta(seconds=self.dt_s)
+        return [v for gh in self.greenhouses for v in violations(
+            gh, [dataclasses.replace(s, seen=s.start + dt in self.decided_on[gh]) for s in list(self.steps[gh])],
+            self.dt_s)]
 
 
 @dataclass

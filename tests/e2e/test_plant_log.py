@@ -74,6 +74,15 @@ def test_a_dead_head_within_the_pumps_limit_and_water_within_two_steps_of_the_ca
         "the valve kept open for six steps after the service saw the cap crossed"
 
 
+def test_water_the_service_never_saw_does_not_count_against_what_it_decided_later() -> None:
+    """A command held over a lost link watered past the cap where the service could not see it: what it
+    decides on the telemetry after the link is back is judged by the water it saw, not by the plant's."""
+    unseen = [replace(s, seen=False) for s in _run(NOON, 30, pump=60.0, water=10.0)]  # 300 L it never saw
+    back = _run(NOON + timedelta(seconds=30 * DT), 5, pump=60.0, water=10.0)
+    assert violations("gh", unseen + back, DT) == []
+    assert violations("gh", [replace(s, seen=True) for s in unseen] + back, DT)  # seen, it is the service's
+
+
 def test_water_past_the_cap_under_a_command_held_over_a_lost_link_is_the_links_not_the_services() -> None:
     decided = NOON + timedelta(minutes=20)  # 210 L by then; the link drops, the command is held
     held = [_step(NOON + timedelta(minutes=i), [1, 1, 0, 0, 0, 0], pump=60.0, water=10.0, cmd_ts=min(
