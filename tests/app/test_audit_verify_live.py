@@ -98,7 +98,9 @@ def test_verify_passes_every_time_while_the_writer_writes(service, capsys) -> No
         deadline = time.monotonic() + 60
         while _counts(url)[1] < 40 and time.monotonic() < deadline:  # the first batches are sealed
             time.sleep(0.2)
-        for _ in range(4):
+        # Four runs at least, and on until one met rows not sealed yet (a quiet machine's writer may
+        # keep ahead of a few runs): that run is the one that shows the wait works.
+        while len(runs) < 4 or (not any("sealed while verifying" in out for _, out in runs) and len(runs) < 12):
             runs.append(verify(capsys, url))
         rows_then, _ = _counts(url)
     failed = [out for code, out in runs if code != 0]
