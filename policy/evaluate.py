@@ -67,12 +67,12 @@ SOIL_MIXES: tuple[tuple[str, tuple[float, float, float]], ...] = (
     ("clayey", (0.1, 0.2, 0.7)),
 )
 """(name, probabilities of sand / loam / clay per zone) cycled through the suites."""
-ECONOMIC_KEYS = ("yield_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "profit_eur_m2",
-                 "lamp_kwh_m2", "price_capture", "mean_dli_mol")
+ECONOMIC_KEYS = ("yield_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "climate_cost_eur_m2",
+                 "profit_eur_m2", "lamp_kwh_m2", "heat_kwh_m2", "price_capture", "mean_dli_mol")
 METRIC_KEYS = ("water_l_per_m2", "time_in_band_pct", "stress_hours", "energy_kwh", "hard_terminations",
                "reward_mean", *ECONOMIC_KEYS)
 ECONOMIC_INFO = ("fruit_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "damage_eur_m2",
-                 "lamp_kwh_m2", "price_eur_mwh", "par_mol_m2")
+                 "heat_cost_eur_m2", "co2_cost_eur_m2", "heat_kwh_m2", "lamp_kwh_m2", "price_eur_mwh", "par_mol_m2")
 """The step ``info`` keys (each [B], per m2 of floor, this step) the money metrics are summed from."""
 
 
@@ -170,10 +170,14 @@ class ControllerMetrics:
     """Lamp and pump kWh at the all-in price (spot plus adder)."""
     water_cost_eur_m2: float = math.nan
     """Irrigation at the water price plus drainage at the nutrient-loss price."""
+    climate_cost_eur_m2: float = math.nan
+    """The boiler's heat and the CO2 dosed, at the scenario's heat and CO2 prices."""
     profit_eur_m2: float = math.nan
-    """Revenue less energy, water and damage (pump replacement and crop lost on a hard termination)."""
+    """Revenue less energy, water, climate and damage (pump replacement and crop lost on a hard termination)."""
     lamp_kwh_m2: float = math.nan
     """Lamp energy per m2 of floor over the episode, mean per greenhouse."""
+    heat_kwh_m2: float = math.nan
+    """Heat from the boiler per m2 of floor over the episode (lamp heat saves some), mean per greenhouse."""
     price_capture: float = math.nan
     """Mean all-in price paid per lamp kWh over the time-averaged all-in price of the same greenhouses:
     below 1, the lamps ran in cheaper than average hours (NaN when no lamp ran)."""
@@ -199,13 +203,15 @@ class _Tally:
     in_band: np.ndarray
     """Zone-steps inside the band."""
     stress_h: np.ndarray
-    """Zone-hours with Ks < 1."""
+    """Zone-hours with water stress on either side (dry Ks or aeration Ks_aer below 1)."""
     terminated: np.ndarray
     fruit_kg: np.ndarray
     revenue: np.ndarray
     energy_cost: np.ndarray
     water_cost: np.ndarray
     damage: np.ndarray
+    climate_cost: np.ndarray
+    heat_kwh: np.ndarray
     lamp_kwh: np.ndarray
     lamp_paid: np.ndarray
     """Sum of lamp kWh x all-in price [EUR/MWh x kWh]: over ``lamp_kwh`` the mean price paid per kWh."""
@@ -234,6 +240,8 @@ class _Tally:
         self.energy_cost += got("energy_cost_eur_m2")
         self.water_cost += got("water_cost_eur_m2")
         self.damage += got("damage_eur_m2")
+        self.climate_cost += got("heat_cost_eur_m2") + got("co2_cost_eur_m2")
+        self.heat_kwh += got("heat_kwh_m2")
         self.lamp_kwh += lamp
         self.lamp_paid += lamp * price
         self.price += price
@@ -244,8 +252,8 @@ class _Tally:
 
     @property
     def profit(self) -> np.ndarray:
-        """Per-greenhouse profit [EUR/m2]: revenue less the energy, water and damage costs."""
-        return self.revenue - self.energy_cost - self.water_cost - self.damage
+        """Per-greenhouse profit [EUR/m2]: revenue less the energy, water, climate and damage costs."""
+        return self.revenue - self.energy_cost - self.water_cost - self.climate_cost - self.damage
 
     def block(self, sl: slice) -> _Tally:
         return _Tally(**{k: v[sl] if isinstance(v, np.ndarray) else v for k, v in self.__dict__.items()})
@@ -300,7 +308,7 @@ def run_scenario(scenario: Scenario, controllers: Sequence[Controller], on_step:
             t.water_l += np.where(counted, info["water_l"].sum(axis=1), 0.0)
             t.energy_kwh += np.where(counted, info["energy_kwh"], 0.0)
             t.in_band += np.where(counted, in_band, 0)
-            t.stress_h += np.where(counted, (info["ks"] < 1.0).sum(axis=1) * cfg.dt_h, 0.0)
+            t.stress_h += np.where(counted, (info["ks"] * info["ks_aer"] < 1.0).sum(axis=1) * cfg.dt_h, 0.0)
             if t.economic:
                 t.add_money(info, counted)
                 t.add_hours(counted, cfg.dt_h)
@@ -351,8 +359,10 @@ def _money(t: _Tally, steps: float) -> dict[str, float]:
         "revenue_eur_m2": float(t.revenue.mean()),
         "energy_cost_eur_m2": float(t.energy_cost.mean()),
         "water_cost_eur_m2": float(t.water_cost.mean()),
+        "climate_cost_eur_m2": float(t.climate_cost.mean()),
         "profit_eur_m2": float(t.profit.mean()),
         "lamp_kwh_m2": float(t.lamp_kwh.mean()),
+        "heat_kwh_m2": float(t.heat_kwh.mean()),
         "price_capture": paid / mean_price if mean_price != 0.0 else math.nan,
         "mean_dli_mol": 24.0 * float(t.par_mol.sum()) / hours if hours > 0.0 else math.nan,
     }

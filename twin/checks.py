@@ -19,10 +19,11 @@ class SpecViolation(ValueError):
 
 
 STEP_INFO_KEYS = ("fruit_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "damage_eur_m2",
-                  "lamp_kwh_m2", "price_eur_mwh", "par_mol_m2")
+                  "heat_cost_eur_m2", "co2_cost_eur_m2", "heat_kwh_m2", "co2_kg_m2", "lamp_kwh_m2", "price_eur_mwh",
+                  "par_mol_m2")
 """The step info's per-instance economics ([B] each, per m2 of floor, for the step)."""
-NON_NEGATIVE_INFO = ("fruit_kg_m2", "revenue_eur_m2", "water_cost_eur_m2", "damage_eur_m2", "lamp_kwh_m2",
-                     "par_mol_m2")
+NON_NEGATIVE_INFO = ("fruit_kg_m2", "revenue_eur_m2", "water_cost_eur_m2", "damage_eur_m2", "heat_cost_eur_m2",
+                     "co2_cost_eur_m2", "heat_kwh_m2", "co2_kg_m2", "lamp_kwh_m2", "par_mol_m2")
 """Energy cost is not among them: in a negative-price hour the grower is paid to use power."""
 
 
@@ -75,7 +76,7 @@ def _check_meaning(twin: GreenhouseTwin, o: np.ndarray) -> None:
 
 def check_info(twin: GreenhouseTwin, reward: Any, info: dict[str, Any]) -> None:
     """The step info's economics: every key of the contract, [B], finite, costs and gains >= 0, and the
-    reward equal to the four EUR terms' sum over V_ref."""
+    reward equal to the five EUR terms' sum over V_ref, the climate term the heat and CO2 bills."""
     b = twin.num_instances
     for key in STEP_INFO_KEYS:
         if key not in info:
@@ -86,8 +87,13 @@ def check_info(twin: GreenhouseTwin, reward: Any, info: dict[str, Any]) -> None:
         if key in NON_NEGATIVE_INFO and (v < 0).any():
             raise SpecViolation(f"step info {key!r} negative: {v.min()}")
     terms = {k: _np(twin, v).astype(np.float64) for k, v in info["reward_terms"].items()}
-    if set(terms) != {"moisture", "growth", "water", "energy"}:
-        raise SpecViolation(f"reward terms {sorted(terms)}, expected moisture, growth, water, energy")
+    if set(terms) != {"moisture", "growth", "water", "energy", "climate"}:
+        raise SpecViolation(f"reward terms {sorted(terms)}, expected moisture, growth, water, energy, climate")
+    bills = _np(twin, info["heat_cost_eur_m2"]).astype(np.float64) + _np(twin, info["co2_cost_eur_m2"])
+    if not np.allclose(-terms["climate"], bills, rtol=1e-4, atol=1e-7):
+        i = int(np.argmax(np.abs(terms["climate"] + bills)))
+        raise SpecViolation(f"climate term {terms['climate'][i]} is not minus the heat and CO2 bills {bills[i]}, "
+                            f"instance {i}")
     v_ref = twin.config.economics.v_ref(twin.config.dt_s)
     total = sum(terms.values()) / v_ref
     r = _np(twin, reward).astype(np.float64)

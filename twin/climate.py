@@ -1,4 +1,11 @@
-"""Greenhouse air, light and crop demand: first-order responses to weather, sun and lamps.
+"""Greenhouse air, light and crop demand: the house's climate computer and its heat, vapour and CO2
+balances, per step.
+
+The climate is the one a Dutch glasshouse runs (GreenLight, Katzin et al. 2021, as the reference):
+heating to day and night setpoints, vents above a ventilation setpoint and a humidity limit, CO2
+dosed to a setpoint in light, the lamps' heat in the heat balance. Each step solves the balances
+for their equilibrium and relaxes towards it (``step_air``); ``tests/twin/test_reference_greenlight.py``
+holds the result to GreenLight on its own weather.
 
 Inside reference evapotranspiration is FAO-56 hourly Penman-Monteith (eq. 53) evaluated with
 the inside air, the radiation transmitted by the cover plus the lamps' radiant share, and the
@@ -23,8 +30,6 @@ from twin.et0 import (
 )
 
 W_M2_TO_MJ_M2_H = 0.0036
-LAMP_RADIANT_SHARE = 0.5
-"""Share of lamp electrical power reaching the canopy as radiation (LED, the rest is heat)."""
 PAR_PER_W_M2 = 2.05
 """umol/m2/s of PAR per W/m2 of global solar radiation."""
 OUTSIDE_CO2_PPM = 420.0
@@ -87,6 +92,25 @@ class AirOut:
     co2: Array
     par: Array
     leaf_temp: Array
+    heat_w_m2: Array
+    """[B] heat the heating system delivers to hold its setpoint (boiler output, per m2 floor)."""
+    co2_dose_mg_m2_s: Array
+    """[B] CO2 dosed to hold the setpoint, at most the dosing capacity."""
+    vent_m3_m2_s: Array
+    """[B] air exchange with outside: leakage plus what the vents open for heat or humidity."""
+
+
+RHO_CP_AIR = 1200.0
+"""Volumetric heat capacity of air [J m-3 K-1]."""
+LATENT_HEAT_J_KG = 2.45e6
+"""Latent heat of vaporisation at about 20 degC [J kg-1] (FAO-56 eq. 3-1)."""
+WATER_VAPOUR_GAS_CONSTANT = 461.5
+"""R / M_w [J kg-1 K-1]: vapour density = e / (R_v T)."""
+CO2_MG_M3_PER_PPM = 1.83
+"""CO2 density per ppm at about 20 degC and 1 atm [mg m-3 ppm-1]."""
+COVER_TEMP_SHARE = 0.5
+"""The cover sits this share of the way from the outside air to the inside air (similar film
+resistances inside and out): its temperature sets where vapour condenses."""
 
 
 def heating_setpoint(xp: Any, cfg: ClimateConfig, rs_natural_w_m2: Array, lights: Array) -> Array:
@@ -98,22 +122,68 @@ def heating_setpoint(xp: Any, cfg: ClimateConfig, rs_natural_w_m2: Array, lights
 
 def step_air(xp: Any, cfg: ClimateConfig, dt_s: float, air_temp: Array, vapour_kpa: Array, co2: Array,
              outside_temp: Array, outside_vapour_kpa: Array, rs_natural_w_m2: Array, lights: Array,
-             transpiration_mm_h: Array, mean_ks: Array) -> AirOut:
-    """First-order relaxation of air temperature, humidity and CO2 towards their equilibria."""
-    a_t = math.exp(-dt_s / cfg.air_tau_s)
-    a_e = math.exp(-dt_s / cfg.humidity_tau_s)
-    a_c = math.exp(-dt_s / cfg.co2_tau_s)
-    t_eq = xp.maximum(outside_temp + cfg.solar_gain_c_per_w_m2 * rs_natural_w_m2 + cfg.lamp_heat_c * lights,
-                      heating_setpoint(xp, cfg, rs_natural_w_m2, lights))
-    temp = t_eq + (air_temp - t_eq) * a_t
+             transpiration_mm_h: Array, mean_ks: Array, co2_uptake_mg_m2_s: Array) -> AirOut:
+    """The house's climate computer and physics over one step, quasi-steady per step.
+
+    A glasshouse is run, not left to float: heating holds the day/night setpoint, the vents open
+    above the ventilation setpoint and when the air would pass its humidity limit, and CO2 is
+    dosed to its setpoint while the crop is in light (up to the doser's capacity, and not while the
+    vents stand wide open). The sensible heat balance per m2 floor (sun and lamps in, transpiration's
+    latent heat, the cover and ventilation out) gives the air's equilibrium and the heat the boiler
+    must add; a vapour balance (transpiration in; ventilation and condensation on the cover out) and
+    a CO2 balance (dosing in; ventilation and the crop's uptake out) give humidity and CO2. Air
+    temperature relaxes to its equilibrium with ``air_tau_s``; vapour and CO2 with the house's air
+    exchange time (house height over ventilation).
+    """
+    sun_up = xp.astype(rs_natural_w_m2 > 0.0, rs_natural_w_m2.dtype)
+    u_cover = cfg.cover_u_night_w_m2k + (cfg.cover_u_day_w_m2k - cfg.cover_u_night_w_m2k) * sun_up
+    evaporation = transpiration_mm_h * (1.0 / 3600.0)  # kg m-2 s-1
+    lamp_w = cfg.lamp_power_w_m2 * lights
+    gain = cfg.solar_heat_share * rs_natural_w_m2 + lamp_w - LATENT_HEAT_J_KG * evaporation
+    t_heat = heating_setpoint(xp, cfg, rs_natural_w_m2, lights)
+    t_vent = t_heat + cfg.vent_offset_c
+    # Vents for heat: the exchange that holds the ventilation setpoint, between leakage and fully open.
+    span = xp.maximum(t_vent - outside_temp, 0.5)
+    g_heat = xp.clip((gain / span - u_cover) * (1.0 / RHO_CP_AIR), cfg.leakage_m3_m2_s, cfg.vent_max_m3_m2_s)
+    g_heat = xp.where(outside_temp >= t_vent, cfg.vent_max_m3_m2_s, g_heat)
+    t_free = outside_temp + gain / (u_cover + RHO_CP_AIR * g_heat)
+    t_first = xp.maximum(t_free, t_heat)
+    # Vents for humidity: the exchange that keeps the vapour at the humidity limit at that temperature.
+    cv = 1000.0 / (WATER_VAPOUR_GAS_CONSTANT * (t_first + 273.15))  # kg m-3 kPa-1
+    e_cap = cfg.rh_max_pct * 0.01 * saturation_vapour_kpa(xp, t_first)
+    e_cover = saturation_vapour_kpa(xp, outside_temp + COVER_TEMP_SHARE * (t_first - outside_temp))
+    condensing = cfg.condensation_kg_m2_s_kpa * xp.maximum(e_cap - e_cover, 0.0)
+    room = xp.maximum(e_cap - outside_vapour_kpa, 1e-3)
+    g_humid = xp.maximum(evaporation - condensing, 0.0) / (cv * room)
+    vent = xp.clip(xp.maximum(g_heat, g_humid), cfg.leakage_m3_m2_s, cfg.vent_max_m3_m2_s)
+    # Heating makes up what the final exchange loses below the setpoint.
+    loss_coef = u_cover + RHO_CP_AIR * vent
+    t_free = outside_temp + gain / loss_coef
+    heat = xp.maximum(loss_coef * (t_heat - outside_temp) - gain, 0.0)
+    t_eq = xp.maximum(t_free, t_heat)
+    temp = t_eq + (air_temp - t_eq) * math.exp(-dt_s / cfg.air_tau_s)
     es = saturation_vapour_kpa(xp, temp)
-    e_eq = outside_vapour_kpa + cfg.transpiration_humidification_kpa_per_mm_h * transpiration_mm_h
-    vapour = xp.minimum(e_eq + (vapour_kpa - e_eq) * a_e, 0.99 * es)
+    # Vapour: ventilation alone, or with condensation on a cover colder than the air's dew point.
+    cv = 1000.0 / (WATER_VAPOUR_GAS_CONSTANT * (temp + 273.15))
+    g_v = vent * cv
+    e_cover = saturation_vapour_kpa(xp, outside_temp + COVER_TEMP_SHARE * (temp - outside_temp))
+    e_vent = outside_vapour_kpa + evaporation / g_v
+    k_c = cfg.condensation_kg_m2_s_kpa
+    e_cond = (evaporation + g_v * outside_vapour_kpa + k_c * e_cover) / (g_v + k_c)
+    e_eq = xp.where(e_vent > e_cover, e_cond, e_vent)
+    a_air = xp.exp(vent * (-dt_s / cfg.house_height_m))
+    vapour = xp.minimum(e_eq + (vapour_kpa - e_eq) * a_air, 0.99 * es)
     par = PAR_PER_W_M2 * rs_natural_w_m2 + cfg.lamp_par_umol_m2_s * lights
-    # Photosynthesis draws CO2 down in light; respiration builds it up in the dark.
-    c_eq = xp.clip(OUTSIDE_CO2_PPM + 150.0 * xp.astype(par < 10.0, temp.dtype) - 0.12 * par, 280.0, 900.0)
-    new_co2 = c_eq + (co2 - c_eq) * a_c
+    # CO2: the dose that reaches the setpoint by the end of the step, within capacity, in light only.
+    k = vent * CO2_MG_M3_PER_PPM
+    may_dose = (xp.maximum(rs_natural_w_m2, lights) > 0.0) & (vent <= cfg.co2_dosing_max_vent_m3_m2_s)
+    c_target = (cfg.co2_setpoint_ppm - co2 * a_air) / xp.maximum(1.0 - a_air, 1e-6)
+    wanted = k * (c_target - OUTSIDE_CO2_PPM) + co2_uptake_mg_m2_s
+    dose = xp.where(may_dose, xp.clip(wanted, 0.0, cfg.co2_capacity_mg_m2_s), 0.0)
+    c_eq = OUTSIDE_CO2_PPM + (dose - co2_uptake_mg_m2_s) / k
+    new_co2 = xp.clip(c_eq + (co2 - c_eq) * a_air, 150.0, 2000.0)
     vpd = es - vapour
-    radiant = rs_natural_w_m2 + LAMP_RADIANT_SHARE * cfg.lamp_power_w_m2 * lights
+    radiant = rs_natural_w_m2 + cfg.lamp_radiant_w_m2 * lights
     leaf = temp + 0.004 * radiant - 1.0 * vpd * mean_ks
-    return AirOut(air_temp=temp, vapour_kpa=vapour, rh_pct=100.0 * vapour / es, co2=new_co2, par=par, leaf_temp=leaf)
+    return AirOut(air_temp=temp, vapour_kpa=vapour, rh_pct=100.0 * vapour / es, co2=new_co2, par=par,
+                  leaf_temp=leaf, heat_w_m2=heat, co2_dose_mg_m2_s=dose, vent_m3_m2_s=vent)

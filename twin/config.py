@@ -51,6 +51,17 @@ class CropConfig:
     """p: share of total available water the crop can take up before stress (FAO-56 table 22)."""
     root_depth_m: tuple[float, float] = (0.25, 0.40)
     """Effective root-zone depth range [m], drawn per instance."""
+    aeration_vol_pct: float = 5.0
+    """Aer: the anaerobiosis point lies this many vol % below saturation; above it the roots lack
+    air (AquaCrop's tomato, Raes et al., AquaCrop crop parameters: 5)."""
+    aeration_lag_days: float = 3.0
+    """LagAer: days of waterlogging until the aeration stress is full (AquaCrop: 3)."""
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.aeration_vol_pct < 100.0):
+            raise ValueError(f"aeration_vol_pct is vol % below saturation in (0, 100), got {self.aeration_vol_pct}")
+        if self.aeration_lag_days < 0.0:
+            raise ValueError(f"aeration_lag_days must be >= 0, got {self.aeration_lag_days}")
 
 
 @dataclass(frozen=True)
@@ -78,34 +89,110 @@ class HydraulicsConfig:
 
 
 @dataclass(frozen=True)
+class LampType:
+    """A supplemental lamp: photons per joule and the share of its power the canopy gets as radiation."""
+
+    name: str
+    efficacy_umol_j: float
+    """PAR photons per joule of electricity [umol J-1]."""
+    radiant_share: float
+    """Share of the electrical power that reaches the canopy as radiation (PAR and NIR) [-]; the rest
+    warms the air directly. Either way all of it ends as heat in the house."""
+
+
+LAMP_TYPES: dict[str, LampType] = {
+    # GreenLight's lamps (Katzin et al. 2020, 2021; greenlight 2.0.5 ``etaLampPar`` x ``zetaLampPar``):
+    # LED 0.55 of its power as PAR at 5.4 umol/J of PAR = 2.97 umol/J, plus 0.02 as NIR; HPS 1.8
+    # umol/J, a third of its power as PAR and about a fifth as NIR. The rest is convective and
+    # long-wave heat.
+    "led": LampType("led", efficacy_umol_j=2.97, radiant_share=0.57),
+    "hps": LampType("hps", efficacy_umol_j=1.8, radiant_share=0.55),
+}
+
+
+@dataclass(frozen=True)
 class ClimateConfig:
-    """Greenhouse air and lights (first-order responses to outside weather)."""
+    """The house and its climate computer (GreenLight's Dutch Venlo glasshouse as the reference).
+
+    The climate is run as growers run it: heating to day and night setpoints, vents above a
+    ventilation setpoint and a humidity limit, CO2 dosed to a setpoint in light. None of it is a
+    policy action; the heat and CO2 it uses are charged at the scenario's prices (``EconomicsConfig``).
+    """
 
     cover_transmissivity: tuple[float, float] = (0.55, 0.75)
     air_tau_s: float = 1200.0
-    humidity_tau_s: float = 1800.0
-    co2_tau_s: float = 1800.0
-    heating_day_c: float = 19.0
-    """Heating setpoint while the sun is up or the lamps are on [degC] (Vanthoor's Dutch tomato
-    scenario, thesis table 6.3: 19 by day, 17 by night). Heating is free and automatic: the air never
-    falls below the setpoint, heating is not an action and its energy is neither modelled nor charged."""
-    heating_night_c: float = 17.0
+    """Time constant of the air temperature towards its equilibrium [s]."""
+    heating_day_c: float = 19.5
+    """Heating setpoint while the sun is up or the lamps are on [degC] (GreenLight, Katzin 2021)."""
+    heating_night_c: float = 18.5
     """Heating setpoint in the dark with the lamps off [degC]."""
-    solar_gain_c_per_w_m2: float = 0.016
-    """Air warming above outside per W/m2 of transmitted sunlight (ventilated house)."""
+    vent_offset_c: float = 5.0
+    """The vents open for heat above the heating setpoint plus this [degC]."""
+    rh_max_pct: float = 87.0
+    """The vents open (and heating makes up) to keep the air's humidity under this [%]."""
+    co2_setpoint_ppm: float = 1000.0
+    """CO2 is dosed to this while the crop is in light [ppm]."""
+    co2_capacity_mg_m2_s: float = 5.14
+    """Dosing capacity [mg CO2 m-2 s-1] (GreenLight's 185 kg/ha/h)."""
+    co2_dosing_max_vent_m3_m2_s: float = 0.01
+    """No dosing while the air exchange exceeds this (vents well open: the CO2 would go outside)."""
+    cover_u_day_w_m2k: float = 7.0
+    """Heat transfer through the cover per m2 floor and K by day, screens open [W m-2 K-1]."""
+    cover_u_night_w_m2k: float = 4.0
+    """The same at night with the energy screen closed [W m-2 K-1]."""
+    solar_heat_share: float = 0.7
+    """Share of the transmitted sun that heats the house (the rest is reflected or leaves as long-wave)."""
+    leakage_m3_m2_s: float = 3e-4
+    """Air exchange with closed vents [m3 m-2 s-1] (about 0.25 per hour at the house height)."""
+    vent_max_m3_m2_s: float = 0.03
+    """Air exchange with the vents fully open [m3 m-2 s-1]."""
+    condensation_kg_m2_s_kpa: float = 4e-5
+    """Vapour condensed on the cover per kPa of vapour above saturation at the cover [kg m-2 s-1 kPa-1]."""
+    house_height_m: float = 4.2
+    """Mean air height: air volume per m2 floor [m]."""
+    lamp_type: str = "led"
+    """A key of :data:`LAMP_TYPES`."""
     lamp_power_w_m2: float = 100.0
     """Electrical power of the supplemental lights at 100 % per m2 of floor."""
-    lamp_par_umol_m2_s: float = 250.0
-    lamp_heat_c: float = 3.0
-    """Air warming at 100 % lights [°C]."""
     inside_wind_m_s: float = 0.3
     elevation_m: float = 100.0
-    transpiration_humidification_kpa_per_mm_h: float = 0.8
 
     def __post_init__(self) -> None:
         if not (-10.0 <= self.heating_night_c <= self.heating_day_c <= 35.0):
             raise ValueError("heating setpoints need -10 <= heating_night_c <= heating_day_c <= 35 degC, got "
                              f"{self.heating_night_c} and {self.heating_day_c}")
+        if self.lamp_type not in LAMP_TYPES:
+            raise ValueError(f"unknown lamp_type {self.lamp_type!r}; known: {sorted(LAMP_TYPES)}")
+        if not (0.0 < self.leakage_m3_m2_s <= self.vent_max_m3_m2_s):
+            raise ValueError("ventilation needs 0 < leakage_m3_m2_s <= vent_max_m3_m2_s")
+        if not (0.0 < self.rh_max_pct <= 100.0):
+            raise ValueError(f"rh_max_pct must lie in (0, 100], got {self.rh_max_pct}")
+        positive = ("air_tau_s", "cover_u_day_w_m2k", "cover_u_night_w_m2k", "house_height_m")
+        for name in positive:
+            if not getattr(self, name) > 0.0:
+                raise ValueError(f"ClimateConfig.{name} must be positive, got {getattr(self, name)!r}")
+        for name in ("vent_offset_c", "co2_capacity_mg_m2_s", "condensation_kg_m2_s_kpa", "lamp_power_w_m2",
+                     "co2_dosing_max_vent_m3_m2_s"):
+            if getattr(self, name) < 0.0:
+                raise ValueError(f"ClimateConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        if not (0.0 <= self.solar_heat_share <= 1.0):
+            raise ValueError("solar_heat_share is a share in [0, 1]")
+        if not (150.0 <= self.co2_setpoint_ppm <= 2000.0):
+            raise ValueError(f"co2_setpoint_ppm must lie in [150, 2000], got {self.co2_setpoint_ppm}")
+
+    @property
+    def lamp(self) -> LampType:
+        return LAMP_TYPES[self.lamp_type]
+
+    @property
+    def lamp_par_umol_m2_s(self) -> float:
+        """PAR at the canopy from the lamps at 100 % [umol m-2 s-1]: power times efficacy."""
+        return self.lamp_power_w_m2 * self.lamp.efficacy_umol_j
+
+    @property
+    def lamp_radiant_w_m2(self) -> float:
+        """Lamp radiation reaching the canopy at 100 % [W m-2] (drives transpiration like sunlight)."""
+        return self.lamp_power_w_m2 * self.lamp.radiant_share
 
 
 MIN_DARK_HOURS = 6.0
@@ -167,6 +254,11 @@ class EconomicsConfig:
     price_adder_eur_mwh: tuple[float, float] = (0.0, 60.0)
     """Network, tax and supplier margin on top of the spot price: the twin charges each scenario its
     own draw (``PriceConfig.adder_eur_mwh`` is the library's reference value for reports)."""
+    heat_price_eur_kwh: tuple[float, float] = (0.025, 0.07)
+    """Heat from the boiler [EUR per kWh of heat]: natural gas at 0.25-0.65 EUR/m3 (8.8 kWh/m3 at 95 %
+    boiler efficiency), the range Dutch growers paid 2019-2024 outside the 2022 spike."""
+    co2_price_eur_kg: tuple[float, float] = (0.06, 0.20)
+    """Pure CO2 delivered [EUR/kg] (pipeline OCAP at the low end, liquid CO2 at the high end)."""
     price_mean_eur_mwh: tuple[float, float] = (60.0, 130.0)
     """The price year's mean spot price: the scenario's spot series is scaled by it over the
     library's mean (a time-of-use tariff is a contract and is not scaled)."""
@@ -188,7 +280,7 @@ class EconomicsConfig:
 
     def __post_init__(self) -> None:
         for name in ("fruit_price_eur_kg", "water_price_eur_m3", "drain_price_eur_m3", "price_adder_eur_mwh",
-                     "price_mean_eur_mwh"):
+                     "price_mean_eur_mwh", "heat_price_eur_kwh", "co2_price_eur_kg"):
             lo, hi = getattr(self, name)
             if not (lo <= hi) or (name != "price_adder_eur_mwh" and lo < 0):
                 raise ValueError(f"{name} must be a (low, high) range with low <= high, got {(lo, hi)}")

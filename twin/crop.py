@@ -285,7 +285,16 @@ def maintenance_respiration(xp: Any, cfg: CropGrowthConfig, state: CropState, dt
 
 def step_crop(xp: Any, cfg: CropGrowthConfig, state: CropState, par: Array, co2: Array, t_can: Array,
               f_w: Array, dt_s: float) -> tuple[CropState, Array]:
-    """One explicit-Euler step; returns the new state and the fresh fruit gained this step [kg FW m-2] (fruit allocation / DMC).
+    """:func:`step_crop_uptake` without the canopy's CO2 uptake."""
+    new, fruit, _ = step_crop_uptake(xp, cfg, state, par, co2, t_can, f_w, dt_s)
+    return new, fruit
+
+
+def step_crop_uptake(xp: Any, cfg: CropGrowthConfig, state: CropState, par: Array, co2: Array, t_can: Array,
+                     f_w: Array, dt_s: float) -> tuple[CropState, Array, Array]:
+    """One explicit-Euler step; returns the new state, the fresh fruit gained this step [kg FW m-2]
+    (fruit allocation / DMC) and the canopy's net CO2 uptake [mg CO2 m-2 s-1] (what the house's CO2
+    balance loses to the crop).
 
     Order within the step: assimilate enters the buffer; the organ flows (with their growth
     respiration) leave it, scaled down together when they would take more than it holds; organs
@@ -334,4 +343,4 @@ def step_crop(xp: Any, cfg: CropGrowthConfig, state: CropState, par: Array, co2:
         t_can24=t_c + (t24 - t_c) * math.exp(-dt_s / SECONDS_PER_DAY),
         t_sum=t_sum + t_c * (dt_s / SECONDS_PER_DAY),
         fruit_dm_cum=fruit_cum + fruit)
-    return new_state, fruit * (1e-6 / cfg.dmc)
+    return new_state, fruit * (1e-6 / cfg.dmc), (44e-3 * f) * net

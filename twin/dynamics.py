@@ -11,7 +11,6 @@ from typing import Any
 
 from twin.backend import Array, Backend
 from twin.climate import (
-    LAMP_RADIANT_SHARE,
     PAR_PER_W_M2,
     crop_kc,
     psychrometric_constant,
@@ -20,7 +19,7 @@ from twin.climate import (
     step_air,
 )
 from twin.config import LightingConfig, TwinConfig, in_window
-from twin.crop import CropState, step_crop, water_stress_factor
+from twin.crop import CropState, step_crop_uptake, water_stress_factor
 from twin.et0 import saturation_vapour_kpa
 from twin.hydraulics import step_hydraulics, valve_failure_latch
 from twin.kalman import KalmanState, kalman_step
@@ -28,7 +27,7 @@ from twin.prices import PriceLibrary
 from twin.randomize import initial_state, sample_params
 from twin.reward import reward_terms
 from twin.sensors import CLIMATE_SENSORS, N_UNIFORM, NoiseTable, advance_faults, fuse_probes, read_sensors
-from twin.soil import step_soil
+from twin.soil import aeration_stress, step_soil, waterlogged_days
 from twin.spec import FORECAST_HOURS, PRICE_SLOTS, ActionSpec, ObservationSpec
 from twin.types import StepOut, TwinParams, TwinState
 from twin.weather import RH, SOLAR, TEMP, WeatherLibrary, split_outlook
@@ -127,16 +126,21 @@ class TwinModel:
         hour0 = params.start_hour + xp.astype(state.step, f) * dt_h
         schedule = fixed_schedule(xp, cfg.lighting, hour0 % 24.0, PAR_PER_W_M2 * rs_nat)
         lights = xp.where(params.lamps_ours > 0.5, lights, schedule)
-        rs_lamp = lights * (LAMP_RADIANT_SHARE * cfg.climate.lamp_power_w_m2)
+        rs_lamp = lights * cfg.climate.lamp_radiant_w_m2
         demand = reference_et0(xp, cfg.climate, self._gamma, state.air_temp, state.vapour_kpa, rs_nat, rs_lamp)
         kc = crop_kc(xp, cfg.crop, params.crop_day0 + t_mid * (dt / 86400.0))
         etc_mm = (demand.et0_mm_h * kc * dt_h)[:, None]
-        soil = step_soil(xp, params, state.theta, hyd.zone_water_l, hyd_cfg.zone_area_m2, etc_mm)
+        crop_cfg = cfg.crop
+        ks_aer = aeration_stress(xp, params, state.theta, state.aer_days, crop_cfg.aeration_vol_pct,
+                                 crop_cfg.aeration_lag_days)
+        aer_days = waterlogged_days(xp, params, state.theta, state.aer_days, crop_cfg.aeration_vol_pct,
+                                    crop_cfg.aeration_lag_days, dt / 86400.0)
+        soil = step_soil(xp, params, state.theta, hyd.zone_water_l, hyd_cfg.zone_area_m2, etc_mm, ks_aer)
 
         transpiration = xp.mean(soil.uptake_mm, axis=1) * (1.0 / dt_h)
         e_out = w[:, RH] * 0.01 * saturation_vapour_kpa(xp, w[:, TEMP])
         air = step_air(xp, cfg.climate, dt, state.air_temp, state.vapour_kpa, state.co2, w[:, TEMP], e_out, rs_nat,
-                       lights, transpiration, xp.mean(soil.ks, axis=1))
+                       lights, transpiration, xp.mean(soil.ks * ks_aer, axis=1), state.co2_uptake)
         lamp_kwh = lights * (self._lamp_kw * dt_h)
         energy_kwh = hyd.power_kw * dt_h + lamp_kwh
         par_mol = air.par * (dt * 1e-6)
@@ -145,7 +149,10 @@ class TwinModel:
                          state.fruit_dm_cum)
         # Stomata close as the roots run dry: water stress cuts CO2 uptake like transpiration.
         f_w = water_stress_factor(xp, soil.uptake_mm, etc_mm)
-        crop, fruit_kg = step_crop(xp, cfg.crop_growth, crop, air.par, air.co2, air.leaf_temp, f_w, dt)
+        crop, fruit_kg, co2_uptake = step_crop_uptake(xp, cfg.crop_growth, crop, air.par, air.co2, air.leaf_temp,
+                                                      f_w, dt)
+        heat_kwh_m2 = air.heat_w_m2 * (dt / 3.6e6)
+        co2_kg_m2 = air.co2_dose_mg_m2_s * (dt * 1e-6)
 
         dead_s = xp.where(hyd.dead_heading, state.dead_head_s + dt, 0.0)
         over = hyd.current_frac > hyd_cfg.overcurrent_frac
@@ -155,7 +162,7 @@ class TwinModel:
         reason = xp.where(over, 1, xp.where(dead, 2, xp.where(relief, 3, 0)))
         price = self._price(params, hour0)
         reward, terms, money = reward_terms(xp, cfg, params, soil.theta, fruit_kg, soil.irrigation_mm,
-                                            soil.drainage_mm, energy_kwh, price, terminated)
+                                            soil.drainage_mm, energy_kwh, price, terminated, heat_kwh_m2, co2_kg_m2)
         saturated_s = xp.where(soil.theta >= params.saturation - NEAR_SATURATION_VWC, state.saturated_s + dt, 0.0)
         irrigation_24h = state.irrigation_24h * self._decay_24h + soil.irrigation_mm
 
@@ -179,7 +186,7 @@ class TwinModel:
         # One record for the new state (building it field by field costs a dataclass copy each time).
         new = state.replace(theta=soil.theta, valve_pos=hyd.valve_end, valve_cmd=cmd, valve_failed=failed,
                             irrigation_24h=irrigation_24h,
-                            saturated_s=saturated_s, air_temp=air.air_temp, vapour_kpa=air.vapour_kpa, co2=air.co2,
+                            saturated_s=saturated_s, aer_days=aer_days, air_temp=air.air_temp, vapour_kpa=air.vapour_kpa, co2=air.co2, co2_uptake=co2_uptake,
                             pump=pump, lights=lights, pump_current=hyd.current_frac, dead_head_s=dead_s,
                             dli_today=dli_today, lamp_h_today=lamp_h_today, **crop._asdict(), step=step, last_obs=obs, **faults,
                             **estimate)
@@ -198,6 +205,7 @@ class TwinModel:
             "uptake_mm": soil.uptake_mm,
             "energy_kwh": energy_kwh,
             "ks": soil.ks,
+            "ks_aer": ks_aer,
             "readings": readings,
             "pressure_frac": hyd.pressure_frac,
             "et0_mm_h": demand.et0_mm_h,
@@ -208,6 +216,11 @@ class TwinModel:
             "energy_cost_eur_m2": money.energy_cost,
             "water_cost_eur_m2": money.water_cost,
             "damage_eur_m2": money.damage,
+            "heat_cost_eur_m2": money.heat_cost,
+            "co2_cost_eur_m2": money.co2_cost,
+            "heat_kwh_m2": heat_kwh_m2,
+            "co2_kg_m2": co2_kg_m2,
+            "vent_m3_m2_s": air.vent_m3_m2_s,
             "price_eur_mwh": price,
             "water_stress": f_w,
         }

@@ -21,6 +21,7 @@ from twin.weather import HOURS_PER_YEAR
 # RNG streams used at reset (one per family of draws; never reuse a number).
 _S_SOIL, _S_SOIL_JITTER, _S_VALVE, _S_PUMP, _S_SITE, _S_INIT, _S_FAULT_SEL, _S_FORECAST, _S_ECON = range(100, 109)
 _S_START = 109
+_S_CLIMATE_PRICES = 110
 # Columns of the start-state table (:func:`start_rows`); the zone moisture and soils follow.
 _C_HOUR, _C_CROP, _C_ROOT, _C_HAS_SOILS, _C_THETA = range(5)
 
@@ -131,6 +132,7 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
 
     econ = cfg.economics
     ue = backend.uniform(keys, episode, _S_ECON, 6)
+    uc = backend.uniform(keys, episode, _S_CLIMATE_PRICES, 2)
 
     def draw(span: tuple[float, float], u: Array) -> Array:
         return span[0] + (span[1] - span[0]) * u
@@ -152,6 +154,7 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
         price_scale=(draw(econ.price_mean_eur_mwh, ue[:, 4]) * (1.0 / spot_mean_eur_mwh) if spot_mean_eur_mwh > 0
                      else xp.ones_like(ue[:, 4])),
         lamps_ours=xp.astype(ue[:, 5] < econ.lamps_ours, f),
+        heat_price=draw(econ.heat_price_eur_kwh, uc[:, 0]), co2_price=draw(econ.co2_price_eur_kg, uc[:, 1]),
         p_drift=per_step(fc_cfg.sensor_drift), p_comm_loss=per_step(fc_cfg.comm_loss),
         p_offline=per_step(fc_cfg.sensor_offline), p_valve_stuck=per_step(fc_cfg.valve_stuck),
         p_pump_wear=per_step(fc_cfg.pump_degradation),
@@ -180,8 +183,8 @@ def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode
     return TwinState(
         theta=theta, valve_pos=zeros_z, valve_cmd=zeros_z + 0.0, valve_failed=zeros_z + 0.0,
         irrigation_24h=zeros_z + 0.0,
-        saturated_s=zeros_z + 0.0, air_temp=air_temp,
-        vapour_kpa=outside_vapour_kpa, co2=backend.full((n,), 420.0), pump=zeros_b, lights=zeros_b + 0.0,
+        saturated_s=zeros_z + 0.0, aer_days=zeros_z + 0.0, air_temp=air_temp,
+        vapour_kpa=outside_vapour_kpa, co2=backend.full((n,), 420.0), co2_uptake=zeros_b + 0.0, pump=zeros_b, lights=zeros_b + 0.0,
         pump_current=zeros_b + 0.0, dead_head_s=zeros_b + 0.0, wear=zeros_b + 0.0, wear_rate=zeros_b + 0.0,
         drift_bias=zeros_p, drift_rate=zeros_p + 0.0, offline_steps=zeros_p + 0.0,
         valve_fault=backend.zeros((n, z), dtype=backend.int), dli_today=zeros_b + 0.0, lamp_h_today=zeros_b + 0.0,

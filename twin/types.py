@@ -100,6 +100,10 @@ class TwinParams(ArrayStruct):
     """[B] EUR per m3 of drainage (the nutrients it carries away)."""
     price_adder: Array
     """[B] EUR/MWh the grower pays on top of the spot price."""
+    heat_price: Array
+    """[B] EUR per kWh of heat from the boiler."""
+    co2_price: Array
+    """[B] EUR per kg of CO2 dosed."""
     price_scale: Array
     """[B] factor on the price library's spot series: the scenario's price-year mean over the library's."""
     lamps_ours: Array
@@ -132,12 +136,17 @@ class TwinState(ArrayStruct):
     """[B, Z] exponentially weighted 24 h irrigation [mm]."""
     saturated_s: Array
     """[B, Z] time the zone has been near saturation [s]."""
+    aer_days: Array
+    """[B, Z] days the zone has sat above its anaerobiosis point, up to the aeration lag
+    (:func:`twin.soil.waterlogged_days`)."""
     air_temp: Array
     """[B] inside air temperature [degC]."""
     vapour_kpa: Array
     """[B] inside vapour pressure [kPa]."""
     co2: Array
     """[B] inside CO2 [ppm]."""
+    co2_uptake: Array
+    """[B] the crop's net CO2 uptake over the last step [mg CO2 m-2 s-1] (the dosing makes it up)."""
     pump: Array
     """[B] pump speed fraction 0..1 applied last step."""
     lights: Array

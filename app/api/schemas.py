@@ -47,6 +47,9 @@ class CropLive(BaseModel):
     yield_kg_m2: float = Field(description="fresh fruit harvested since the twin started")
     lai: float | None = Field(description="leaf area index (null until the first telemetry)")
     fruit_load_g_m2: float | None = Field(description="fruit on the plants, g CH2O per m2")
+    waterlogged_days: list[float] = Field(default_factory=list, description=(
+        "per zone, days its root zone has sat above the anaerobiosis point (the aeration stress "
+        "is full after the crop's lag, 3 days for tomato); empty until the first estimate"))
 
 
 class OutlookLive(BaseModel):

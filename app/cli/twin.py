@@ -108,8 +108,9 @@ def validate_env(args: argparse.Namespace) -> int:
         random_tally = _run(twin, RandomController(twin.config.zones, seed=args.seed), args.steps)
         expert_tally = _run(twin, ThresholdExpert(zones=twin.config.zones), args.steps)
         print("spec checks: every observation (bounds, 0/1 flags, clock, lamp hours since midnight), reward "
-              "(the EUR terms over V_ref), step info (fruit, revenue, costs, damage, lamp kWh, price, PAR) "
-              "and flag matched its spec")
+              "(the five EUR terms over V_ref, the climate term minus the heat and CO2 bills), step info (fruit, "
+              "revenue, costs, damage, heat and CO2 used and their cost, lamp kWh, price, PAR) and flag matched "
+              "its spec")
     except SpecViolation as exc:
         failures.append(f"spec: {exc}")
         random_tally = expert_tally = EpisodeTally(args.instances)

@@ -2,7 +2,8 @@
 
 A :class:`CropTwin` runs the twin's own crop model (:mod:`twin.crop`, the same pure functions) on
 the greenhouse's telemetry (PAR at the canopy, leaf temperature, CO2) and its root-zone water
-stress (the Kalman estimate), so the policy's crop features (crop age, today's light) and the yield
+stress on both sides (the Kalman estimate: dry below the readily available water, short of air
+above the anaerobiosis point, with the days each zone has been waterlogged kept here), so the policy's crop features (crop age, today's light) and the yield
 to date come from the greenhouse itself, not from constants. Its state is part of the controller's
 snapshot, so a restart continues the same crop.
 
@@ -14,13 +15,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import numpy as np
 
 from twin.climate import season_stage
 from twin.config import CropConfig
 from twin.crop import CropGrowthConfig, CropState, initial_crop, leaf_area_index, step_crop
+from twin.soil import aeration_stress, water_stress, waterlogged_days
+from twin.types import TwinParams
 
 CROP_DAY0 = 60.0
 """Crop age [days since planting] assumed when the service first sees a greenhouse."""
@@ -42,6 +46,22 @@ class CropTwin:
     """The local calendar day today's totals count."""
     state: CropState | None = None
     """The crop's pools, arrays of one; None until the first telemetry gives a temperature."""
+    aer_days: list[float] = field(default_factory=list)
+    """Days each zone has sat above its anaerobiosis point (:func:`twin.soil.waterlogged_days`);
+    empty until the first estimate."""
+
+    def root_zone_stress(self, theta: np.ndarray, wilting_point: np.ndarray, inv_stress_span: np.ndarray,
+                         saturation: np.ndarray, dt_s: float) -> float:
+        """The crop's water-stress factor in [0, 1] from the zones' estimated moisture: the zone
+        mean of the twin's dry-side Ks times its aeration Ks, advancing the waterlogging counters
+        exactly as the twin's step does."""
+        soil = cast(TwinParams, SimpleNamespace(wilting_point=wilting_point, inv_stress_span=inv_stress_span,
+                                                saturation=saturation))
+        days = np.array(self.aer_days if len(self.aer_days) == theta.size else [0.0] * theta.size)
+        vol, lag = self.crop.aeration_vol_pct, self.crop.aeration_lag_days
+        ks_aer = aeration_stress(np, soil, theta, days, vol, lag)
+        self.aer_days = waterlogged_days(np, soil, theta, days, vol, lag, dt_s / 86400.0).tolist()
+        return float(np.mean(water_stress(np, soil, theta) * ks_aer))
 
     def account(self, local_ts: datetime, dt_s: float, par_umol_m2_s: float | None) -> None:
         """Age the crop and book the light of the ``dt_s`` seconds before ``local_ts``; a new local
@@ -65,7 +85,8 @@ class CropTwin:
                                "growth_stage": round(float(season_stage(np, self.crop, np.float64(self.day))), 4),
                                "dli_today_mol_m2": round(self.dli_today, 3),
                                "lamp_hours_today": round(lamp_hours_today, 3),
-                               "yield_kg_m2": round(self.yield_kg_m2, 5), "lai": None, "fruit_load_g_m2": None}
+                               "yield_kg_m2": round(self.yield_kg_m2, 5), "lai": None, "fruit_load_g_m2": None,
+                               "waterlogged_days": [round(d, 3) for d in self.aer_days]}
         if self.state is not None:
             out["lai"] = round(float(leaf_area_index(np, self.growth, self.state.c_leaf)[0]), 3)
             out["fruit_load_g_m2"] = round(float(self.state.c_fruit[0]) / 1000.0, 2)
@@ -74,12 +95,14 @@ class CropTwin:
     def snapshot(self) -> dict[str, Any]:
         """JSON-able state (the controller's snapshot carries it)."""
         return {"day": self.day, "dli_today": self.dli_today, "yield_kg_m2": self.yield_kg_m2, "date": self.date,
+                "aer_days": list(self.aer_days),
                 "state": None if self.state is None else {k: float(v[0]) for k, v in self.state._asdict().items()}}
 
     def restore(self, snap: dict[str, Any]) -> None:
         self.day, self.dli_today = float(snap["day"]), float(snap["dli_today"])
         self.yield_kg_m2 = float(snap["yield_kg_m2"])
         self.date = snap["date"]
+        self.aer_days = [float(d) for d in snap.get("aer_days", [])]
         pools = snap.get("state")
         self.state = None if pools is None else CropState(**{k: np.array([float(v)]) for k, v in pools.items()})
 

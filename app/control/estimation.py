@@ -94,7 +94,7 @@ def etc_inputs(step: Step) -> tuple[float, float, float, float]:
     lamp_par = ctl.climate.lamp_par_umol_m2_s * tel.light_pct / 100.0
     es = float(saturation_vapour_kpa(np, np.float64(temp)))
     return (temp, rh / 100.0 * es, max(par - lamp_par, 0.0) / PAR_PER_W_M2,
-            0.5 * ctl.climate.lamp_power_w_m2 * tel.light_pct / 100)
+            ctl.climate.lamp_radiant_w_m2 * tel.light_pct / 100)
 
 
 def estimate(steps: list[Step]) -> None:
@@ -122,7 +122,8 @@ def estimate(steps: list[Step]) -> None:
 
 def grow_crops(steps: list[Step]) -> None:
     """Every greenhouse's crop twin one step on, in one call of the crop model: the measured canopy
-    climate (a missing reading holds its last value) and the root zone's FAO-56 stress factor."""
+    climate (a missing reading holds its last value) and the root zone's stress factor, dry side and
+    wet side as the twin's crop feels them."""
     par, co2, leaf, stress = [], [], [], []
     for step in steps:
         tel, held, est = step.item.tel, step.ctl.obs_builder.held, step.estimate
@@ -130,8 +131,10 @@ def grow_crops(steps: list[Step]) -> None:
         par.append(_reading(tel.par_umol_m2_s, held["par"]))
         co2.append(_reading(tel.co2_ppm, held["co2"]))
         leaf.append(_reading(tel.leaf_temp_c, held["leaf_temp"]))
-        stress.append(float(np.mean([min(max((t - m.wilting_point) * m.inv_stress_span, 0.0), 1.0)
-                                     for t, m in zip(est.theta.tolist(), step.ctl.estimator.models, strict=True)])))
+        models = step.ctl.estimator.models
+        stress.append(step.ctl.crop_twin.root_zone_stress(
+            np.asarray(est.theta, dtype=np.float64), np.array([m.wilting_point for m in models]),
+            np.array([m.inv_stress_span for m in models]), np.array([m.saturation for m in models]), step.dt_s))
     grow_many([s.ctl.crop_twin for s in steps], [s.dt_s for s in steps], par, co2, leaf, stress)
 
 

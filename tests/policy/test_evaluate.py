@@ -360,7 +360,9 @@ def test_money_adds_up_and_lamps_fixed_makes_the_lamps_alike() -> None:
     r = evaluate_all({"timer": TimerSchedule(zones=ZONES), "dark": dark}, s)
     for m in r.values():
         assert m["profit_eur_m2"] == pytest.approx(m["revenue_eur_m2"] - m["energy_cost_eur_m2"]
-                                                   - m["water_cost_eur_m2"], rel=1e-6, abs=1e-9)
+                                                   - m["water_cost_eur_m2"] - m["climate_cost_eur_m2"],
+                                                   rel=1e-6, abs=1e-9)
+        assert m["climate_cost_eur_m2"] > 0.0 and m["heat_kwh_m2"] >= 0.0
         assert m["yield_kg_m2"] > 0.0 and m["mean_dli_mol"] > 0.0
     assert r["dark"]["lamp_kwh_m2"] == 0.0 and np.isnan(r["dark"]["price_capture"])
     assert r["timer"]["lamp_kwh_m2"] > 0.0 and r["timer"]["mean_dli_mol"] > r["dark"]["mean_dli_mol"]

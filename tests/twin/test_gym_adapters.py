@@ -79,7 +79,7 @@ def test_single_env_spaces_and_step_types() -> None:
     obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
     assert type(reward) is float and type(terminated) is bool and type(truncated) is bool
     assert info["termination_reason"] in TERMINATION_REASONS
-    assert set(info["reward_terms"]) == {"moisture", "growth", "water", "energy"}
+    assert set(info["reward_terms"]) == {"moisture", "growth", "water", "energy", "climate"}
     assert all(type(v) is float for v in info["reward_terms"].values())
     v_ref = env.twin.config.economics.v_ref(env.twin.config.dt_s)
     assert sum(info["reward_terms"].values()) / v_ref == pytest.approx(reward, rel=1e-4, abs=1e-4)

@@ -316,7 +316,7 @@ def test_reward_breakdown_sums_to_reward():
     obs, reward, _, _, info = twin.step(ThresholdExpert()(obs))
     total = sum(info["reward_terms"].values())  # EUR/m2; the reward is their sum over V_ref
     np.testing.assert_allclose(total / twin.config.economics.v_ref(twin.config.dt_s), reward, rtol=1e-5)
-    assert set(info["reward_terms"]) == {"moisture", "growth", "water", "energy"}
+    assert set(info["reward_terms"]) == {"moisture", "growth", "water", "energy", "climate"}
 
 
 def test_bad_construction_is_refused():
