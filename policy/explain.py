@@ -37,7 +37,8 @@ TOP_K = 3
 KEPT_FEATURES = frozenset({"target_low", "target_high", "hour_sin", "hour_cos", "growth_stage"})
 """Context the baseline never moves: the task (targets), the time and the season. The outlook (weather
 forecast, forecast light, prices) moves to its typical values like the state, so an explanation can
-name it: lamps planned against tomorrow's prices or a bright afternoon are decided by the outlook."""
+name it: lamps planned against tomorrow's prices or a bright afternoon are decided by the outlook. The
+crop's state (LAI, fruit load, buffer, temperature sum) moves too: lamps that feed a short buffer name it."""
 
 ModelFn = Callable[[torch.Tensor], torch.Tensor]
 

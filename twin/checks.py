@@ -51,8 +51,8 @@ def check_observation(twin: GreenhouseTwin, obs: Any) -> None:
 
 
 def _check_meaning(twin: GreenhouseTwin, o: np.ndarray) -> None:
-    """What bounds cannot say: flags are 0/1, the clock is a unit circle, and no more lamp hours
-    have passed today than hours since local midnight."""
+    """What bounds cannot say: flags are 0/1, the clock is a unit circle, no more lamp hours
+    have passed today than hours since local midnight, and the crop stays under its configured caps."""
     sl = twin.observation_spec.slices
     for name in ("price_published", "lamps_ours"):
         block = o[:, sl[name]]
@@ -72,6 +72,21 @@ def _check_meaning(twin: GreenhouseTwin, o: np.ndarray) -> None:
         i = int(np.argwhere(over)[0][0])
         raise SpecViolation(f"observation lamp_hours_today={lamp_h[i]:.3f} h exceeds the {since_midnight[i]:.3f} h "
                             f"since local midnight (instance {i})")
+    _check_crop_caps(twin, o)
+
+
+def _check_crop_caps(twin: GreenhouseTwin, o: np.ndarray) -> None:
+    """Leaves are pruned at ``lai_max`` and fruit harvested at ``c_fruit_max`` (the layout's bounds are
+    wider, for other crop settings), or at the initial fruit load where a crop starts above it."""
+    growth = twin.config.crop_growth
+    sl = twin.observation_spec.slices
+    caps = {"lai": growth.lai_max, "fruit_load": max(growth.c_fruit_max, growth.c_fruit_initial_max) / 1000.0}
+    for name, cap in caps.items():
+        v = o[:, sl[name].start]
+        over = v > cap * (1.0 + 1e-5)
+        if over.any():
+            i = int(np.argwhere(over)[0][0])
+            raise SpecViolation(f"observation {name}={v[i]:.4f} above the crop's cap {cap:g} (instance {i})")
 
 
 def check_info(twin: GreenhouseTwin, reward: Any, info: dict[str, Any]) -> None:

@@ -208,6 +208,14 @@ def leaf_area_index(xp: Any, cfg: CropGrowthConfig, c_leaf: Array) -> Array:
     return cfg.sla * xp.maximum(c_leaf, 0.0)
 
 
+def observed_crop(xp: Any, cfg: CropGrowthConfig, state: CropState) -> tuple[Array, Array, Array, Array, Array]:
+    """The observation's crop-state features in the order of ``twin.spec.CROP_STATE``: LAI [-], fruit
+    load and carbohydrate buffer [g CH2O m-2], temperature sum [degC d], 24-h canopy temperature
+    [degC]. One function for the twin and the service, so both observe the same pools alike."""
+    return (leaf_area_index(xp, cfg, state.c_leaf), state.c_fruit / 1000.0, state.c_buf / 1000.0, state.t_sum,
+            state.t_can24)
+
+
 def absorbed_par(xp: Any, cfg: CropGrowthConfig, par: Array, lai: Array) -> Array:
     """PAR absorbed by the canopy, directly and after reflection from the floor (eq. 17) [umol m-2 s-1]."""
     transmitted = xp.exp(-cfg.k_par * lai)

@@ -19,7 +19,7 @@ from twin.climate import (
     step_air,
 )
 from twin.config import LightingConfig, TwinConfig, in_window
-from twin.crop import CropState, step_crop_uptake, water_stress_factor
+from twin.crop import CropGrowthConfig, CropState, observed_crop, step_crop_uptake, water_stress_factor
 from twin.et0 import saturation_vapour_kpa
 from twin.hydraulics import step_hydraulics, valve_failure_latch
 from twin.kalman import KalmanState, kalman_step
@@ -28,7 +28,7 @@ from twin.randomize import initial_state, sample_params
 from twin.reward import reward_terms
 from twin.sensors import CLIMATE_SENSORS, N_UNIFORM, NoiseTable, advance_faults, fuse_probes, read_sensors
 from twin.soil import aeration_stress, step_soil, waterlogged_days
-from twin.spec import FORECAST_HOURS, PRICE_SLOTS, ActionSpec, ObservationSpec
+from twin.spec import CROP_STATE, FEATURES, FORECAST_HOURS, PRICE_SLOTS, ActionSpec, ObservationSpec
 from twin.types import StepOut, TwinParams, TwinState
 from twin.weather import RH, SOLAR, TEMP, WeatherLibrary, split_outlook
 
@@ -47,6 +47,25 @@ def fixed_schedule(xp: Any, cfg: LightingConfig, hour_of_day: Array, natural_par
     on = (in_window(hour_of_day, cfg.schedule_on_h, cfg.schedule_off_h)
           & ~in_window(hour_of_day, cfg.dark_start_h, cfg.dark_end_h) & (natural_par < cfg.schedule_par_umol))
     return xp.astype(on, natural_par.dtype)
+
+
+def check_crop_fits_layout(cfg: CropGrowthConfig) -> None:
+    """Raise ValueError when the crop's caps or its state at planting lie outside the observation's
+    crop-state bounds: the observation is clipped, so a pool beyond them would read as the bound."""
+    bounds = {f.name: (f.low, f.high) for f in FEATURES}
+    reach = {"lai": cfg.lai_max, "fruit_load": max(cfg.c_fruit_max, cfg.c_fruit_initial_max) / 1000.0,
+             "carb_buffer": max(cfg.c_buf_max, cfg.c_buf_initial) / 1000.0,
+             "temp_sum": -20.0 * cfg.generative_onset_days}
+    for name, value in reach.items():
+        low, high = bounds[name]
+        if not low <= value <= high:
+            raise ValueError(f"the crop reaches {name}={value:g}, outside its observation bounds [{low:g}, {high:g}]")
+
+
+def crop_of(state: TwinState) -> CropState:
+    """The crop pools of a twin state."""
+    return CropState(state.c_buf, state.c_leaf, state.c_stem, state.c_fruit, state.t_can24, state.t_sum,
+                     state.fruit_dm_cum)
 
 
 class TwinModel:
@@ -76,6 +95,10 @@ class TwinModel:
         self._climate = slice(sl["air_temp"].start, sl["leaf_temp"].stop)
         if list(self.obs_spec.names[self._climate]) != ["air_temp", "air_rh", "par", "co2", "leaf_temp"]:
             raise AssertionError("the climate features must stay adjacent, in sensor order")
+        self._crop_state = slice(sl[CROP_STATE[0]].start, sl[CROP_STATE[-1]].stop)
+        if list(self.obs_spec.names[self._crop_state]) != list(CROP_STATE):
+            raise AssertionError("the crop-state features must stay adjacent, in CROP_STATE order")
+        check_crop_fits_layout(cfg.crop_growth)
 
     # ---- reset -------------------------------------------------------------------------
     def reset(self, instance_ids: Array, episode: Array) -> tuple[TwinParams, TwinState, Array]:
@@ -145,8 +168,7 @@ class TwinModel:
         energy_kwh = hyd.power_kw * dt_h + lamp_kwh
         par_mol = air.par * (dt * 1e-6)
         dli_today, lamp_h_today = self._today(hour0, state, par_mol, lights * dt_h)
-        crop = CropState(state.c_buf, state.c_leaf, state.c_stem, state.c_fruit, state.t_can24, state.t_sum,
-                         state.fruit_dm_cum)
+        crop = crop_of(state)
         # Stomata close as the roots run dry: water stress cuts CO2 uptake like transpiration.
         f_w = water_stress_factor(xp, soil.uptake_mm, etc_mm)
         crop, fruit_kg, co2_uptake = step_crop_uptake(xp, cfg.crop_growth, crop, air.par, air.co2, air.leaf_temp,
@@ -182,7 +204,7 @@ class TwinModel:
         moisture = estimate.get("est_theta")
         failed = valve_failure_latch(xp, state.valve_failed, requested, hyd.valve_end >= 0.5)
         obs = self._observe(params, state, readings, irrigation_24h, hyd.valve_end, failed, step, pump, lights,
-                            moisture, (dli_today, lamp_h_today))
+                            moisture, (dli_today, lamp_h_today), crop)
         # One record for the new state (building it field by field costs a dataclass copy each time).
         new = state.replace(theta=soil.theta, valve_pos=hyd.valve_end, valve_cmd=cmd, valve_failed=failed,
                             irrigation_24h=irrigation_24h,
@@ -284,11 +306,13 @@ class TwinModel:
     def _observe(self, params: TwinParams, state: TwinState, readings: dict[str, Array], irrigation_24h: Array,
                  valve_pos: Array, valve_failed: Array, step: Array, pump: Array | None = None,
                  lights: Array | None = None,
-                 moisture: Array | None = None, today: tuple[Array, Array] | None = None) -> Array:
+                 moisture: Array | None = None, today: tuple[Array, Array] | None = None,
+                 crop: CropState | None = None) -> Array:
         """Observation vector from readings; a missing reading holds the last observed value.
 
         ``state`` gives the last observation; ``pump``, ``lights``, ``moisture`` (the Kalman
-        estimate) and ``today`` (DLI and lamp hours so far) default to its own fields.
+        estimate), ``today`` (DLI and lamp hours so far) and ``crop`` (the pools after this step's
+        growth) default to its own fields.
         """
         b, cfg = self.backend, self.cfg
         xp = b.xp
@@ -316,10 +340,11 @@ class TwinModel:
         price = spot * params.price_scale[:, None] + params.price_adder[:, None]
         phase = (hour % 24.0) * (2.0 * math.pi / 24.0)
         stage = season_stage(xp, cfg.crop, params.crop_day0 + xp.astype(step, b.float) * (cfg.dt_s / 86400.0))
+        pools = xp.stack(observed_crop(xp, cfg.crop_growth, crop_of(state) if crop is None else crop), axis=1)
         parts = [
             moisture, params.band_low, params.band_high, irrigation_24h, valve_pos,
             valve_failed, held,
-            fc_temp, fc_solar, xp.sin(phase)[:, None], xp.cos(phase)[:, None], stage[:, None],
+            fc_temp, fc_solar, xp.sin(phase)[:, None], xp.cos(phase)[:, None], stage[:, None], pools,
             (pump * 100.0)[:, None], (lights * 100.0)[:, None], readings["pump_current_frac"][:, None],
             dli[:, None], lamp_h[:, None], (rest_wh * dli_scale)[:, None], (tomorrow_wh * dli_scale)[:, None],
             price, published, params.fruit_price[:, None], params.lamps_ours[:, None],

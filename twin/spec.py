@@ -14,12 +14,15 @@ from typing import Any
 
 import numpy as np
 
-OBS_VERSION = "4"
-"""4: a 24-h weather outlook with lead-growing error, the light so far today and forecast for the rest
+OBS_VERSION = "5"
+"""5: the crop's state after ``growth_stage`` (LAI, fruit load, carbohydrate buffer, temperature sum,
+24-h canopy temperature), so a critic can value a lamp hour by the crop it feeds; 4: a 24-h weather outlook with lead-growing error, the light so far today and forecast for the rest
 of today and tomorrow, 24 hourly electricity prices with their publication mask, the fruit price and
 whether greentwin controls the lamps; 3: adds ``valve_failed``; 2: moisture is the per-zone Kalman
 estimate (twin.kalman), as the service observes it; 1 was the probe mean."""
 FORECAST_HOURS = 24
+CROP_STATE = ("lai", "fruit_load", "carb_buffer", "temp_sum", "t_can24")
+"""The crop-state features, adjacent in this order (:func:`twin.crop.observed_crop` fills them)."""
 PRICE_SLOTS = 24
 """Hourly price slots in the observation: clock hours +0..+23, the current hour first."""
 
@@ -56,6 +59,18 @@ FEATURES: tuple[Feature, ...] = (
     Feature("hour_sin", "1", -1.0, 1.0, "", "sin(2 pi hour/24)"),
     Feature("hour_cos", "1", -1.0, 1.0, "", "cos(2 pi hour/24)"),
     Feature("growth_stage", "1", 0.0, 1.0, "", "fraction of the crop season elapsed"),
+    Feature("lai", "m2/m2", 0.0, 5.0, "",
+            "leaf area index, leaf area per floor area: how much of a lamp's light the canopy catches; "
+            "pruned at CropGrowthConfig.lai_max (3 by default)"),
+    Feature("fruit_load", "g CH2O/m2", 0.0, 400.0, "",
+            "fruit on the plants, the sink that turns assimilates into yield; harvested above "
+            "CropGrowthConfig.c_fruit_max (300 g by default)"),
+    Feature("carb_buffer", "g CH2O/m2", 0.0, 60.0, "",
+            "assimilates not yet allocated to organs; inflow fades above c_buf_max (20 g), so a season of "
+            "full light adds at most about 20 g more"),
+    Feature("temp_sum", "degC d", -1000.0, 8000.0, "",
+            "temperature sum since first fruit set: -20 x 40 d at planting, about 7,000 for a year-round crop"),
+    Feature("t_can24", "degC", -10.0, 55.0, "", "24-h mean canopy temperature, which drives the organs' growth"),
     Feature("pump", "%", 0.0, 100.0, "", "pump speed"),
     Feature("lights", "%", 0.0, 100.0, "", "supplemental lights"),
     Feature("pump_current", "1", 0.0, 2.0, "", "pump current as a fraction of its rating"),
@@ -131,7 +146,11 @@ class ObservationSpec:
     def check_compatible(self, stored: dict[str, Any]) -> None:
         """Raise ValueError naming the first difference between a stored layout and this one."""
         mine = self.to_dict()
-        for key in ("version", "zones", "names", "units"):
+        if stored.get("version") != OBS_VERSION:
+            raise ValueError(f"observation layout mismatch in 'version': checkpoint has layout version "
+                             f"{stored.get('version')!r}, twin has layout version {OBS_VERSION!r}; "
+                             f"a policy must be trained on the layout it observes")
+        for key in ("zones", "names", "units"):
             if stored.get(key) != mine[key]:
                 if key == "names" and isinstance(stored.get(key), list):
                     for i, (a, b) in enumerate(zip(stored[key], mine[key], strict=False)):

@@ -69,7 +69,8 @@ class GreenhouseController:
         self.expert = served_expert(self.z)  # tuned behind the interlock it is served with
         self.estimator = GreenhouseEstimator(soil_models(zones, step_s, self.crop), probes_per_zone)
         self.obs_builder = ObservationBuilder(self.z, np.array([z.target_low for z in zones]),
-                                              np.array([z.target_high for z in zones]))
+                                              np.array([z.target_high for z in zones]), crop=self.crop,
+                                              growth=twin_cfg.crop_growth)
         self.saturation = np.array([z.saturation for z in zones])
         self.mode: Mode = "auto"
         self.estop_latched = False

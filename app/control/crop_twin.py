@@ -30,6 +30,13 @@ CROP_DAY0 = 60.0
 """Crop age [days since planting] assumed when the service first sees a greenhouse."""
 
 
+def initial_pools(crop: CropConfig, growth: CropGrowthConfig, day: float, temp_c: float) -> CropState:
+    """The pools :func:`twin.crop.initial_crop` gives a crop ``day`` days old whose 24-h canopy
+    temperature starts at ``temp_c``, as arrays of one."""
+    return initial_crop(np, growth, np.array([float(day)]), np.array([float(temp_c)]),
+                        season_days=float(sum(crop.stage_days)))
+
+
 @dataclass
 class CropTwin:
     """One greenhouse's crop and today's light (site-local calendar day)."""
@@ -73,6 +80,11 @@ class CropTwin:
         if par_umol_m2_s is not None and np.isfinite(par_umol_m2_s):
             self.dli_today += max(float(par_umol_m2_s), 0.0) * dt_s * 1e-6
 
+    def pools(self, temp_c: float) -> CropState:
+        """The crop's pools; before the first telemetry grew them, the initial pools for the crop's age
+        with the 24-h canopy temperature at ``temp_c`` (the start :func:`grow_many` would give)."""
+        return self.state if self.state is not None else initial_pools(self.crop, self.growth, self.day, temp_c)
+
     def grow(self, dt_s: float, par_umol_m2_s: float, co2_ppm: float, leaf_temp_c: float, water_stress: float) -> None:
         """One crop step (photosynthesis, growth, harvest) under the measured climate; ``water_stress``
         is the root zone's stress factor in [0, 1] (1: unstressed)."""
@@ -114,8 +126,7 @@ def grow_many(twins: list[CropTwin], dt_s: list[float], par_umol_m2_s: list[floa
     groups: dict[tuple[CropGrowthConfig, float], list[int]] = {}
     for i, twin in enumerate(twins):
         if twin.state is None:
-            twin.state = initial_crop(np, twin.growth, np.array([twin.day]), np.array([float(leaf_temp_c[i])]),
-                                      season_days=float(sum(twin.crop.stage_days)))
+            twin.state = initial_pools(twin.crop, twin.growth, twin.day, leaf_temp_c[i])
         groups.setdefault((twin.growth, float(dt_s[i])), []).append(i)
     for (growth, dt), idx in groups.items():
         members = [twins[i] for i in idx]

@@ -142,7 +142,10 @@ def grow_crops(steps: list[Step]) -> None:
 
 
 def observe(step: Step) -> None:
-    """Estimate -> e-stop latch from telemetry -> the policy's observation."""
+    """Estimate -> e-stop latch from telemetry -> the policy's observation.
+
+    Runs after :func:`grow_crops`, so the crop-state features are the pools after this step's growth,
+    as the twin observes its pools after its step."""
     ctl, item = step.ctl, step.item
     tel, est = item.tel, step.estimate
     assert est is not None
@@ -153,12 +156,15 @@ def observe(step: Step) -> None:
     if item.outlook is not None:
         step.outlook = item.outlook.at(tel.ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
         step.alarms += list(step.outlook.alarms)
+    # A crop twin not grown yet starts from the initial pools for its age, its 24-h canopy temperature
+    # the held leaf temperature (the last reading, 20 degC before any): what its first growth starts from.
+    pools = ctl.crop_twin.pools(ctl.obs_builder.held["leaf_temp"])
     step.obs, held = ctl.obs_builder.build(
         ts=tel.ts.astimezone(ctl.site_tz), moisture=step.moisture, readings=tel.model_dump(),
         valve_open=np.asarray(tel.valve_open, float), pump_pct=tel.pump_pct, light_pct=tel.light_pct,
         pump_current_a=tel.pump_current_a, outlook=step.outlook, valve_failed=ctl.valve_failed,
         dli_today=ctl.crop_twin.dli_today, lamp_hours_today=ctl.lights_hours_today,
-        crop_day=ctl.crop_twin.day)
+        crop_day=ctl.crop_twin.day, crop_pools=pools)
     step.alarms += [f"held:{name}" for name in held]
 
 

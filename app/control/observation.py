@@ -4,7 +4,7 @@ The layout is the twin's (:class:`twin.spec.ObservationSpec`), filled from what 
 reports instead of from simulated state: moisture from the Kalman estimate, climate from the
 readings (a missing reading holds its last value and is reported as held), irrigation from the
 flow meter, the weather forecast and the day-ahead prices from the site's :class:`Outlook`
-(:mod:`app.outlook_feed`), the crop's age and today's light from the greenhouse's crop twin.
+(:mod:`app.outlook_feed`), the crop's age, its pools and today's light from the greenhouse's crop twin.
 
 Without an outlook (a controller driven alone) the forecast is flat and the price slots hold the
 configured time-of-use tariff marked unpublished, never a made-up zero that would make every lamp
@@ -19,11 +19,13 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from app.control.crop_twin import initial_pools
 from app.control.outlook import Outlook, unknown_outlook
 from twin.climate import PAR_PER_W_M2, crop_coefficient
 from twin.config import CropConfig, PriceConfig
+from twin.crop import CropGrowthConfig, CropState, observed_crop
 from twin.prices import tou_at
-from twin.spec import FORECAST_HOURS, ObservationSpec
+from twin.spec import CROP_STATE, FORECAST_HOURS, ObservationSpec
 
 CLIMATE_FIELDS = (("air_temp", "air_temp_c"), ("air_rh", "air_rh_pct"), ("par", "par_umol_m2_s"),
                   ("co2", "co2_ppm"), ("leaf_temp", "leaf_temp_c"))
@@ -40,6 +42,8 @@ class ObservationBuilder:
     crop_day0: float = 60.0
     """Crop age [days] when the service first saw this greenhouse (growth stage feature)."""
     crop: CropConfig = field(default_factory=CropConfig)
+    growth: CropGrowthConfig = field(default_factory=CropGrowthConfig)
+    """The crop model's parameters (LAI from leaf mass; the initial pools without a crop twin)."""
     zone_area_m2: float = 50.0
     rated_current_a: float = 4.0
     transmissivity: float = 0.65
@@ -64,11 +68,13 @@ class ObservationBuilder:
     def build(self, *, ts: datetime, moisture: np.ndarray, readings: dict[str, float | None],
               valve_open: np.ndarray, pump_pct: float, light_pct: float, pump_current_a: float,
               outlook: Outlook | None = None, valve_failed: np.ndarray | None = None, dli_today: float = 0.0,
-              lamp_hours_today: float = 0.0, crop_day: float | None = None) -> tuple[np.ndarray, list[str]]:
+              lamp_hours_today: float = 0.0, crop_day: float | None = None,
+              crop_pools: CropState | None = None) -> tuple[np.ndarray, list[str]]:
         """Observation (D,) float32 and the names of readings that were held from earlier.
 
         ``ts`` in the site's local time; ``crop_day`` is the crop twin's age of the crop (else the
-        builder counts days since it first saw the greenhouse)."""
+        builder counts days since it first saw the greenhouse); ``crop_pools`` are the crop twin's
+        pools after this step's growth (else the initial pools for the crop's age)."""
         held_names: list[str] = []
         for name, key in CLIMATE_FIELDS:
             value = readings.get(key)
@@ -102,6 +108,10 @@ class ObservationBuilder:
         obs[sl["hour_sin"]] = math.sin(phase)
         obs[sl["hour_cos"]] = math.cos(phase)
         obs[sl["growth_stage"]] = float(stage[0])
+        if crop_pools is None:  # no crop twin: planted at this age, its 24-h mean the held leaf temperature
+            crop_pools = initial_pools(self.crop, self.growth, crop_day, self.held["leaf_temp"])
+        for name, value in zip(CROP_STATE, observed_crop(np, self.growth, crop_pools), strict=True):
+            obs[sl[name]] = float(value[0])
         obs[sl["pump"]] = pump_pct
         obs[sl["lights"]] = light_pct
         obs[sl["pump_current"]] = pump_current_a / self.rated_current_a

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from app.control import ExpertProposer, GreenhouseController, ZoneSetup
-from app.control.crop_twin import CropTwin
+from app.control.crop_twin import CROP_DAY0, CropTwin, initial_pools
 from app.mqtt.topics import Telemetry
 from policy.tuning import served_expert
 from safety import SafetyLimits
-from twin.crop import CropState
+from twin.crop import CropState, observed_crop
 from twin.env import GreenhouseTwin
+from twin.spec import CROP_STATE
 
 ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]
 
@@ -90,3 +91,30 @@ def test_the_crop_twin_feeds_the_observation_and_survives_a_restart() -> None:
     again.restore(old)
     assert again.crop_twin.dli_today == 1.5 and again.crop_twin.date == old["day"]
     assert again.crop_twin.day == pytest.approx(60.0 + 59 * 60.0 / 86400.0)  # the age the builder had counted
+
+
+def test_the_observation_carries_the_crop_twins_pools_after_its_growth() -> None:
+    ctl = _controller()
+    assert ctl.crop_twin.state is None
+    sl = ctl.obs_builder.spec.slices
+    for k in range(3):
+        obs = np.asarray(ctl.on_telemetry(_telemetry(k, 800.0)).observation)
+        pools = ctl.crop_twin.state
+        assert pools is not None
+        expected = observed_crop(np, ctl.crop_twin.growth, pools)
+        assert [obs[sl[name]][0] for name in CROP_STATE] == [np.float32(v[0]) for v in expected]
+    # grown, not the pools it started from: 23 degC leaves add to the temperature sum
+    start = initial_pools(ctl.crop, ctl.crop_twin.growth, CROP_DAY0, 23.0)
+    assert obs[sl["temp_sum"]][0] > float(start.t_sum[0])
+
+
+def test_without_a_crop_twin_the_builder_observes_the_initial_pools() -> None:
+    ctl = _controller()
+    obs, _ = ctl.obs_builder.build(ts=datetime(2026, 6, 1, 6, tzinfo=UTC), moisture=np.full(6, 0.24),
+                                   readings={}, valve_open=np.zeros(6), pump_pct=0.0, light_pct=0.0,
+                                   pump_current_a=0.0, crop_day=80.0)
+    start = initial_pools(ctl.crop, ctl.crop_twin.growth, 80.0, 20.0)  # the held leaf temperature's default
+    sl = ctl.obs_builder.spec.slices
+    expected = observed_crop(np, ctl.crop_twin.growth, start)
+    assert [obs[sl[name]][0] for name in CROP_STATE] == [np.float32(v[0]) for v in expected]
+    assert obs[sl["t_can24"]][0] == 20.0 and obs[sl["lai"]][0] > 2.0

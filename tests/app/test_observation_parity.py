@@ -11,9 +11,10 @@ import pytest
 from app.control.observation import ObservationBuilder
 from app.control.outlook import SOLAR_LEADS, Outlook
 from twin.config import PriceConfig, TwinConfig
+from twin.crop import CropState
 from twin.env import GreenhouseTwin
 from twin.sensors import CLIMATE_SENSORS
-from twin.spec import OBS_VERSION, PRICE_SLOTS, ObservationSpec, observation_spec
+from twin.spec import CROP_STATE, OBS_VERSION, PRICE_SLOTS, ObservationSpec, observation_spec
 from twin.weather import SOLAR, TEMP
 
 ZONES = 4
@@ -34,7 +35,8 @@ def first_mismatch(spec: ObservationSpec, service: np.ndarray, twin: np.ndarray)
 
 def service_observation(twin: GreenhouseTwin, i: int, readings: dict[str, np.ndarray],
                         last_obs: np.ndarray) -> np.ndarray:
-    """Row ``i`` as the service builds it from the twin's state, weather, prices and sensor readings."""
+    """Row ``i`` as the service builds it from the twin's state, weather, prices and sensor readings;
+    its crop twin holds the twin's crop pools after the step."""
     params, state, model = twin.params, twin.state, twin.model
     cfg = twin.config
     b = twin.backend
@@ -48,20 +50,22 @@ def service_observation(twin: GreenhouseTwin, i: int, readings: dict[str, np.nda
     spec = observation_spec(ZONES)
     sl = spec.slices
     builder = ObservationBuilder(
-        ZONES, params.band_low[i], params.band_high[i], crop=cfg.crop, zone_area_m2=cfg.hydraulics.zone_area_m2,
+        ZONES, params.band_low[i], params.band_high[i], crop=cfg.crop, growth=cfg.crop_growth,
+        zone_area_m2=cfg.hydraulics.zone_area_m2,
         transmissivity=float(params.transmissivity[i]), fruit_price_eur_kg=float(params.fruit_price[i]),
         tariff=PriceConfig(adder_eur_mwh=float(params.price_adder[i])), lamps_ours=bool(params.lamps_ours[i] > 0.5))
     builder.irrigation_24h_mm = np.asarray(state.irrigation_24h[i], dtype=np.float64)
     for name in ("air_temp", "air_rh", "par", "co2", "leaf_temp"):  # what a missing reading holds
         builder.held[name] = float(last_obs[sl[name]][0])
     values = {key: float(readings[key][i]) for key in CLIMATE_SENSORS}
+    pools = CropState(*(np.array([float(getattr(state, f)[i])]) for f in CropState._fields))
     obs, _ = builder.build(
         ts=ts, moisture=state.est_theta[i], readings={k: (None if np.isnan(v) else v) for k, v in values.items()},
         valve_open=state.valve_pos[i], pump_pct=float(state.pump[i]) * 100.0, light_pct=float(state.lights[i]) * 100.0,
         pump_current_a=float(readings["pump_current_frac"][i]) * builder.rated_current_a, outlook=outlook,
         valve_failed=state.valve_failed[i], dli_today=float(state.dli_today[i]),
         lamp_hours_today=float(state.lamp_h_today[i]),
-        crop_day=float(params.crop_day0[i] + state.step[i] * cfg.dt_s / 86400.0))
+        crop_day=float(params.crop_day0[i] + state.step[i] * cfg.dt_s / 86400.0), crop_pools=pools)
     return obs
 
 
@@ -80,7 +84,7 @@ def test_service_observation_equals_the_twins_feature_by_feature(twin: Greenhous
     assert twin.observation_spec.to_dict() == spec.to_dict() and spec.to_dict()["version"] == OBS_VERSION
     last = np.asarray(twin.reset(seed=11)).copy()
     rng = np.random.default_rng(5)
-    checked, published_seen = 0, set()
+    checked, published_seen, crop_seen = 0, set(), []
     for k in range(150):  # 25 h of 10-min steps: both sides of 13:00 and of midnight
         action = np.concatenate([rng.random((6, ZONES)) < 0.3, rng.uniform(0, 100, (6, 1)),
                                  rng.choice([0.0, 60.0, 100.0], (6, 1))], axis=1).astype(np.float32)
@@ -94,10 +98,13 @@ def test_service_observation_equals_the_twins_feature_by_feature(twin: Greenhous
                 mismatch = first_mismatch(spec, mine, obs[i])
                 assert mismatch is None, f"step {k}, instance {i}: first mismatch {mismatch}"
                 published_seen.add(int(obs[i][spec.slices["price_published"]].sum()))
+                crop_seen.append([float(obs[i][spec.slices[name]][0]) for name in CROP_STATE])
                 checked += 1
         last = obs.copy()
     assert checked >= 100
     assert len(published_seen) > 3  # mornings (today only) and afternoons (tomorrow too) both compared
+    spread = np.ptp(np.array(crop_seen), axis=0)
+    assert (spread > 0.0).all(), f"crop-state features never varied: {dict(zip(CROP_STATE, spread, strict=True))}"
 
 
 def test_a_mismatch_is_reported_by_feature_name(twin: GreenhouseTwin) -> None:
@@ -106,3 +113,12 @@ def test_a_mismatch_is_reported_by_feature_name(twin: GreenhouseTwin) -> None:
     other = obs.copy()
     other[spec.slices["price"].start + 5] += 10.0
     assert first_mismatch(spec, other, obs).startswith("price[+5h]")
+
+
+@pytest.mark.parametrize("name", CROP_STATE)
+def test_a_crop_state_mismatch_is_reported_by_feature_name(twin: GreenhouseTwin, name: str) -> None:
+    spec = observation_spec(ZONES)
+    obs = np.asarray(twin.reset(seed=11))[0].copy()
+    other = obs.copy()
+    other[spec.slices[name].start] += 0.5
+    assert first_mismatch(spec, other, obs).startswith(f"{name}: ")

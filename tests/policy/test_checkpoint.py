@@ -19,6 +19,7 @@ from policy.checkpoint import (
 from policy.config import PPOConfig
 from policy.networks import ActorCritic
 from twin import TWIN_VERSION, ObservationSpec
+from twin.spec import CROP_STATE, OBS_VERSION
 
 ZONES = 6
 CFG = PPOConfig.preset("tiny")
@@ -82,6 +83,18 @@ def test_shifted_observation_layout_is_refused_naming_the_index(saved: tuple[Pat
     obs["names"][6], obs["names"][7] = obs["names"][7], obs["names"][6]
     edit_meta(d, observation=obs)
     with pytest.raises(CheckpointError, match=r"index 6.*'target_low\[1\]'.*'target_low\[0\]'"):
+        load_member(d, expected_zones=ZONES)
+
+
+def test_a_layout_v4_checkpoint_is_refused_naming_the_layout_version(saved: tuple[Path, ActorCritic]) -> None:
+    """v4 had no crop-state features: a network trained on it reads shifted inputs on v5."""
+    d, _ = saved
+    now = ObservationSpec(ZONES).to_dict()
+    kept = [i for i, name in enumerate(now["names"]) if name not in CROP_STATE]
+    v4 = dict(now, version="4", **{k: [now[k][i] for i in kept] for k in ("names", "units", "low", "high")})
+    assert len(v4["names"]) == 149 and OBS_VERSION == "5"
+    edit_meta(d, observation=v4, architecture={"obs_dim": 149, "zones": ZONES, "hidden": 32, "shared_torso": False})
+    with pytest.raises(CheckpointError, match=r"layout version '4'.*layout version '5'"):
         load_member(d, expected_zones=ZONES)
 
 

@@ -126,7 +126,7 @@ def test_dark_period_under_six_hours_is_refused() -> None:
 def test_old_layouts_are_refused_with_a_clear_error() -> None:
     spec = ObservationSpec(6)
     stored = spec.to_dict()
-    assert stored["version"] == OBS_VERSION == "4"
+    assert stored["version"] == OBS_VERSION == "5"
     old = dict(stored, version="3", names=[n for n in stored["names"] if "[+" not in n or "forecast" not in n])
     with pytest.raises(ValueError, match="mismatch in 'version'"):
         spec.check_compatible(old)
