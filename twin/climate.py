@@ -135,10 +135,12 @@ def step_air(xp: Any, cfg: ClimateConfig, dt_s: float, air_temp: Array, vapour_k
     temperature relaxes to its equilibrium with ``air_tau_s``; vapour and CO2 with the house's air
     exchange time (house height over ventilation).
     """
-    sun_up = xp.astype(rs_natural_w_m2 > 0.0, rs_natural_w_m2.dtype)
-    u_cover = cfg.cover_u_night_w_m2k + (cfg.cover_u_day_w_m2k - cfg.cover_u_night_w_m2k) * sun_up
+    # The energy screen is drawn when it is cold outside: below one temperature by day, a higher one by night.
+    screen_below = xp.where(rs_natural_w_m2 > 0.0, cfg.screen_below_day_c, cfg.screen_below_night_c)
+    screened = xp.astype(outside_temp < screen_below, rs_natural_w_m2.dtype)
+    u_cover = cfg.cover_u_day_w_m2k + (cfg.cover_u_screened_w_m2k - cfg.cover_u_day_w_m2k) * screened
     evaporation = transpiration_mm_h * (1.0 / 3600.0)  # kg m-2 s-1
-    lamp_w = cfg.lamp_power_w_m2 * lights
+    lamp_w = (cfg.lamp_power_w_m2 * cfg.lamp.air_heat_share) * lights
     gain = cfg.solar_heat_share * rs_natural_w_m2 + lamp_w - LATENT_HEAT_J_KG * evaporation
     t_heat = heating_setpoint(xp, cfg, rs_natural_w_m2, lights)
     t_vent = t_heat + cfg.vent_offset_c

@@ -23,7 +23,7 @@ past inductor's limit on non-contiguous accesses and it compiles without SIMD (a
 more CPU per step). Sums over a zone's probes are written out as column adds
 (:func:`twin.kalman.kalman_step`), so they stay cheap either way."""
 
-TWIN_VERSION = "2.0.0"
+TWIN_VERSION = "3.0.0"
 """Bumped whenever the dynamics change in a way that invalidates trained policies."""
 
 

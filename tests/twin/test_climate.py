@@ -34,21 +34,21 @@ def test_a_cold_night_is_heated_exactly_to_its_setpoint_by_the_heat_balance() ->
     cfg = ClimateConfig()
     out = _settle(cfg, outside=0.0, sun=0.0, lights=0.0, transpiration_mm_h=0.0)
     assert float(out.air_temp[0]) == pytest.approx(cfg.heating_night_c, abs=0.01)
-    loss = (cfg.cover_u_night_w_m2k + RHO_CP_AIR * float(out.vent_m3_m2_s[0])) * cfg.heating_night_c
+    loss = (cfg.cover_u_screened_w_m2k + RHO_CP_AIR * float(out.vent_m3_m2_s[0])) * cfg.heating_night_c
     assert float(out.heat_w_m2[0]) == pytest.approx(loss, rel=1e-4)
     assert float(out.co2_dose_mg_m2_s[0]) == 0.0  # no dosing in the dark
 
 
-def test_lamp_heat_saves_boiler_heat_one_for_one_while_the_house_needs_heat() -> None:
+def test_lamp_heat_in_the_air_saves_boiler_heat_while_the_house_needs_heat() -> None:
     cfg = ClimateConfig()
     dark = _settle(cfg, outside=-10.0, sun=0.0, lights=0.0, transpiration_mm_h=0.0)
     lit = _settle(cfg, outside=-10.0, sun=0.0, lights=1.0, transpiration_mm_h=0.0)
     assert float(lit.heat_w_m2[0]) > 0.0  # cold enough that the lamps alone do not heat the house
-    # The lit house holds the (higher) day setpoint; what the lamps give, the boiler need not.
-    extra_setpoint = (cfg.cover_u_night_w_m2k + RHO_CP_AIR * cfg.leakage_m3_m2_s) * (cfg.heating_day_c
+    # The lit house holds the (higher) day setpoint; what the lamps give the air, the boiler need not.
+    extra_setpoint = (cfg.cover_u_screened_w_m2k + RHO_CP_AIR * cfg.leakage_m3_m2_s) * (cfg.heating_day_c
                                                                                       - cfg.heating_night_c)
     saved = float(dark.heat_w_m2[0]) + extra_setpoint - float(lit.heat_w_m2[0])
-    assert saved == pytest.approx(cfg.lamp_power_w_m2, rel=1e-3)
+    assert saved == pytest.approx(cfg.lamp_power_w_m2 * cfg.lamp.air_heat_share, rel=1e-3)
     # On a warm day the lamps' heat is vented, not credited.
     warm = _settle(cfg, outside=22.0, sun=300.0, lights=1.0)
     assert float(warm.heat_w_m2[0]) == 0.0
