@@ -1,10 +1,14 @@
-"""The twin's climate and crop driven by a reference model's weather and lamp schedule.
+"""The twin driven by a reference model's inputs, to be compared with the reference side by side.
 
 GreenLight (``bench/reference/greenlight_reference.py``) writes its weather, its lamp switching
 and its own results hour by hour; :func:`drive_greenlight` runs the twin's climate computer
 (``twin.climate.step_air``) and crop (``twin.crop``) on the same weather and lamps at the twin's
-10-minute step, and sums the same quantities, so the two can be compared side by side. The crop
-starts from GreenLight's young-crop state and feels no water stress (GreenLight has none).
+10-minute step, and sums the same quantities. The crop starts from GreenLight's young-crop state
+and feels no water stress (GreenLight has none).
+
+AquaCrop (``bench/reference/aquacrop_reference.py``) writes its daily water inputs and root zone;
+:func:`drive_aquacrop` runs the twin's root-zone bucket with both water stresses on the same
+irrigation, rain and potential transpiration.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 
@@ -20,6 +26,8 @@ from twin.climate import PAR_PER_W_M2, crop_kc, psychrometric_constant, referenc
 from twin.config import ClimateConfig, CropConfig
 from twin.crop import CropGrowthConfig, CropState, maintenance_respiration, step_crop_uptake
 from twin.et0 import saturation_vapour_kpa
+from twin.soil import aeration_stress, step_soil, waterlogged_days
+from twin.types import TwinParams
 
 STEPS_PER_HOUR = 6
 
@@ -123,3 +131,76 @@ def drive_greenlight(hours: Mapping[str, np.ndarray], lamp_fracs: Sequence[np.nd
                "co2_dosed_kg_m2": sums["co2"], "fruit_net_growth_fw_kg_m2": net,
                "fruit_harvest_fw_kg_m2": sums["harvest"] * to_fw, "lai_end": growth.sla * state.c_leaf}
     return [Drive(**{k: float(v[i]) for k, v in columns.items()}) for i in range(n)]
+
+
+STEPS_PER_DAY = 24 * STEPS_PER_HOUR
+
+
+@dataclass(frozen=True)
+class RootZoneSoil:
+    """One uniform soil as the reference describes it [m3/m3]."""
+
+    field_capacity: float
+    wilting_point: float
+    saturation: float
+
+
+def bucket_params(soil: RootZoneSoil, root_mm: float, p: float, daily_drain: float) -> TwinParams:
+    """The twin's bucket parameters for one zone of ``soil``: depletion fraction ``p`` for the dry
+    side, ``daily_drain`` of the water above field capacity leaving per day."""
+    fc, wp = soil.field_capacity, soil.wilting_point
+    return cast(TwinParams, SimpleNamespace(
+        field_capacity=np.array([fc]), wilting_point=np.array([wp]), saturation=np.array([soil.saturation]),
+        drain_frac=np.array([1.0 - (1.0 - daily_drain) ** (1.0 / STEPS_PER_DAY)]),
+        inv_stress_span=np.array([1.0 / ((1.0 - p) * (fc - wp))]), root_mm=np.array([root_mm])))
+
+
+def drive_aquacrop(days: Sequence[Mapping[str, float]], soil: RootZoneSoil, crop: CropConfig, p: float,
+                   daily_drain: float) -> dict[str, float]:
+    """The twin's root zone over the reference's season: its transpiration [mm], mean water content
+    and the days on which aeration stress cut uptake.
+
+    Each day's water (irrigation and rain less runoff and soil evaporation: the twin's drip-fed
+    house has no bare-soil evaporation of its own) enters at the day's first step; the potential
+    transpiration of the reference's canopy is spread over the day; as the reference's roots deepen
+    they reach soil still at field capacity.
+    """
+    fc = soil.field_capacity
+    theta, aer_days = np.array([fc]), np.array([0.0])
+    root = days[0]["root_depth_m"] * 1000.0
+    transpired, thetas, stressed_days = 0.0, [], 0
+    for day in days:
+        deeper = day["root_depth_m"] * 1000.0
+        if deeper > root:
+            theta = (theta * root + fc * (deeper - root)) / deeper
+            root = deeper
+        params = bucket_params(soil, root, p, daily_drain)
+        water_in = day["irrigation_mm"] + day["precip_mm"] - day["runoff_mm"] - day["soil_evap_mm"]
+        demand = np.array([day["tr_pot_mm"] / STEPS_PER_DAY])
+        stressed = False
+        for k in range(STEPS_PER_DAY):
+            ks_aer = aeration_stress(np, params, theta, aer_days, crop.aeration_vol_pct, crop.aeration_lag_days)
+            aer_days = waterlogged_days(np, params, theta, aer_days, crop.aeration_vol_pct, crop.aeration_lag_days,
+                                        1.0 / STEPS_PER_DAY)
+            out = step_soil(np, params, theta, np.array([water_in if k == 0 else 0.0]), 1.0, demand, ks_aer)
+            theta = np.maximum(out.theta, 0.0)
+            transpired += float(out.uptake_mm[0])
+            stressed |= bool(ks_aer[0] < 1.0)
+        stressed_days += stressed
+        thetas.append(float(theta[0]))
+    return {"transpiration_mm": transpired, "mean_theta": float(np.mean(thetas)), "aeration_days": stressed_days}
+
+
+def fit_daily_drainage(days: Sequence[Mapping[str, float]], soil: RootZoneSoil, crop: CropConfig, p: float,
+                       target_theta: float) -> float:
+    """The bucket's daily drainage share that gives ``target_theta`` as the season's mean water
+    content (bisection: slower drainage, wetter bucket), as the twin's calibration fits a
+    greenhouse's logs."""
+    lo, hi = 0.05, 0.5
+    for _ in range(14):
+        mid = 0.5 * (lo + hi)
+        if drive_aquacrop(days, soil, crop, p, mid)["mean_theta"] > target_theta:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)

@@ -24,18 +24,16 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pytest
 
 from twin.config import CropConfig
-from twin.soil import aeration_stress, step_soil, waterlogged_days
-from twin.types import TwinParams
+from twin.reference_drive import RootZoneSoil, bucket_params, drive_aquacrop, fit_daily_drainage
+from twin.soil import aeration_stress, waterlogged_days
 
 REFERENCE = Path(__file__).parent / "reference"
-STEPS_PER_DAY = 144
 CROP = CropConfig()
 
 
@@ -50,63 +48,21 @@ def _tables() -> tuple[dict[str, Any], dict[str, list[dict[str, float]]]]:
 
 
 SUMMARY, DAYS = _tables()
-SOIL = SUMMARY["soil"]["layers"][0]
-
-
-def _soil(root_mm: float, p: float, daily_drain: float) -> TwinParams:
-    fc, wp = SOIL["th_fc"], SOIL["th_wp"]
-    return cast(TwinParams, SimpleNamespace(
-        field_capacity=np.array([fc]), wilting_point=np.array([wp]), saturation=np.array([SOIL["th_s"]]),
-        drain_frac=np.array([1.0 - (1.0 - daily_drain) ** (1.0 / STEPS_PER_DAY)]),
-        inv_stress_span=np.array([1.0 / ((1.0 - p) * (fc - wp))]), root_mm=np.array([root_mm])))
+SOIL_ROW = SUMMARY["soil"]["layers"][0]
+SOIL = RootZoneSoil(field_capacity=SOIL_ROW["th_fc"], wilting_point=SOIL_ROW["th_wp"], saturation=SOIL_ROW["th_s"])
 
 
 def drive(scenario: str, p: float, daily_drain: float) -> dict[str, float]:
-    """The twin's bucket and stress over AquaCrop's season: transpiration, mean water content and
-    the days on which aeration stress cut uptake."""
-    fc = SOIL["th_fc"]
-    theta, aer_days = np.array([fc]), np.array([0.0])
-    root = DAYS[scenario][0]["root_depth_m"] * 1000.0
-    transpired, thetas, stressed_days = 0.0, [], 0
-    for day in DAYS[scenario]:
-        deeper = day["root_depth_m"] * 1000.0
-        if deeper > root:  # the roots reach soil still at field capacity
-            theta = (theta * root + fc * (deeper - root)) / deeper
-            root = deeper
-        soil = _soil(root, p, daily_drain)
-        water_in = day["irrigation_mm"] + day["precip_mm"] - day["runoff_mm"] - day["soil_evap_mm"]
-        demand = np.array([day["tr_pot_mm"] / STEPS_PER_DAY])
-        stressed = False
-        for k in range(STEPS_PER_DAY):
-            ks_aer = aeration_stress(np, soil, theta, aer_days, CROP.aeration_vol_pct, CROP.aeration_lag_days)
-            aer_days = waterlogged_days(np, soil, theta, aer_days, CROP.aeration_vol_pct, CROP.aeration_lag_days,
-                                        1.0 / STEPS_PER_DAY)
-            out = step_soil(np, soil, theta, np.array([water_in if k == 0 else 0.0]), 1.0, demand, ks_aer)
-            theta = np.maximum(out.theta, 0.0)
-            transpired += float(out.uptake_mm[0])
-            stressed |= bool(ks_aer[0] < 1.0)
-        stressed_days += stressed
-        thetas.append(float(theta[0]))
-    return {"transpiration_mm": transpired, "mean_theta": float(np.mean(thetas)), "aeration_days": stressed_days}
+    return drive_aquacrop(DAYS[scenario], SOIL, CROP, p, daily_drain)
 
 
 def _fitted_drainage() -> float:
-    """The bucket's daily drainage share that gives AquaCrop's mean root-zone water content in the
-    excess run (bisection: wetter with slower drainage)."""
-    target = float(np.mean([d["theta_rz"] for d in DAYS["excess"]]))
-    lo, hi = 0.05, 0.5
-    for _ in range(14):
-        mid = 0.5 * (lo + hi)
-        if drive("excess", 0.5, mid)["mean_theta"] > target:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+    return fit_daily_drainage(DAYS["excess"], SOIL, CROP, 0.5, float(np.mean([d["theta_rz"] for d in DAYS["excess"]])))
 
 
 def test_the_twins_aeration_stress_is_aquacrops_on_its_own_water_content() -> None:
     """Fed AquaCrop's root-zone water content day by day, the twin's Ks_aer and counter are AquaCrop's."""
-    soil = _soil(1000.0, 0.5, 0.3)
+    soil = bucket_params(SOIL, 1000.0, 0.5, 0.3)
     aer_days = np.array([0.0])
     checked = 0
     for day in DAYS["excess"]:
