@@ -120,7 +120,9 @@ COLUMNS: tuple[tuple[str, str, int, str], ...] = (
     ("hard_terminations", "hard term", 10, "d"), ("reward_mean", "reward/step", 12, ".4f"),
     ("yield_kg_m2", "yield kg/m2", 12, ".3f"), ("revenue_eur_m2", "revenue", 9, ".3f"),
     ("energy_cost_eur_m2", "energy EUR", 11, ".3f"), ("water_cost_eur_m2", "water EUR", 10, ".3f"),
+    ("climate_cost_eur_m2", "heat+CO2 EUR", 13, ".3f"),
     ("profit_eur_m2", "profit EUR/m2", 14, ".3f"), ("lamp_kwh_m2", "lamp kWh/m2", 12, ".2f"),
+    ("heat_kwh_m2", "heat kWh/m2", 12, ".1f"),
     ("price_capture", "price capt", 11, ".3f"), ("mean_dli_mol", "DLI mol", 8, ".1f"),
 )
 """(metric, header, width, format) of the printed table; money per m2 of floor over the episode."""

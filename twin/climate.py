@@ -113,10 +113,17 @@ COVER_TEMP_SHARE = 0.5
 resistances inside and out): its temperature sets where vapour condenses."""
 
 
+def light_period(cfg: ClimateConfig, rs_natural_w_m2: Array, lights: Array) -> Array:
+    """True while the crop is in light as the climate computer sees it: sun up, or lamps at least at
+    ``lamp_on_frac`` (a lamp barely on is no light period: it would switch the day setpoint and CO2
+    dosing on for nothing)."""
+    return (rs_natural_w_m2 > 0.0) | (lights >= cfg.lamp_on_frac)
+
+
 def heating_setpoint(xp: Any, cfg: ClimateConfig, rs_natural_w_m2: Array, lights: Array) -> Array:
-    """The air's heating floor [degC]: the day setpoint while the crop is in light (sun up or lamps
-    on, the light period a climate computer switches its setpoint on), the night setpoint otherwise."""
-    in_light = xp.astype(xp.maximum(rs_natural_w_m2, lights) > 0.0, rs_natural_w_m2.dtype)  # both are >= 0
+    """The air's heating floor [degC]: the day setpoint in the light period (:func:`light_period`),
+    the night setpoint otherwise."""
+    in_light = xp.astype(light_period(cfg, rs_natural_w_m2, lights), rs_natural_w_m2.dtype)
     return cfg.heating_night_c + (cfg.heating_day_c - cfg.heating_night_c) * in_light
 
 
@@ -131,9 +138,11 @@ def step_air(xp: Any, cfg: ClimateConfig, dt_s: float, air_temp: Array, vapour_k
     vents stand wide open). The sensible heat balance per m2 floor (sun and lamps in, transpiration's
     latent heat, the cover and ventilation out) gives the air's equilibrium and the heat the boiler
     must add; a vapour balance (transpiration in; ventilation and condensation on the cover out) and
-    a CO2 balance (dosing in; ventilation and the crop's uptake out) give humidity and CO2. Air
-    temperature relaxes to its equilibrium with ``air_tau_s``; vapour and CO2 with the house's air
-    exchange time (house height over ventilation).
+    a CO2 balance (dosing in; ventilation and the crop's net uptake out, respiration in at night)
+    give humidity and CO2. Air temperature relaxes to its equilibrium with ``air_tau_s``; vapour and
+    CO2 with the house's air exchange time (house height over ventilation). The heat charged is what
+    holds the setpoint at equilibrium: the heat stored in the air itself (about 5 kJ/m2/K, a minute
+    of a typical boiler output) is left out, so an evening's cooling is charged from its start.
     """
     # The energy screen is drawn when it is cold outside: below one temperature by day, a higher one by night.
     screen_below = xp.where(rs_natural_w_m2 > 0.0, cfg.screen_below_day_c, cfg.screen_below_night_c)
@@ -178,7 +187,7 @@ def step_air(xp: Any, cfg: ClimateConfig, dt_s: float, air_temp: Array, vapour_k
     par = PAR_PER_W_M2 * rs_natural_w_m2 + cfg.lamp_par_umol_m2_s * lights
     # CO2: the dose that reaches the setpoint by the end of the step, within capacity, in light only.
     k = vent * CO2_MG_M3_PER_PPM
-    may_dose = (xp.maximum(rs_natural_w_m2, lights) > 0.0) & (vent <= cfg.co2_dosing_max_vent_m3_m2_s)
+    may_dose = light_period(cfg, rs_natural_w_m2, lights) & (vent <= cfg.co2_dosing_max_vent_m3_m2_s)
     c_target = (cfg.co2_setpoint_ppm - co2 * a_air) / xp.maximum(1.0 - a_air, 1e-6)
     wanted = k * (c_target - OUTSIDE_CO2_PPM) + co2_uptake_mg_m2_s
     dose = xp.where(may_dose, xp.clip(wanted, 0.0, cfg.co2_capacity_mg_m2_s), 0.0)

@@ -159,6 +159,9 @@ class ClimateConfig:
     """Vapour condensed on the cover per kPa of vapour above saturation at the cover [kg m-2 s-1 kPa-1]."""
     house_height_m: float = 4.2
     """Mean air height: air volume per m2 floor [m]."""
+    lamp_on_frac: float = 0.05
+    """Lamps at or above this fraction make a light period for the climate computer (day setpoint,
+    CO2 dosing)."""
     lamp_type: str = "led"
     """A key of :data:`LAMP_TYPES`."""
     lamp_power_w_m2: float = 100.0
@@ -184,6 +187,8 @@ class ClimateConfig:
                      "co2_dosing_max_vent_m3_m2_s"):
             if getattr(self, name) < 0.0:
                 raise ValueError(f"ClimateConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        if not (0.0 < self.lamp_on_frac <= 1.0):
+            raise ValueError(f"lamp_on_frac must lie in (0, 1], got {self.lamp_on_frac}")
         if not (0.0 <= self.solar_heat_share <= 1.0):
             raise ValueError("solar_heat_share is a share in [0, 1]")
         if not (150.0 <= self.co2_setpoint_ppm <= 2000.0):
@@ -263,9 +268,9 @@ class EconomicsConfig:
     price_adder_eur_mwh: tuple[float, float] = (0.0, 60.0)
     """Network, tax and supplier margin on top of the spot price: the twin charges each scenario its
     own draw (``PriceConfig.adder_eur_mwh`` is the library's reference value for reports)."""
-    heat_price_eur_kwh: tuple[float, float] = (0.025, 0.07)
-    """Heat from the boiler [EUR per kWh of heat]: natural gas at 0.25-0.65 EUR/m3 (8.8 kWh/m3 at 95 %
-    boiler efficiency), the range Dutch growers paid 2019-2024 outside the 2022 spike."""
+    heat_price_eur_kwh: tuple[float, float] = (0.03, 0.08)
+    """Heat from the boiler [EUR per kWh of heat]: natural gas at 0.25-0.65 EUR/m3 over 8.8 kWh/m3 at
+    95 % boiler efficiency (0.030-0.078), the range Dutch growers paid 2019-2024 outside the 2022 spike."""
     co2_price_eur_kg: tuple[float, float] = (0.06, 0.20)
     """Pure CO2 delivered [EUR/kg] (pipeline OCAP at the low end, liquid CO2 at the high end)."""
     price_mean_eur_mwh: tuple[float, float] = (60.0, 130.0)
@@ -634,6 +639,15 @@ class TwinConfig:
                 state.check(self.zones)
         if abs(sum(self.soil_mix) - 1.0) > 1e-6:
             raise ValueError("soil_mix must sum to 1")
+        soils = [(t.field_capacity, t.saturation) for t in SOIL_TYPES]
+        soils += [(fc, sat) for fc, _, sat, _ in self.zone_soils or ()]
+        soils += [(fc, sat) for st in self.start_states or () for fc, _, sat, _ in st.zone_soils or ()]
+        margin = self.crop.aeration_vol_pct * 0.01
+        for fc, sat in soils:
+            if sat - margin <= fc:
+                raise ValueError(f"a soil with field capacity {fc:g} and saturation {sat:g} has its anaerobiosis "
+                                 f"point ({sat - margin:g}, {self.crop.aeration_vol_pct:g} vol % under saturation) "
+                                 "at or below field capacity: its roots would lack air at rest")
 
     @property
     def dt_h(self) -> float:

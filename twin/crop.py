@@ -301,8 +301,8 @@ def step_crop(xp: Any, cfg: CropGrowthConfig, state: CropState, par: Array, co2:
 def step_crop_uptake(xp: Any, cfg: CropGrowthConfig, state: CropState, par: Array, co2: Array, t_can: Array,
                      f_w: Array, dt_s: float) -> tuple[CropState, Array, Array]:
     """One explicit-Euler step; returns the new state, the fresh fruit gained this step [kg FW m-2]
-    (fruit allocation / DMC) and the canopy's net CO2 uptake [mg CO2 m-2 s-1] (what the house's CO2
-    balance loses to the crop).
+    (fruit allocation / DMC) and the canopy's net CO2 uptake [mg CO2 m-2 s-1]: assimilate into the
+    buffer less growth and maintenance respiration, what the house's CO2 balance loses to the crop.
 
     Order within the step: assimilate enters the buffer; the organ flows (with their growth
     respiration) leave it, scaled down together when they would take more than it holds; organs
@@ -351,4 +351,8 @@ def step_crop_uptake(xp: Any, cfg: CropGrowthConfig, state: CropState, par: Arra
         t_can24=t_c + (t24 - t_c) * math.exp(-dt_s / SECONDS_PER_DAY),
         t_sum=t_sum + t_c * (dt_s / SECONDS_PER_DAY),
         fruit_dm_cum=fruit_cum + fruit)
-    return new_state, fruit * (1e-6 / cfg.dmc), (44e-3 * f) * net
+    # The canopy's net CO2 exchange with the air: what entered the buffer, less growth and maintenance
+    # respiration (negative in the dark: the crop then breathes CO2 into the house).
+    growth_resp = taken - (cfg.rg_leaf + cfg.rg_stem) * veg - fruit
+    fixed = inflow - growth_resp - (m_leaf + m_stem + m_fruit)
+    return new_state, fruit * (1e-6 / cfg.dmc), fixed * (44.0 / 30.0 / dt_s)

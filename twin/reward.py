@@ -56,7 +56,7 @@ def termination_damage(cfg: TwinConfig, params: TwinParams) -> Array:
 def reward_terms(xp: Any, cfg: TwinConfig, params: TwinParams, theta: Array, fruit_kg_m2: Array,
                  irrigation_mm: Array, drainage_mm: Array, energy_kwh: Array, price_eur_mwh: Array,
                  terminated: Array, heat_kwh_m2: Array, co2_kg_m2: Array) -> tuple[Array, dict[str, Array], Money]:
-    """Reward [B], the four terms [EUR/m2] and the step's money flows.
+    """Reward [B], the five terms [EUR/m2] and the step's money flows.
 
     ``irrigation_mm`` and ``drainage_mm`` are per zone [B, Z] (equal zone areas: their zone mean is
     per m2 of floor); ``energy_kwh`` is the greenhouse's lamp and pump energy; ``price_eur_mwh`` the

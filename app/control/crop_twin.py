@@ -58,17 +58,19 @@ class CropTwin:
     empty until the first estimate."""
 
     def root_zone_stress(self, theta: np.ndarray, wilting_point: np.ndarray, inv_stress_span: np.ndarray,
-                         saturation: np.ndarray, dt_s: float) -> float:
-        """The crop's water-stress factor in [0, 1] from the zones' estimated moisture: the zone
-        mean of the twin's dry-side Ks times its aeration Ks, advancing the waterlogging counters
-        exactly as the twin's step does."""
+                         saturation: np.ndarray, dt_s: float) -> tuple[float, list[float]]:
+        """The crop's water-stress factor in [0, 1] from the zones' estimated moisture, and the
+        waterlogging counters after this step: the zone mean of the twin's dry-side Ks times its
+        aeration Ks, the counters advanced by the twin's rule (:func:`twin.soil.waterlogged_days`).
+        Nothing is stored: the caller keeps the counters once the crop step they belong to has run,
+        so a retried step does not count its waterlogging twice."""
         soil = cast(TwinParams, SimpleNamespace(wilting_point=wilting_point, inv_stress_span=inv_stress_span,
                                                 saturation=saturation))
         days = np.array(self.aer_days if len(self.aer_days) == theta.size else [0.0] * theta.size)
         vol, lag = self.crop.aeration_vol_pct, self.crop.aeration_lag_days
         ks_aer = aeration_stress(np, soil, theta, days, vol, lag)
-        self.aer_days = waterlogged_days(np, soil, theta, days, vol, lag, dt_s / 86400.0).tolist()
-        return float(np.mean(water_stress(np, soil, theta) * ks_aer))
+        after = waterlogged_days(np, soil, theta, days, vol, lag, dt_s / 86400.0).tolist()
+        return float(np.mean(water_stress(np, soil, theta) * ks_aer)), after
 
     def account(self, local_ts: datetime, dt_s: float, par_umol_m2_s: float | None) -> None:
         """Age the crop and book the light of the ``dt_s`` seconds before ``local_ts``; a new local

@@ -124,7 +124,7 @@ def grow_crops(steps: list[Step]) -> None:
     """Every greenhouse's crop twin one step on, in one call of the crop model: the measured canopy
     climate (a missing reading holds its last value) and the root zone's stress factor, dry side and
     wet side as the twin's crop feels them."""
-    par, co2, leaf, stress = [], [], [], []
+    par, co2, leaf, stress, waterlogged = [], [], [], [], []
     for step in steps:
         tel, held, est = step.item.tel, step.ctl.obs_builder.held, step.estimate
         assert est is not None
@@ -132,10 +132,14 @@ def grow_crops(steps: list[Step]) -> None:
         co2.append(_reading(tel.co2_ppm, held["co2"]))
         leaf.append(_reading(tel.leaf_temp_c, held["leaf_temp"]))
         models = step.ctl.estimator.models
-        stress.append(step.ctl.crop_twin.root_zone_stress(
+        factor, days = step.ctl.crop_twin.root_zone_stress(
             np.asarray(est.theta, dtype=np.float64), np.array([m.wilting_point for m in models]),
-            np.array([m.inv_stress_span for m in models]), np.array([m.saturation for m in models]), step.dt_s))
+            np.array([m.inv_stress_span for m in models]), np.array([m.saturation for m in models]), step.dt_s)
+        stress.append(factor)
+        waterlogged.append(days)
     grow_many([s.ctl.crop_twin for s in steps], [s.dt_s for s in steps], par, co2, leaf, stress)
+    for step, days in zip(steps, waterlogged, strict=True):  # kept only once the crop step has run
+        step.ctl.crop_twin.aer_days = days
 
 
 # ---- 3. observation -----------------------------------------------------------------------------

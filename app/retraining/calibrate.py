@@ -62,7 +62,9 @@ def calibrate_greenhouse(window: GreenhouseWindow) -> dict[str, Any]:
     soils, roots = [], []
     for z in zones:
         p = z["after"]["params"] if z["fitted"] else z["before"]["params"]
-        fc = min(max(p["field_capacity"], p["wilting_point"] + 1e-3), p["saturation"])
+        # The twin needs air in a root zone at rest: field capacity stays under the anaerobiosis point.
+        airless = p["saturation"] - CropConfig().aeration_vol_pct * 0.01 - 1e-3
+        fc = min(max(p["field_capacity"], p["wilting_point"] + 1e-3), airless)
         soils.append([fc, p["wilting_point"], p["saturation"], min(max(p["hourly_retention"], 1e-3), 0.9999)])
         roots.append(p["root_mm"])
     used = [z["after"] if z["fitted"] else z["before"] for z in zones]

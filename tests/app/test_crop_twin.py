@@ -118,3 +118,19 @@ def test_without_a_crop_twin_the_builder_observes_the_initial_pools() -> None:
     expected = observed_crop(np, ctl.crop_twin.growth, start)
     assert [obs[sl[name]][0] for name in CROP_STATE] == [np.float32(v[0]) for v in expected]
     assert obs[sl["t_can24"]][0] == 20.0 and obs[sl["lai"]][0] > 2.0
+
+
+def test_root_zone_stress_is_the_twins_on_both_sides_and_a_retry_counts_nothing_twice() -> None:
+    """Dry zone, comfortable zone, waterlogged zone: the factor is the zone mean of the twin's Ks x Ks_aer,
+    the counters advance by the twin's rule, and asking again for the same step returns the same."""
+    crop = CropTwin()
+    theta = np.array([0.15, 0.26, 0.43])
+    wp, span, sat = np.full(3, 0.12), np.full(3, 1.0 / (0.6 * 0.15)), np.full(3, 0.45)
+    crop.aer_days = [0.0, 0.0, 2.0]
+    factor, days = crop.root_zone_stress(theta, wp, span, sat, 600.0)
+    again = crop.root_zone_stress(theta, wp, span, sat, 600.0)
+    assert again == (factor, days) and crop.aer_days == [0.0, 0.0, 2.0]
+    dry = (0.15 - 0.12) * span[0]
+    wet = 1.0 - (2.0 / 3.0) * (0.43 - 0.40) / 0.05
+    assert factor == pytest.approx((dry + 1.0 + wet) / 3.0)
+    assert days == pytest.approx([0.0, 0.0, 2.0 + 600.0 / 86400.0])

@@ -8,7 +8,7 @@ from typing import cast
 import numpy as np
 import pytest
 
-from twin.config import CropConfig, StartState
+from twin.config import CropConfig, StartState, TwinConfig
 from twin.env import GreenhouseTwin
 from twin.soil import aeration_point, aeration_stress, waterlogged_days
 from twin.types import TwinParams
@@ -88,3 +88,11 @@ def test_a_waterlogged_crop_transpires_and_grows_less() -> None:
     # per day, so the two lengths compare
     assert wet_uptake / 6.0 < 0.6 * ok_uptake / 2.0
     assert wet_fruit / 6.0 < ok_fruit / 2.0
+
+
+def test_a_soil_whose_roots_lack_air_at_field_capacity_is_refused() -> None:
+    """Saturation 0.50 leaves its anaerobiosis point at 0.45: a field capacity of 0.47 would stress a
+    zone resting where drainage leaves it."""
+    with pytest.raises(ValueError, match="anaerobiosis point"):
+        TwinConfig(zone_soils=((0.47, 0.2, 0.50, 0.95),) * 6)
+    TwinConfig(zone_soils=((0.40, 0.2, 0.50, 0.95),) * 6)  # 0.45 above 0.40: fine

@@ -105,3 +105,18 @@ def test_the_twin_charges_heat_and_co2_at_each_scenarios_prices() -> None:
         heat += float(np.sum(info["heat_kwh_m2"]))
         co2 += float(np.sum(info["co2_kg_m2"]))
     assert heat > 0.0 and co2 > 0.0
+
+
+def test_a_lamp_barely_on_makes_no_light_period() -> None:
+    """A sampled policy's lamps never sit at exactly 0: below ``lamp_on_frac`` they neither raise the
+    heating setpoint nor start CO2 dosing in the dark."""
+    cfg = ClimateConfig()
+    off = _settle(cfg, outside=5.0, sun=0.0, lights=0.0)
+    faint = _settle(cfg, outside=5.0, sun=0.0, lights=1e-4)
+    assert float(faint.air_temp[0]) == pytest.approx(cfg.heating_night_c, abs=0.01)
+    assert float(faint.co2_dose_mg_m2_s[0]) == 0.0
+    assert float(faint.heat_w_m2[0]) == pytest.approx(float(off.heat_w_m2[0]) - 1e-4 * cfg.lamp_power_w_m2
+                                                      * cfg.lamp.air_heat_share, abs=1e-3)
+    lit = _settle(cfg, outside=5.0, sun=0.0, lights=cfg.lamp_on_frac)
+    assert float(lit.air_temp[0]) == pytest.approx(cfg.heating_day_c, abs=0.01)
+    assert float(lit.co2_dose_mg_m2_s[0]) > 0.0
