@@ -97,17 +97,17 @@ def test_the_house_is_as_warm_as_greenlights(runs: dict[str, Drive], scenario: s
 
 
 @pytest.mark.parametrize(("scenario", "dosed_tolerance", "rh_tolerance"),
-                         [("shipped", 0.30, 4.0), ("no_lamps", 0.80, 8.0), ("short_window", 0.40, 8.0)])
+                         [("shipped", 0.15, 4.0), ("no_lamps", 0.80, 8.0), ("short_window", 0.35, 8.0)])
 def test_co2_and_humidity_are_greenlights(runs: dict[str, Drive], scenario: str, dosed_tolerance: float,
                                           rh_tolerance: float) -> None:
     """CO2 in light within 60 ppm (both dose to 1,000 ppm; GreenLight's proportional dosing sits a
-    little under it), in the dark within 80 ppm (leakage; the twin's crop respires no CO2 into the
-    night air). CO2 dosed: the twin's doser fills the house to the setpoint within a step each
-    morning and doses whenever the sun is up, GreenLight's ramps up with a proportional band from
-    its day switch, so with few lit hours the twin doses more: within 30 % with GreenLight's lamps
-    (a), 80 % on the sun alone (b), 40 % for the half window (c). Mean humidity within 4 points in
-    (a) (fitted there) and 8 in (b) and (c): the twin's transpiration is FAO-56 ET0 x Kc by crop age,
-    lower than GreenLight's LAI-driven canopy in an unlit house."""
+    little under it), in the dark within 80 ppm (leakage and the crop's respiration). CO2 dosed: the
+    twin's doser fills the house to the setpoint within a step each morning and doses whenever the
+    sun is up, GreenLight's ramps up with a proportional band from its day switch, so with few lit
+    hours the twin doses more (+7 %, +68 %, +24 %): within 15 % with GreenLight's lamps (a), 80 % on
+    the sun alone (b), 35 % for the half window (c). Mean humidity within 4 points in (a) (fitted
+    there) and 8 in (b) and (c): the twin's transpiration is FAO-56 ET0 x Kc by crop age, lower than
+    GreenLight's LAI-driven canopy in an unlit house."""
     run = runs[scenario]
     assert run.co2_day_ppm == pytest.approx(_ref(scenario, "co2_day_ppm"), abs=60.0)
     assert run.co2_night_ppm == pytest.approx(_ref(scenario, "co2_night_ppm"), abs=80.0)
