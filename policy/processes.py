@@ -6,21 +6,40 @@ not fork: a forked copy of a process that has already started torch's thread poo
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+"""cgroup v2's CPU bandwidth limit of this process's group: "<quota> <period>" in microseconds, or "max"."""
+
+
+def cgroup_cpu_limit(path: Path = CGROUP_CPU_MAX) -> float | None:
+    """The CPU time this process's cgroup may use, in cores; None when unlimited or unknown."""
+    try:
+        quota, period = path.read_text().split()[:2]
+        return None if quota == "max" else max(int(quota) / int(period), 0.0)
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
+
+
+def usable_cores(cpu_max: Path = CGROUP_CPU_MAX) -> int:
+    """CPU cores this process may run on: its affinity mask where the OS has one, capped by its
+    cgroup's CPU quota (a container given 2 of 16 cores sees 16 in its mask; more threads than its
+    quota only queue for the same time slices)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = cgroup_cpu_limit(cpu_max)
+    if limit is not None:
+        cores = min(cores, math.ceil(limit))
+    return max(1, cores)
 
 
 def spawn_pool(workers: int, threads: int) -> ProcessPoolExecutor:
