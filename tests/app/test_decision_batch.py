@@ -70,7 +70,7 @@ def _ensemble() -> Ensemble:
         torch.manual_seed(seed)
         agent = ActorCritic(spec.dim, 6, hidden=16, residual=ThresholdExpert())
         with torch.no_grad():
-            agent.actor_head.weight.normal_(0.0, 0.1)
+            agent.actor_head.weight.normal_(0.0, 0.2)
             agent.obs_rms.mean.copy_(torch.from_numpy((spec.low + spec.high) / 2.0))
             agent.obs_rms.var.copy_(torch.from_numpy(((spec.high - spec.low) / 4.0) ** 2))
             agent.obs_rms.count.fill_(1000.0)
@@ -121,8 +121,9 @@ def test_a_batch_decides_as_each_greenhouse_alone(kind: str) -> None:
         for a, b in zip(step_one, step_many, strict=True):
             _same(a, b, exact=kind == "expert")
     if kind == "ensemble":
-        # The writer explains a whole batch in one pass: the same explanations as one by one.
-        requests = [d.explain for d in many[-1] if d.explain is not None]
+        # The writer explains a whole batch in one pass: the same explanations as one by one (the
+        # requests of every step, so that low-confidence ones are among them).
+        requests = [d.explain for step in many for d in step if d.explain is not None]
         assert requests and any(r.history is not None for r in requests)  # low-confidence ones carry a history
         together = explain_decisions(proposer, requests)
         for request, got in zip(requests, together, strict=True):

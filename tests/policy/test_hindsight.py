@@ -25,11 +25,18 @@ ZONES = 6
 SPEC = ObservationSpec(ZONES)
 
 
+def _candidates() -> tuple[float, float, float]:
+    """No lamps, the served rule's own setting in the middle (index 1), and a generous one."""
+    served = served_expert(ZONES).c0
+    assert 0.0 < served < 150.0
+    return (0.0, served, 150.0)
+
+
 @pytest.fixture(scope="module")
 def two_days() -> tuple[Scenario, object]:
     """Three greenhouses over two days, every candidate side by side (a few seconds)."""
     scenario = Scenario(seed=7, days=2.0, instances=3)
-    return scenario, hindsight_demos([scenario], served_expert(ZONES), c0=(0.0, 50.0, 150.0), stride=2, margin=0.0)
+    return scenario, hindsight_demos([scenario], served_expert(ZONES), c0=_candidates(), stride=2, margin=0.0)
 
 
 def test_each_greenhouse_is_shown_its_best_lamp_setting(two_days: tuple[Scenario, object]) -> None:
@@ -55,7 +62,7 @@ def test_each_greenhouse_is_shown_its_best_lamp_setting(two_days: tuple[Scenario
 def test_a_margin_keeps_the_served_setting_where_others_earn_little(two_days: tuple[Scenario, object]) -> None:
     scenario, loose = two_days
     margin = float(np.sort(loose.gains.max(axis=0))[-1]) + 1.0  # more than any greenhouse gained
-    strict = hindsight_demos([scenario], served_expert(ZONES), c0=(0.0, 50.0, 150.0), stride=2, margin=margin)
+    strict = hindsight_demos([scenario], served_expert(ZONES), c0=_candidates(), stride=2, margin=margin)
     assert np.all(strict.picks == 1)
     np.testing.assert_array_equal(strict.gains, loose.gains)  # same greenhouses, same runs
 
@@ -77,7 +84,7 @@ def test_lamp_cloning_needs_the_lamp_switch() -> None:
 def lamps_always_on(tmp_path: Path) -> tuple[Path, torch.Tensor]:
     """A demonstration file that lights wherever it may (the served rule's irrigation), and its observations."""
     scenario = Scenario(seed=3, days=1.0, instances=4, dt_s=3600.0)
-    demos = hindsight_demos([scenario], served_expert(ZONES), c0=(50.0, 150.0), stride=1).demos
+    demos = hindsight_demos([scenario], served_expert(ZONES), c0=(served_expert(ZONES).c0, 150.0), stride=1).demos
     action = demos.action.clone()
     action[:, -1] = 100.0
     path = tmp_path / "lamps.npz"
