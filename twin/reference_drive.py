@@ -145,20 +145,23 @@ class RootZoneSoil:
     saturation: float
 
 
-def bucket_params(soil: RootZoneSoil, root_mm: float, p: float, daily_drain: float) -> TwinParams:
-    """The twin's bucket parameters for one zone of ``soil``: depletion fraction ``p`` for the dry
-    side, ``daily_drain`` of the water above field capacity leaving per day."""
+def bucket_params(soil: RootZoneSoil, root_mm: float, p: float, daily_drain: float | np.ndarray) -> TwinParams:
+    """The twin's bucket parameters for ``soil``, one zone per ``daily_drain`` (a share of the water
+    above field capacity leaving per day; several side by side), depletion fraction ``p`` for the
+    dry side."""
+    drain = np.atleast_1d(np.asarray(daily_drain, dtype=np.float64))
+    ones = np.ones_like(drain)
     fc, wp = soil.field_capacity, soil.wilting_point
     return cast(TwinParams, SimpleNamespace(
-        field_capacity=np.array([fc]), wilting_point=np.array([wp]), saturation=np.array([soil.saturation]),
-        drain_frac=np.array([1.0 - (1.0 - daily_drain) ** (1.0 / STEPS_PER_DAY)]),
-        inv_stress_span=np.array([1.0 / ((1.0 - p) * (fc - wp))]), root_mm=np.array([root_mm])))
+        field_capacity=fc * ones, wilting_point=wp * ones, saturation=soil.saturation * ones,
+        drain_frac=1.0 - (1.0 - drain) ** (1.0 / STEPS_PER_DAY),
+        inv_stress_span=ones / ((1.0 - p) * (fc - wp)), root_mm=root_mm * ones))
 
 
-def drive_aquacrop(days: Sequence[Mapping[str, float]], soil: RootZoneSoil, crop: CropConfig, p: float,
-                   daily_drain: float) -> dict[str, float]:
-    """The twin's root zone over the reference's season: its transpiration [mm], mean water content
-    and the days on which aeration stress cut uptake.
+def drive_aquacrop_batch(days: Sequence[Mapping[str, float]], soil: RootZoneSoil, crop: CropConfig, p: float,
+                         daily_drain: np.ndarray) -> dict[str, np.ndarray]:
+    """The twin's root zone over the reference's season, one bucket per drainage share, side by side:
+    transpiration [mm], mean water content and the days on which aeration stress cut uptake.
 
     Each day's water (irrigation and rain less runoff and soil evaporation: the twin's drip-fed
     house has no bare-soil evaporation of its own) enters at the day's first step; the potential
@@ -166,41 +169,54 @@ def drive_aquacrop(days: Sequence[Mapping[str, float]], soil: RootZoneSoil, crop
     they reach soil still at field capacity.
     """
     fc = soil.field_capacity
-    theta, aer_days = np.array([fc]), np.array([0.0])
+    drain = np.atleast_1d(np.asarray(daily_drain, dtype=np.float64))
+    theta, aer_days = np.full(drain.shape, fc), np.zeros(drain.shape)
     root = days[0]["root_depth_m"] * 1000.0
-    transpired, thetas, stressed_days = 0.0, [], 0
+    transpired, theta_sum, stressed_days = np.zeros(drain.shape), np.zeros(drain.shape), np.zeros(drain.shape)
     for day in days:
         deeper = day["root_depth_m"] * 1000.0
         if deeper > root:
             theta = (theta * root + fc * (deeper - root)) / deeper
             root = deeper
-        params = bucket_params(soil, root, p, daily_drain)
+        params = bucket_params(soil, root, p, drain)
         water_in = day["irrigation_mm"] + day["precip_mm"] - day["runoff_mm"] - day["soil_evap_mm"]
-        demand = np.array([day["tr_pot_mm"] / STEPS_PER_DAY])
-        stressed = False
+        demand = np.full(drain.shape, day["tr_pot_mm"] / STEPS_PER_DAY)
+        none = np.zeros(drain.shape)
+        stressed = np.zeros(drain.shape, dtype=bool)
         for k in range(STEPS_PER_DAY):
             ks_aer = aeration_stress(np, params, theta, aer_days, crop.aeration_vol_pct, crop.aeration_lag_days)
             aer_days = waterlogged_days(np, params, theta, aer_days, crop.aeration_vol_pct, crop.aeration_lag_days,
                                         1.0 / STEPS_PER_DAY)
-            out = step_soil(np, params, theta, np.array([water_in if k == 0 else 0.0]), 1.0, demand, ks_aer)
+            out = step_soil(np, params, theta, none + water_in if k == 0 else none, 1.0, demand, ks_aer)
             theta = np.maximum(out.theta, 0.0)
-            transpired += float(out.uptake_mm[0])
-            stressed |= bool(ks_aer[0] < 1.0)
+            transpired += out.uptake_mm
+            stressed |= ks_aer < 1.0
         stressed_days += stressed
-        thetas.append(float(theta[0]))
-    return {"transpiration_mm": transpired, "mean_theta": float(np.mean(thetas)), "aeration_days": stressed_days}
+        theta_sum += theta
+    return {"transpiration_mm": transpired, "mean_theta": theta_sum / len(days), "aeration_days": stressed_days}
+
+
+def drive_aquacrop(days: Sequence[Mapping[str, float]], soil: RootZoneSoil, crop: CropConfig, p: float,
+                   daily_drain: float) -> dict[str, float]:
+    """:func:`drive_aquacrop_batch` for one drainage share."""
+    out = drive_aquacrop_batch(days, soil, crop, p, np.array([daily_drain]))
+    return {"transpiration_mm": float(out["transpiration_mm"][0]), "mean_theta": float(out["mean_theta"][0]),
+            "aeration_days": int(out["aeration_days"][0])}
 
 
 def fit_daily_drainage(days: Sequence[Mapping[str, float]], soil: RootZoneSoil, crop: CropConfig, p: float,
                        target_theta: float) -> float:
     """The bucket's daily drainage share that gives ``target_theta`` as the season's mean water
-    content (bisection: slower drainage, wetter bucket), as the twin's calibration fits a
-    greenhouse's logs."""
+    content, as the twin's calibration fits a greenhouse's logs: a coarse grid, then a fine one
+    around the crossing (slower drainage, wetter bucket), each one batched run."""
     lo, hi = 0.05, 0.5
-    for _ in range(14):
-        mid = 0.5 * (lo + hi)
-        if drive_aquacrop(days, soil, crop, p, mid)["mean_theta"] > target_theta:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+    for _ in range(2):
+        grid = np.linspace(lo, hi, 48)
+        mean = drive_aquacrop_batch(days, soil, crop, p, grid)["mean_theta"]
+        wetter = np.nonzero(mean > target_theta)[0]
+        i = int(wetter[-1]) if wetter.size else 0
+        lo, hi = float(grid[i]), float(grid[min(i + 1, grid.size - 1)])
+    mean = drive_aquacrop_batch(days, soil, crop, p, np.array([lo, hi]))["mean_theta"]
+    if mean[0] == mean[1]:
+        return lo
+    return lo + (hi - lo) * float((mean[0] - target_theta) / (mean[0] - mean[1]))
