@@ -302,6 +302,11 @@ class GreenhouseEstimator:
     def num_zones(self) -> int:
         return len(self.models)
 
+    @property
+    def soils(self) -> TwinParams:
+        """The zones' soils as (Z, 1) columns, read by the twin's soil functions like TwinParams."""
+        return cast(TwinParams, self.soil)
+
     @classmethod
     def from_twin_params(cls, params: TwinParams, index: int, dt_s: float, probes_per_zone: int = 2,
                          config: EstimatorConfig | None = None) -> GreenhouseEstimator:

@@ -34,9 +34,7 @@ class SoilOut:
     uptake_mm: Array
     """[B, Z] crop evapotranspiration actually taken from the root zone."""
     ks: Array
-    """[B, Z] FAO-56 water-stress coefficient in [0, 1]."""
-    ks_aer: Array
-    """[B, Z] aeration-stress coefficient in [0, 1] (1: the roots have air)."""
+    """[B, Z] FAO-56 water-stress coefficient in [0, 1] (the aeration stress is the caller's input)."""
 
 
 def water_stress(xp: Any, params: TwinParams, theta: Array) -> Array:
@@ -77,7 +75,7 @@ def step_soil(xp: Any, params: TwinParams, theta: Array, irrigation_l: Array, zo
     irrigation_mm = irrigation_l * (1.0 / zone_area_m2)
     new, overflow, drain, uptake, ks = _bucket(xp, params, theta, irrigation_mm, etc_mm, ks_aer)
     return SoilOut(theta=new, irrigation_mm=irrigation_mm, drainage_mm=(overflow + drain) * params.root_mm,
-                   uptake_mm=uptake * params.root_mm, ks=ks, ks_aer=ks_aer + 0.0 * ks)
+                   uptake_mm=uptake * params.root_mm, ks=ks)
 
 
 def next_theta(xp: Any, params: TwinParams, theta: Array, irrigation_mm: Array, etc_mm: Array) -> Array:

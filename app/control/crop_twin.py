@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -57,20 +56,19 @@ class CropTwin:
     """Days each zone has sat above its anaerobiosis point (:func:`twin.soil.waterlogged_days`);
     empty until the first estimate."""
 
-    def root_zone_stress(self, theta: np.ndarray, wilting_point: np.ndarray, inv_stress_span: np.ndarray,
-                         saturation: np.ndarray, dt_s: float) -> tuple[float, list[float]]:
-        """The crop's water-stress factor in [0, 1] from the zones' estimated moisture, and the
-        waterlogging counters after this step: the zone mean of the twin's dry-side Ks times its
-        aeration Ks, the counters advanced by the twin's rule (:func:`twin.soil.waterlogged_days`).
-        Nothing is stored: the caller keeps the counters once the crop step they belong to has run,
-        so a retried step does not count its waterlogging twice."""
-        soil = cast(TwinParams, SimpleNamespace(wilting_point=wilting_point, inv_stress_span=inv_stress_span,
-                                                saturation=saturation))
-        days = np.array(self.aer_days if len(self.aer_days) == theta.size else [0.0] * theta.size)
+    def root_zone_stress(self, theta: np.ndarray, soils: TwinParams, dt_s: float) -> tuple[float, list[float]]:
+        """The crop's water-stress factor in [0, 1] from the zones' estimated moisture ``theta`` (Z,)
+        on their ``soils`` ((Z, 1) columns, the estimator's), and the waterlogging counters after this
+        step: the zone mean of the twin's dry-side Ks times its aeration Ks, the counters advanced by
+        the twin's rule (:func:`twin.soil.waterlogged_days`). Nothing is stored: the caller keeps the
+        counters once the crop step they belong to has run, so a retried step does not count its
+        waterlogging twice."""
+        column = theta.reshape(-1, 1)
+        days = np.array(self.aer_days if len(self.aer_days) == theta.size else [0.0] * theta.size).reshape(-1, 1)
         vol, lag = self.crop.aeration_vol_pct, self.crop.aeration_lag_days
-        ks_aer = aeration_stress(np, soil, theta, days, vol, lag)
-        after = waterlogged_days(np, soil, theta, days, vol, lag, dt_s / 86400.0).tolist()
-        return float(np.mean(water_stress(np, soil, theta) * ks_aer)), after
+        ks_aer = aeration_stress(np, soils, column, days, vol, lag)
+        after = waterlogged_days(np, soils, column, days, vol, lag, dt_s / 86400.0).ravel().tolist()
+        return float(np.mean(water_stress(np, soils, column) * ks_aer)), after
 
     def account(self, local_ts: datetime, dt_s: float, par_umol_m2_s: float | None) -> None:
         """Age the crop and book the light of the ``dt_s`` seconds before ``local_ts``; a new local

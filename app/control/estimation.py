@@ -131,10 +131,8 @@ def grow_crops(steps: list[Step]) -> None:
         par.append(_reading(tel.par_umol_m2_s, held["par"]))
         co2.append(_reading(tel.co2_ppm, held["co2"]))
         leaf.append(_reading(tel.leaf_temp_c, held["leaf_temp"]))
-        models = step.ctl.estimator.models
-        factor, days = step.ctl.crop_twin.root_zone_stress(
-            np.asarray(est.theta, dtype=np.float64), np.array([m.wilting_point for m in models]),
-            np.array([m.inv_stress_span for m in models]), np.array([m.saturation for m in models]), step.dt_s)
+        factor, days = step.ctl.crop_twin.root_zone_stress(np.asarray(est.theta, dtype=np.float64),
+                                                           step.ctl.estimator.soils, step.dt_s)
         stress.append(factor)
         waterlogged.append(days)
     grow_many([s.ctl.crop_twin for s in steps], [s.dt_s for s in steps], par, co2, leaf, stress)

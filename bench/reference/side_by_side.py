@@ -11,21 +11,23 @@ the same inputs (:mod:`twin.reference_drive`). From the repository root::
 
 from __future__ import annotations
 
-import csv
-import json
 import sys
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from twin.config import ClimateConfig, CropConfig  # noqa: E402
-from twin.reference_drive import RootZoneSoil, drive_aquacrop, drive_greenlight, fit_daily_drainage  # noqa: E402
+from twin.config import CropConfig  # noqa: E402
+from twin.reference_drive import drive_aquacrop, fit_daily_drainage  # noqa: E402
+from twin.reference_tables import (  # noqa: E402
+    AQUACROP_REGIMES,
+    GREENLIGHT_SCENARIOS,
+    AquaCropTables,
+    GreenLightTables,
+    marginals,
+)
 
 REFERENCE = ROOT / "tests" / "twin" / "reference"
-SCENARIOS = ("shipped", "no_lamps", "short_window")
 GREENLIGHT_ROWS = (
     ("air temperature, light period [degC]", "t_air_day_c", "{:.1f}"),
     ("air temperature, dark period [degC]", "t_air_night_c", "{:.1f}"),
@@ -43,73 +45,51 @@ GREENLIGHT_ROWS = (
 )
 
 
-def _read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
+MARGINAL_ROWS = (
+    ("fresh fruit per mol PAR above the canopy, (a) [g]", "fruit_fw_g_per_mol_par", "{:.2f}"),
+    ("fresh fruit per lamp kWh, (a) vs (b) [kg]", "fruit_fw_kg_per_lamp_kwh_a_vs_b", "{:.3f}"),
+    ("fresh fruit per lamp kWh, (c) vs (b) [kg]", "fruit_fw_kg_per_lamp_kwh_c_vs_b", "{:.3f}"),
+    ("boiler heat saved per lamp kWh, (a) vs (b) [kWh]", "heating_kwh_saved_per_lamp_kwh_a_vs_b", "{:.2f}"),
+    ("boiler heat saved per lamp kWh, (c) vs (b) [kWh]", "heating_kwh_saved_per_lamp_kwh_c_vs_b", "{:.2f}"),
+)
 
 
 def greenlight_table() -> str:
     """GreenLight vs the twin per scenario, then the marginal quantities."""
-    summary = json.loads((REFERENCE / "greenlight_bleiswijk.json").read_text())
-    rows = _read_csv(REFERENCE / "greenlight_bleiswijk_hourly.csv")
-    hours = {k: np.array([float(r[k]) for r in rows]) for k in rows[0]}
-    lamp_rows = _read_csv(REFERENCE / "greenlight_bleiswijk_hourly_lamps.csv")
-    lamps = [np.array([float(r[f"lamp_frac_{s}"]) for r in lamp_rows]) for s in SCENARIOS]
-    climate = ClimateConfig(lamp_type="led", lamp_power_w_m2=summary["lamp"]["power_w_m2"])
-    twin = {s: d.as_dict() for s, d in zip(SCENARIOS, drive_greenlight(hours, lamps, climate), strict=True)}
-    ref = summary["scenarios"]
-    out = ["| quantity | " + " | ".join(f"GreenLight {s} | twin {s}" for s in SCENARIOS) + " |",
-           "|---|" + "---|---|" * len(SCENARIOS)]
+    tables = GreenLightTables.read(REFERENCE)
+    runs = tables.drive_twin()
+    out = ["| quantity | " + " | ".join(f"GreenLight {s} | twin {s}" for s in GREENLIGHT_SCENARIOS) + " |",
+           "|---|" + "---|---|" * len(GREENLIGHT_SCENARIOS)]
     for label, key, fmt in GREENLIGHT_ROWS:
         cells = []
-        for s in SCENARIOS:
-            cells += [fmt.format(ref[s][key]), fmt.format(twin[s][key])]
+        for s in GREENLIGHT_SCENARIOS:
+            cells += [fmt.format(tables.reference(s, key)), fmt.format(getattr(runs[s], key))]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
-    a, b, c = (twin[s] for s in SCENARIOS)
-    m = summary["marginal"]
-
-    def per_kwh(x: dict[str, float], key: str, sign: float = 1.0) -> float:
-        return sign * (x[key] - b[key]) / x["lamp_kwh_m2"]
-
-    per_mol = 1e3 * a["fruit_net_growth_fw_kg_m2"] / (a["par_sun_mol_m2"] + a["par_lamp_mol_m2"])
-    out += ["", "| marginal quantity | GreenLight | twin |", "|---|---|---|",
-            f"| fresh fruit per mol PAR above the canopy, (a) [g] | {ref['shipped']['fruit_fw_g_per_mol_par']:.2f} | "
-            f"{per_mol:.2f} |",
-            f"| fresh fruit per lamp kWh, (a) vs (b) [kg] | {m['fruit_fw_kg_per_lamp_kwh_a_vs_b']:.3f} | "
-            f"{per_kwh(a, 'fruit_net_growth_fw_kg_m2'):.3f} |",
-            f"| fresh fruit per lamp kWh, (c) vs (b) [kg] | {m['fruit_fw_kg_per_lamp_kwh_c_vs_b']:.3f} | "
-            f"{per_kwh(c, 'fruit_net_growth_fw_kg_m2'):.3f} |",
-            f"| boiler heat saved per lamp kWh, (a) vs (b) [kWh] | {m['heating_kwh_saved_per_lamp_kwh_a_vs_b']:.2f} | "
-            f"{per_kwh(a, 'heating_kwh_m2', -1.0):.2f} |",
-            f"| boiler heat saved per lamp kWh, (c) vs (b) [kWh] | {m['heating_kwh_saved_per_lamp_kwh_c_vs_b']:.2f} | "
-            f"{per_kwh(c, 'heating_kwh_m2', -1.0):.2f} |"]
+    reference = {**tables.summary["marginal"], "fruit_fw_g_per_mol_par": tables.reference("shipped",
+                                                                                          "fruit_fw_g_per_mol_par")}
+    twin = marginals(runs)
+    out += ["", "| marginal quantity | GreenLight | twin |", "|---|---|---|"]
+    out += [f"| {label} | {fmt.format(reference[key])} | {fmt.format(twin[key])} |" for label, key, fmt in MARGINAL_ROWS]
     return "\n".join(out)
 
 
 def aquacrop_table() -> str:
     """AquaCrop vs the twin's root zone per irrigation regime (AquaCrop's p, drainage fitted on excess)."""
-    summary = json.loads((REFERENCE / "aquacrop_tomato.json").read_text())
-    days: dict[str, list[dict[str, float]]] = {}
-    for row in _read_csv(REFERENCE / "aquacrop_tomato_daily.csv"):
-        days.setdefault(row["scenario"], []).append(
-            {k: float(v) for k, v in row.items() if k not in ("scenario", "date")})
-    layer = summary["soil"]["layers"][0]
-    soil = RootZoneSoil(field_capacity=layer["th_fc"], wilting_point=layer["th_wp"], saturation=layer["th_s"])
-    crop = CropConfig()
-    drain = fit_daily_drainage(days["excess"], soil, crop, 0.5, float(np.mean([d["theta_rz"] for d in days["excess"]])))
+    tables = AquaCropTables.read(REFERENCE)
+    days, soil, crop = tables.days, tables.soil, CropConfig()
+    drain = fit_daily_drainage(days["excess"], soil, crop, 0.5, tables.mean_theta("excess"))
     out = [f"Bucket drainage fitted on the excess run: {drain:.3f} of the water above field capacity a day.", "",
            "| regime | irrigation [mm] | AquaCrop Tr [mm] | twin Tr [mm] | twin Tr, FAO-56 p 0.40 [mm] | AquaCrop mean "
            "theta | twin mean theta | AquaCrop aeration days | twin aeration days | AquaCrop dry yield / full | twin Tr / full "
            "(its assimilation factor) |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     full_tr = drive_aquacrop(days["full"], soil, crop, 0.5, drain)["transpiration_mm"]
-    for name in ("full", "deficit", "excess", "rainfed"):
-        ref = summary["scenarios"][name]
+    for name in AQUACROP_REGIMES:
+        ref = tables.summary["scenarios"][name]
         twin = drive_aquacrop(days[name], soil, crop, 0.5, drain)
         fao = drive_aquacrop(days[name], soil, crop, crop.depletion_fraction, drain)
-        aq_theta = float(np.mean([d["theta_rz"] for d in days[name]]))
         out.append(f"| {name} | {ref['seasonal_irrigation_mm']:.0f} | {ref['seasonal_transpiration_mm']:.0f} | "
-                   f"{twin['transpiration_mm']:.0f} | {fao['transpiration_mm']:.0f} | {aq_theta:.3f} | "
+                   f"{twin['transpiration_mm']:.0f} | {fao['transpiration_mm']:.0f} | {tables.mean_theta(name):.3f} | "
                    f"{twin['mean_theta']:.3f} | {ref['days_with_aeration_stress']} | {twin['aeration_days']} | "
                    f"{ref['relative_to_full']['dry_yield']:.2f} | {twin['transpiration_mm'] / full_tr:.2f} |")
     return "\n".join(out)

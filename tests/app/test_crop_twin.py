@@ -4,6 +4,8 @@ by the site's calendar, and a restart that continues the same crop."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import cast
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -17,6 +19,7 @@ from safety import SafetyLimits
 from twin.crop import CropState, observed_crop
 from twin.env import GreenhouseTwin
 from twin.spec import CROP_STATE
+from twin.types import TwinParams
 
 ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]
 
@@ -125,12 +128,14 @@ def test_root_zone_stress_is_the_twins_on_both_sides_and_a_retry_counts_nothing_
     the counters advance by the twin's rule, and asking again for the same step returns the same."""
     crop = CropTwin()
     theta = np.array([0.15, 0.26, 0.43])
-    wp, span, sat = np.full(3, 0.12), np.full(3, 1.0 / (0.6 * 0.15)), np.full(3, 0.45)
+    span = 1.0 / (0.6 * 0.15)
+    soils = cast(TwinParams, SimpleNamespace(wilting_point=np.full((3, 1), 0.12), inv_stress_span=np.full((3, 1), span),
+                                             saturation=np.full((3, 1), 0.45)))
     crop.aer_days = [0.0, 0.0, 2.0]
-    factor, days = crop.root_zone_stress(theta, wp, span, sat, 600.0)
-    again = crop.root_zone_stress(theta, wp, span, sat, 600.0)
+    factor, days = crop.root_zone_stress(theta, soils, 600.0)
+    again = crop.root_zone_stress(theta, soils, 600.0)
     assert again == (factor, days) and crop.aer_days == [0.0, 0.0, 2.0]
-    dry = (0.15 - 0.12) * span[0]
+    dry = (0.15 - 0.12) * span
     wet = 1.0 - (2.0 / 3.0) * (0.43 - 0.40) / 0.05
     assert factor == pytest.approx((dry + 1.0 + wet) / 3.0)
     assert days == pytest.approx([0.0, 0.0, 2.0 + 600.0 / 86400.0])

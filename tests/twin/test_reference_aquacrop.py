@@ -21,35 +21,19 @@ design, and what that moves:
 
 from __future__ import annotations
 
-import csv
-import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from twin.config import CropConfig
-from twin.reference_drive import RootZoneSoil, bucket_params, drive_aquacrop, fit_daily_drainage
+from twin.reference_drive import bucket_params, drive_aquacrop, fit_daily_drainage
+from twin.reference_tables import AquaCropTables
 from twin.soil import aeration_stress, waterlogged_days
 
-REFERENCE = Path(__file__).parent / "reference"
+TABLES = AquaCropTables.read(Path(__file__).parent / "reference")
+SUMMARY, DAYS, SOIL = TABLES.summary, TABLES.days, TABLES.soil
 CROP = CropConfig()
-
-
-def _tables() -> tuple[dict[str, Any], dict[str, list[dict[str, float]]]]:
-    summary = json.loads((REFERENCE / "aquacrop_tomato.json").read_text())
-    days: dict[str, list[dict[str, float]]] = {}
-    with (REFERENCE / "aquacrop_tomato_daily.csv").open() as f:
-        for row in csv.DictReader(f):
-            days.setdefault(row["scenario"], []).append(
-                {k: float(v) for k, v in row.items() if k not in ("scenario", "date")})
-    return summary, days
-
-
-SUMMARY, DAYS = _tables()
-SOIL_ROW = SUMMARY["soil"]["layers"][0]
-SOIL = RootZoneSoil(field_capacity=SOIL_ROW["th_fc"], wilting_point=SOIL_ROW["th_wp"], saturation=SOIL_ROW["th_s"])
 
 
 def drive(scenario: str, p: float, daily_drain: float) -> dict[str, float]:
@@ -57,7 +41,7 @@ def drive(scenario: str, p: float, daily_drain: float) -> dict[str, float]:
 
 
 def _fitted_drainage() -> float:
-    return fit_daily_drainage(DAYS["excess"], SOIL, CROP, 0.5, float(np.mean([d["theta_rz"] for d in DAYS["excess"]])))
+    return fit_daily_drainage(DAYS["excess"], SOIL, CROP, 0.5, TABLES.mean_theta("excess"))
 
 
 def test_the_twins_aeration_stress_is_aquacrops_on_its_own_water_content() -> None:
@@ -87,8 +71,7 @@ def test_seasonal_transpiration_off_the_wet_side(scenario: str, tolerance: float
     ref = SUMMARY["scenarios"][scenario]
     twin = drive(scenario, 0.5, fitted_drainage)
     assert twin["transpiration_mm"] == pytest.approx(ref["seasonal_transpiration_mm"], rel=tolerance)
-    aq_theta = float(np.mean([d["theta_rz"] for d in DAYS[scenario]]))
-    assert twin["mean_theta"] == pytest.approx(aq_theta, abs=0.01)
+    assert twin["mean_theta"] == pytest.approx(TABLES.mean_theta(scenario), abs=0.01)
     assert twin["aeration_days"] == 0
 
 

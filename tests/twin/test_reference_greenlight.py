@@ -28,40 +28,23 @@ transpiration from FAO-56 ET0 x Kc by crop age (GreenLight's from the canopy's L
 
 from __future__ import annotations
 
-import csv
-import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from twin.config import LAMP_TYPES, ClimateConfig
-from twin.reference_drive import Drive, drive_greenlight
+from twin.reference_drive import Drive
+from twin.reference_tables import GREENLIGHT_SCENARIOS as SCENARIOS
+from twin.reference_tables import GreenLightTables, marginals
 
-REFERENCE = Path(__file__).parent / "reference"
-SCENARIOS = ("shipped", "no_lamps", "short_window")
-
-
-def _read_csv(name: str) -> dict[str, np.ndarray]:
-    with (REFERENCE / name).open() as f:
-        rows = list(csv.DictReader(f))
-    return {k: np.array([float(r[k]) for r in rows]) for k in rows[0]}
-
-
-SUMMARY = json.loads((REFERENCE / "greenlight_bleiswijk.json").read_text())
-HOURS = _read_csv("greenlight_bleiswijk_hourly.csv")
-LAMPS = _read_csv("greenlight_bleiswijk_hourly_lamps.csv")
+TABLES = GreenLightTables.read(Path(__file__).parent / "reference")
+SUMMARY = TABLES.summary
+_ref = TABLES.reference
 
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, Drive]:
-    climate = ClimateConfig(lamp_type="led", lamp_power_w_m2=SUMMARY["lamp"]["power_w_m2"])
-    drives = drive_greenlight(HOURS, [LAMPS[f"lamp_frac_{s}"] for s in SCENARIOS], climate)
-    return dict(zip(SCENARIOS, drives, strict=True))
-
-
-def _ref(scenario: str, key: str) -> float:
-    return float(SUMMARY["scenarios"][scenario][key])
+    return TABLES.drive_twin()
 
 
 def test_the_lamps_are_greenlights() -> None:
@@ -125,10 +108,8 @@ def test_heating_energy_is_greenlights(runs: dict[str, Drive], scenario: str) ->
 def test_lamp_heat_saves_the_boiler_what_greenlight_says(runs: dict[str, Drive]) -> None:
     """Boiler heat saved per lamp kWh: (a) vs (b) within 0.05 kWh/kWh (fitted), (c) vs (b) within
     0.12 (not fitted: daytime lamps' heat is more often vented, more so in GreenLight)."""
-    a, b, c = (runs[s] for s in SCENARIOS)
-    marginal = SUMMARY["marginal"]
-    saved_a = (b.heating_kwh_m2 - a.heating_kwh_m2) / a.lamp_kwh_m2
-    saved_c = (b.heating_kwh_m2 - c.heating_kwh_m2) / c.lamp_kwh_m2
+    twin, marginal = marginals(runs), SUMMARY["marginal"]
+    saved_a, saved_c = (twin[f"heating_kwh_saved_per_lamp_kwh_{x}_vs_b"] for x in "ac")
     assert saved_a == pytest.approx(marginal["heating_kwh_saved_per_lamp_kwh_a_vs_b"], abs=0.05)
     assert saved_c == pytest.approx(marginal["heating_kwh_saved_per_lamp_kwh_c_vs_b"], abs=0.12)
     assert saved_c < saved_a
@@ -142,17 +123,14 @@ def test_the_crop_grows_what_greenlight_grows_on_its_light(runs: dict[str, Drive
         run = runs[scenario]
         assert run.fruit_net_growth_fw_kg_m2 == pytest.approx(_ref(scenario, "fruit_net_growth_fw_kg_m2"),
                                                               rel=tolerance), scenario
-    a = runs["shipped"]
-    per_mol = 1e3 * a.fruit_net_growth_fw_kg_m2 / (a.par_sun_mol_m2 + a.par_lamp_mol_m2)
+    per_mol = marginals(runs)["fruit_fw_g_per_mol_par"]
     assert per_mol == pytest.approx(_ref("shipped", "fruit_fw_g_per_mol_par"), rel=0.10)
 
 
 def test_a_lamp_kwh_grows_what_it_grows_in_greenlight(runs: dict[str, Drive]) -> None:
     """Marginal fresh fruit per lamp kWh, all lamps (a) and the half window (c) against none (b):
     within 20 %. This is the number the lamp policy's value rests on."""
-    a, b, c = (runs[s] for s in SCENARIOS)
-    marginal = SUMMARY["marginal"]
-    per_kwh_a = (a.fruit_net_growth_fw_kg_m2 - b.fruit_net_growth_fw_kg_m2) / a.lamp_kwh_m2
-    per_kwh_c = (c.fruit_net_growth_fw_kg_m2 - b.fruit_net_growth_fw_kg_m2) / c.lamp_kwh_m2
+    twin, marginal = marginals(runs), SUMMARY["marginal"]
+    per_kwh_a, per_kwh_c = (twin[f"fruit_fw_kg_per_lamp_kwh_{x}_vs_b"] for x in "ac")
     assert per_kwh_a == pytest.approx(marginal["fruit_fw_kg_per_lamp_kwh_a_vs_b"], rel=0.20)
     assert per_kwh_c == pytest.approx(marginal["fruit_fw_kg_per_lamp_kwh_c_vs_b"], rel=0.20)
