@@ -224,7 +224,10 @@ class RankContext:
         offset = 0
         for p, g in zip(params, grads, strict=True):
             n = g.numel()
-            p.grad = flat[offset:offset + n].view_as(g).to(p.device)
+            # Every rank runs the same loss, so a parameter outside it (the actor in the critic's
+            # warm-up) has no gradient on any rank: it keeps none, and Adam leaves it alone.
+            if p.grad is not None:
+                p.grad = flat[offset:offset + n].view_as(g).to(p.device)
             offset += n
 
     def reward_scaler(self, num_envs: int, gamma: float, device: str | torch.device) -> InstanceRewardScaler:

@@ -36,6 +36,7 @@ from policy.gae import compute_gae
 from policy.networks import ActorCritic
 from policy.residual import ExpertPrior, interlock
 from policy.rollout import Rollout, VectorTwin, collect
+from policy.shaping import FruitPotential, shaped_rewards
 from policy.tuning import served_expert
 from twin import GreenhouseTwin
 from twin.spec import ObservationSpec
@@ -212,7 +213,12 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
     # ---- storage and the first observation ---------------------------------------------------
     T, B = cfg.num_steps, cfg.num_envs
     rollout = Rollout.zeros(T, B, twin.observation_spec.dim, twin.action_spec.dim, zones, device)
-    scaler = ctx.reward_scaler(B, cfg.gamma, device) if cfg.scale_rewards else None
+    scaler = ctx.reward_scaler(B, cfg.gamma, device) if cfg.scale_rewards and not cfg.fixed_reward_scale else None
+    potential = FruitPotential(twin.config) if cfg.shaping == "fruit_value" else None
+    # The normaliser's statistics are the start's when PPO begins from a cloned or trained policy;
+    # otherwise the warm-up's rollouts set them (see PPOConfig.freeze_obs_norm).
+    cloned = (demos is not None and not cfg.residual) or bool(cfg.lamp_demo_files) or fine_tuning
+    obs_norm_until = (0 if cloned else cfg.critic_warmup_iterations) if cfg.freeze_obs_norm else None
     next_obs = twin.reset()
     if resume is None:
         if cfg.stagger_starts:
@@ -237,9 +243,16 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
             group["lr"] = lr
 
         # ---- rollout, then advantages ----------------------------------------------------------
-        next_obs, last_value, steps_per_s = collect(agent, twin, rollout, next_obs)
+        next_obs, last_value, steps_per_s = collect(agent, twin, rollout, next_obs, potential)
         env_steps += T * B
-        rewards = scaler(rollout.rewards, rollout.dones) if scaler is not None else rollout.rewards
+        rewards = rollout.rewards
+        if potential is not None:
+            rewards = shaped_rewards(rewards, rollout.potentials, _next_potentials(rollout, potential(next_obs)),
+                                     rollout.terminated, cfg.gamma)
+        if scaler is not None:
+            rewards = scaler(rewards, rollout.dones)
+        elif cfg.fixed_reward_scale:
+            rewards = rewards * (1.0 - cfg.gamma)
         advantages, returns = compute_gae(rewards, rollout.values, rollout.terminated, rollout.truncated,
                                           rollout.final_values, last_value, cfg.gamma, cfg.gae_lambda)
 
@@ -249,7 +262,8 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
                         actor_on=iteration > cfg.critic_warmup_iterations, gen=gen, reference=reference)
         # The normaliser moves only between iterations, so stored log-probs match the update's.
         b_obs = rollout.obs.reshape(-1, rollout.obs.shape[-1])
-        agent.update_obs_stats(b_obs)
+        if obs_norm_until is None or iteration <= obs_norm_until:
+            agent.update_obs_stats(b_obs)
 
         # ---- logging and snapshots -------------------------------------------------------------
         expert_open = rollout.prior_valves.float().mean() if agent.is_residual \
@@ -272,6 +286,13 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
             if snapshot is not None and ctx.is_main:
                 snapshot(snap)
     return TrainResult(agent, metrics, cfg)
+
+
+def _next_potentials(rollout: Rollout, last: torch.Tensor) -> torch.Tensor:
+    """Phi of each step's successor [T, B]: the next stored observation's, the pre-reset one's where
+    the episode was truncated, and ``last`` (Phi of the observation after the rollout) at the end."""
+    following = torch.cat([rollout.potentials[1:], last[None]], dim=0)
+    return torch.where(rollout.truncated, rollout.final_potentials, following)
 
 
 def _demonstrations(cfg: PPOConfig, twin: VectorTwin, device: torch.device) -> Demos | None:
@@ -334,10 +355,9 @@ def _update(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer
     b_act = rollout.actions.reshape(-1, rollout.actions.shape[-1])
     b_logp, b_adv, b_ret = rollout.logprobs.reshape(-1), advantages.reshape(-1), returns.reshape(-1)
     b_prior_valves, b_prior_cont = rollout.prior_valves.reshape(-1, zones), rollout.prior_cont.reshape(-1, 2)
-    actor_weight = 1.0 if actor_on else 0.0
     sums = torch.zeros(len(UPDATE_METRICS) + 1, device=device)  # UPDATE_METRICS, then the minibatch count
     # The KL leash on a quarter of each (shuffled) minibatch: unbiased, a quarter of the cost.
-    kl_rows = max(1, cfg.minibatch_size // 4) if agent.is_residual and cfg.prior_kl_coef > 0 else 0
+    kl_rows = max(1, cfg.minibatch_size // 4) if agent.is_residual and cfg.prior_kl_coef > 0 and actor_on else 0
     for _ in range(cfg.update_epochs):
         perm = torch.randperm(cfg.batch_size, generator=gen, device=device)
         for mb in perm.split(cfg.minibatch_size):
@@ -357,13 +377,18 @@ def _update(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer
             pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
             v_loss = 0.5 * (ev.value - mb_ret).square().mean()
             entropy = ev.entropy.mean()
-            loss = actor_weight * (pg_loss - cfg.ent_coef * entropy) + cfg.vf_coef * v_loss
+            # Off, the actor's terms stay out of the graph (not multiplied by 0): its parameters then get
+            # no gradient at all, and Adam leaves them where they are instead of coasting on the moments
+            # the cloning left.
+            loss = cfg.vf_coef * v_loss
+            if actor_on:
+                loss = loss + pg_loss - cfg.ent_coef * entropy
             prior_kl = torch.zeros((), device=device)
             if ev.prior_kl is not None:
                 prior_kl = ev.prior_kl.mean()
                 loss = loss + cfg.prior_kl_coef * prior_kl
             bc_value = torch.zeros((), device=device)
-            if bc_coef > 0:
+            if bc_coef > 0 and actor_on:
                 assert demos is not None
                 pick = torch.randint(demos.obs.shape[0], (mb.numel(),), generator=gen, device=device)
                 bc_value = bc_loss(agent, demos.obs.index_select(0, pick), demos.action.index_select(0, pick),

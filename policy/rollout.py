@@ -10,6 +10,7 @@ implement it: the in-process :class:`twin.env.GreenhouseTwin` (torch backend) an
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -85,6 +86,10 @@ class Rollout:
     """[T, B, zones] bool: the residual expert's valve decision (kept so the update need not recompute it)."""
     prior_cont: torch.Tensor
     """[T, B, 2] the residual expert's pump and lights fractions."""
+    potentials: torch.Tensor
+    """[T, B] the shaping potential Phi(obs) (0 without shaping)."""
+    final_potentials: torch.Tensor
+    """[T, B] Phi(pre-reset observation) where the step truncated, else 0 (as ``final_values``)."""
 
     @classmethod
     def zeros(cls, steps: int, envs: int, obs_dim: int, act_dim: int, zones: int, device: torch.device) -> Rollout:
@@ -92,7 +97,7 @@ class Rollout:
             return torch.zeros((steps, envs, *shape), dtype=dtype, device=device)
         return cls(obs=z(obs_dim), actions=z(act_dim), logprobs=z(), rewards=z(), values=z(), final_values=z(),
                    terminated=z(dtype=torch.bool), truncated=z(dtype=torch.bool),
-                   prior_valves=z(zones, dtype=torch.bool), prior_cont=z(2))
+                   prior_valves=z(zones, dtype=torch.bool), prior_cont=z(2), potentials=z(), final_potentials=z())
 
     @property
     def dones(self) -> torch.Tensor:
@@ -100,12 +105,18 @@ class Rollout:
         return self.terminated | self.truncated
 
 
-def collect(agent: ActorCritic, twin: VectorTwin, rollout: Rollout, next_obs: torch.Tensor
-            ) -> tuple[torch.Tensor, torch.Tensor, float]:
+Potential = Callable[[torch.Tensor], torch.Tensor]
+"""Observations [B, D] -> the shaping potential [B] (:class:`policy.shaping.FruitPotential`)."""
+
+
+def collect(agent: ActorCritic, twin: VectorTwin, rollout: Rollout, next_obs: torch.Tensor,
+            potential: Potential | None = None) -> tuple[torch.Tensor, torch.Tensor, float]:
     """Step ``twin`` for T steps from ``next_obs`` with actions sampled from ``agent``, into ``rollout``.
 
     Returns the observation after the rollout, its value (the GAE bootstrap) and the env steps
     per second. The twin sees the interlocked action, as in serving; PPO keeps the sampled one.
+    With ``potential`` the rollout also keeps Phi of every observation and of truncated episodes'
+    last ones (the shaping's bootstrap).
     """
     zones = agent.zones
     start = time.perf_counter()
@@ -120,8 +131,13 @@ def collect(agent: ActorCritic, twin: VectorTwin, rollout: Rollout, next_obs: to
             rollout.actions[t], rollout.logprobs[t], rollout.values[t] = action, logp, value
             rollout.rewards[t], rollout.terminated[t], rollout.truncated[t] = reward, terminated, truncated
             rollout.final_values[t] = 0.0
+            if potential is not None:
+                rollout.potentials[t] = potential(rollout.obs[t])
+                rollout.final_potentials[t] = 0.0
             if bool(truncated.any()):
                 rollout.final_values[t] = torch.where(truncated, agent.get_value(info["final_obs"]), 0.0)
+                if potential is not None:
+                    rollout.final_potentials[t] = torch.where(truncated, potential(info["final_obs"]), 0.0)
         last_value = agent.get_value(next_obs)
     steps_per_s = rollout.rewards.numel() / (time.perf_counter() - start)
     return next_obs, last_value, steps_per_s

@@ -216,6 +216,20 @@ def observed_crop(xp: Any, cfg: CropGrowthConfig, state: CropState) -> tuple[Arr
             state.t_can24)
 
 
+def buffer_fruit_share(xp: Any, cfg: CropGrowthConfig, t_can24: Array, t_sum: Array) -> Array:
+    """Share of a unit of carbohydrate buffer that ends as fruit dry matter [-], by the organ flows'
+    own split (eqs. 24-28, B.6): the fruit's flow over all flows and their growth respiration, at the
+    24-h canopy temperature (the buffer empties within about a day, so its daily climate decides
+    where it goes). What the buffer holds is fruit not yet paid for: the reward counts fruit when it
+    is allocated."""
+    t24c = xp.clip(t_can24, *T_CAN_RANGE)
+    h_t = 1.0 / ((1.0 + xp.exp(-0.869 * (t24c - cfg.t_inst_min))) * (1.0 + xp.exp(0.5793 * (t24c - cfg.t_inst_max))))
+    fruit_share = h_t * xp.clip(t_sum * (1.0 / cfg.t_end_sum), 0.0, 1.0)
+    cost_veg = (1.0 + cfg.cg_leaf) * cfg.rg_leaf + (1.0 + cfg.cg_stem) * cfg.rg_stem
+    fruit = fruit_share * cfg.rg_fruit
+    return fruit / (cost_veg + (1.0 + cfg.cg_fruit) * fruit)
+
+
 def absorbed_par(xp: Any, cfg: CropGrowthConfig, par: Array, lai: Array) -> Array:
     """PAR absorbed by the canopy, directly and after reflection from the floor (eq. 17) [umol m-2 s-1]."""
     transmitted = xp.exp(-cfg.k_par * lai)
