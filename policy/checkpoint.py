@@ -101,6 +101,10 @@ def run_hash(cfg: PPOConfig) -> str:
         d.pop("residual_lamp_logit", None)
     if d.get("prior_kl_to") == "served":  # the leash's target before it could be chosen
         d.pop("prior_kl_to")
+    for key, default in (("freeze_obs_norm", False), ("fixed_reward_scale", False), ("shaping", "none"),
+                         ("lamp_torso", False)):
+        if d.get(key) == default:  # nor those from before these switches
+            d.pop(key, None)
     if not d.get("lamp_demo_files"):  # nor those from before the hindsight lamp demonstrations
         d.pop("lamp_demo_files", None)
         d.pop("lamp_bc_updates", None)
@@ -111,8 +115,11 @@ def run_hash(cfg: PPOConfig) -> str:
 
 def architecture(agent: ActorCritic) -> dict[str, Any]:
     """Constructor arguments of ``agent``, read off the module so they cannot disagree with the weights."""
-    return {"obs_dim": agent.obs_dim, "zones": agent.zones, "hidden": agent.actor_head.in_features,
+    arch = {"obs_dim": agent.obs_dim, "zones": agent.zones, "hidden": agent.actor_head.in_features,
             "shared_torso": agent.actor_torso is agent.critic_torso}
+    if agent.lamp_torso is not None:  # members without one keep the meta (and hashes) they had
+        arch["lamp_torso"] = True
+    return arch
 
 
 def build_meta(cfg: PPOConfig, *, seed: int, member: int = 0, metrics: dict[str, Any] | None = None,
@@ -211,7 +218,8 @@ def load_member(directory: str | Path, *, expected_zones: int | None = None,
     if meta.get("weights_sha256") and sha256_file(weights) != meta["weights_sha256"]:
         raise CheckpointError(f"{weights} does not match the sha256 in {META_FILE} (corrupt or replaced)")
     arch = meta["architecture"]
-    agent = ActorCritic(arch["obs_dim"], arch["zones"], arch["hidden"], arch["shared_torso"])
+    agent = ActorCritic(arch["obs_dim"], arch["zones"], arch["hidden"], arch["shared_torso"],
+                        lamp_torso=bool(arch.get("lamp_torso", False)))
     try:
         state = torch.load(weights, map_location=map_location, weights_only=True)
         agent.load_state_dict(state)

@@ -105,6 +105,9 @@ class PPOConfig:
     values read as reward per step and keep one meaning through a resume and a fine-tune (the
     running std grew 26x over 64 iterations of one run, and a fine-tune restarted it while the
     incumbent's critic expected the old scale). The reward is already in fixed units (EUR over V_ref)."""
+    lamp_torso: bool = False
+    """The lights' output from a torso of its own (:class:`policy.networks.SplitActor`), so irrigation
+    updates cannot reshape the lamp decision. Needs the lamp switch."""
     shaping: str = "none"
     """'fruit_value': potential-based shaping with the fruit value of the crop's carbohydrate buffer
     (:mod:`policy.shaping`), training only, so a lamp hour's credit arrives where the light is caught
@@ -146,6 +149,8 @@ class PPOConfig:
             raise ValueError("lamp_demo_files clone the lamp switch: they need residual_lamp_logit > 0")
         if self.prior_kl_to not in ("served", "start"):
             raise ValueError(f"prior_kl_to must be 'served' or 'start', got {self.prior_kl_to!r}")
+        if self.lamp_torso and self.residual_lamp_logit <= 0.0:
+            raise ValueError("lamp_torso gives the lamp switch a torso of its own: it needs residual_lamp_logit > 0")
         if self.shaping not in ("none", "fruit_value"):
             raise ValueError(f"shaping must be 'none' or 'fruit_value', got {self.shaping!r}")
         if self.critic_warmup_iterations < 0:

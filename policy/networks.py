@@ -184,6 +184,27 @@ def mlp(in_dim: int, hidden: int) -> nn.Sequential:
                          layer_init(nn.Linear(hidden, hidden)), Tanh())
 
 
+class SplitActor(nn.Module):
+    """The actor's torso and head with the lights' output column taken from a torso of its own.
+
+    Valves and pump share one torso; the lights (the lamp switch's logit) get their own, so a
+    gradient from an irrigation decision cannot reshape the features the lamp decision reads, and
+    cloning the lamps cannot bend the valves'. Not registered in :class:`ActorCritic` (which owns
+    the four parts), only assembled for :meth:`ActorCritic.actor_layers`.
+    """
+
+    def __init__(self, torso: nn.Module, head: nn.Linear, lamp_torso: nn.Module, lamp_head: nn.Linear,
+                 column: int) -> None:
+        super().__init__()
+        self.torso, self.head, self.lamp_torso, self.lamp_head = torso, head, lamp_torso, lamp_head
+        self.column = column
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.head(self.torso(x))
+        lamp = self.lamp_head(self.lamp_torso(x))
+        return torch.cat([out[..., :self.column], lamp, out[..., self.column + 1:]], dim=-1)
+
+
 def _run(layers: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:
     for layer in layers:
         x = layer(x)
@@ -202,7 +223,7 @@ class ActorCritic(nn.Module):
 
     def __init__(self, obs_dim: int, zones: int, hidden: int = 64, shared_torso: bool = False,
                  residual: ThresholdExpert | None = None, prior_logit: float = RESIDUAL_PRIOR_LOGIT,
-                 lamp_logit: float = 0.0) -> None:
+                 lamp_logit: float = 0.0, lamp_torso: bool = False) -> None:
         super().__init__()
         self.obs_dim, self.zones = obs_dim, zones
         # (enabled, refill, stop, pump_pct, prior_logit, c0, par_sat, h_max, lamp_logit): a buffer so
@@ -222,8 +243,15 @@ class ActorCritic(nn.Module):
         # Small policy gain: near-uniform valves and Beta(~2, ~2) at the start.
         self.actor_head = layer_init(nn.Linear(hidden, zones + 4), gain=0.01)
         self.critic_head = layer_init(nn.Linear(hidden, 1), gain=1.0)
+        # The lights' column from a torso of its own (see SplitActor); None: from the actor's.
+        self.lamp_torso = mlp(obs_dim, hidden) if lamp_torso else None
+        self.lamp_head = layer_init(nn.Linear(hidden, 1), gain=0.01) if lamp_torso else None
         if residual is not None:  # zero adjustments: the untrained residual policy is the expert
             nn.init.zeros_(self.actor_head.weight)
+            if self.lamp_head is not None:
+                nn.init.zeros_(self.lamp_head.weight)
+                nn.init.zeros_(self.lamp_head.bias)
+        self._split: tuple[SplitActor] | None = None
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
         """Checkpoints from before residual mode lack the buffer: they are plain policies. Those from
@@ -284,7 +312,13 @@ class ActorCritic(nn.Module):
         """The actor's forward pass, in order: the observation normaliser, the torso, the head.
         :meth:`forward` runs them; :func:`policy.ensemble.forward_members` runs the same layers
         of several members side by side."""
-        return (self.obs_rms, *self.actor_torso, self.actor_head)
+        if self.lamp_torso is None or self.lamp_head is None:
+            return (self.obs_rms, *self.actor_torso, self.actor_head)
+        split = self.__dict__.get("_split")
+        if split is None:  # kept out of the module tree: its parts are registered here already
+            split = (SplitActor(self.actor_torso, self.actor_head, self.lamp_torso, self.lamp_head, self.zones + 1),)
+            self.__dict__["_split"] = split
+        return (self.obs_rms, split[0])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """The actor's raw output [B, zones + 4] for raw observations: valve logits, then the

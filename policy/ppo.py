@@ -192,7 +192,7 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
     served = served_expert(zones)
     agent = ActorCritic(twin.observation_spec.dim, zones, cfg.hidden, cfg.shared_torso,
                         residual=served if cfg.residual else None, prior_logit=cfg.residual_prior_logit,
-                        lamp_logit=cfg.residual_lamp_logit).to(device)
+                        lamp_logit=cfg.residual_lamp_logit, lamp_torso=cfg.lamp_torso).to(device)
     if init_state is not None:
         agent.load_state_dict(init_state)
     ctx.prepare(agent)
