@@ -23,8 +23,12 @@ figures (its ``masked`` argument), for comparison.
 Money (OBS_VERSION 4 twins): per greenhouse and m2 of floor, the fruit grown, its value, what the
 lamps, pump and water cost and the profit, summed from the step ``info`` of the economic twin
 (CROP_ECONOMICS 5). Profit is revenue less energy, water and damage; the moisture penalty is a
-risk price in the reward, not money. A :class:`BestOf` row is the hindsight ceiling of a rule
-family: per scenario, the candidate that did best on that very scenario.
+risk price in the reward, not money. A :class:`BestOf` row is a hindsight row of a rule family:
+per scenario (or per greenhouse), the candidate that did best on that very scenario (greenhouse).
+Picked per scenario it bounds the family's fixed settings, not what a controller that tells the
+greenhouses apart can earn: per greenhouse the same candidates score higher. A row that must run
+a twin of its own (:class:`OwnTwin`, e.g. :class:`policy.oracles.DailyLampOracle`, which branches
+the twin every day) runs beside the shared batch on the same scenario and is counted the same way.
 
 Scenarios are independent, so ``jobs > 1`` runs them in that many worker processes with the
 same results bit for bit: a controller with state (``RandomController``) restarts its draws for
@@ -38,7 +42,7 @@ import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -46,6 +50,7 @@ from policy.processes import map_in_processes, usable_cores
 from twin.backend import make_backend
 from twin.config import DEFAULT_ZONES, FaultConfig, TwinConfig
 from twin.dynamics import TwinModel
+from twin.types import StepOut, TwinParams, TwinState
 
 Controller = Callable[[Any], Any]
 """Batched observations (N, obs_dim) -> actions (N, zones + 2)."""
@@ -258,6 +263,56 @@ class _Tally:
     def block(self, sl: slice) -> _Tally:
         return _Tally(**{k: v[sl] if isinstance(v, np.ndarray) else v for k, v in self.__dict__.items()})
 
+    def take(self, rows: np.ndarray) -> _Tally:
+        """The sums of greenhouses ``rows`` (a copy: adding to it leaves this one as it was)."""
+        return _Tally(**{k: v[rows] if isinstance(v, np.ndarray) else v for k, v in self.__dict__.items()})
+
+    @classmethod
+    def pick(cls, tallies: Sequence[_Tally], choice: np.ndarray) -> _Tally:
+        """Greenhouse ``g``'s sums from ``tallies[choice[g]]`` (same greenhouses in every tally)."""
+        g = np.arange(choice.size)
+        arrays = {k: np.stack([getattr(t, k) for t in tallies])[choice, g] for k in cls.__dataclass_fields__
+                  if k != "economic"}
+        return cls(**arrays, economic=all(t.economic for t in tallies))
+
+    def finish(self, area_m2: float, zones: int) -> None:
+        """Turn the step sums into the per-m2 and per-zone figures the metrics average."""
+        self.water_l /= area_m2
+        self.in_band /= zones
+        self.stress_h /= zones
+
+
+def _new_tallies(info: Mapping[str, Any], rows: int) -> tuple[_Tally, _Tally]:
+    """(every step, steps before a hard termination) sums for ``rows`` greenhouses; the first step's
+    ``info`` tells whether this twin reports money."""
+    economic = all(key in info for key in ECONOMIC_INFO)
+    return _Tally.zeros(rows, economic), _Tally.zeros(rows, economic)
+
+
+def _count_step(tally: _Tally, masked: _Tally, out: StepOut, params: TwinParams, state: TwinState,
+                pump_ok: np.ndarray, dt_h: float) -> None:
+    """Fold one twin step (``state`` after it) into both sums and mark new hard terminations:
+    ``pump_ok`` goes False in place where the pump was wrecked this step."""
+    info = out.info
+    rows = pump_ok.size
+    theta = state.theta
+    in_band = ((theta >= params.band_low) & (theta <= params.band_high)).sum(axis=1)
+    for t, counted in ((tally, np.ones(rows, dtype=bool)), (masked, pump_ok)):
+        # np.where, not multiplication: a masked greenhouse may carry NaN or inf after its failure.
+        t.reward += np.where(counted, out.reward, 0.0)
+        t.steps += counted
+        t.water_l += np.where(counted, info["water_l"].sum(axis=1), 0.0)
+        t.energy_kwh += np.where(counted, info["energy_kwh"], 0.0)
+        t.in_band += np.where(counted, in_band, 0)
+        t.stress_h += np.where(counted, (info["ks"] * info["ks_aer"] < 1.0).sum(axis=1) * dt_h, 0.0)
+        if t.economic:
+            t.add_money(info, counted)
+            t.add_hours(counted, dt_h)
+    hard = pump_ok & out.terminated
+    tally.terminated |= hard
+    masked.terminated |= hard
+    pump_ok &= ~hard
+
 
 def _to_numpy(a: Any) -> np.ndarray:
     if hasattr(a, "detach"):  # torch tensor from a policy network
@@ -283,11 +338,9 @@ def run_scenario(scenario: Scenario, controllers: Sequence[Controller], on_step:
     n, k, z = scenario.instances, len(controllers), cfg.zones
     ids = backend.asarray(np.tile(np.arange(n), k), dtype=backend.int)  # same greenhouses in every block
     params, state, obs = model.reset(ids, backend.zeros((n * k,), dtype=backend.int))
-    band_low, band_high = params.band_low, params.band_high
     tally = masked = None
     pump_ok = np.ones(n * k, dtype=bool)
     blocks = [slice(i * n, (i + 1) * n) for i in range(k)]
-    area = z * cfg.hydraulics.zone_area_m2
     for step in range(cfg.horizon_steps):
         actions = np.concatenate([_to_numpy(c(obs[sl])) for c, sl in zip(controllers, blocks, strict=True)])
         actions[~pump_ok, : z + 1] = 0.0  # a damaged pump irrigates no more
@@ -295,33 +348,13 @@ def run_scenario(scenario: Scenario, controllers: Sequence[Controller], on_step:
             on_step(step, obs, actions)
         state, out = model.step(params, state, backend.asarray(actions, dtype=backend.float))
         obs = out.obs
-        info = out.info
-        if tally is None or masked is None:  # the first step tells whether this twin reports money
-            economic = all(key in info for key in ECONOMIC_INFO)
-            tally, masked = _Tally.zeros(n * k, economic), _Tally.zeros(n * k, economic)
-        theta = state.theta
-        in_band = ((theta >= band_low) & (theta <= band_high)).sum(axis=1)
-        for t, counted in ((tally, np.ones(n * k, dtype=bool)), (masked, pump_ok)):
-            # np.where, not multiplication: a masked greenhouse may carry NaN or inf after its failure.
-            t.reward += np.where(counted, out.reward, 0.0)
-            t.steps += counted
-            t.water_l += np.where(counted, info["water_l"].sum(axis=1), 0.0)
-            t.energy_kwh += np.where(counted, info["energy_kwh"], 0.0)
-            t.in_band += np.where(counted, in_band, 0)
-            t.stress_h += np.where(counted, (info["ks"] * info["ks_aer"] < 1.0).sum(axis=1) * cfg.dt_h, 0.0)
-            if t.economic:
-                t.add_money(info, counted)
-                t.add_hours(counted, cfg.dt_h)
-        hard = pump_ok & out.terminated
-        tally.terminated |= hard
-        masked.terminated |= hard
-        pump_ok &= ~hard
+        if tally is None or masked is None:
+            tally, masked = _new_tallies(out.info, n * k)
+        _count_step(tally, masked, out, params, state, pump_ok, cfg.dt_h)
     if tally is None or masked is None:
         raise ValueError(f"scenario {scenario.name} has no steps")
     for t in (tally, masked):
-        t.water_l /= area
-        t.in_band /= z
-        t.stress_h /= z
+        t.finish(z * cfg.hydraulics.zone_area_m2, z)
     return [(tally.block(sl), masked.block(sl)) for sl in blocks]
 
 
@@ -368,36 +401,80 @@ def _money(t: _Tally, steps: float) -> dict[str, float]:
     }
 
 
+Pair = tuple[_Tally, _Tally]
+"""One row's sums on one scenario: (every step, steps before a hard termination only)."""
+
+
 @dataclass(frozen=True)
 class BestOf:
-    """A row made of, per scenario, the candidate that scored best on that very scenario.
+    """A row made of, per scenario or per greenhouse, the candidate that scored best there.
 
-    The hindsight ceiling of a rule family: no fixed setting can do better on every scenario,
-    because this one is chosen after seeing each. The candidates run in the same batch as the
-    other controllers, on the same greenhouses.
+    Per scenario (the default) it is the hindsight ceiling of a rule family's fixed settings: no
+    fixed setting can do better on every scenario, because this one is chosen after seeing each.
+    It is not a bound on a controller that treats greenhouses differently: ``per="greenhouse"``
+    picks each greenhouse's best candidate on that greenhouse's own outcome, which scores at least
+    as high. The candidates run in the same batch as the other controllers, on the same greenhouses.
     """
 
     candidates: tuple[Controller, ...]
     score: Callable[[ControllerMetrics], float]
-    """Higher is better; it sees one scenario's metrics of one candidate."""
+    """Higher is better; it sees one scenario's (or one greenhouse's) metrics of one candidate."""
+    per: Literal["scenario", "greenhouse"] = "scenario"
 
     def __post_init__(self) -> None:
         if not self.candidates:
             raise ValueError("BestOf needs at least one candidate")
+        if self.per not in ("scenario", "greenhouse"):
+            raise ValueError(f"BestOf picks per scenario or per greenhouse, not per {self.per!r}")
+
+    def choose(self, runs: Sequence[Pair]) -> tuple[Pair, list[int]]:
+        """The row's sums on one scenario from its candidates' ``runs`` (in candidate order) and the
+        candidate index it took: one per scenario, or one per greenhouse. The first candidate wins a tie."""
+        def best(tallies: Sequence[_Tally]) -> int:
+            return max(range(len(tallies)), key=lambda j: (self.score(_metrics([tallies[j]])), -j))
+
+        if self.per == "scenario":
+            j = best([t for t, _ in runs])
+            return runs[j], [j]
+        n = runs[0][0].reward.size
+        picks = np.array([best([t.block(slice(g, g + 1)) for t, _ in runs]) for g in range(n)], dtype=np.int64)
+        return (_Tally.pick([t for t, _ in runs], picks), _Tally.pick([m for _, m in runs], picks)), picks.tolist()
 
 
-Row = Controller | BestOf
+@runtime_checkable
+class OwnTwin(Protocol):
+    """A row that runs a twin of its own per scenario instead of a block of the shared batch: an
+    oracle that branches the twin cannot step in lockstep with the controllers."""
+
+    def run_alone(self, scenario: Scenario) -> Pair:
+        """Its sums on the scenario's greenhouses, counted as :func:`run_scenario` counts a block."""
+        ...
 
 
-def _expand(rows: Sequence[Row]) -> tuple[list[Controller], list[list[int]]]:
-    """The controllers to run and, per row, the indices of its candidates among them."""
-    run: list[Controller] = []
-    members: list[list[int]] = []
-    for row in rows:
-        cands = list(row.candidates) if isinstance(row, BestOf) else [row]
-        members.append(list(range(len(run), len(run) + len(cands))))
-        run += cands
-    return run, members
+Row = Controller | BestOf | OwnTwin
+
+
+def _expand(rows: Sequence[Row]) -> tuple[list[Controller], list[OwnTwin], list[list[int]]]:
+    """The controllers to batch, the rows that run alone and, per row, the indices of its runs among
+    a scenario's results (the batched controllers first, then the rows alone). An object that
+    several rows share runs once: a block's sums depend on that block alone."""
+    def once(objects: Sequence[Any]) -> list[Any]:
+        out: list[Any] = []
+        for o in objects:
+            if not any(o is seen for seen in out):
+                out.append(o)
+        return out
+
+    def position(o: Any, among: Sequence[Any]) -> int:
+        return next(i for i, seen in enumerate(among) if seen is o)
+
+    alone = once([row for row in rows if isinstance(row, OwnTwin)])
+    run = once([c for row in rows if not isinstance(row, OwnTwin)
+                for c in (row.candidates if isinstance(row, BestOf) else (row,))])
+    members = [[len(run) + position(row, alone)] if isinstance(row, OwnTwin)
+               else [position(c, run) for c in (row.candidates if isinstance(row, BestOf) else (row,))]
+               for row in rows]
+    return run, alone, members
 
 
 def evaluate_many(controllers: Sequence[Row], scenarios: Sequence[Scenario],
@@ -405,35 +482,38 @@ def evaluate_many(controllers: Sequence[Row], scenarios: Sequence[Scenario],
                   intact: list[ControllerMetrics] | None = None, intact_among: Sequence[int] = (),
                   by_scenario: list[list[ControllerMetrics]] | None = None,
                   chosen: list[list[int]] | None = None, jobs: int = 1) -> list[ControllerMetrics]:
-    """Metrics per controller (or :class:`BestOf` row), all batched together scenario by scenario.
+    """Metrics per controller (or :class:`BestOf` or :class:`OwnTwin` row), all batched together
+    scenario by scenario.
 
     ``masked``, when given, receives the same metrics over the steps before each hard
     termination only. ``intact`` receives every controller's metrics over the greenhouses that
     none of the controllers at indices ``intact_among`` ended in a hard limit: a paired
     comparison on the same greenhouses, free of what a wrecked pump does to water and stress.
     ``by_scenario`` receives, per controller, its metrics on each scenario (for paired tests);
-    ``chosen``, per row, the candidate index a :class:`BestOf` row took on each scenario (0 for a
-    plain controller). ``jobs > 1`` runs the scenarios in that many processes (the controllers
-    must pickle); the results are the same as with one.
+    ``chosen``, per row, the candidate index a :class:`BestOf` row took on each scenario (on each
+    greenhouse, scenarios in order, for one that picks per greenhouse; 0 for other rows). ``jobs >
+    1`` runs the scenarios in that many processes (the rows must pickle); the results are the same
+    as with one.
     """
     if not controllers:
         return []
-    run, members = _expand(controllers)
-    runs = _run_scenarios(scenarios, run, progress, jobs)
-    picks = []
+    run, alone, members = _expand(controllers)
+    runs = _run_scenarios(scenarios, run, progress, jobs, alone)
+    per_row: list[list[Pair]] = []
+    picks: list[list[int]] = []
     for row, idx in zip(controllers, members, strict=True):
         if isinstance(row, BestOf):
-            picks.append([max(range(len(idx)), key=lambda j, r=r: (row.score(_metrics([r[idx[j]][0]])), -j))
-                          for r in runs])
+            made = [row.choose([r[i] for i in idx]) for r in runs]
+            per_row.append([pair for pair, _ in made])
+            picks.append([j for _, took in made for j in took])
         else:
+            per_row.append([r[idx[0]] for r in runs])
             picks.append([0] * len(runs))
-    per_ctrl = [[r[idx[p]][0] for r, p in zip(runs, pick, strict=True)] for idx, pick in zip(members, picks,
-                                                                                           strict=True)]
+    per_ctrl = [[t for t, _ in pairs] for pairs in per_row]
     if chosen is not None:
         chosen[:] = picks
     if masked is not None:
-        masked[:] = [_metrics([r[idx[p]][1] for r, p in zip(runs, pick, strict=True)])
-                     for idx, pick in zip(members, picks, strict=True)]
+        masked[:] = [_metrics([m for _, m in pairs]) for pairs in per_row]
     if intact is not None:
         wrecked = np.zeros(sum(s.instances for s in scenarios), dtype=bool)
         for j in intact_among:
@@ -449,15 +529,22 @@ def default_jobs(scenarios: int) -> int:
     return max(1, min(usable_cores(), scenarios))
 
 
+def _scenario_rows(scenario: Scenario, controllers: Sequence[Controller], alone: Sequence[OwnTwin]) -> list[Pair]:
+    """One scenario's sums: each batched controller's block, then each row that runs alone."""
+    batched = run_scenario(scenario, controllers) if controllers else []
+    return batched + [row.run_alone(scenario) for row in alone]
+
+
 def _run_scenarios(scenarios: Sequence[Scenario], controllers: Sequence[Controller], progress: Progress | None,
-                   jobs: int) -> list[list[tuple[_Tally, _Tally]]]:
-    """:func:`run_scenario` for every scenario, in order, on ``jobs`` processes (1: this one)."""
+                   jobs: int, alone: Sequence[OwnTwin] = ()) -> list[list[Pair]]:
+    """:func:`_scenario_rows` for every scenario, in order, on ``jobs`` processes (1: this one)."""
     if jobs > 1 and len(scenarios) > 1:
         try:
-            pickle.dumps(list(controllers))
+            pickle.dumps((list(controllers), list(alone)))
         except Exception as exc:
             raise ValueError(f"jobs > 1 needs controllers that can be pickled to the worker processes: {exc}") from exc
-    return map_in_processes(partial(run_scenario, controllers=list(controllers)), scenarios, jobs, progress)
+    return map_in_processes(partial(_scenario_rows, controllers=list(controllers), alone=list(alone)), scenarios,
+                            jobs, progress)
 
 
 def evaluate(controller: Controller, scenarios: Sequence[Scenario]) -> ControllerMetrics:

@@ -17,7 +17,8 @@ and the tuning runs in two stages: the irrigation grid under the growers' price-
 then the break-even lighting grid (CROP_ECONOMICS 4.4) on the best irrigation. Irrigation and
 lighting barely interact (lamp heat moves transpiration by a few per cent), so the sum of the
 two grids costs what their product would at a fraction of the time. :func:`hindsight_candidates`
-gives the same family's settings a per-scenario hindsight row picks from.
+gives the same family's settings a per-scenario hindsight row picks from, and :func:`per_greenhouse`
+turns such a row into one that picks per greenhouse.
 """
 
 from __future__ import annotations
@@ -184,6 +185,17 @@ def hindsight_row(tuned: ThresholdExpert, greenhouses_per_scenario: int, *, lamp
     if interlocked:
         cands = [Interlocked(c, zones=c.zones) for c in cands]
     return BestOf(tuple(cands), scored)
+
+
+def per_greenhouse(row: BestOf) -> BestOf:
+    """``row``'s candidates, the best picked per greenhouse on that greenhouse's own tuning score.
+
+    The same candidate objects, so an evaluation with both rows runs them once. A per-scenario
+    pick is no bound on a controller that tells greenhouses apart; this one is, for the family."""
+    def scored(m: ControllerMetrics) -> float:
+        return score(m, 1)
+
+    return dataclasses.replace(row, score=scored, per="greenhouse")
 
 
 def save_tuned_threshold(expert: ThresholdExpert, train_score: float, scenarios: Sequence[Scenario],
