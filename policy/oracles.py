@@ -109,16 +109,22 @@ def _rows(struct: S, rows: np.ndarray) -> S:
     return struct.replace(**{k: v[rows] for k, v in struct.arrays().items()})
 
 
+Record = Callable[[int, np.ndarray, np.ndarray], None]
+"""Called with (step within the call, observations, actions) before each step is taken."""
+
+
 def _advance(model: TwinModel, params: TwinParams, state: TwinState, obs: np.ndarray, pump_ok: np.ndarray,
-             controller: Callable[[np.ndarray], np.ndarray], steps: int, sums: Pair | None
-             ) -> tuple[TwinState, np.ndarray, Pair | None]:
+             controller: Callable[[np.ndarray], np.ndarray], steps: int, sums: Pair | None,
+             record: Record | None = None) -> tuple[TwinState, np.ndarray, Pair | None]:
     """``steps`` twin steps under ``controller``, counted into ``sums`` (new ones when None) as
     :func:`policy.evaluate.run_scenario` counts: a wrecked pump irrigates no more (``pump_ok``
     goes False in place) and every step counts."""
     z, b = model.cfg.zones, model.backend
-    for _ in range(steps):
+    for i in range(steps):
         actions = np.asarray(controller(obs), dtype=np.float32)
         actions[~pump_ok, : z + 1] = 0.0
+        if record is not None:
+            record(i, obs, actions)
         state, out = model.step(params, state, b.asarray(actions, dtype=b.float))
         obs = out.obs
         if sums is None:

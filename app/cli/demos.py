@@ -39,6 +39,17 @@ def add_demos_arguments(parser: argparse.ArgumentParser) -> None:
     hin.add_argument("--days", type=float, default=30.0)
     hin.add_argument("--stride", type=int, default=3, help="keep every n-th control step (default %(default)s)")
     hin.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per usable core)")
+    day = sub.add_parser("daily", help="per greenhouse and day, the lamp option that earned most in paired branches "
+                                       "of the twin, as a .npz for `greentwin train --set lamp_demo_files=FILE`")
+    day.add_argument("--out", required=True, metavar="FILE.npz")
+    day.add_argument("--seeds", default="100-139", metavar="A-B",
+                     help="training seeds of 30-day scenarios (default %(default)s; never evaluation seeds)")
+    day.add_argument("--days", type=float, default=30.0)
+    day.add_argument("--learner", default=None, metavar="DIR",
+                     help="a policy whose own states the branches start from (DAgger); default: the daily "
+                          "oracle's path")
+    day.add_argument("--stride", type=int, default=3, help="keep every n-th control step (default %(default)s)")
+    day.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per usable core)")
 
 
 @dataclass(frozen=True)
@@ -110,9 +121,40 @@ def hindsight(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def daily(args: argparse.Namespace) -> int:
+    """``demos daily``: lamp plans labelled day by day in paired branches, on the oracle's or a
+    learner's states (policy.daily_plan)."""
+    from policy.daily_plan import daily_plan_demos
+    from policy.eval_cli import parse_seeds
+    from policy.evaluate import default_jobs
+    from policy.hindsight import hindsight_scenarios
+    from policy.tuning import served_expert
+
+    try:
+        first, last = parse_seeds(args.seeds)
+        if args.days <= 0:
+            raise ValueError("--days must be > 0")
+        if args.learner is not None and not Path(args.learner).is_dir():
+            raise ValueError(f"--learner {args.learner} is not a policy directory")
+        scenarios = hindsight_scenarios(first, last, args.days)
+        result = daily_plan_demos(scenarios, served_expert(DEFAULT_ZONES), learner=args.learner, stride=args.stride,
+                                  jobs=args.jobs or default_jobs(len(scenarios)))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from policy.bc import save_demos
+    from twin.spec import ObservationSpec
+
+    save_demos(args.out, result.demos, ObservationSpec(DEFAULT_ZONES))
+    print(f"wrote {args.out}: {result.summary()}")
+    return EXIT_OK
+
+
 def main(args: argparse.Namespace) -> int:
     if args.demos_command == "hindsight":
         return hindsight(args)
+    if args.demos_command == "daily":
+        return daily(args)
     from app.core.config import get_settings
     from app.core.db import SchemaOutOfDate
 

@@ -1,0 +1,172 @@
+"""Daily lamp plans learned from paired branches, on the learner's own states (DAgger).
+
+A lamp hour pays a day later through the crop's carbohydrate buffer, and what it is worth follows
+the canopy and the next day's light and prices: the value lives at the grain of a day, where a
+10-minute policy gradient sees mostly noise. So the lamp plan is taught at that grain. From each
+greenhouse's state at local midnight the twin is copied into one branch per lamp option (the
+served rule with each lamp coefficient of :data:`policy.hindsight.HINDSIGHT_C0`), every branch
+runs the day under its option and one more under the served setting, and the option with the best
+two-day profit plus the fruit value of the buffer left (the scoring of
+:class:`policy.oracles.DailyLampOracle`) labels that day: its branch's observations and actions are
+the demonstrations. The branches share every random draw (common random numbers), so the
+comparison is of the options alone, not of their weather.
+
+Whose midnights: with no learner the path follows the best branch (the daily oracle's own states);
+with a learner (a policy directory) the path is the learner's, which takes its own actions all
+day, and only the labels come from the branches: the dataset aggregation of DAgger (Ross, Gordon
+and Bagnell 2011), so the policy is taught on the states it reaches rather than on the oracle's.
+The demonstrations feed the lamp cloning (:attr:`policy.config.PPOConfig.lamp_demo_files`); PPO
+stays the learner of the 10-minute actions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from policy.baselines import ThresholdExpert
+from policy.bc import DemoBatch, make_demo_batch
+from policy.evaluate import Scenario
+from policy.hindsight import HINDSIGHT_C0
+from policy.oracles import _advance, _Blocks, _rows, _steps_per_day
+from policy.processes import map_in_processes
+from policy.residual import Interlocked
+from policy.shaping import FruitPotential
+from twin.backend import make_backend
+from twin.dynamics import TwinModel
+
+
+@dataclass(frozen=True)
+class DailyPlanResult:
+    """The demonstrations and what each day picked."""
+
+    demos: DemoBatch
+    c0: tuple[float, ...]
+    picks: np.ndarray
+    """[greenhouse-days] index into ``c0`` of the option that labelled each day."""
+    gains: np.ndarray
+    """[greenhouse-days] the picked option's score over the served setting's [EUR/m2]."""
+
+    def summary(self) -> str:
+        counts = np.bincount(self.picks, minlength=len(self.c0))
+        picked = ", ".join(f"c0 {c:g}: {int(n)}" for c, n in zip(self.c0, counts, strict=True))
+        return (f"{self.demos.size:,} demonstrations from {self.picks.size} greenhouse-days ({picked}); "
+                f"picked over served: {self.gains.mean():+.4f} EUR/m2 per greenhouse-day")
+
+
+def _learner(directory: str, zones: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The policy at ``directory`` as the evaluation runs it (vote, then the interlock)."""
+    from policy.ensemble import load_ensemble
+    from policy.evaluate import EnsembleController
+
+    return EnsembleController(load_ensemble(directory, expected_zones=zones), zones=zones)
+
+
+Learner = str | Callable[[np.ndarray], np.ndarray] | None
+"""A policy directory, a picklable controller (observations -> safe actions), or None (the oracle)."""
+PlanWork = tuple[Scenario, ThresholdExpert, tuple[float, ...], int, Learner, int, float]
+
+
+def _scenario_plan(work: PlanWork) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One scenario's demonstration rows (greenhouse-major, day by day), picks and gains."""
+    scenario, served, c0s, served_index, learner_of, stride, margin = work
+    cfg = scenario.config()
+    backend = make_backend("numpy", "cpu")
+    model = TwinModel(cfg, backend, scenario.seed)
+    n, k, z = scenario.instances, len(c0s), cfg.zones
+    params, state, obs = model.reset(backend.asarray(np.arange(n), dtype=backend.int),
+                                     backend.zeros((n,), dtype=backend.int))
+    per_day, horizon = _steps_per_day(model, params), cfg.horizon_steps
+    options = tuple(dataclasses.replace(served, c0=c) for c in c0s)
+    choose = Interlocked(_Blocks(options, n), zones=z)
+    serve = Interlocked(options[served_index], zones=z)
+    learner = _learner(learner_of, z) if isinstance(learner_of, str) else learner_of
+    potential = FruitPotential(cfg)
+    eur_m2 = cfg.economics.v_ref(cfg.dt_s)
+    branch = np.tile(np.arange(n), k)
+    branch_params = _rows(params, branch)
+    pump_ok = np.ones(n, dtype=bool)
+    greenhouses = np.arange(n)
+    obs_days: list[np.ndarray] = []
+    act_days: list[np.ndarray] = []
+    picks_days, gains_days = [], []
+    for start in range(0, horizon, per_day):
+        end, ahead = min(start + per_day, horizon), min(start + 2 * per_day, horizon)
+        kept = _Kept(stride)
+        ok = pump_ok[branch]
+        day_state, day_obs, day_sums = _advance(model, branch_params, _rows(state, branch), obs[branch], ok, choose,
+                                                end - start, None, kept)
+        if day_sums is None or not day_sums[0].economic:
+            raise ValueError("daily plans score lamp options by profit: this twin reports no money")
+        day_ok = ok.copy()
+        _, last_obs, look = _advance(model, branch_params, day_state, day_obs, ok, serve, ahead - end, None)
+        value = np.zeros(n * k)
+        if ahead < horizon:
+            value = potential(_torch(last_obs)).double().numpy() * eur_m2
+        scores = (day_sums[0].profit + (look[0].profit if look is not None else 0.0) + value).reshape(k, n)
+        gains = scores - scores[served_index]
+        picks = np.where(gains.max(axis=0) > margin, gains.argmax(axis=0), served_index)
+        rows = picks * n + greenhouses
+        obs_days.append(np.stack(kept.obs)[:, rows])  # [steps kept, n, D]
+        act_days.append(np.stack(kept.actions)[:, rows])
+        picks_days.append(picks)
+        gains_days.append(gains[picks, greenhouses])
+        if learner is None:  # the oracle's path: the day the best branch had
+            state, obs, pump_ok = _rows(day_state, rows), day_obs[rows], day_ok[rows]
+        else:  # the learner's path: its own day, whatever the branches found
+            state, obs, _ = _advance(model, params, state, obs, pump_ok, learner, end - start, None)
+    o = np.concatenate(obs_days)  # [T kept, n, D], greenhouse-major below
+    a = np.concatenate(act_days)
+    return (o.transpose(1, 0, 2).reshape(-1, o.shape[-1]), a.transpose(1, 0, 2).reshape(-1, a.shape[-1]),
+            np.stack(picks_days, axis=1).reshape(-1), np.stack(gains_days, axis=1).reshape(-1))
+
+
+class _Kept:
+    """Every ``stride``-th step's observations and actions of a day's branches."""
+
+    def __init__(self, stride: int) -> None:
+        self.stride = stride
+        self.obs: list[np.ndarray] = []
+        self.actions: list[np.ndarray] = []
+
+    def __call__(self, i: int, obs: np.ndarray, actions: np.ndarray) -> None:
+        if i % self.stride == 0:
+            self.obs.append(np.asarray(obs, dtype=np.float32).copy())
+            self.actions.append(np.asarray(actions, dtype=np.float32).copy())
+
+
+def _torch(x: np.ndarray) -> Any:
+    import torch
+
+    return torch.as_tensor(x)
+
+
+def daily_plan_demos(scenarios: Sequence[Scenario], served: ThresholdExpert, *, learner: Learner = None,
+                     c0: Sequence[float] = HINDSIGHT_C0, stride: int = 3, margin: float = 0.0, jobs: int = 1,
+                     progress: Callable[[int, int], None] | None = None) -> DailyPlanResult:
+    """Lamp demonstrations labelled day by day from paired branches (module doc).
+
+    ``learner``: a policy directory (or a controller) whose states the branches start from (None:
+    the oracle's own);
+    ``stride`` keeps every stride-th control step; ``margin`` [EUR/m2 over the two-day window] is
+    what an option must gain over the served setting to label a day; ``jobs`` processes share the
+    scenarios (same result)."""
+    c0s = tuple(float(c) for c in c0)
+    if served.c0 is None or float(served.c0) not in c0s:
+        raise ValueError(f"the served rule's lamp coefficient {served.c0} must be one of the options {c0s}")
+    if stride < 1 or margin < 0.0 or not scenarios:
+        raise ValueError("daily plans need stride >= 1, margin >= 0 and at least one scenario")
+    work: list[PlanWork] = [(s, served, c0s, c0s.index(float(served.c0)), learner, stride, margin) for s in scenarios]
+    results = map_in_processes(_scenario_plan, work, jobs, progress)
+    obs = np.concatenate([r[0] for r in results])
+    action = np.concatenate([r[1] for r in results])
+    dt_us = int(round(scenarios[0].dt_s * stride * 1e6))
+    when = np.concatenate([np.tile(np.arange(r[0].shape[0] // s.instances, dtype=np.int64) * dt_us, s.instances)
+                           for r, s in zip(results, scenarios, strict=True)])
+    who = "daily-oracle" if learner is None else "daily-dagger"
+    return DailyPlanResult(make_demo_batch(obs, action, np.full(obs.shape[0], who), when), c0s,
+                           np.concatenate([r[2] for r in results]), np.concatenate([r[3] for r in results]))
