@@ -44,6 +44,10 @@ def member_config(train_config: dict[str, Any], *, iterations: int, num_envs: in
     # the whole lamp gain (validation 1.966 -> 1.848, served 1.846), leashed to its start it kept
     # most of it (1.923), so a nightly fine-tune to served would walk each incumbent back to the rule.
     fields["prior_kl_to"] = "start"
+    # An incumbent trained on the fixed reward scale hands over a critic of the same scale: the
+    # fine-tune's budget goes to the policy. One trained on a running scale hands over a critic of
+    # another scale, which one iteration of its own relearns before it judges the policy.
+    fields["critic_warmup_iterations"] = 0 if fields.get("fixed_reward_scale") else min(1, iterations - 1)
     overrides = [tuple(kv) for kv in fields.get("twin_overrides") or () if kv[0] not in CALIBRATED_KEYS]
     if start_states:
         overrides.append(("start_states", tuple(start_states)))

@@ -346,6 +346,22 @@ def test_fine_tuning_leashes_the_candidate_to_the_incumbent() -> None:
     assert abs(to_incumbent) < 1e-4 and to_served > 0.05, (to_incumbent, to_served)
 
 
+def test_fine_tuning_keeps_the_incumbents_scale_and_warms_a_critic_of_another() -> None:
+    from app.retraining.finetune import member_config
+
+    fixed = {"residual": True, "residual_lamp_logit": 3.0, "fixed_reward_scale": True, "shaping": "fruit_value",
+             "freeze_obs_norm": True, "lamp_torso": True, "critic_warmup_iterations": 2}
+    cfg = member_config(fixed, iterations=4, num_envs=8, num_steps=16, seed=0, demos=None)
+    assert (cfg.fixed_reward_scale, cfg.shaping, cfg.freeze_obs_norm, cfg.lamp_torso) == (True, "fruit_value", True,
+                                                                                       True)
+    assert cfg.critic_warmup_iterations == 0  # the incumbent's critic already speaks this scale
+    running = member_config({**fixed, "fixed_reward_scale": False}, iterations=4, num_envs=8, num_steps=16, seed=0,
+                            demos=None)
+    assert running.critic_warmup_iterations == 1
+    assert member_config({**fixed, "fixed_reward_scale": False}, iterations=1, num_envs=8, num_steps=16, seed=0,
+                         demos=None).critic_warmup_iterations == 0  # a one-iteration fine-tune still trains the policy
+
+
 def test_logged_steps_are_placed_on_the_site_local_clock() -> None:
     from zoneinfo import ZoneInfo
 
