@@ -74,7 +74,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
         await rt.start()
         anchoring = None if rt.audit is None else HeadAnchoring.from_settings(settings, rt.audit.store, rt.state_dir)
         anchor_task = None if anchoring is None else asyncio.create_task(anchoring.run())
-        edge = EdgeStatusWatcher(rt.settings.mqtt_target(), rt.settings.mqtt_tls())
+        edge = EdgeStatusWatcher(rt.settings.mqtt_target(), rt.settings.mqtt_tls(), rt.settings.mqtt_topic_root)
         edge.start()
         app.state.dashboard = dash = Dashboard(rt, edge)
         dash.start()

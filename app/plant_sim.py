@@ -39,6 +39,7 @@ from app.mqtt.connection import (
     parse_mqtt_url,
 )
 from app.mqtt.topics import (
+    TOPIC_ROOT,
     Ack,
     Command,
     EstopEvent,
@@ -52,6 +53,7 @@ from app.mqtt.topics import (
     status_topic,
     telemetry_topic,
     validate_gh_id,
+    validate_topic_root,
 )
 from app.plant_sim_edge import (
     DRIFT_VWC_PER_STEP,
@@ -79,7 +81,7 @@ class PlantSim:
     def __init__(self, url: str | MqttTarget, greenhouses: list[str], *, speed: float = 1.0, dt_s: float = 60, seed: int = 0,
                  zones: int = DEFAULT_ZONES, clock: Callable[[], float] = time.time, start_time: datetime | None = None,
                  twin_overrides: dict[str, Any] | None = None, tls: TlsFiles | None = None,
-                 site_timezone: str = "UTC", clock_offset_s: float = 0.0) -> None:
+                 site_timezone: str = "UTC", clock_offset_s: float = 0.0, topic_root: str = TOPIC_ROOT) -> None:
         if not greenhouses:
             raise ValueError("at least one greenhouse is needed")
         if len(set(greenhouses)) != len(greenhouses):
@@ -87,6 +89,7 @@ class PlantSim:
         if speed <= 0:
             raise ValueError("speed must be > 0")
         self.greenhouses = [validate_gh_id(gh) for gh in greenhouses]
+        self.topic_root = validate_topic_root(topic_root)  # the service's (GREENTWIN_MQTT_TOPIC_ROOT)
         self.speed = float(speed)
         self.dt_s = float(dt_s)
         self.zones = int(zones)
@@ -111,13 +114,13 @@ class PlantSim:
         self._started = False
         self.state: dict[str, GreenhouseState] = {}
         for gh in self.greenhouses:
-            client = make_client(self.target, f"greentwin-edge-{gh}-{uuid.uuid4().hex[:6]}", status_topic(gh), tls)
+            client = make_client(self.target, f"greentwin-edge-{gh}-{uuid.uuid4().hex[:6]}", status_topic(gh, self.topic_root), tls)
             st = GreenhouseState(gh=gh, zones=self.zones, client=client)
             client.user_data_set(st)
             client.on_connect = self._on_connect
             client.on_subscribe = self._on_subscribe
             client.on_disconnect = self._on_disconnect
-            client.message_callback_add(command_topic(gh), self._on_command)
+            client.message_callback_add(command_topic(gh, self.topic_root), self._on_command)
             self.state[gh] = st
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -139,7 +142,7 @@ class PlantSim:
         for st in self.state.values():
             try:
                 if st.client.is_connected():
-                    st.client.publish(status_topic(st.gh), b"offline", qos=QOS, retain=True).wait_for_publish(2.0)
+                    st.client.publish(status_topic(st.gh, self.topic_root), b"offline", qos=QOS, retain=True).wait_for_publish(2.0)
             except (RuntimeError, ValueError) as exc:
                 logger.warning("%s: could not publish offline: %s", st.gh, exc)
             st.client.disconnect()
@@ -190,7 +193,7 @@ class PlantSim:
         for gh, tel in out.items():
             client = self.state[gh].client
             if client.is_connected():
-                client.publish(telemetry_topic(gh), encode(tel), qos=QOS)
+                client.publish(telemetry_topic(gh, self.topic_root), encode(tel), qos=QOS)
             else:
                 logger.debug("%s offline: telemetry seq %d not sent", gh, tel.seq)
         return out
@@ -235,7 +238,7 @@ class PlantSim:
                 logger.warning("%s: dropped command without a usable cmd_id: %s", st.gh, reason)
                 return
             ack = Ack(cmd_id=cmd_id, ts=self._now(), status=status, reason=reason)
-            client.publish(ack_topic(st.gh), encode(ack), qos=QOS)
+            client.publish(ack_topic(st.gh, self.topic_root), encode(ack), qos=QOS)
         except Exception:  # noqa: BLE001 - a paho callback must never raise
             logger.exception("%s: failed to handle command", st.gh)
 
@@ -272,7 +275,7 @@ class PlantSim:
 
     def _publish_estop(self, st: GreenhouseState, *, pressed: bool, source: str) -> None:
         event = EstopEvent(ts=self._now(), pressed=pressed, source=source)
-        st.client.publish(estop_topic(st.gh), encode(event), qos=QOS)
+        st.client.publish(estop_topic(st.gh, self.topic_root), encode(event), qos=QOS)
 
     def inject(self, gh: str, kind: FaultKind, *, zone: int = 0, seconds: float = 3.0) -> None:
         """Start a fault: ``sensor_nan`` blanks a zone's probes, ``drift`` biases probe 0 more every step,
@@ -320,8 +323,8 @@ class PlantSim:
             logger.error("%s: MQTT connect refused: %s", st.gh, reason_code)
             return
         client.reconnect_delay_set(min_delay=RECONNECT_MIN_S, max_delay=RECONNECT_MAX_S)
-        _, st.sub_mid = client.subscribe(command_topic(st.gh), qos=QOS)
-        client.publish(status_topic(st.gh), ONLINE, qos=QOS, retain=True)
+        _, st.sub_mid = client.subscribe(command_topic(st.gh, self.topic_root), qos=QOS)
+        client.publish(status_topic(st.gh, self.topic_root), ONLINE, qos=QOS, retain=True)
 
     def _on_subscribe(self, _client: mqtt.Client, st: GreenhouseState, mid: int, reason_codes: list[Any],
                       _properties: Any) -> None:

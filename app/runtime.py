@@ -192,7 +192,7 @@ class Runtime:
             event_rate_limit=RateLimit(cfg.telemetry_rate_per_s, cfg.telemetry_burst),
             byte_budget=RateLimit(cfg.telemetry_bytes_per_s, cfg.telemetry_bytes_burst),
             on_shed=lambda gh: loop.call_soon_threadsafe(self._on_shed, gh, "rate_limit"),
-            on_connected=self.on_connected)
+            on_connected=self.on_connected, topic_root=cfg.mqtt_topic_root)
         self.dispatch.bridge = self.bridge
         await asyncio.to_thread(remember_sent, self.bridge.tracker, self.recorder, list(self.controllers))
         self.bridge.start()

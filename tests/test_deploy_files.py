@@ -1,5 +1,7 @@
-"""``deploy/``: structure of the compose file, image and systemd units; the roles SQL on a real PostgreSQL;
-the settings table in ``deploy/README.md`` equal to the one generated from the settings model.
+"""``deploy/``: structure of the compose file, image and systemd units (and systemd's own check of the
+units, where systemd is installed); the owner role kept away from the service in both; the roles SQL
+on a real PostgreSQL; the settings table in ``deploy/README.md`` equal to the one generated from the
+settings model.
 
 Docker is not available where the suite runs; deploy/README.md documents the by-hand smoke test.
 """
@@ -88,6 +90,28 @@ def test_compose_files_it_mounts_exist(compose: dict[str, Any]) -> None:
     assert "./mosquitto.conf" in " ".join(compose["services"]["mqtt"]["volumes"])
 
 
+OWNER_SECRET = "db_owner_password"
+OWNER_ROLE = "greentwin_owner"
+OWNER_JOBS = {"migrate", "audit-purge"}
+"""The compose services that act as the database owner: migrations and grants, and the purge."""
+
+
+def test_compose_hands_the_owner_role_to_its_jobs_only(compose: dict[str, Any]) -> None:
+    """Compose mounts a secret only into the services that list it: the owner's password and role
+    reach the one-shot migration and the purge, never the service or its other jobs. The check is
+    on each service as compose sees it (the shared ``x-greentwin`` block merged in)."""
+    services = compose["services"]
+    owners = {name for name, svc in services.items() if name != "db"
+              and (OWNER_SECRET in svc.get("secrets", []) or OWNER_ROLE in str(svc.get("environment", {})))}
+    assert owners == OWNER_JOBS
+    service = services["greentwin"]
+    assert OWNER_SECRET not in service["secrets"] and "owner" not in str(service.get("environment", {})).lower()
+    for env_file in [service["env_file"]] if isinstance(service["env_file"], str) else service["env_file"]:
+        assert "OWNER" not in (DEPLOY / env_file).read_text().upper(), env_file
+    assert services["migrate"]["restart"] == "no" and "serve" not in " ".join(services["migrate"]["command"])
+    assert services["greentwin"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
 def _unit(path: Path) -> configparser.ConfigParser:
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
@@ -108,9 +132,63 @@ def test_systemd_timers_start_oneshot_jobs() -> None:
     retrain = _unit(DEPLOY / "greentwin-retrain.service")["Service"]
     assert retrain["SuccessExitStatus"].split() == ["3", "4"]  # refused and locked are not failures
     main = _unit(DEPLOY / "greentwin.service")["Service"]
-    assert "db upgrade" in main["ExecStartPre"] and "serve" in main["ExecStart"]
-    assert "db grant --role greentwin_app" in main["ExecStartPre"]
+    assert "serve" in main["ExecStart"] and "ExecStartPre" not in main
     assert main["RestartPreventExitStatus"] == "2"  # a start that cannot proceed is not retried
+
+
+def _assignments(path: Path) -> list[tuple[str, str, str]]:
+    """(section, key, value) of every assignment in a unit file, repeated keys included (systemd
+    applies every ``EnvironmentFile=``; configparser would keep only the last)."""
+    section, found = "", []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif line and not line.startswith(("#", ";")) and "=" in line:
+            key, value = line.split("=", 1)
+            found.append((section, key.strip(), value.strip()))
+    return found
+
+
+def test_systemd_service_never_holds_the_owner_role() -> None:
+    """``EnvironmentFile=`` hands a file's variables to every process of its unit, so the owner's
+    URL lives in its own units: the migration (before every start of the service, which requires
+    it; as a transient user the service's user cannot look into) and the purge."""
+    units = {p.name: _assignments(p) for p in sorted(DEPLOY.glob("*.service"))}
+    loads_owner = {name for name, kv in units.items()
+                   if any(k == "EnvironmentFile" and v.lstrip("-").endswith("/owner.env") for _, k, v in kv)}
+    assert loads_owner == {"greentwin-migrate.service", "greentwin-audit-purge.service"}
+    for name, kv in units.items():
+        if name not in loads_owner:
+            assert not [v for _, _, v in kv if "OWNER" in v.upper()], f"{name} refers to the owner"
+
+    service = _unit(DEPLOY / "greentwin.service")
+    assert "greentwin-migrate.service" in service["Unit"]["Requires"].split()
+    assert "greentwin-migrate.service" in service["Unit"]["After"].split()
+    assert service["Service"]["ProtectProc"] == "invisible"
+    migrate = _unit(DEPLOY / "greentwin-migrate.service")["Service"]
+    assert migrate["Type"] == "oneshot" and migrate.get("RemainAfterExit", "no") == "no"  # again at every start
+    assert migrate["DynamicUser"] == "yes" and "User" not in migrate  # not the service's user
+    run = migrate["ExecStart"]
+    assert run.index("greentwin db upgrade") < run.index("greentwin db grant --role greentwin_app")
+    assert " && " in run and run.count('--url "$GREENTWIN_OWNER_DATABASE_URL"') == 2
+    env = (DEPLOY / "greentwin.env").read_text().upper()
+    assert "OWNER" not in env, "the service's settings file names the owner"
+
+
+def test_systemd_accepts_every_unit(tmp_path: Path) -> None:
+    """``systemd-analyze verify``: every key known to systemd, every section and value parsed. The
+    programs the units run are not installed here, which it reports and this ignores."""
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed")
+    units = sorted(DEPLOY.glob("greentwin*.service")) + sorted(DEPLOY.glob("greentwin*.timer"))
+    for unit in units:
+        shutil.copy2(unit, tmp_path / unit.name)
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", *(f"./{u.name}" for u in units)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    complaints = [line for line in (done.stdout + done.stderr).splitlines()
+                  if line.strip() and "is not executable: No such file or directory" not in line]
+    assert complaints == [], "\n".join(complaints)
 
 
 @pytest.mark.postgres

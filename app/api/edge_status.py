@@ -1,4 +1,4 @@
-"""Edge boxes online/offline, from their retained ``greentwin/<gh>/status`` messages.
+"""Edge boxes online/offline, from their retained ``<root>/<gh>/status`` messages.
 
 Each edge box publishes a retained ``online`` when it connects and leaves a retained ``offline``
 as its last will, so a subscriber learns every box's state at once on (re)connect. The control
@@ -27,7 +27,7 @@ from app.mqtt.connection import (
     apply_tls,
     parse_mqtt_url,
 )
-from app.mqtt.topics import parse_topic, subscription
+from app.mqtt.topics import TOPIC_ROOT, parse_topic, subscription, validate_topic_root
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +49,10 @@ class EdgeStatus:
 class EdgeStatusWatcher:
     """Subscribes to every greenhouse's status topic and keeps the last state of each."""
 
-    def __init__(self, mqtt_url: str | MqttTarget, tls: TlsFiles | None = None) -> None:
+    def __init__(self, mqtt_url: str | MqttTarget, tls: TlsFiles | None = None, topic_root: str = TOPIC_ROOT) -> None:
         self.target = mqtt_url if isinstance(mqtt_url, MqttTarget) else parse_mqtt_url(mqtt_url)
         self.tls = tls
+        self.topic_root = validate_topic_root(topic_root)
         self._lock = threading.Lock()
         self._states: dict[str, EdgeStatus] = {}
         self._client: mqtt.Client | None = None
@@ -83,11 +84,11 @@ class EdgeStatusWatcher:
 
     def _on_connect(self, client: mqtt.Client, _u: Any, _f: Any, reason_code: Any, _p: Any) -> None:
         if not reason_code.is_failure:
-            client.subscribe(subscription("status"), qos=1)
+            client.subscribe(subscription("status", self.topic_root), qos=1)
 
     def _on_message(self, _c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
         try:
-            gh, _channel = parse_topic(msg.topic)
+            gh, _channel = parse_topic(msg.topic, self.topic_root)
         except ValueError:
             return
         if not self._limit.allow(gh, time.monotonic()):

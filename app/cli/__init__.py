@@ -269,12 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--markdown", action="store_true", help="as the Markdown table of deploy/README.md (the default)")
     st.set_defaults(handler=_cmd_settings)
 
-    demo = sub.add_parser("demo", help="service + simulated greenhouses + embedded broker, one command")
-    demo.add_argument("--port", type=int, default=8000)
-    demo.add_argument("--speed", type=float, default=60.0, help="simulated seconds per wall second")
-    demo.add_argument("--data-dir", default="demo-data")
-    demo.add_argument("--retrain-after", type=float, default=90.0, metavar="S",
-                      help="first scheduled `greentwin retrain` this many seconds after start (GREENTWIN_RETRAIN_EVERY_S=0: none)")
+    from app.cli.demo_start import add_demo_arguments  # argparse only
+
+    demo = sub.add_parser("demo", help="service + simulated greenhouses on the configured or an embedded MQTT "
+                          "broker, one command")
+    add_demo_arguments(demo)
     demo.set_defaults(handler=_cmd_demo)
 
     sim = sub.add_parser("plant-sim", help="edge-box emulator: twins speaking the MQTT contract")
@@ -286,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--zones", type=int, default=DEFAULT_ZONES)
     sim.add_argument("--mqtt-url", default=None, help="default: GREENTWIN_MQTT_URL")
+    sim.add_argument("--topic-root", default=None, help="first level of its topics (default: GREENTWIN_MQTT_TOPIC_ROOT, "
+                     "else greentwin): the service's")
     sim.add_argument("--site-timezone", default=None, metavar="TZ",
                      help="the service's site time zone, whose local hours the twins' days follow "
                           "(default: GREENTWIN_SITE_TIMEZONE)")

@@ -22,7 +22,8 @@ def run_plant_sim(args: argparse.Namespace) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     url, tz = getattr(args, "mqtt_url", None), getattr(args, "site_timezone", None)
-    if url is None or tz is None:
+    root = getattr(args, "topic_root", None)
+    if url is None or tz is None or root is None:
         from app.core.config import get_settings
 
         try:
@@ -30,14 +31,14 @@ def run_plant_sim(args: argparse.Namespace) -> int:
         except ValueError as exc:  # names the bad setting, never its value (hide_input_in_errors)
             logger.error("plant-sim: %s", exc)
             return 2
-        url, tz = url or settings.mqtt_url, tz or settings.site_timezone
+        url, tz, root = url or settings.mqtt_url, tz or settings.site_timezone, root or settings.mqtt_topic_root
     greenhouses = [g.strip() for g in str(args.greenhouses).split(",") if g.strip()]
     try:
         files = [getattr(args, f"{name}_file", None) for name in ("ca", "cert", "key")]
         tls = TlsFiles(*(None if f is None else Path(f) for f in files)) if any(files) else None
         sim = PlantSim(url, greenhouses, speed=args.speed, dt_s=args.dt_s, seed=getattr(args, "seed", 0),
                        zones=getattr(args, "zones", DEFAULT_ZONES), tls=tls, site_timezone=tz,
-                       clock_offset_s=getattr(args, "clock_offset_s", 0.0))
+                       clock_offset_s=getattr(args, "clock_offset_s", 0.0), topic_root=root)
     except (ValueError, KeyError) as exc:  # ZoneInfo: KeyError for an unknown zone
         logger.error("plant-sim: %s", exc)  # parse errors never carry the URL's password (redact_url)
         return 2

@@ -3,7 +3,8 @@
 The demo needs nothing but this package: an SQLite file, the configured MQTT broker or an
 embedded one (amqtt) when nothing listens on the port, a plant simulator with two greenhouses
 at accelerated time, the shipped ensemble, and the API on http://127.0.0.1:8000 with one login
-per role (fresh passwords at every start, printed once).
+per role (fresh passwords at every start, printed once). What it checks before it starts, and
+the topic root that keeps demos on one broker apart, is :mod:`app.cli.demo_start`'s.
 """
 
 from __future__ import annotations
@@ -12,25 +13,19 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
-import socket
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.cli.demo_start import DemoBlocked, DemoStart, listening, prepare_demo
 from twin.config import DEFAULT_ZONES
 
 if TYPE_CHECKING:
     from app.cli.user import AccessTrail
 
 log = logging.getLogger(__name__)
-
-
-def _listening(host: str, port: int) -> bool:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
 
 
 class EmbeddedBroker:
@@ -60,7 +55,7 @@ class EmbeddedBroker:
     def start(self, timeout: float = 10.0) -> None:
         self._thread.start()
         deadline = time.monotonic() + timeout
-        while not _listening(self.host, self.port):
+        while not listening(self.host, self.port):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"embedded MQTT broker did not start on {self.host}:{self.port}")
             time.sleep(0.1)
@@ -102,8 +97,6 @@ def demo_logins(url: str, trail: AccessTrail) -> dict[str, str]:
 
 def run_serve(args: argparse.Namespace) -> int:
     """Check everything a start needs (one line and exit 2 when something is missing), then serve."""
-    import sys
-
     import uvicorn
 
     from app.cli.preflight import StartBlocked, preflight
@@ -122,36 +115,13 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    import uvicorn
-
+def _demo_database(url: str, state_dir: Path) -> dict[str, str]:
+    """Migrate the demo's database, register its greenhouses (once) and make its logins."""
     from app.cli import db as db_cli
-    from app.core.config import Settings
-    from app.main import create_app
-    from app.mqtt.connection import parse_mqtt_url
-    from app.plant_sim import PlantSim
-    from app.plant_sim_outlook import OutlookServer
-    from app.serving import configure_service_logging, uvicorn_options
-
-    configure_service_logging(Settings())
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # the outlook is asked every few seconds here
-    data = Path(args.data_dir)
-    data.mkdir(parents=True, exist_ok=True)
-    url = f"sqlite:///{(data / 'greentwin.sqlite3').resolve()}"
-    os.environ.setdefault("GREENTWIN_ENVIRONMENT", "demo")
-    os.environ["GREENTWIN_DATABASE_URL"] = url
-    # The simulated plants run `speed` times faster than the wall clock, so their timestamps run
-    # ahead of it by design: the edge clock-skew check would refuse them after a minute.
-    os.environ.setdefault("GREENTWIN_MAX_CLOCK_SKEW_S", str(10 * 365 * 86400))
-    # The nightly job, shortly after start and then every half hour, so it visibly runs end to end.
-    os.environ.setdefault("GREENTWIN_RETRAIN_EVERY_S", "1800")
-    os.environ.setdefault("GREENTWIN_RETRAIN_DIR", str((data / "retrain").resolve()))
-    os.environ.setdefault("GREENTWIN_POLICY_POLL_S", "10")
-    settings = Settings()
-    db_cli.upgrade(url)
     from app.cli.user import AccessTrail
 
-    trail = AccessTrail(url, str(data / "state"))  # the demo's own audit keys; registrations are sealed
+    db_cli.upgrade(url)
+    trail = AccessTrail(url, str(state_dir))  # the demo's own audit keys; registrations are sealed
     try:
         for gh in ("gh1", "gh2"):
             try:
@@ -159,23 +129,62 @@ def run_demo(args: argparse.Namespace) -> int:
                                       seal=trail.sealing("greenhouse_register"))
             except db_cli.GreenhouseExists:  # registered on an earlier run
                 continue
-        logins = demo_logins(url, trail)
+        return demo_logins(url, trail)
     finally:
         trail.close()
 
-    target = parse_mqtt_url(settings.mqtt_url)
-    broker = None
-    if not _listening(target.host, target.port):
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Start everything, or print one line saying why not and exit 2."""
+    try:
+        start = prepare_demo(args)
+    except DemoBlocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with start.lock:
+        return _run_demo(args, start)
+
+
+def _run_demo(args: argparse.Namespace, start: DemoStart) -> int:
+    import uvicorn
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.core.config import Settings
+    from app.main import create_app
+    from app.mqtt.connection import redact_url
+    from app.plant_sim import PlantSim
+    from app.plant_sim_outlook import OutlookServer
+    from app.serving import configure_service_logging, uvicorn_options
+
+    settings = Settings()
+    configure_service_logging(settings)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the outlook is asked every few seconds here
+    data = start.data
+    try:
+        logins = _demo_database(settings.database_url, data / "state")
+    except (SQLAlchemyError, OSError) as exc:
+        print(f"error: the demo's database in {data} cannot be used ({type(exc).__name__}: "
+              f"{str(exc).splitlines()[0]}): give another --data-dir", file=sys.stderr)
+        return 2
+
+    target, broker = start.target, None
+    if start.embedded:
         print(f"no MQTT broker on {target.host}:{target.port}: starting an embedded one (amqtt)")
         broker = EmbeddedBroker(target.host, target.port)
-        broker.start()
+        try:
+            broker.start()
+        except (RuntimeError, OSError) as exc:
+            print(f"error: {exc}: give --mqtt-url a free port, or start a broker there", file=sys.stderr)
+            return 2
     else:
-        print(f"using the MQTT broker on {target.host}:{target.port}")
+        print(f"using the MQTT broker at {redact_url(start.url)}")
+    print(f"MQTT topics: {start.topic_root}/<greenhouse>/<channel> (GREENTWIN_MQTT_TOPIC_ROOT picks another)")
 
     # The simulated plants have the registered soil, so the estimator's model matches them.
     # and their days follow the site's clock, as the service reads their timestamps.
     sim = PlantSim(settings.mqtt_url, ["gh1", "gh2"], speed=args.speed, dt_s=60.0, seed=0,
-                   twin_overrides={"fixed_soils": ("loam",) * 6}, site_timezone=settings.site_timezone)
+                   twin_overrides={"fixed_soils": ("loam",) * 6}, site_timezone=settings.site_timezone,
+                   topic_root=start.topic_root)
     # The simulated site's weather service and power exchange, offline on 127.0.0.1; asked every ten
     # simulated minutes, as the plants run `speed` times faster than the wall clock.
     outlook = OutlookServer(sim).start()

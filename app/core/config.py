@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.api.client_address import IPNetwork, parse_networks
 from app.mqtt.connection import MqttTarget, TlsFiles, parse_mqtt_url, with_credentials
+from app.mqtt.topics import validate_topic_root
 
 # ``policy/shipped`` sits next to the ``app`` package both in a checkout and in site-packages.
 DEFAULT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policy" / "shipped"
@@ -44,6 +45,8 @@ class Settings(BaseSettings):
     """SQLAlchemy URL of the service's database (`postgresql://user:pw@host/db` in production)."""
     mqtt_url: str = Field(default="mqtt://127.0.0.1:1883", repr=False)  # may carry a password
     """MQTT broker the edge boxes speak to (`mqtt://` or `mqtts://`; credentials in the URL or below)."""
+    mqtt_topic_root: str = "greentwin"
+    """First level of every MQTT topic (`<root>/<greenhouse>/telemetry`, ...): services and edge boxes with different roots share a broker without hearing each other; the broker's ACL names it (deploy/mosquitto/acl). `greentwin demo` takes one of its own unless this is set."""
     policy_dir: Path = DEFAULT_POLICY_DIR
     """Directory of the served policy ensemble (the shipped one by default)."""
     environment: Environment = "dev"
@@ -160,6 +163,12 @@ class Settings(BaseSettings):
         """Where the broker is and who we are to it (URL, then settings' credentials)."""
         password = None if self.mqtt_password is None else self.mqtt_password.get_secret_value()
         return with_credentials(parse_mqtt_url(self.mqtt_url), self.mqtt_username, password)
+
+    @field_validator("mqtt_topic_root")
+    @classmethod
+    def _topic_root_is_one_level(cls, value: str) -> str:
+        """A root with `/`, `+` or `#` would make the subscriptions match other sites' topics."""
+        return validate_topic_root(value)
 
     @model_validator(mode="after")
     def _usable_mqtt_settings(self) -> Self:

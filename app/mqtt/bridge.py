@@ -31,9 +31,11 @@ from app.mqtt.inbound import (
     call_hook,
 )
 from app.mqtt.topics import (
+    TOPIC_ROOT,
     Command,
     command_topic,
     encode,
+    service_status_topic,
     subscription,
 )
 from app.mqtt.tracker import CommandTracker, PendingCommand
@@ -41,7 +43,8 @@ from twin.config import DEFAULT_ZONES
 
 logger = logging.getLogger(__name__)
 
-SERVICE_STATUS_TOPIC: Final = "greentwin/service/status"
+SERVICE_STATUS_TOPIC: Final = service_status_topic()
+"""The service's status topic under the default root."""
 
 ConnectHandler = Callable[[int], Any]
 """Called with the connection's number (1 for the first, more after each reconnect)."""
@@ -60,7 +63,8 @@ class MqttBridge:
         url: str | MqttTarget,
         *,
         client_id: str | None = None,
-        will_topic: str = SERVICE_STATUS_TOPIC,
+        will_topic: str | None = None,
+        topic_root: str = TOPIC_ROOT,
         on_telemetry: TelemetryHandler | None = None,
         on_ack: AckHandler | None = None,
         on_estop: EstopHandler | None = None,
@@ -83,13 +87,16 @@ class MqttBridge:
     ) -> None:
         self.target = url if isinstance(url, MqttTarget) else parse_mqtt_url(url)
         self.client_id = client_id or f"greentwin-service-{uuid.uuid4().hex[:8]}"
-        self.will_topic = will_topic
+        self.topic_root = topic_root
+        """First level of every topic it subscribes and publishes to (:data:`app.mqtt.topics.TOPIC_ROOT`)."""
+        self.will_topic = will_topic or service_status_topic(topic_root)
         self.loop = loop
         self.on_connected = on_connected
         self.tracker = CommandTracker(ack_timeout_s=ack_timeout_s, max_attempts=max_attempts)
         self.inbound = Inbound(
             admission=TelemetryAdmission(max_age_s=max_age_s, max_future_s=max_future_s, wall_clock=wall_clock),
             tracker=self.tracker, deliver=self._deliver_call, zones=zones, known_greenhouses=known_greenhouses,
+            topic_root=topic_root,
             on_telemetry=on_telemetry, on_ack=on_ack, on_estop=on_estop, on_reject=on_reject, on_shed=on_shed,
             rate_limit=rate_limit or RateLimit(), event_rate_limit=event_rate_limit or RateLimit(),
             byte_budget=byte_budget or RateLimit(TELEMETRY_BYTES_PER_S, TELEMETRY_BYTES_BURST))
@@ -102,13 +109,13 @@ class MqttBridge:
         self._ready = threading.Event()
         self._started = False
 
-        self.client = make_client(self.target, self.client_id, will_topic, tls)
+        self.client = make_client(self.target, self.client_id, self.will_topic, tls)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_subscribe = self._on_subscribe
-        self.client.message_callback_add(subscription("telemetry"), self.inbound.on_telemetry_msg)
-        self.client.message_callback_add(subscription("ack"), self.inbound.on_ack_msg)
-        self.client.message_callback_add(subscription("estop"), self.inbound.on_estop_msg)
+        self.client.message_callback_add(subscription("telemetry", topic_root), self.inbound.on_telemetry_msg)
+        self.client.message_callback_add(subscription("ack", topic_root), self.inbound.on_ack_msg)
+        self.client.message_callback_add(subscription("estop", topic_root), self.inbound.on_estop_msg)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -172,7 +179,7 @@ class MqttBridge:
         returns, and an ack for an untracked command would be dropped as late (then the command
         retried and an ack time-out raised for nothing)."""
         self.tracker.record(gh, command)
-        return self.client.publish(command_topic(gh), encode(command), qos=QOS, retain=False)
+        return self.client.publish(command_topic(gh, self.topic_root), encode(command), qos=QOS, retain=False)
 
     def overdue_commands(self) -> list[PendingCommand]:
         """Commands whose ack is overdue, each handed out once per publication (see :class:`CommandTracker`)."""
@@ -202,7 +209,7 @@ class MqttBridge:
             if self._connects > 1:
                 self._reconnects += 1
         logger.info("MQTT connected to %s:%s (connect #%d)", self.target.host, self.target.port, self._connects)
-        result, mid = client.subscribe([(subscription(ch), QOS) for ch in ("telemetry", "ack", "estop")])
+        result, mid = client.subscribe([(subscription(ch, self.topic_root), QOS) for ch in ("telemetry", "ack", "estop")])
         if result != mqtt.MQTT_ERR_SUCCESS:
             logger.error("MQTT subscribe failed: %s", mqtt.error_string(result))
         self._sub_mid = mid

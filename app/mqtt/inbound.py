@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from app.mqtt.admission import RateLimit, TelemetryAdmission
 from app.mqtt.topics import (
     MAX_PAYLOAD_BYTES,
+    TOPIC_ROOT,
     Ack,
     EstopEvent,
     PayloadError,
@@ -86,6 +87,8 @@ class Inbound:
     byte_budget: RateLimit = field(default_factory=lambda: RateLimit(TELEMETRY_BYTES_PER_S, TELEMETRY_BYTES_BURST))
     """Telemetry bytes per greenhouse before parsing: the parse of what a box sends beyond it is never
     spent, whatever it holds."""
+    topic_root: str = TOPIC_ROOT
+    """First level of the topics it accepts; any other is a ``bad_topic``."""
     stats: InboundStats = field(default_factory=InboundStats)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _rejects_logged: dict[tuple[str | None, str], int] = field(default_factory=dict)
@@ -188,7 +191,7 @@ class Inbound:
     def _greenhouse(self, name: str) -> str | None:
         """Greenhouse id of a topic, or None after counting the rejection."""
         try:
-            gh, _channel = parse_topic(name)
+            gh, _channel = parse_topic(name, self.topic_root)
         except ValueError as exc:
             self._reject(None, "bad_topic", str(exc))
             return None

@@ -1,4 +1,5 @@
-"""Topic layout ``greentwin/<gh>/<channel>`` and the JSON payloads exchanged with edge boxes.
+"""Topic layout ``<root>/<gh>/<channel>`` (root ``greentwin`` unless the site names another) and the
+JSON payloads exchanged with edge boxes.
 
 Everything arriving from the network goes through :func:`parse_payload` / :func:`parse_telemetry`,
 which turn *any* malformed input into one :class:`PayloadError` carrying a short, stable reason
@@ -18,6 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.fields import AckReason, DbTimestamp, EstopSource, ShortText
 
 TOPIC_ROOT: Final = "greentwin"
+"""The first level of every topic unless a site names another (``GREENTWIN_MQTT_TOPIC_ROOT``): services
+and edge boxes with different roots share a broker without hearing each other (``greentwin demo``
+takes one of its own)."""
 Channel = Literal["telemetry", "command", "ack", "status", "estop"]
 CHANNELS: Final[tuple[str, ...]] = get_args(Channel)
 
@@ -62,49 +66,62 @@ def validate_gh_id(gh_id: str) -> str:
     return gh_id
 
 
-def topic(gh_id: str, channel: Channel) -> str:
+def validate_topic_root(root: str) -> str:
+    """Return ``root`` if it is one topic level spelled like a greenhouse id (no ``/``, ``+``, ``#``,
+    so a filter built on it matches only its own topics), else raise ValueError."""
+    if not isinstance(root, str) or GH_ID_RE.fullmatch(root) is None:
+        raise ValueError(f"invalid MQTT topic root {root!r}: expected [a-z0-9][a-z0-9_-]{{0,62}}")
+    return root
+
+
+def topic(gh_id: str, channel: Channel, root: str = TOPIC_ROOT) -> str:
     """Concrete topic for one greenhouse and channel."""
     if channel not in CHANNELS:
         raise ValueError(f"unknown channel {channel!r}")
-    return f"{TOPIC_ROOT}/{validate_gh_id(gh_id)}/{channel}"
+    return f"{validate_topic_root(root)}/{validate_gh_id(gh_id)}/{channel}"
 
 
-def telemetry_topic(gh_id: str) -> str:
+def telemetry_topic(gh_id: str, root: str = TOPIC_ROOT) -> str:
     """Edge box -> service sensor readings."""
-    return topic(gh_id, "telemetry")
+    return topic(gh_id, "telemetry", root)
 
 
-def command_topic(gh_id: str) -> str:
+def command_topic(gh_id: str, root: str = TOPIC_ROOT) -> str:
     """Service -> edge box actuator commands."""
-    return topic(gh_id, "command")
+    return topic(gh_id, "command", root)
 
 
-def ack_topic(gh_id: str) -> str:
+def ack_topic(gh_id: str, root: str = TOPIC_ROOT) -> str:
     """Edge box -> service command acknowledgements."""
-    return topic(gh_id, "ack")
+    return topic(gh_id, "ack", root)
 
 
-def status_topic(gh_id: str) -> str:
+def status_topic(gh_id: str, root: str = TOPIC_ROOT) -> str:
     """Edge box online/offline (retained, also its last will)."""
-    return topic(gh_id, "status")
+    return topic(gh_id, "status", root)
 
 
-def estop_topic(gh_id: str) -> str:
+def estop_topic(gh_id: str, root: str = TOPIC_ROOT) -> str:
     """Physical emergency-stop button events."""
-    return topic(gh_id, "estop")
+    return topic(gh_id, "estop", root)
 
 
-def subscription(channel: Channel) -> str:
+def service_status_topic(root: str = TOPIC_ROOT) -> str:
+    """The service's own online/offline (retained, also its last will)."""
+    return f"{validate_topic_root(root)}/service/status"
+
+
+def subscription(channel: Channel, root: str = TOPIC_ROOT) -> str:
     """Wildcard filter for one channel of every greenhouse, e.g. ``greentwin/+/telemetry``."""
     if channel not in CHANNELS:
         raise ValueError(f"unknown channel {channel!r}")
-    return f"{TOPIC_ROOT}/+/{channel}"
+    return f"{validate_topic_root(root)}/+/{channel}"
 
 
-def parse_topic(name: str) -> tuple[str, Channel]:
+def parse_topic(name: str, root: str = TOPIC_ROOT) -> tuple[str, Channel]:
     """Split a received topic into (greenhouse id, channel); ValueError for anything not ours."""
     parts = name.split("/")
-    if len(parts) != 3 or parts[0] != TOPIC_ROOT or parts[2] not in CHANNELS:
+    if len(parts) != 3 or parts[0] != root or parts[2] not in CHANNELS:
         raise ValueError(f"not a greentwin topic: {name!r}")
     channel: Channel = parts[2]  # type: ignore[assignment]
     return validate_gh_id(parts[1]), channel

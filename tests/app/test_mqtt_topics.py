@@ -27,10 +27,12 @@ from app.mqtt.topics import (
     parse_payload,
     parse_telemetry,
     parse_topic,
+    service_status_topic,
     status_topic,
     subscription,
     telemetry_topic,
     validate_gh_id,
+    validate_topic_root,
 )
 
 ZONES = 3
@@ -95,6 +97,30 @@ def test_invalid_gh_ids(gh: str) -> None:
 def test_parse_topic_rejects_foreign(name: str) -> None:
     with pytest.raises(ValueError):
         parse_topic(name)
+
+
+def test_another_root_is_another_namespace() -> None:
+    """A site's (or a demo's) own root: its topics, filters and service status, and nobody else's."""
+    root = "greentwin-demo-1a2b3c4d"
+    assert telemetry_topic("gh1", root) == f"{root}/gh1/telemetry"
+    assert command_topic("gh1", root) == f"{root}/gh1/command"
+    assert subscription("ack", root) == f"{root}/+/ack"
+    assert service_status_topic(root) == f"{root}/service/status"
+    assert service_status_topic() == "greentwin/service/status"
+    assert parse_topic(f"{root}/gh1/estop", root) == ("gh1", "estop")
+    with pytest.raises(ValueError, match="not a greentwin topic"):
+        parse_topic("greentwin/gh1/telemetry", root)
+    with pytest.raises(ValueError, match="not a greentwin topic"):
+        parse_topic(f"{root}/gh1/telemetry")
+
+
+@pytest.mark.parametrize("root", ["", "site/a", "+", "#", "site+", "Site", "a" * 64, "-x"])
+def test_a_root_is_one_plain_level(root: str) -> None:
+    """Slashes or wildcards would make a filter on the root match other sites' topics."""
+    with pytest.raises(ValueError, match="invalid MQTT topic root"):
+        validate_topic_root(root)
+    with pytest.raises(ValueError, match="invalid MQTT topic root"):
+        subscription("telemetry", root)
 
 
 # --- telemetry ------------------------------------------------------------------------------

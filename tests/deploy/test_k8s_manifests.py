@@ -1,14 +1,18 @@
-"""``deploy/k8s/``: every manifest parsed, cross-checked against the code it runs.
+"""``deploy/k8s/``: every manifest validated against the Kubernetes API's schemas, and
+cross-checked against the code it runs.
 
-Neither ``kubectl`` nor ``kubeconform`` is available where the suite runs, so this is the
-validation: the ``GREENTWIN_*`` names are settings, the command lines parse as ``greentwin``
-subcommands, the probes hit routes the app serves, every Secret, key, ConfigMap and claim a pod
-refers to is defined, and the key files mounted the way the manifests mount them let the
-service's start-up checks pass.
+The schemas are the Kubernetes OpenAPI definitions as JSON schema, bundled per Kubernetes version by
+``kubernetes-validate`` (a dev extra; offline), checked strictly: a misspelt or misplaced field is
+an error, not ignored. The code checks: the ``GREENTWIN_*`` names are settings, the command lines
+parse as ``greentwin`` subcommands, the probes hit routes the app serves, every Secret, key,
+ConfigMap and claim a pod refers to is defined, the owner's Secret reaches the migration and the
+purge only, and the key files mounted the way the manifests mount them let the service's start-up
+checks pass.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Iterator
@@ -17,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes_validate import utils as k8s_schema
 
 from app.cli import build_parser
 from app.cli.init import SECRETS_SUBDIR, init_state_dir
@@ -27,6 +32,12 @@ K8S = Path(__file__).resolve().parents[2] / "deploy" / "k8s"
 DOCKERFILE = K8S.parent / "Dockerfile"
 CONTAINER_UID = 10001
 TEMPLATES = "secrets.example.yaml"
+OLDEST_KUBERNETES = "1.31"
+"""The oldest Kubernetes the manifests are written for (deploy/README.md): the retrain's
+``podFailurePolicy`` is GA there."""
+KUBERNETES_VERSIONS = (OLDEST_KUBERNETES, k8s_schema.latest_version())
+APP_DB, OWNER_DB = ("greentwin-db", "app-url"), ("greentwin-db-owner", "owner-url")
+"""The restricted role's URL and the owner's, each in a Secret of its own."""
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -178,11 +189,77 @@ def test_database_roles_split(manifests: dict[str, list[dict[str, Any]]]) -> Non
     """Migrations and purges as the owner; the service, the retrain and verification as the restricted role."""
     roles = {}
     for where, c in _containers(manifests):
-        urls = [e["valueFrom"]["secretKeyRef"]["key"] for e in c.get("env", []) if e["name"] == "GREENTWIN_DATABASE_URL"]
+        urls = [(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
+                for e in c.get("env", []) if e["name"] == "GREENTWIN_DATABASE_URL"]
         assert len(urls) == 1, f"{where} has no database URL from the Secret"
         roles[" ".join(_argv(c)[1:3])] = urls[0]
-    assert roles["db upgrade"] == roles["audit purge"] == "owner-url"
-    assert roles["serve --host"] == roles["retrain"] == roles["audit verify"] == "app-url"
+    assert roles["db upgrade"] == roles["db grant"] == roles["audit purge"] == OWNER_DB
+    assert roles["serve --host"] == roles["retrain"] == roles["audit verify"] == APP_DB
+
+
+def _secrets_named(pod: dict[str, Any]) -> set[str]:
+    """Every Secret a pod spec can read: env, envFrom and volumes (projected ones included)."""
+    names = set()
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        names |= {e["valueFrom"]["secretKeyRef"]["name"] for e in c.get("env", [])
+                  if "secretKeyRef" in e.get("valueFrom", {})}
+        names |= {e["secretRef"]["name"] for e in c.get("envFrom", []) if "secretRef" in e}
+    for v in pod.get("volumes", []):
+        names |= {v["secret"]["secretName"]} if "secret" in v else set()
+        names |= {s["secret"]["name"] for s in v.get("projected", {}).get("sources", []) if "secret" in s}
+    return names
+
+
+def test_only_the_migration_and_the_purge_read_the_owner_secret(manifests: dict[str, list[dict[str, Any]]]) -> None:
+    """The owner's URL is a Secret of its own, read by the migration Job and the purge alone: no
+    replica of the service holds it, whatever a compromised pod reads from its environment or
+    files, and RBAC can grant the service's Secret without it."""
+    readers = {where for where, pod in _pod_specs(manifests) if OWNER_DB[0] in _secrets_named(pod)}
+    assert readers == {"Job/greentwin-db-upgrade", "CronJob/greentwin-audit-purge"}
+    secrets = _by_kind(manifests, "Secret", templates=True)
+    assert set(secrets[OWNER_DB[0]]["stringData"]) == {OWNER_DB[1]}
+    assert OWNER_DB[1] not in secrets[APP_DB[0]]["stringData"], "the service's Secret carries the owner's URL"
+    serve = _by_kind(manifests, "StatefulSet")["greentwin"]["spec"]["template"]["spec"]
+    assert "owner" not in yaml.safe_dump(serve).lower()
+
+
+def _api_objects() -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every Kubernetes object under deploy/k8s (the Secret templates too); kustomize's own files
+    are kustomize's configuration, not API objects."""
+    for path in sorted(K8S.rglob("*.yaml")):
+        for doc in _docs(path):
+            if doc["kind"] != "Kustomization":
+                yield f"{path.relative_to(K8S)}: {doc['kind']}/{doc['metadata']['name']}", doc
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_manifests_match_the_kubernetes_schemas(version: str) -> None:
+    checked = []
+    for where, obj in _api_objects():
+        try:
+            k8s_schema.validate(obj, version, strict=True)
+        except k8s_schema.ValidationError as exc:
+            path = "/".join(str(p) for p in exc.path)
+            pytest.fail(f"{where} is not valid Kubernetes {version} at {path or '<root>'}: {exc.message}")
+        except k8s_schema.SchemaNotFoundError as exc:
+            pytest.fail(f"{where}: {exc.message}")
+        checked.append(obj["kind"])
+    assert {"StatefulSet", "Service", "ConfigMap", "CronJob", "Job", "Secret", "PersistentVolumeClaim"} <= set(checked)
+
+
+def test_the_schema_check_catches_what_the_parser_would_not() -> None:
+    """The validator is live: a misspelt field, a string for a number and a missing container
+    name in the StatefulSet are each refused."""
+    serve = next(obj for _, obj in _api_objects() if obj["kind"] == "StatefulSet")
+    k8s_schema.validate(serve, OLDEST_KUBERNETES, strict=True)
+    spelling, kind_of_value, missing = (copy.deepcopy(serve) for _ in range(3))
+    spelling["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    kind_of_value["spec"]["replicas"] = "2"
+    del missing["spec"]["template"]["spec"]["containers"][0]["name"]
+    for broken, expected in ((spelling, "readinesProbe"), (kind_of_value, "'2' is not of type"),
+                             (missing, "'name' is a required property")):
+        with pytest.raises(k8s_schema.ValidationError, match=expected):
+            k8s_schema.validate(broken, OLDEST_KUBERNETES, strict=True)
 
 
 def test_pods_run_as_the_image_user_with_limits(manifests: dict[str, list[dict[str, Any]]]) -> None:
