@@ -102,7 +102,7 @@ def run_hash(cfg: PPOConfig) -> str:
     if d.get("prior_kl_to") == "served":  # the leash's target before it could be chosen
         d.pop("prior_kl_to")
     for key, default in (("freeze_obs_norm", False), ("fixed_reward_scale", False), ("shaping", "none"),
-                         ("lamp_torso", False)):
+                         ("lamp_torso", False), ("learn", "all")):
         if d.get(key) == default:  # nor those from before these switches
             d.pop(key, None)
     if not d.get("lamp_demo_files"):  # nor those from before the hindsight lamp demonstrations

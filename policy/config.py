@@ -108,6 +108,11 @@ class PPOConfig:
     lamp_torso: bool = False
     """The lights' output from a torso of its own (:class:`policy.networks.SplitActor`), so irrigation
     updates cannot reshape the lamp decision. Needs the lamp switch."""
+    learn: str = "all"
+    """What PPO updates: 'all' the whole actor, or 'lamps' the lamp switch's own torso and head only
+    (needs ``lamp_torso``): the valves and pump stay what the start decides, the served rule's in
+    residual mode. The valves' credit is as short-sighted as the lamps' was (a skipped irrigation
+    costs the crop hours later, the water at once), so their updates pull towards drier soil."""
     shaping: str = "none"
     """'fruit_value': potential-based shaping with the fruit value of the crop's carbohydrate buffer
     (:mod:`policy.shaping`), training only, so a lamp hour's credit arrives where the light is caught
@@ -151,6 +156,8 @@ class PPOConfig:
             raise ValueError(f"prior_kl_to must be 'served' or 'start', got {self.prior_kl_to!r}")
         if self.lamp_torso and self.residual_lamp_logit <= 0.0:
             raise ValueError("lamp_torso gives the lamp switch a torso of its own: it needs residual_lamp_logit > 0")
+        if self.learn not in ("all", "lamps") or (self.learn == "lamps" and not self.lamp_torso):
+            raise ValueError(f"learn must be 'all' or 'lamps' (which needs lamp_torso), got {self.learn!r}")
         if self.shaping not in ("none", "fruit_value"):
             raise ValueError(f"shaping must be 'none' or 'fruit_value', got {self.shaping!r}")
         if self.critic_warmup_iterations < 0:

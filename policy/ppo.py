@@ -195,6 +195,9 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
                         lamp_logit=cfg.residual_lamp_logit, lamp_torso=cfg.lamp_torso).to(device)
     if init_state is not None:
         agent.load_state_dict(init_state)
+    if cfg.learn == "lamps":  # irrigation stays the start's: no gradient reaches its torso or head
+        agent.actor_torso.requires_grad_(False)
+        agent.actor_head.requires_grad_(False)
     ctx.prepare(agent)
     # foreach: one fused kernel per update step over all parameters instead of one per tensor
     # (the default on CUDA only); on CPU it cuts the update's optimiser time, same arithmetic.

@@ -76,3 +76,24 @@ def test_a_split_member_round_trips_and_stacks(tmp_path: Path) -> None:
 def test_the_lamp_torso_needs_the_lamp_switch() -> None:
     with pytest.raises(ValueError, match="lamp_torso"):
         PPOConfig.preset("tiny", residual=True, lamp_torso=True)
+
+
+def test_learning_the_lamps_alone_leaves_irrigation_at_its_start() -> None:
+    from policy.ppo import train
+
+    cfg = PPOConfig.preset("tiny", residual=True, residual_lamp_logit=3.0, lamp_torso=True, learn="lamps",
+                           total_steps=64 * 48 * 2)
+    seen: dict[int, dict[str, torch.Tensor]] = {}
+
+    def validate(iteration: int, env_steps: int, agent: ActorCritic) -> None:
+        seen[iteration] = {k: v.detach().clone() for k, v in agent.state_dict().items()}
+
+    agent = train(cfg.replace(validate_every=1), validate=validate).agent
+    # The residual's irrigation head starts at zero (the served rule) and stays there; the lamps move.
+    assert torch.count_nonzero(agent.actor_head.weight) == 0 and not agent.actor_head.weight.requires_grad
+    for k in seen[1]:
+        if k.startswith(("actor_torso", "actor_head")):
+            assert torch.equal(seen[1][k], seen[2][k]), k
+    assert any(not torch.equal(seen[1][k], seen[2][k]) for k in seen[1] if k.startswith("lamp_"))
+    with pytest.raises(ValueError, match="learn"):
+        PPOConfig.preset("tiny", residual=True, residual_lamp_logit=3.0, learn="lamps")
