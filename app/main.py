@@ -41,7 +41,7 @@ from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory, require_current_schema
 from app.journal import JournalUnwritable
 from app.runtime import Runtime
-from app.web import pages
+from app.web import api_docs, pages
 from app.web.security import SecurityMiddleware
 from audit.store import AuditStore
 
@@ -95,7 +95,8 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
                 except Exception:  # noqa: BLE001 - a stop must finish; the last export stands
                     logging.getLogger(__name__).exception("audit anchors: export at shutdown failed")
 
-    app = FastAPI(title="greentwin", version="0.1.0", lifespan=lifespan)
+    # FastAPI's own /docs and /redoc load their scripts from a CDN; app.web.api_docs serves them from here.
+    app = FastAPI(title="greentwin", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
 
     @app.exception_handler(JournalUnwritable)
     async def _journal_full(_request: Request, exc: JournalUnwritable) -> JSONResponse:
@@ -114,6 +115,7 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
     app.include_router(lockouts.router)
     app.include_router(policy.router)
     app.include_router(pages.router)
+    app.include_router(api_docs.router)
     app.mount("/static", pages.static_files(), name="static")
     app.add_middleware(InputGuardMiddleware)  # inside the security headers: its 400s carry them too
     app.add_middleware(SecurityMiddleware)

@@ -23,6 +23,7 @@ from app.api import trend_rollup as roll
 from app.api.cell_cache import CellReader
 from app.api.schemas import HistoryResponse
 from app.models import Decision
+from audit.labels import zone_label
 
 SCALARS = roll.SCALARS
 MAX_POINTS = 2000
@@ -92,6 +93,7 @@ def history(session: Session, gh: str, zones: int, bands: list[tuple[float, floa
     centres = [start + timedelta(seconds=(i + 0.5) * bucket_s) for i in index]
     return HistoryResponse(greenhouse_id=gh, start=start, end=end, bucket_s=bucket_s, samples=int(sum(counts)),
                            ts=centres, moisture_vwc=[_listed(means[:, z]) for z in range(zones)],
+                           zone_labels=[zone_label(z) for z in range(zones)],
                            band_low_vwc=[b[0] for b in bands], band_high_vwc=[b[1] for b in bands],
                            **{name: _listed(means[:, zones + j]) for j, name in enumerate(SCALARS)},
                            price_eur_mwh=_listed(means[:, zones + roll.PRICE]))

@@ -26,6 +26,7 @@ from app.api.schemas import (
 )
 from app.control import GreenhouseController
 from app.runtime import Runtime
+from audit.labels import band_label, zone_label
 
 EdgeLookup = Callable[[str], EdgeStatus]
 
@@ -62,8 +63,9 @@ def _zone(ctl: GreenhouseController, i: int, tel: Any, estimate: dict[str, Any] 
     std = _finite(estimate["std"][i]) if estimate else None
     status = list(estimate["probe_status"][i]) if estimate else []
     return ZoneLive(
-        index=i, soil=setup.soil_type, moisture_vwc=theta, moisture_std=std,
+        index=i, label=zone_label(i), soil=setup.soil_type, moisture_vwc=theta, moisture_std=std,
         band_low_vwc=setup.target_low, band_high_vwc=setup.target_high,
+        band_label=band_label(setup.target_low, setup.target_high),
         in_band=None if theta is None else setup.target_low <= theta <= setup.target_high,
         probes_vwc=list(tel.soil_vwc[i]) if tel is not None else [], probe_status=status,
         valve_commanded=int(commanded["valves"][i]) if commanded else None,

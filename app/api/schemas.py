@@ -1,11 +1,16 @@
-"""Typed response models of the dashboard's JSON (live state, overview, history, alarms)."""
+"""Typed response models of the dashboard's JSON (live state, overview, history, alarms).
+
+Every time in them is an :data:`~app.api.instants.Instant`, so each carries its UTC offset.
+"""
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from app.api.instants import Instant
 
 EdgeState = Literal["online", "offline", "unknown"]
 Mode = Literal["auto", "manual", "estop"]
@@ -14,11 +19,13 @@ PriceSource = Literal["recorded", "tariff", "mixed"]
 
 class ZoneLive(BaseModel):
     index: int
+    label: str = Field(description="the zone as people name it, on this page and in the report ('Zone 1' for index 0)")
     soil: str
     moisture_vwc: float | None = Field(description="Kalman estimate of volumetric water content (m3/m3)")
     moisture_std: float | None
     band_low_vwc: float
     band_high_vwc: float
+    band_label: str = Field(description="the band in % VWC as the page and the report print it, e.g. '19.5–27 %'")
     in_band: bool | None
     probes_vwc: list[float | None] = Field(description="raw probe readings (m3/m3); null: no reading")
     probe_status: list[str] = Field(description="per probe: ok, missing, drifting or offline")
@@ -55,7 +62,7 @@ class CropLive(BaseModel):
 class OutlookLive(BaseModel):
     """The site's outlook every decision is made on now: where it came from, and its arrays."""
 
-    issued: datetime
+    issued: Instant
     weather_source: str = Field(description="live, cache or fallback (yesterday's weather, else climatology)")
     weather_age_s: float | None
     price_source: str = Field(description="live, cache, fallback (the tariff as a guess) or tariff (the contract)")
@@ -93,7 +100,7 @@ class ExplanationFactor(BaseModel):
 
 class DecisionPublic(BaseModel):
     seq: int
-    ts: datetime
+    ts: Instant
     actor: str
     mode: str
     confidence: float
@@ -133,8 +140,8 @@ class EconomicsToday(BaseModel):
 class Outlook(BaseModel):
     """The last decision's view ahead, on one hourly axis (the current clock hour first)."""
 
-    decided_at: datetime
-    hours: list[datetime] = Field(description="start of each clock hour")
+    decided_at: Instant
+    hours: list[Instant] = Field(description="start of each clock hour")
     temp_c: list[float | None] = Field(description="outside temperature forecast (degC); null: none for that hour")
     solar_w_m2: list[float | None] = Field(description="outside global radiation forecast (W/m2)")
     price_eur_mwh: list[float | None] = Field(description="all-in electricity price of the hour (EUR/MWh)")
@@ -149,8 +156,8 @@ class GreenhouseSummary(BaseModel):
     mode: Mode
     estop_latched: bool
     edge: EdgeState
-    edge_since: datetime | None
-    last_telemetry_at: datetime | None
+    edge_since: Instant | None
+    last_telemetry_at: Instant | None
     telemetry_age_s: float | None
     water_today_l: float
     water_cap_l: float
@@ -163,10 +170,10 @@ class GreenhouseSummary(BaseModel):
 class GreenhouseLive(GreenhouseSummary):
     """Everything the greenhouse page shows live."""
 
-    server_time: datetime
+    server_time: Instant
     confidence: float | None
     last_decision_seq: int | None
-    last_decision_at: datetime | None
+    last_decision_at: Instant | None
     manual_action: list[float] | None = Field(description="the held action in manual mode: valves 0/1, pump %, light %")
     zones: list[ZoneLive]
     climate: ClimateLive
@@ -180,12 +187,13 @@ class HistoryResponse(BaseModel):
     """Trends, averaged server-side into at most ``points`` time buckets (empty buckets left out)."""
 
     greenhouse_id: str
-    start: datetime
-    end: datetime
+    start: Instant
+    end: Instant
     bucket_s: float
     samples: int = Field(description="decisions read from the database")
-    ts: list[datetime] = Field(description="bucket centres")
+    ts: list[Instant] = Field(description="bucket centres")
     moisture_vwc: list[list[float | None]] = Field(description="per zone, then per bucket")
+    zone_labels: list[str] = Field(default_factory=list, description="per zone, its name as the page prints it")
     band_low_vwc: list[float]
     band_high_vwc: list[float]
     flow_l_min: list[float | None]
@@ -209,12 +217,12 @@ class AlarmPublic(BaseModel):
     greenhouse_id: str
     kind: str
     severity: Literal["critical", "warning"]
-    first_at: datetime
-    last_at: datetime
+    first_at: Instant
+    last_at: Instant
     count: int
     acknowledged: bool
     acknowledged_by: str | None
-    acknowledged_at: datetime | None
+    acknowledged_at: Instant | None
 
 
 class AlarmAck(BaseModel):
@@ -222,5 +230,5 @@ class AlarmAck(BaseModel):
     greenhouse_id: str
     kind: str
     acknowledged_by: str
-    acknowledged_at: datetime
-    through: datetime
+    acknowledged_at: Instant
+    through: Instant

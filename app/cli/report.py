@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import shlex
 import socket
 import sys
 import uuid
@@ -189,6 +190,15 @@ def run_report(args: argparse.Namespace) -> int:
     print(f"wrote {out} (report {report_id}, {data.decision_count} decisions, signed by "
           f"{identity.cert.subject.rfc4514_string()})")
     return EXIT_OK
+
+
+def verify_command(report_cert: Path | None, state_dir: Path) -> str:
+    """The ``greentwin report verify`` line that checks a report of the service configured so (the
+    dashboard shows it): the configured certificate, else the state directory that keeps the dev/demo
+    one. Without either the command looks in ``$GREENTWIN_STATE_DIR`` or ``./state``, which is not
+    where a service started with ``--state-dir`` (``greentwin demo`` among them) keeps it."""
+    source = f"--cert {shlex.quote(str(report_cert))}" if report_cert else f"--state-dir {shlex.quote(str(state_dir))}"
+    return f"greentwin report verify FILE.pdf {source}"
 
 
 def run_report_verify(args: argparse.Namespace) -> int:

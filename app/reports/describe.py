@@ -14,6 +14,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
+from audit.labels import actuator_label, feature_label, vwc_pct, zone_list
 from audit.report.data import SaliencyMap
 
 
@@ -32,17 +33,31 @@ def json_number(mapping: Any, key: str) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else 0.0
 
 
+def _setting(actuator: str, value: Any) -> str:
+    """One side of a clip: a valve open or closed, the pump and lights in percent."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return shorten(value, 20)
+    if actuator.startswith("valve") and value in (0, 1):
+        return "open" if value else "closed"
+    return f"{value:.3g} %" if actuator in ("pump", "lights") else f"{value:.3g}"
+
+
 def describe_rule(firing: Any) -> tuple[str, str]:
-    """(rule id, readable firing) for one ``rules_fired`` entry of any shape."""
+    """(rule id, the firing in words) for one ``rules_fired`` entry of any shape, e.g.
+    ``zone_daily_water_cap on Zone 2 valve: open -> closed (251.9 L used today; cap 250.0 L)``."""
     if isinstance(firing, Mapping):
         rule = str(firing.get("rule", "?"))
         text = rule
-        if "actuator" in firing:
-            text += f" on {firing['actuator']}"
+        actuator = str(firing.get("actuator", ""))
+        if actuator:
+            text += f" on {actuator_label(actuator)}"
         if "before" in firing or "after" in firing:
-            text += f": {shorten(firing.get('before'))} -> {shorten(firing.get('after'))}"
+            text += f": {_setting(actuator, firing.get('before'))} -> {_setting(actuator, firing.get('after'))}"
+        why = firing.get("why")
+        if isinstance(why, str) and why:
+            text += f" ({shorten(why, 120)})"
         return rule, text
-    return str(firing), str(firing)
+    return str(firing), shorten(firing, 60)
 
 
 def shorten(value: Any, limit: int = 60) -> str:
@@ -53,25 +68,42 @@ def shorten(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _factor(top: Any) -> str:
+    """The strongest factor of an explanation: its feature as people name it, its value and its share."""
+    if not isinstance(top, list) or not top or not isinstance(top[0], Mapping):
+        return ""
+    factor = top[0]
+    label = feature_label(str(factor.get("feature", "?")))
+    value, unit = factor.get("value"), str(factor.get("unit", ""))
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        label += f" {vwc_pct(value)} % VWC" if unit == "m3/m3" else f" {value:.3g} {unit}".rstrip()
+    share = json_number(factor, "share_pct")
+    return f"main factor: {label} ({share:.0f} % of the decision)"
+
+
 def describe_explanation(explanation: Any) -> str:
-    """Key: value pairs of the explanation dict, empty values left out."""
+    """A decision's explanation in a few words: its strongest factor, its alarms, and whether the saliency
+    of its lead-up was kept (the stored record is JSON, which no agronomist should have to read)."""
     if not isinstance(explanation, Mapping):
-        return "" if explanation is None else shorten(explanation, 300)
-    parts = [f"{k}: {shorten(v, 120)}" for k, v in explanation.items()
-             if k != "history" and v not in (None, [], {}, "", False)]
-    history = explanation.get("history")
-    if isinstance(history, Mapping):  # the lead-up and its saliency: drawn as a heat map, not printed
-        steps = history.get("observations")
-        parts.append(f"history: {len(steps) if isinstance(steps, list) else '?'} steps (saliency heat map)")
-    return "; ".join(parts)
+        return "" if explanation is None else shorten(explanation, 120)
+    parts = [_factor(explanation.get("top"))]
+    alarms = explanation.get("alarms")
+    if isinstance(alarms, list) and alarms:
+        more = f" and {len(alarms) - 3} more" if len(alarms) > 3 else ""
+        parts.append("alarms: " + ", ".join(shorten(a, 40) for a in alarms[:3]) + more)
+    if isinstance(explanation.get("history"), Mapping):  # the lead-up and its saliency: drawn, not printed
+        parts.append("saliency of its lead-up recorded")  # heat maps are drawn for the first few only
+    return "; ".join(part for part in parts if part)
 
 
 def describe_action(clipped: Any) -> str:
+    """The command sent: the zones whose valves it opened, then pump and lights in percent."""
     if not isinstance(clipped, Mapping):
         return ""
     valves = clipped.get("valves")
-    open_ = [str(i) for i, v in enumerate(valves) if v] if isinstance(valves, list) else []
-    return ("\n".join(textwrap.wrap(f"valves {','.join(open_) or '-'}", 22))
+    opened = [i for i, v in enumerate(valves) if v] if isinstance(valves, list) else []
+    head = f"valves open: {zone_list(opened)}" if opened else "valves closed"
+    return ("\n".join(textwrap.wrap(head, 22))
             + f"\npump {json_number(clipped, 'pump_pct'):.0f}% light {json_number(clipped, 'light_pct'):.0f}%")
 
 

@@ -18,6 +18,7 @@ from fastapi.templating import Jinja2Templates
 from app.api.deps import SESSION_COOKIE
 from app.auth.service import AuthService, Principal
 from app.auth.tokens import TokenError
+from app.cli import report as report_cli
 from app.web.security import csrf_token
 
 HERE = Path(__file__).resolve().parent
@@ -81,7 +82,9 @@ def overview_page(request: Request) -> Response:
 def greenhouse_page(gh: str, request: Request) -> Response:
     if gh not in request.app.state.runtime.controllers:
         raise HTTPException(status_code=404, detail=f"unknown greenhouse {gh!r}")
-    return _page(request, "greenhouse.html", page="greenhouse", gh=gh)
+    runtime = request.app.state.runtime
+    return _page(request, "greenhouse.html", page="greenhouse", gh=gh,
+                 verify_command=report_cli.verify_command(runtime.settings.report_cert, runtime.state_dir))
 
 
 @router.get("/alarms", response_class=HTMLResponse)

@@ -12,6 +12,7 @@ from reportlab.lib import colors
 from reportlab.lib.units import mm
 from reportlab.platypus import Flowable, Paragraph
 
+from audit.labels import band_label, zone_label
 from audit.report.data import HourSummary, ReportData
 from audit.report.styles import H2
 
@@ -64,20 +65,22 @@ def charts(data: ReportData) -> list[Flowable]:
     out: list[Flowable] = [Paragraph("Charts", H2)]
     for i, zs in enumerate(data.zones):  # hourly lists are by position; zs.index is the zone's name
         colour = _ZONE_COLORS[i % len(_ZONE_COLORS)]
-        points = [(x(h), m) for h in data.hours if (m := h.theta_mean(i)) is not None]
-        band = [(0.0, zs.low), (span_days, zs.low)], [(0.0, zs.high), (span_days, zs.high)]
-        out.append(_line_chart(f"Zone {zs.index}: soil moisture (hourly mean) vs target band "
-                               f"{zs.low:.3f}-{zs.high:.3f}",
-                               [(f"zone {zs.index}", points, colour, False),
+        # In % VWC, as the dashboard draws moisture.
+        points = [(x(h), 100.0 * m) for h in data.hours if (m := h.theta_mean(i)) is not None]
+        low, high = 100.0 * zs.low, 100.0 * zs.high
+        band = [(0.0, low), (span_days, low)], [(0.0, high), (span_days, high)]
+        out.append(_line_chart(f"{zone_label(zs.index)}: soil moisture (hourly mean) vs target band "
+                               f"{band_label(zs.low, zs.high)}",
+                               [(zone_label(zs.index), points, colour, False),
                                 ("low", band[0], colors.red, True), ("high", band[1], colors.red, True)],
-                               "VWC m3/m3", span_days, height=45 * mm))
+                               "% VWC", span_days, height=45 * mm))
     cumulative: list[tuple[str, list[tuple[float, float]], Any, bool]] = []
     for i, zs in enumerate(data.zones):
         total, pts = 0.0, [(0.0, 0.0)]
         for h in data.hours:
             total += h.water_l[i]
             pts.append((x(h) + 1 / 24, total))
-        cumulative.append((f"zone {zs.index}", pts, _ZONE_COLORS[i % len(_ZONE_COLORS)], False))
+        cumulative.append((zone_label(zs.index), pts, _ZONE_COLORS[i % len(_ZONE_COLORS)], False))
     out.append(_line_chart("Irrigation: cumulative water per zone", cumulative, "litres", span_days))
     lights = [(x(h), m) for h in data.hours if (m := h.light_pct_mean) is not None]
     out.append(_line_chart("Supplemental lights: hourly mean output", [("lights", lights, colors.orange, False)],

@@ -14,6 +14,7 @@ from reportlab.lib import colors
 from reportlab.lib.units import mm
 from reportlab.platypus import Flowable, Paragraph, Spacer
 
+from audit.labels import feature_label
 from audit.report.data import ReportData, SaliencyMap, iso
 from audit.report.styles import H2, p
 
@@ -63,7 +64,7 @@ def heatmap(m: SaliencyMap, width: float = 170 * mm) -> Drawing:
     scale = max((abs(v) for row in m.values for v in row if v is not None), default=0.0)
     for i, (name, row) in enumerate(zip(m.features, m.values, strict=True)):
         y = grid_top - (i + 1) * _ROW_H
-        d.add(String(_LABEL_W - 3, y + 2.5, name, fontSize=6.5, textAnchor="end"))
+        d.add(String(_LABEL_W - 3, y + 2.5, feature_label(name), fontSize=6.5, textAnchor="end"))
         for t, value in enumerate(row):
             d.add(Rect(_LABEL_W + t * cell_w, y, cell_w, _ROW_H, fillColor=shade(value, scale),
                        strokeColor=colors.white, strokeWidth=0.4))

@@ -29,12 +29,15 @@ from reportlab.platypus import (
     TableStyle,
 )
 
+from audit.labels import band_label, vwc_pct, zone_number
 from audit.report.charts import charts
-from audit.report.data import ReportData, iso, require_aware
+from audit.report.data import DecisionEntry, ReportData, iso, require_aware
 from audit.report.heatmap import heatmap_section
 from audit.report.styles import GRID, H1, H2, H3, SMALL, p
 
 _TABLE_CHUNK = 60  # rows per Table: reportlab splits long tables in quadratic time
+_WHY_RULES = 3
+"""Safety-rule firings a decision log row spells out; the count of the rest follows them."""
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
@@ -47,8 +50,8 @@ def watermark_text(data: ReportData, report_id: str) -> str:
 
 
 def _vwc_lines(values: Sequence[float | None], per_line: int = 4) -> str:
-    """Zone means four to a line, so 64 zones still fit the column."""
-    cells = [_fmt(v, 3) for v in values]
+    """Zone means in % VWC, four to a line, so 64 zones still fit the column."""
+    cells = ["-" if v is None else vwc_pct(v) for v in values]
     return "\n".join(" ".join(cells[i : i + per_line]) for i in range(0, len(cells), per_line)) or "-"
 
 
@@ -88,7 +91,7 @@ def _summary(data: ReportData) -> list[Flowable]:
     ]
     out: list[Flowable] = [Paragraph("Summary", H2), Table(rows, colWidths=[80 * mm, 90 * mm], style=GRID)]
     out += [Spacer(1, 4 * mm), *_economics(data)]
-    zone_rows = [[f"{z.index}", f"{z.low:.3f}-{z.high:.3f}", _fmt(z.water_l), _fmt(z.time_in_band_pct),
+    zone_rows = [[f"{zone_number(z.index)}", band_label(z.low, z.high), _fmt(z.water_l), _fmt(z.time_in_band_pct),
                   _fmt(z.hours_below), _fmt(z.hours_above), _fmt(z.hours_observed)] for z in data.zones]
     out += [Spacer(1, 4 * mm), Paragraph("Zones", H2),
             Table([["Zone", "Band (VWC)", "Water (L)", "Time in band %", "Stress h (below)", "Above band h",
@@ -154,7 +157,7 @@ def _decision_log(data: ReportData) -> list[Flowable]:
         out.append(Paragraph("Hourly summaries", H3))
         zones = range(len(data.zones))
         out += _tables(
-            ["Hour (UTC)", "Deci-\nsions", "Water\n(L)", "Mean VWC\nby zone", "Light\n%", "Clip-\nped",
+            ["Hour (UTC)", "Deci-\nsions", "Water\n(L)", "Mean VWC %\nby zone", "Light\n%", "Clip-\nped",
              "Low\nconf.", "Man-\nual", "E-\nstop"],
             ([iso(h.start), f"{h.decisions}", _fmt(sum(h.water_l)), _vwc_lines([h.theta_mean(i) for i in zones]),
               _fmt(h.light_pct_mean, 0), f"{h.clipped}", f"{h.low_confidence}", f"{h.manual}", f"{h.estop}"]
@@ -166,10 +169,19 @@ def _decision_log(data: ReportData) -> list[Flowable]:
         # Plain-string cells are drawn literally and cost far less than Paragraphs; only the
         # free-text column needs wrapping, so only it is a (escaped) Paragraph.
         ([iso(e.ts), f"{e.seq}", "\n".join([*textwrap.wrap(e.actor, 22), e.mode]), f"{e.confidence:.2f}",
-          e.action, p("; ".join(filter(None, [", ".join(e.flags), *e.rules, e.explanation])) or "-", SMALL)]
+          e.action, p(_why(e), SMALL)]
          for e in data.log),
         [38 * mm, 12 * mm, 32 * mm, 12 * mm, 31 * mm, 55 * mm])
     return out
+
+
+def _why(entry: DecisionEntry) -> str:
+    """The log's "Why" cell: flags, the first safety-rule firings in words, then the explanation's gist.
+    A step where every valve was clipped would otherwise fill a page with one cell."""
+    rules = list(entry.rules[:_WHY_RULES])
+    if len(entry.rules) > _WHY_RULES:
+        rules.append(f"{len(entry.rules) - _WHY_RULES} more safety rules fired")
+    return "; ".join(filter(None, [", ".join(entry.flags), *rules, entry.explanation])) or "-"
 
 
 class _StampedCanvas(Canvas):
@@ -243,8 +255,10 @@ def render_report(data: ReportData, *, generated_by: str, generated_at: datetime
         Spacer(1, 8 * mm),
         p("Water, light and energy figures are derived from measured telemetry: each decision stands for the "
            "interval since the previous one; flow is split evenly over the valves open in that interval. "
-           "Stress hours are hours with estimated soil moisture below the zone's target band. The PDF carries "
-           "a PAdES signature; check it with `greentwin report verify`."),
+           "Stress hours are hours with estimated soil moisture below the zone's target band. Zones are "
+           "numbered and moisture given in % VWC as on the dashboard. The PDF carries a PAdES signature; check "
+           "it with `greentwin report verify FILE.pdf` and the signer's certificate: `--cert` with the "
+           "configured one, or `--state-dir` with the service's state directory."),
         PageBreak(),
         *_summary(data),
         PageBreak(),

@@ -7,10 +7,12 @@ The role test is generated from the app's route table: a new state-changing rout
 from __future__ import annotations
 
 import re
+import shlex
 import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from html import unescape
 from pathlib import Path
 from urllib.parse import quote
 
@@ -30,12 +32,14 @@ from app.api import history as hist
 from app.auth.roles import ROLES
 from app.auth.users import create_user
 from app.cli import db as db_cli
+from app.cli import report as report_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
 from app.models import Decision
 from app.mqtt.topics import Telemetry
 from app.web.security import CSP, csrf_token
+from audit.labels import band_label, zone_label
 
 SECRET = "dashboard-api-secret-" + "5b1e7c2d" * 4
 PW = "dashboard api password"
@@ -189,6 +193,30 @@ def test_security_headers_and_pages_without_inline_script(client: TestClient) ->
     for target in ("//evil.example", "/\\evil.example", "https://evil.example"):
         assert client.get("/login", params={"next": target}).text.count('data-next="/"') == 1, target
     assert 'data-next="/alarms"' in client.get("/login?next=/alarms").text
+
+
+def test_the_report_panel_names_the_state_directory_verify_needs(client: TestClient) -> None:
+    """``greentwin report verify`` finds a dev/demo certificate only in the service's state directory,
+    so the hint beside the download carries it, in a form a shell takes as one word."""
+    state_dir = client.app.state.runtime.state_dir  # type: ignore[attr-defined]
+    client.cookies.set("greentwin_session", _login(client, "agronomist"))
+    try:
+        html = client.get("/greenhouses/gh1").text
+    finally:
+        client.cookies.clear()
+    [hint] = re.findall(r'<code id="report-verify-command">([^<]*)</code>', html)
+    assert shlex.split(unescape(hint)) == ["greentwin", "report", "verify", "FILE.pdf", "--state-dir", str(state_dir)]
+    spaced = report_cli.verify_command(Path("/etc/green twin/report cert.pem"), state_dir)
+    assert shlex.split(spaced)[-2:] == ["--cert", "/etc/green twin/report cert.pem"], "a configured certificate wins"
+
+
+def test_zone_tiles_and_trends_name_zones_and_bands_as_the_report_does(client: TestClient) -> None:
+    headers = {"Authorization": f"Bearer {_login(client, 'agronomist')}"}
+    zones = client.get("/api/greenhouses/gh1/live", headers=headers).json()["zones"]
+    assert [z["label"] for z in zones] == ["Zone 1", "Zone 2", "Zone 3"]
+    assert all(z["band_label"] == band_label(z["band_low_vwc"], z["band_high_vwc"]) == "19.5–27 %" for z in zones)
+    history = client.get("/api/greenhouses/gh1/history", headers=headers).json()
+    assert history["zone_labels"] == [zone_label(i) for i in range(3)]
 
 
 def test_json_endpoints_are_typed_in_openapi(client: TestClient) -> None:

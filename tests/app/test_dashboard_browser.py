@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -270,7 +273,7 @@ def _bearer(stack: dict[str, Any], user: str) -> dict[str, str]:
 
 
 def test_an_agronomist_sees_no_controls_is_refused_and_downloads_a_signed_report(stack: dict[str, Any],
-                                                                            browser: Any) -> None:
+                                                                            browser: Any, tmp_path: Path) -> None:
     p = Page(browser, stack["base"], "vera", width=820)  # tablet width
     page = p.greenhouse()
     assert page.locator("#controls").count() == 0 and page.locator("#estop").count() == 0
@@ -291,6 +294,17 @@ def test_an_agronomist_sees_no_controls_is_refused_and_downloads_a_signed_report
     with ThreadPoolExecutor(1) as pool:  # verify_pdf runs its own event loop; Playwright's holds this thread
         outcome = pool.submit(verify_pdf, pdf, cert).result()
     assert outcome.ok, outcome.reason
+    # The page's verify line, run as written (the file put in for FILE.pdf), from a folder without a
+    # ./state and with no GREENTWIN_* in the environment: the line alone must say where the certificate is.
+    hint = page.inner_text("#report-verify-command")
+    saved = tmp_path / "downloaded report.pdf"
+    saved.write_bytes(pdf)
+    argv = shlex.split(hint.replace("FILE.pdf", shlex.quote(str(saved))))
+    assert argv[:3] == ["greentwin", "report", "verify"] and "--state-dir" in argv, hint
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GREENTWIN_")}
+    run = subprocess.run([sys.executable, "-m", "app.cli", *argv[1:]], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.startswith("ok"), (hint, run.stdout, run.stderr)
     p.close()
 
 
@@ -391,6 +405,48 @@ def test_an_admin_registers_a_greenhouse_and_sees_the_policy_in_force(stack: dic
     page.wait_for_function("() => document.querySelector('#policy-msg').textContent.includes('no readable ensemble')")
     p.shot("admin-policy")
     p.close()
+
+
+# Redoc's sidebar footer always shows Redocly's logo from its CDN; the policy blocks it (it would tell a
+# third party of every visit) and Redoc hides the image that failed. Nothing else may leave the origin.
+_REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+def test_api_docs_render_every_operation_with_no_request_leaving_the_service(stack: dict[str, Any],
+                                                                               browser: Any) -> None:
+    base = stack["base"]
+    operations = [(method.upper(), path) for path, ops in stack["service"].http.get("/openapi.json").json()["paths"]
+                  .items() for method in ops]
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base)
+    foreign: list[str] = []
+
+    def outside(route: Any) -> None:  # as if offline: any other host is unreachable
+        foreign.append(route.request.url)
+        route.abort()
+
+    context.route(re.compile(r"^(?!" + re.escape(base) + r"/)(https?|wss?)://"), outside)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto("/docs")
+    page.wait_for_selector(".opblock")
+    shown = {(page.locator(".opblock-summary-method").nth(i).inner_text().strip(),
+              page.locator(".opblock-summary-path").nth(i).get_attribute("data-path"))
+             for i in range(page.locator(".opblock").count())}
+    assert shown == set(operations), "Swagger UI lists every operation of the document"
+    page.click(".opblock-summary-path[data-path='/api/greenhouses/{gh}/decisions']")
+    page.wait_for_selector("tr[data-param-name='cursor']")  # the paging is documented where it is used
+    page.screenshot(path=str(ARTIFACTS / "api-docs-swagger.png"), full_page=False)
+    page.goto("/redoc")
+    page.wait_for_selector("[data-section-id^='tag/greenhouses/operation/decisions']")
+    sections = page.evaluate("() => [...new Set([...document.querySelectorAll(\"[data-section-id^='operation/']\")]"
+                             ".map((e) => e.dataset.sectionId))].length")
+    assert sections == len(operations), "ReDoc has a section for every operation"
+    page.screenshot(path=str(ARTIFACTS / "api-docs-redoc.png"), full_page=False)
+    context.close()
+    assert set(foreign) <= {_REDOC_LOGO}, f"requests to other sites: {foreign}"
+    assert [e for e in errors if _REDOC_LOGO not in e] == [], f"console errors: {errors}"
 
 
 def test_a_dropped_stream_shows_its_age_and_reconnects(stack: dict[str, Any], browser: Any) -> None:

@@ -6,6 +6,7 @@ import argparse
 import io
 import re
 import resource
+import shlex
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,7 @@ import pytest
 from sqlalchemy import insert
 
 from app.cli import db as db_cli
+from app.cli import main as cli_main
 from app.cli import report as report_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
@@ -40,7 +42,19 @@ def _actor_mode(i: int) -> tuple[str, str, float, dict | None]:
         return "estop", "estop", 1.0, {"alarms": [], "low_confidence": False}
     if i % 25 == 3:
         return "expert:low_confidence", "auto", 0.4, {"alarms": ["held:co2_ppm"], "low_confidence": True}
+    if i % 25 == 8:  # an ensemble decision's explanation as the writer stores it (policy.explain's record)
+        return "policy:v1" if i < 150 else "policy:v2", "auto", 0.9, EXPLAINED
     return ("policy:v1" if i < 150 else "policy:v2"), "auto", 0.9, None
+
+
+EXPLAINED = {
+    "confidence": 0.9, "score": 0.31, "baseline_score": 0.12, "attributed": 0.19, "members": 5, "steps": 32,
+    "top": [{"feature": "moisture[2]", "value": 0.1704, "unit": "m3/m3", "delta_vs_baseline": -0.05,
+             "share_pct": 61.4, "attribution": 0.12,
+             "sentence": "zone 2 moisture 0.17 m3/m3, 0.02 below its target band: 61 %"},
+            {"feature": "air_temp", "value": 24.0, "unit": "degC", "delta_vs_baseline": 2.0, "share_pct": 20.0,
+             "attribution": 0.04, "sentence": "air_temp 24.0 degC, 2.0 above the reference 22.0: 20 %"}],
+    "alarms": [], "low_confidence": False}
 
 
 def _flow(i: int) -> tuple[float, list[int]]:
@@ -57,9 +71,10 @@ def _flow(i: int) -> tuple[float, list[int]]:
 def _rules(i: int) -> list[dict]:
     fired = []
     if i % 7 == 0:
-        fired.append({"rule": "valve_min_dwell", "actuator": "valve_0", "before": 1.0, "after": 0.0})
+        fired.append({"rule": "valve_min_dwell", "actuator": "valve[0]", "before": 1.0, "after": 0.0})
     if i % 11 == 0:
-        fired.append({"rule": "zone_daily_water_cap", "actuator": "valve_1", "before": 1.0, "after": 0.0})
+        fired.append({"rule": "zone_daily_water_cap", "actuator": "valve[1]", "before": 1.0, "after": 0.0,
+                      "why": "251.9 L used today; cap 250.0 L"})
     return fired
 
 
@@ -196,13 +211,39 @@ def test_pdf_prints_the_database_numbers(signed_report) -> None:
     assert _row(text, "Water not attributable to a zone (L)", f"{unattributed:,.1f}")
     for rule, n in Counter(f["rule"] for i in range(N) for f in _rules(i)).items():
         assert _row(text, rule, str(n)), rule
-    for z, litres in enumerate(zones):
-        assert _row(text, str(z), "0.195-0.270", f"{litres:,.1f}")
-    assert _row(text, "0", "0.195-0.270", f"{zones[0]:,.1f}", "66.7", f"{100 * STEP_S / 3600:.1f}")
+    for z, litres in enumerate(zones):  # numbered from 1, the band in % VWC, as on the dashboard
+        assert _row(text, str(z + 1), "19.5–27 %", f"{litres:,.1f}")
+    assert _row(text, "1", "19.5–27 %", f"{zones[0]:,.1f}", "66.7", f"{100 * STEP_S / 3600:.1f}")
+    assert "0.195" not in text and "0.270" not in text
+    for title in ("Zone 1: soil moisture", "Zone 3: soil moisture", "vs target band 19.5–27 %"):
+        assert title in text, title
     assert _row(text, "operator:bob", "2")
     assert "v1" in text and "v2" in text and "passed: 42 records verified" in text
     assert "2026-06-01T00:00:00+00:00 to 2026-06-03T00:00:00+00:00" in text
     assert "2026-06-03T08:00:00+00:00" in text  # generated at
+
+
+def _log_section(text: str) -> str:
+    """The decision log's text, words joined by single spaces (table cells wrap anywhere)."""
+    return " ".join(text[text.index("Decision log") : text.index("Safety clips by rule")].split())
+
+
+def test_the_decision_log_says_why_in_words(signed_report) -> None:
+    log = _log_section("\n".join(_pages(signed_report[0])))
+    assert "{" not in log and '"' not in log, "no stored JSON in the log"
+    # A safety clip: the rule, the zone's valve numbered as on the dashboard, the change and its reason.
+    capped = sum(1 for i in range(N) if i % 11 == 0)
+    assert log.count("zone_daily_water_cap on Zone 2 valve: open -> closed (251.9 L used today; cap 250.0 L)") \
+        == capped
+    assert log.count("valve_min_dwell on Zone 1 valve: open -> closed") == sum(1 for i in range(N) if i % 7 == 0)
+    # An ensemble decision: its strongest factor in words and % VWC, the rest of the record left out.
+    assert log.count("main factor: Zone 3 moisture 17.0 % VWC (61 % of the decision)") == \
+        sum(1 for i in range(N) if _actor_mode(i)[3] is EXPLAINED)
+    assert "baseline_score" not in log and "air temp" not in log
+    assert log.count("low confidence; alarms: held:co2_ppm") == \
+        sum(1 for i in range(N) if _actor_mode(i)[0] == "expert:low_confidence" and not _rules(i))
+    # The command sent: the open valves by zone number.
+    assert log.count("valves open: zone 3") == sum(1 for i in range(N) if i % 10 == 4)
 
 
 def test_every_page_is_stamped(signed_report) -> None:
@@ -291,6 +332,16 @@ def test_cli_writes_and_verifies_a_signed_report(seeded: str, tmp_path: Path, mo
 
     verify = argparse.Namespace(report_command="verify", pdf=str(out), cert=None, state_dir=str(state))
     assert report_cli.main(verify) == 0
+    # The line the dashboard shows, run as written from another folder: it finds the certificate.
+    monkeypatch.delenv(report_cli.STATE_DIR_ENV, raising=False)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    line = report_cli.verify_command(None, state).replace("FILE.pdf", shlex.quote(str(out)))
+    argv = shlex.split(line)
+    assert argv[:3] == ["greentwin", "report", "verify"]
+    assert cli_main(argv[1:]) == 0 and capsys.readouterr().out.startswith("ok")
+    assert cli_main(["report", "verify", str(out)]) == 2, "without it, ./state holds no certificate"
+    capsys.readouterr()
     tampered = bytearray(out.read_bytes())
     tampered[len(tampered) // 3] ^= 0x01  # the signature's /Contents sits near the end
     out.write_bytes(bytes(tampered))

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel
 
 from app.api.deps import ReportReader, RuntimeDep, get_current_user
+from app.api.instants import Instant
 from app.runtime import Runtime
 
 router = APIRouter(prefix="/api/greenhouses", tags=["audit"], dependencies=[Depends(get_current_user)])
@@ -30,7 +31,7 @@ class AuditStatus(BaseModel):
     records_checked: int
     first_bad_seq: int | None
     reason: str | None
-    checked_at: datetime
+    checked_at: Instant
 
 
 def _verify(runtime: Runtime, gh: str) -> AuditStatus:

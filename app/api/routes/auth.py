@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import SESSION_COOKIE, AuthDep, CurrentUser, RuntimeDep
+from app.api.instants import Instant
 from app.auth.passwords import MAX_PASSWORD_LEN
 from app.auth.service import AccountDisabled, AuditUnavailable, LoginRefused, Principal, RateLimited
 from app.fields import DbText
@@ -29,13 +29,13 @@ class LoginRequest(BaseModel):
 class UserPublic(BaseModel):
     username: str
     roles: list[str]
-    expires_at: datetime
+    expires_at: Instant
 
 
 class LoginResponse(BaseModel):
     access_token: str
     token_type: str = "bearer"
-    expires_at: datetime
+    expires_at: Instant
     user: UserPublic
 
 

@@ -1,4 +1,4 @@
-"""Greenhouses: status, recent decisions, registration, modes and the e-stop.
+"""Greenhouses: status, decisions (paged), registration, modes and the e-stop.
 
 Every endpoint needs a logged-in user; mode changes, the e-stop and its reset need the
 ``operator`` role and record that user as the actor (``operator:<username>``), whatever the
@@ -8,14 +8,18 @@ access chain (the admin as the actor), or not at all (503).
 
 from __future__ import annotations
 
+import base64
+from datetime import datetime
 from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 
 from app.access_seal import AccessSealer, ChangeNotSealed
 from app.api.deps import AdminUser, OperatorUser, RuntimeDep, SessionDep, get_current_user
+from app.api.instants import Instant, as_utc, parse_instant
 from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate
 from app.fields import ACTOR_MAX_LEN, DAILY_WATER_CAP_MAX_L, Name, Reason
@@ -85,7 +89,7 @@ class CommandValues(BaseModel):
 
 class LastDecision(BaseModel):
     seq: int
-    ts: str = Field(description="ISO-8601 with offset")
+    ts: Instant
     actor: str
     mode: str
     clipped: CommandValues
@@ -105,7 +109,7 @@ class GreenhouseStatus(BaseModel):
 
 class DecisionRow(BaseModel):
     seq: int
-    ts: str = Field(description="ISO-8601 with offset")
+    ts: Instant
     actor: str
     mode: str
     clipped: CommandValues
@@ -117,7 +121,7 @@ class DecisionRow(BaseModel):
 
 class ModeChangeRow(BaseModel):
     seq: int
-    ts: str = Field(description="ISO-8601 with offset")
+    ts: Instant
     actor: str
     from_mode: str | None
     to_mode: str
@@ -146,23 +150,88 @@ def list_greenhouses(runtime: RuntimeDep) -> list[GreenhouseStatus]:
             for gh, ctl in sorted(runtime.controllers.items())]
 
 
-@router.get("/{gh}/decisions")
-def decisions(gh: str, runtime: RuntimeDep, session: SessionDep,
-              limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[DecisionRow]:
+DECISIONS_MAX_LIMIT = 500
+"""The most decisions one page holds; a longer stretch is read page by page."""
+_SEQ_MAX = 2**63 - 1  # the column is a BIGINT: a larger cursor would fail in the database, not here
+_BAD_CURSOR = "'cursor' is not one this endpoint issued: pass on the one from the previous page's Link header unchanged"
+
+
+def decision_cursor(ts: datetime, seq: int) -> str:
+    """The position after a decision, for the next page: its (time, seq) key, opaque to clients."""
+    return base64.urlsafe_b64encode(f"{as_utc(ts).isoformat()}|{seq}".encode()).decode().rstrip("=")
+
+
+def read_decision_cursor(value: str) -> tuple[datetime, int]:
+    """(time in UTC, seq) of a cursor from :func:`decision_cursor`, or a 422 for anything else."""
+    try:
+        ts_text, seq_text = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode().split("|")
+        ts, seq = datetime.fromisoformat(ts_text), int(seq_text)
+        if ts.tzinfo is None or not 0 <= seq <= _SEQ_MAX:
+            raise ValueError(value)
+        return as_utc(ts), seq
+    except (ValueError, OverflowError):  # binascii.Error and UnicodeDecodeError are ValueErrors too
+        raise HTTPException(status_code=422, detail=_BAD_CURSOR) from None
+
+
+def _next_link(request: Request, cursor: str) -> str:
+    """A ``Link`` header to the next page: this request's query with the cursor replaced. Relative, so it
+    stays right behind a reverse proxy that rewrites the host."""
+    query = {**dict(request.query_params), "cursor": cursor}
+    return f'<{request.url.path}?{urlencode(query)}>; rel="next"'
+
+
+@router.get("/{gh}/decisions", responses={200: {
+    "description": "Up to `limit` decisions, newest first",
+    "headers": {"Link": {"schema": {"type": "string"}, "description": (
+        'the next page, `<URL>; rel="next"`, while more decisions match; absent on the last page')}}}})
+def decisions(gh: str, runtime: RuntimeDep, session: SessionDep, request: Request, response: Response,
+              limit: Annotated[int, Query(ge=1, le=DECISIONS_MAX_LIMIT, description=(
+                  f"decisions per page, at most {DECISIONS_MAX_LIMIT}"))] = 50,
+              start: Annotated[str | None, Query(alias="from", description=(
+                  "only decisions at or after this instant: ISO-8601 with offset (e.g. 2026-06-01T00:00:00Z)"))]
+              = None,
+              end: Annotated[str | None, Query(alias="to", description=(
+                  "only decisions before this instant (exclusive): ISO-8601 with offset"))] = None,
+              cursor: Annotated[str | None, Query(description=(
+                  "where the page starts: the cursor of the previous page's `Link: <...>; rel=\"next\"` header, "
+                  "passed on unchanged"))] = None) -> list[DecisionRow]:
+    """Decisions newest first, ordered by time and then ``seq``, a page at a time.
+
+    A ``Link`` header with ``rel="next"`` names the next page while more decisions match; follow it
+    until it is absent to read every decision of the period exactly once. Pages are keyed on the
+    last decision's (time, seq), not on an offset, so decisions stored meanwhile never shift a page:
+    newer ones are not among later pages, and none is repeated or skipped. ``from`` and ``to``
+    without an offset are refused (422), as is ``to`` not after ``from``.
+    """
     _known(runtime, gh)
-    rows = session.scalars(select(Decision).where(Decision.greenhouse_id == gh).order_by(Decision.seq.desc())
-                           .limit(limit))
-    return [DecisionRow.model_validate({"seq": r.seq, "ts": r.ts.isoformat(), "actor": r.actor, "mode": r.mode,
+    frm = parse_instant("from", start) if start is not None else None
+    to = parse_instant("to", end) if end is not None else None
+    if frm is not None and to is not None and to <= frm:
+        raise HTTPException(status_code=422, detail="'to' must be after 'from'")
+    query = select(Decision).where(Decision.greenhouse_id == gh)
+    if frm is not None:
+        query = query.where(Decision.ts >= frm)
+    if to is not None:
+        query = query.where(Decision.ts < to)
+    if cursor is not None:
+        after_ts, after_seq = read_decision_cursor(cursor)
+        query = query.where(or_(Decision.ts < after_ts, and_(Decision.ts == after_ts, Decision.seq < after_seq)))
+    # One row past the page says whether another page follows, without a count.
+    rows = list(session.scalars(query.order_by(Decision.ts.desc(), Decision.seq.desc()).limit(limit + 1)))
+    page = rows[:limit]
+    if len(rows) > limit:
+        response.headers["Link"] = _next_link(request, decision_cursor(page[-1].ts, page[-1].seq))
+    return [DecisionRow.model_validate({"seq": r.seq, "ts": r.ts, "actor": r.actor, "mode": r.mode,
                                         "clipped": r.clipped, "rules_fired": r.rules_fired,
                                         "confidence": r.confidence, "cmd_id": r.cmd_id, "ack_status": r.ack_status})
-            for r in rows]
+            for r in page]
 
 
 @router.get("/{gh}/mode-changes")
 def mode_changes(gh: str, runtime: RuntimeDep, session: SessionDep) -> list[ModeChangeRow]:
     _known(runtime, gh)
     rows = session.scalars(select(ModeChange).where(ModeChange.greenhouse_id == gh).order_by(ModeChange.seq))
-    return [ModeChangeRow(seq=r.seq, ts=r.ts.isoformat(), actor=r.actor, from_mode=r.from_mode, to_mode=r.to_mode,
+    return [ModeChangeRow(seq=r.seq, ts=r.ts, actor=r.actor, from_mode=r.from_mode, to_mode=r.to_mode,
                           reason=r.reason) for r in rows]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
-from datetime import UTC, timedelta
+from datetime import timedelta
 from typing import Annotated, Any
 
 import anyio
@@ -25,7 +25,7 @@ from app.api import history as hist
 from app.api import live_feed, trend_rollup
 from app.api.dashboard import Dashboard
 from app.api.deps import SESSION_COOKIE, AuthDep, RuntimeDep, SessionDep, bearer_token, get_current_user
-from app.api.routes.reports import parse_instant
+from app.api.instants import parse_instant
 from app.api.schemas import (
     DecisionPublic,
     ExplanationFactor,
@@ -103,7 +103,7 @@ def _decision(r: Decision) -> DecisionPublic:
                              share_pct=float(f.get("share_pct", 0.0))) for f in (explanation.get("top") or [])[:3]]
     clipped: dict[str, Any] = r.clipped or {}
     return DecisionPublic(
-        seq=r.seq, ts=r.ts if r.ts.tzinfo else r.ts.replace(tzinfo=UTC), actor=r.actor, mode=r.mode,
+        seq=r.seq, ts=r.ts, actor=r.actor, mode=r.mode,
         confidence=r.confidence, valves=[int(v) for v in clipped.get("valves", [])],
         pump_pct=float(clipped.get("pump_pct", 0.0)), light_pct=float(clipped.get("light_pct", 0.0)),
         clips=[SafetyClip(rule=str(f["rule"]), actuator=str(f["actuator"]), before=float(f["before"]),

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from app.api.account_change import Username, admin_actor, answered, sealing
 from app.api.deps import AdminUser, AuthDep, RuntimeDep, SessionDep, get_current_user
+from app.api.instants import Instant
 from app.auth.lockout import lift_lock, locked_accounts
 
 router = APIRouter(tags=["users"], dependencies=[Depends(get_current_user)])
@@ -22,7 +23,7 @@ router = APIRouter(tags=["users"], dependencies=[Depends(get_current_user)])
 
 class LockRow(BaseModel):
     username: str
-    locked_until: datetime
+    locked_until: Instant
 
 
 @router.get("/api/lockouts")

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from app.api.deps import AdminUser, RuntimeDep, get_current_user
+from app.api.instants import Instant
 
 router = APIRouter(prefix="/api/policy", tags=["policy"], dependencies=[Depends(get_current_user)])
 
@@ -28,7 +29,7 @@ class PolicyMember(BaseModel):
     member: int
     seed: int | None
     weights_sha256: str
-    created_at: str | None
+    created_at: Instant | None
     git_commit: str | None
     zones: int | None
     eval_mean_reward: float | None
@@ -42,7 +43,7 @@ class PolicyMember(BaseModel):
 
 class PolicyEnsemble(BaseModel):
     policy_version: str
-    created_at: str | None
+    created_at: Instant | None
     run_hash: str | None
     members_requested: int | None
     members: list[PolicyMember]
@@ -55,12 +56,12 @@ class RegistryRow(BaseModel):
     parent: str | None
     status: str
     directory: str
-    created_at: str
-    promoted_at: str | None
+    created_at: Instant
+    promoted_at: Instant | None
     promoted_by: str | None
     note: str
-    data_from: str | None
-    data_to: str | None
+    data_from: Instant | None
+    data_to: Instant | None
     twin_version: str | None
     config_hash: str | None
     git_commit: str | None
@@ -75,8 +76,8 @@ class RetrainRunSummary(BaseModel):
 
     id: str
     status: str
-    started_at: str
-    finished_at: str | None
+    started_at: Instant
+    finished_at: Instant | None
     incumbent: str | None
     candidate: str | None
     reason: str

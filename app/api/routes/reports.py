@@ -18,6 +18,7 @@ import anyio
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from app.api.deps import ReportReader, RuntimeDep, get_current_user
+from app.api.instants import parse_instant
 from app.core.db import SchemaOutOfDate
 from app.models import Greenhouse
 from app.runtime import Runtime
@@ -32,19 +33,6 @@ _identity_lock = threading.Lock()
 
 class SigningUnavailable(RuntimeError):
     """No usable report signing key (e.g. none configured in prod)."""
-
-
-def parse_instant(name: str, value: str) -> datetime:
-    """An ISO-8601 instant with its UTC offset, or a 422 that says how to write one."""
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError:
-        hint = " (a '+' in a URL reads as a space: write it as %2B, or use Z)" if " " in value else ""
-        raise HTTPException(status_code=422, detail=f"'{name}' {value!r} is not ISO-8601{hint}") from None
-    if dt.tzinfo is None or dt.utcoffset() is None:
-        raise HTTPException(status_code=422,
-                            detail=f"'{name}' {value!r} needs a UTC offset (e.g. 2026-06-01T00:00:00Z or +02:00)")
-    return dt
 
 
 def validate_period(start: datetime, end: datetime) -> None:

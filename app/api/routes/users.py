@@ -9,7 +9,6 @@ service (CSPRNG) and returned once; they are never logged or stored in clear.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 
 import anyio
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.account_change import Username, answered, sealing
 from app.api.deps import AdminUser, RuntimeDep, SessionDep, get_current_user
+from app.api.instants import Instant
 from app.auth.passwords import generate_password
 from app.auth.users import (
     create_user,
@@ -35,8 +35,8 @@ class UserRow(BaseModel):
     username: str
     roles: list[str]
     disabled: bool
-    created_at: datetime | None
-    last_login_at: datetime | None
+    created_at: Instant | None
+    last_login_at: Instant | None
 
 
 class UserCreate(BaseModel):

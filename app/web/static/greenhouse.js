@@ -25,12 +25,11 @@ document.addEventListener("DOMContentLoaded", () => {
     const inBand = z.in_band === null ? "unknown" : z.in_band ? "in" : (z.moisture_vwc < z.band_low_vwc ? "dry" : "wet");
     tile.classList.add("band-" + inBand);
     if (z.valve_failed) { tile.classList.add("failed"); }
-    const head = GT.el("header"); head.append(GT.el("h3", "", `Zone ${z.index + 1}`), GT.el("span", "muted", z.soil));
+    const head = GT.el("header"); head.append(GT.el("h3", "", z.label), GT.el("span", "muted", z.soil));
     const big = GT.el("div", "big");
     big.append(GT.el("span", "value moisture", z.moisture_vwc === null ? "–" : (100 * z.moisture_vwc).toFixed(1)), GT.el("span", "unit", "% VWC"));
     const band = GT.el("div", "band");
-    const lo = 100 * z.band_low_vwc, hi = 100 * z.band_high_vwc;
-    band.append(GT.el("span", "", `band ${lo.toFixed(0)}–${hi.toFixed(0)} %`),
+    band.append(GT.el("span", "", `band ${z.band_label}`),
       GT.el("span", "band-state " + inBand, inBand === "in" ? "in band" : inBand === "unknown" ? "no estimate" : inBand));
     const gauge = GT.el("div", "gauge"); const zoneBand = GT.el("span", "gauge-band"); const mark = GT.el("span", "gauge-mark");
     const scale = (v) => Math.max(0, Math.min(100, (v - 0.05) / 0.45 * 100));
@@ -183,7 +182,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const pct = (arr) => arr.map((v) => v === null ? null : 100 * v);
     const lo = Math.min(...h.band_low_vwc), hi = Math.max(...h.band_high_vwc);
     const mSeries = [{}], mData = [x];
-    h.moisture_vwc.forEach((s, i) => { mSeries.push({ label: `zone ${i + 1}`, stroke: palette[i % palette.length], width: 1.5 }); mData.push(pct(s)); });
+    h.moisture_vwc.forEach((s, i) => { mSeries.push({ label: h.zone_labels[i], stroke: palette[i % palette.length], width: 1.5 }); mData.push(pct(s)); });
     mSeries.push({ label: "band low", stroke: "#64748b", dash: [6, 4] }, { label: "band high", stroke: "#64748b", dash: [6, 4] });
     mData.push(x.map(() => 100 * lo), x.map(() => 100 * hi));
     chart("chart-moisture", "Soil moisture (% VWC) with the target band", mSeries, mData, "% VWC");
@@ -214,7 +213,7 @@ document.addEventListener("DOMContentLoaded", () => {
       const box = $("manual-valves");
       s.zones.forEach((z) => {
         const label = GT.el("label", "switch"); const input = GT.el("input"); input.type = "checkbox"; input.id = `valve-${z.index}`;
-        label.append(input, GT.el("span", "", ` zone ${z.index + 1}`)); box.append(label);
+        label.append(input, GT.el("span", "", ` ${z.label}`)); box.append(label);
       });
       manualBuilt = true;
     }
