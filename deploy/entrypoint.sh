@@ -14,4 +14,10 @@ if [ -z "${GREENTWIN_DATABASE_URL:-}" ] && [ -n "${GREENTWIN_DB_PASSWORD_FILE:-}
     GREENTWIN_DATABASE_URL="postgresql://${GREENTWIN_DB_ROLE}:$(cat "$GREENTWIN_DB_PASSWORD_FILE")@${GREENTWIN_DB_HOST:-db}:5432/greentwin"
     export GREENTWIN_DATABASE_URL
 fi
+# GREENTWIN_MQTT_PASSWORD_FILE: the broker password as a file (a compose secret). It cannot sit in
+# GREENTWIN_SECRETS_DIR, which the state's greentwin.env points at the service's own keys.
+if [ -z "${GREENTWIN_MQTT_PASSWORD:-}" ] && [ -n "${GREENTWIN_MQTT_PASSWORD_FILE:-}" ]; then
+    GREENTWIN_MQTT_PASSWORD=$(cat "$GREENTWIN_MQTT_PASSWORD_FILE")
+    export GREENTWIN_MQTT_PASSWORD
+fi
 exec "$@"

@@ -3,7 +3,8 @@ units, where systemd is installed); the owner role kept away from the service in
 on a real PostgreSQL; the settings table in ``deploy/README.md`` equal to the one generated from the
 settings model.
 
-Docker is not available where the suite runs; deploy/README.md documents the by-hand smoke test.
+The stack itself runs on real containers in ``tests/deploy/test_compose_stack.py`` (where a Docker
+daemon and the images of ``deploy/local-images/build.sh`` are at hand).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def test_compose_secrets_are_declared_files_and_roles_split(compose: dict[str, A
     assert "db grant --role greentwin_app" in " ".join(compose["services"]["migrate"]["command"])
     assert env["retrain"]["GREENTWIN_DB_ROLE"] == "greentwin_app"  # rows only: the registry, the runs
     assert "greentwin retrain" in " ".join(compose["services"]["retrain"]["command"])
+    for name in ("audit-verify", "audit-purge", "retrain"):  # shell loops: stopped by an init, not after the grace period
+        assert compose["services"][name]["command"][:2] == ["sh", "-c"] and compose["services"][name]["init"] is True
     text = (DEPLOY / "compose.yaml").read_text()
     assert not re.search(r"(?i)password\s*[:=]\s*[^/\s{]", text.replace("PASSWORD_FILE", "")), "a literal password"
 
@@ -88,6 +91,57 @@ def test_compose_files_it_mounts_exist(compose: dict[str, Any]) -> None:
             if source.startswith("./") and not source.startswith("./secrets/"):
                 assert (DEPLOY / source).exists(), f"{name} mounts missing {source}"
     assert "./mosquitto.conf" in " ".join(compose["services"]["mqtt"]["volumes"])
+
+
+def test_compose_images_default_to_upstream_and_can_be_named() -> None:
+    """The images come from variables whose defaults are the registry images (deploy/Dockerfile's
+    build for the service); deploy/local-images builds the same software under other names."""
+    text = (DEPLOY / "compose.yaml").read_text()
+    for variable, default in (("GREENTWIN_IMAGE", "greentwin:latest"), ("GREENTWIN_POSTGRES_IMAGE", "postgres:15"),
+                              ("GREENTWIN_MOSQUITTO_IMAGE", "eclipse-mosquitto:2")):
+        assert f"image: ${{{variable}:-{default}}}" in text, variable
+        assert variable in (DEPLOY / "README.md").read_text(), f"{variable} undocumented"
+    assert re.search(r"^FROM python:3\.11-slim$", (DEPLOY / "Dockerfile").read_text(), re.M)
+    build = (DEPLOY / "local-images" / "build.sh").read_text()
+    assert all(f"{name}:local" in build for name in ("greentwin", "greentwin-postgres", "greentwin-mosquitto"))
+
+
+def test_compose_hands_the_broker_password_to_the_service(compose: dict[str, Any]) -> None:
+    """The state's greentwin.env, which the entry point loads, points GREENTWIN_SECRETS_DIR at the
+    service's own keys; a compose secret set that way would never be read. The broker password is a
+    file the entry point reads instead."""
+    service = compose["services"]["greentwin"]
+    path = service["environment"]["GREENTWIN_MQTT_PASSWORD_FILE"]
+    assert path == "/run/secrets/greentwin_mqtt_password" and "greentwin_mqtt_password" in service["secrets"]
+    for name, svc in compose["services"].items():
+        assert "GREENTWIN_SECRETS_DIR" not in svc.get("environment", {}), name
+    entrypoint = (DEPLOY / "entrypoint.sh").read_text()
+    assert 'GREENTWIN_MQTT_PASSWORD=$(cat "$GREENTWIN_MQTT_PASSWORD_FILE")' in entrypoint
+
+
+def _instructions(path: Path) -> dict[str, list[str]]:
+    """A Dockerfile's instructions by keyword (continuation lines joined, comments dropped)."""
+    found: dict[str, list[str]] = {}
+    text = re.sub(r"\\\n", " ", "\n".join(line for line in path.read_text().splitlines()
+                                      if not line.lstrip().startswith("#")))
+    for line in text.splitlines():
+        if line.strip():
+            keyword, _, rest = line.strip().partition(" ")
+            found.setdefault(keyword.upper(), []).append(" ".join(rest.split()))
+    return found
+
+
+def test_local_service_image_is_laid_out_as_the_upstream_one() -> None:
+    """The image built from Debian's packages runs as the same user, with the same entry point,
+    command, environment, volume and health check as deploy/Dockerfile's, so the compose file and
+    the Kubernetes manifests hold for either."""
+    upstream = _instructions(DEPLOY / "Dockerfile")
+    local = _instructions(DEPLOY / "local-images" / "greentwin.Dockerfile")
+    for keyword in ("USER", "ENTRYPOINT", "CMD", "VOLUME", "EXPOSE", "HEALTHCHECK"):
+        assert local[keyword] == upstream[keyword], keyword
+    assert [e for e in local["ENV"] if "GREENTWIN" in e] == [e for e in upstream["ENV"] if "GREENTWIN" in e]
+    user = f"--uid {CONTAINER_UID} --gid {CONTAINER_UID}"
+    assert user in " ".join(upstream["RUN"]) and user in " ".join(local["RUN"])
 
 
 OWNER_SECRET = "db_owner_password"

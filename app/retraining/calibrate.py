@@ -36,6 +36,12 @@ def _fit_error(params: dict[str, float], log: SoilLog) -> tuple[float, float]:
     return float(np.sqrt(np.mean((got - obs) ** 2))), float(wasserstein_distance(obs, got))
 
 
+def _airless(params: dict[str, float]) -> float:
+    """The highest field capacity the twin takes: a root zone at rest keeps air (the anaerobiosis
+    point, aeration_vol_pct under saturation), less a margin."""
+    return params["saturation"] - CropConfig().aeration_vol_pct * 0.01 - 1e-3
+
+
 def calibrate_zone(soil: str, log: SoilLog) -> dict[str, Any]:
     """One zone: table values, fitted values, and the fit error of each."""
     before = _table_params(soil)
@@ -51,8 +57,13 @@ def calibrate_zone(soil: str, log: SoilLog) -> dict[str, Any]:
                                                 "hourly_retention", "root_mm", "theta0")}
     rmse_a, dist_a = _fit_error(params, log)
     usable = fit.success and math.isfinite(rmse_a) and not rmse_a > rmse_b
-    out.update(after={"params": params, "rmse": rmse_a, "distance": dist_a}, fitted=bool(usable),
-               why="" if usable else f"fit not better than the table ({fit.message})")
+    why = "" if usable else f"fit not better than the table ({fit.message})"
+    # No field capacity fits between a wilting point this high and the anaerobiosis point: the
+    # twin would refuse the soil (a short window can put the wilting point there).
+    if usable and not params["wilting_point"] < _airless(params):
+        usable, why = False, (f"fitted wilting point {params['wilting_point']:.3f} leaves no field capacity "
+                              f"under the anaerobiosis point {_airless(params):.3f}")
+    out.update(after={"params": params, "rmse": rmse_a, "distance": dist_a}, fitted=bool(usable), why=why)
     return out
 
 
@@ -63,8 +74,7 @@ def calibrate_greenhouse(window: GreenhouseWindow) -> dict[str, Any]:
     for z in zones:
         p = z["after"]["params"] if z["fitted"] else z["before"]["params"]
         # The twin needs air in a root zone at rest: field capacity stays under the anaerobiosis point.
-        airless = p["saturation"] - CropConfig().aeration_vol_pct * 0.01 - 1e-3
-        fc = min(max(p["field_capacity"], p["wilting_point"] + 1e-3), airless)
+        fc = min(max(p["field_capacity"], p["wilting_point"] + 1e-3), _airless(p))
         soils.append([fc, p["wilting_point"], p["saturation"], min(max(p["hourly_retention"], 1e-3), 0.9999)])
         roots.append(p["root_mm"])
     used = [z["after"] if z["fitted"] else z["before"] for z in zones]
