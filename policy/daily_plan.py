@@ -24,20 +24,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from policy.baselines import ThresholdExpert
 from policy.bc import DemoBatch, make_demo_batch
 from policy.evaluate import Scenario
-from policy.hindsight import HINDSIGHT_C0
-from policy.oracles import _advance, _Blocks, _rows, _steps_per_day
+from policy.hindsight import HINDSIGHT_C0, picked_counts
+from policy.oracles import DailyBranches, advance, take_rows
 from policy.processes import map_in_processes
-from policy.residual import Interlocked
-from policy.shaping import FruitPotential
-from twin.backend import make_backend
-from twin.dynamics import TwinModel
 
 
 @dataclass(frozen=True)
@@ -52,10 +47,9 @@ class DailyPlanResult:
     """[greenhouse-days] the picked option's score over the served setting's [EUR/m2]."""
 
     def summary(self) -> str:
-        counts = np.bincount(self.picks, minlength=len(self.c0))
-        picked = ", ".join(f"c0 {c:g}: {int(n)}" for c, n in zip(self.c0, counts, strict=True))
-        return (f"{self.demos.size:,} demonstrations from {self.picks.size} greenhouse-days ({picked}); "
-                f"picked over served: {self.gains.mean():+.4f} EUR/m2 per greenhouse-day")
+        return (f"{self.demos.size:,} demonstrations from {self.picks.size} greenhouse-days "
+                f"({picked_counts(self.c0, self.picks)}); picked over served: {self.gains.mean():+.4f} EUR/m2 "
+                "per greenhouse-day")
 
 
 def _learner(directory: str, zones: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -74,41 +68,18 @@ PlanWork = tuple[Scenario, ThresholdExpert, tuple[float, ...], int, Learner, int
 def _scenario_plan(work: PlanWork) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One scenario's demonstration rows (greenhouse-major, day by day), picks and gains."""
     scenario, served, c0s, served_index, learner_of, stride, margin = work
-    cfg = scenario.config()
-    backend = make_backend("numpy", "cpu")
-    model = TwinModel(cfg, backend, scenario.seed)
-    n, k, z = scenario.instances, len(c0s), cfg.zones
-    params, state, obs = model.reset(backend.asarray(np.arange(n), dtype=backend.int),
-                                     backend.zeros((n,), dtype=backend.int))
-    per_day, horizon = _steps_per_day(model, params), cfg.horizon_steps
-    options = tuple(dataclasses.replace(served, c0=c) for c in c0s)
-    choose = Interlocked(_Blocks(options, n), zones=z)
-    serve = Interlocked(options[served_index], zones=z)
-    learner = _learner(learner_of, z) if isinstance(learner_of, str) else learner_of
-    potential = FruitPotential(cfg)
-    eur_m2 = cfg.economics.v_ref(cfg.dt_s)
-    branch = np.tile(np.arange(n), k)
-    branch_params = _rows(params, branch)
-    pump_ok = np.ones(n, dtype=bool)
+    branches = DailyBranches(scenario, [dataclasses.replace(served, c0=c) for c in c0s], served_index)
+    n = branches.n
+    learner = _learner(learner_of, branches.zones) if isinstance(learner_of, str) else learner_of
+    state, obs, pump_ok = branches.state, branches.obs, np.ones(n, dtype=bool)
     greenhouses = np.arange(n)
     obs_days: list[np.ndarray] = []
     act_days: list[np.ndarray] = []
     picks_days, gains_days = [], []
-    for start in range(0, horizon, per_day):
-        end, ahead = min(start + per_day, horizon), min(start + 2 * per_day, horizon)
+    for window in branches.windows():
         kept = _Kept(stride)
-        ok = pump_ok[branch]
-        day_state, day_obs, day_sums = _advance(model, branch_params, _rows(state, branch), obs[branch], ok, choose,
-                                                end - start, None, kept)
-        if day_sums is None or not day_sums[0].economic:
-            raise ValueError("daily plans score lamp options by profit: this twin reports no money")
-        day_ok = ok.copy()
-        _, last_obs, look = _advance(model, branch_params, day_state, day_obs, ok, serve, ahead - end, None)
-        value = np.zeros(n * k)
-        if ahead < horizon:
-            value = potential(_torch(last_obs)).double().numpy() * eur_m2
-        scores = (day_sums[0].profit + (look[0].profit if look is not None else 0.0) + value).reshape(k, n)
-        gains = scores - scores[served_index]
+        out = branches.run_day(state, obs, pump_ok, window, record=kept)
+        gains = out.scores - out.scores[served_index]
         picks = np.where(gains.max(axis=0) > margin, gains.argmax(axis=0), served_index)
         rows = picks * n + greenhouses
         obs_days.append(np.stack(kept.obs)[:, rows])  # [steps kept, n, D]
@@ -116,9 +87,10 @@ def _scenario_plan(work: PlanWork) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
         picks_days.append(picks)
         gains_days.append(gains[picks, greenhouses])
         if learner is None:  # the oracle's path: the day the best branch had
-            state, obs, pump_ok = _rows(day_state, rows), day_obs[rows], day_ok[rows]
+            state, obs, pump_ok = take_rows(out.state, rows), out.obs[rows], out.pump_ok[rows]
         else:  # the learner's path: its own day, whatever the branches found
-            state, obs, _ = _advance(model, params, state, obs, pump_ok, learner, end - start, None)
+            state, obs, _ = advance(branches.model, branches.params, state, obs, pump_ok, learner,
+                                    window[1] - window[0], None)
     o = np.concatenate(obs_days)  # [T kept, n, D], greenhouse-major below
     a = np.concatenate(act_days)
     return (o.transpose(1, 0, 2).reshape(-1, o.shape[-1]), a.transpose(1, 0, 2).reshape(-1, a.shape[-1]),
@@ -137,12 +109,6 @@ class _Kept:
         if i % self.stride == 0:
             self.obs.append(np.asarray(obs, dtype=np.float32).copy())
             self.actions.append(np.asarray(actions, dtype=np.float32).copy())
-
-
-def _torch(x: np.ndarray) -> Any:
-    import torch
-
-    return torch.as_tensor(x)
 
 
 def daily_plan_demos(scenarios: Sequence[Scenario], served: ThresholdExpert, *, learner: Learner = None,

@@ -51,11 +51,15 @@ class HindsightResult:
     """[len(c0), greenhouses] profit over the served setting [EUR/m2 over the episode]."""
 
     def summary(self) -> str:
-        counts = np.bincount(self.picks, minlength=len(self.c0))
-        picked = ", ".join(f"c0 {c:g}: {int(n)}" for c, n in zip(self.c0, counts, strict=True))
         best = self.gains[self.picks, np.arange(self.picks.size)]
-        return (f"{self.demos.size:,} demonstrations from {self.picks.size} greenhouses ({picked}); "
-                f"picked over served: {best.mean():+.3f} EUR/m2 per greenhouse")
+        return (f"{self.demos.size:,} demonstrations from {self.picks.size} greenhouses "
+                f"({picked_counts(self.c0, self.picks)}); picked over served: {best.mean():+.3f} EUR/m2 per greenhouse")
+
+
+def picked_counts(c0: Sequence[float], picks: np.ndarray) -> str:
+    """How often each lamp coefficient was picked, e.g. 'c0 0: 3, c0 75: 12'."""
+    counts = np.bincount(picks, minlength=len(c0))
+    return ", ".join(f"c0 {c:g}: {int(n)}" for c, n in zip(c0, counts, strict=True))
 
 
 def _scenario_demos(args: tuple[Scenario, ThresholdExpert, tuple[float, ...], int, float, int]

@@ -91,7 +91,7 @@ class DailyLampOracle:
 
 
 @dataclass(frozen=True)
-class _Blocks:
+class OptionBlocks:
     """Option ``k``'s bare rule drives rows ``k * n`` onwards: one interlock call then serves every branch."""
 
     rules: tuple[ThresholdExpert, ...]
@@ -104,7 +104,7 @@ class _Blocks:
 S = TypeVar("S", bound=ArrayStruct)
 
 
-def _rows(struct: S, rows: np.ndarray) -> S:
+def take_rows(struct: S, rows: np.ndarray) -> S:
     """A copy of a params or state record holding only ``rows`` (in that order)."""
     return struct.replace(**{k: v[rows] for k, v in struct.arrays().items()})
 
@@ -113,7 +113,7 @@ Record = Callable[[int, np.ndarray, np.ndarray], None]
 """Called with (step within the call, observations, actions) before each step is taken."""
 
 
-def _advance(model: TwinModel, params: TwinParams, state: TwinState, obs: np.ndarray, pump_ok: np.ndarray,
+def advance(model: TwinModel, params: TwinParams, state: TwinState, obs: np.ndarray, pump_ok: np.ndarray,
              controller: Callable[[np.ndarray], np.ndarray], steps: int, sums: Pair | None,
              record: Record | None = None) -> tuple[TwinState, np.ndarray, Pair | None]:
     """``steps`` twin steps under ``controller``, counted into ``sums`` (new ones when None) as
@@ -131,6 +131,88 @@ def _advance(model: TwinModel, params: TwinParams, state: TwinState, obs: np.nda
             sums = _new_tallies(out.info, pump_ok.size)
         _count_step(sums[0], sums[1], out, params, state, pump_ok, model.cfg.dt_h)
     return state, obs, sums
+
+
+class DayOutcome(NamedTuple):
+    """One day of a scenario's branches, rows ``k * n + g`` (option k, greenhouse g)."""
+
+    state: TwinState
+    """Every branch at the end of its day."""
+    obs: np.ndarray
+    """[k * n, obs_dim] observation at the end of the day."""
+    sums: Pair
+    """The branches' tallies through the day (continuing the ones carried in)."""
+    pump_ok: np.ndarray
+    """[k * n] pumps still whole at the end of the day."""
+    profit: np.ndarray
+    """[k * n] profit over the day alone [EUR/m2]."""
+    value: np.ndarray
+    """[k * n] fruit value of the buffer after the lookahead [EUR/m2]; 0 where the window reaches the
+    episode's end (the reported profit never pays for it there)."""
+    scores: np.ndarray
+    """[k, n] the day's profit, the lookahead day's and the buffer's value."""
+
+
+class DailyBranches:
+    """A scenario's twin set up for daily branches: its greenhouses' first state and, per day, one
+    branch per option from any state of theirs, scored as the module doc says. The daily oracle
+    follows the best branch; :mod:`policy.daily_plan` labels days with it from a learner's states."""
+
+    def __init__(self, scenario: Scenario, options: Sequence[ThresholdExpert], served: int) -> None:
+        if not options or not 0 <= served < len(options):
+            raise ValueError(f"served must index the {len(options)} options, got {served}")
+        self.scenario = scenario
+        self.cfg = scenario.config()
+        backend = make_backend("numpy", "cpu")
+        self.model = TwinModel(self.cfg, backend, scenario.seed)
+        self.n, self.k, self.zones = scenario.instances, len(options), self.cfg.zones
+        self.params, self.state, self.obs = self.model.reset(backend.asarray(np.arange(self.n), dtype=backend.int),
+                                                             backend.zeros((self.n,), dtype=backend.int))
+        self.per_day = _steps_per_day(self.model, self.params)
+        self.horizon = self.cfg.horizon_steps
+        self.branch = np.tile(np.arange(self.n), self.k)  # row k * n + g continues greenhouse g under option k
+        self.branch_params = take_rows(self.params, self.branch)  # the key, hence every random draw, copied
+        self.served = served
+        self._choose = Interlocked(OptionBlocks(tuple(options), self.n), zones=self.zones)
+        self._serve = Interlocked(options[served], zones=self.zones)
+        self._potential = FruitPotential(self.cfg)
+        self._eur_m2 = self.cfg.economics.v_ref(self.cfg.dt_s)  # reward units -> EUR/m2
+
+    def windows(self) -> list[tuple[int, int, int]]:
+        """(first step, first step of the next day, end of the lookahead) of every day."""
+        return [(s, min(s + self.per_day, self.horizon), min(s + 2 * self.per_day, self.horizon))
+                for s in range(0, self.horizon, self.per_day)]
+
+    def run_day(self, state: TwinState, obs: np.ndarray, pump_ok: np.ndarray, window: tuple[int, int, int],
+                carried: Pair | None = None, record: Record | None = None) -> DayOutcome:
+        """Every option's day from the greenhouses' ``state`` (n rows), then a day under the served
+        setting; ``carried`` (n rows) goes on counting in each branch, ``record`` sees the day's steps."""
+        start, end, ahead = window
+        k, n = self.k, self.n
+        start_profit = carried[0].profit[self.branch] if carried is not None else np.zeros(n * k)
+        ok = pump_ok[self.branch]
+        into = (carried[0].take(self.branch), carried[1].take(self.branch)) if carried is not None else None
+        day_state, day_obs, day_sums = advance(self.model, self.branch_params, take_rows(state, self.branch),
+                                               obs[self.branch], ok, self._choose, end - start, into, record)
+        if day_sums is None or not day_sums[0].economic:
+            raise ValueError("daily branches score lamp options by profit: this twin reports no money")
+        day_ok = ok.copy()
+        _, last_obs, look = advance(self.model, self.branch_params, day_state, day_obs, ok, self._serve, ahead - end,
+                                    None)
+        profit = day_sums[0].profit - start_profit
+        value = np.zeros(n * k)
+        if ahead < self.horizon:  # the episode goes on: the buffer becomes fruit the reported profit counts
+            value = self._potential(torch.as_tensor(last_obs)).double().numpy() * self._eur_m2
+        scores = (profit + (look[0].profit if look is not None else 0.0) + value).reshape(k, n)
+        return DayOutcome(day_state, day_obs, day_sums, day_ok, profit, value, scores)
+
+    def finish(self, sums: Pair | None) -> Pair:
+        """The path's sums as a row of :func:`policy.evaluate.run_scenario` returns them."""
+        if sums is None:
+            raise ValueError(f"scenario {self.scenario.name} has no steps")
+        for t in sums:
+            t.finish(self.zones * self.cfg.hydraulics.zone_area_m2, self.zones)
+        return sums
 
 
 def _steps_per_day(model: TwinModel, params: TwinParams) -> int:
@@ -151,51 +233,20 @@ def daily_oracle(scenario: Scenario, options: Sequence[ThresholdExpert], served:
     the interlock) whose branch scored best, ``options[served]`` the lookahead's rule and a tie's
     winner. Returns (every step, steps before a hard termination) sums, as a row of
     :func:`policy.evaluate.run_scenario`; ``on_day`` sees each day's branches."""
-    if not options or not 0 <= served < len(options):
-        raise ValueError(f"served must index the {len(options)} options, got {served}")
-    cfg = scenario.config()
-    backend = make_backend("numpy", "cpu")
-    model = TwinModel(cfg, backend, scenario.seed)
-    n, k, z = scenario.instances, len(options), cfg.zones
-    params, state, obs = model.reset(backend.asarray(np.arange(n), dtype=backend.int),
-                                     backend.zeros((n,), dtype=backend.int))
-    per_day = _steps_per_day(model, params)
-    horizon = cfg.horizon_steps
-    branch = np.tile(np.arange(n), k)  # branch row k * n + g continues greenhouse g under option k
-    branch_params = _rows(params, branch)  # the key, hence every random draw, copied with them
-    choose = Interlocked(_Blocks(tuple(options), n), zones=z)
-    serve = Interlocked(options[served], zones=z)
-    potential = FruitPotential(cfg)
-    eur_m2 = cfg.economics.v_ref(cfg.dt_s)  # reward units -> EUR/m2
-    pump_ok = np.ones(n, dtype=bool)
+    branches = DailyBranches(scenario, options, served)
+    k, n = branches.k, branches.n
+    state, obs, pump_ok = branches.state, branches.obs, np.ones(n, dtype=bool)
     sums: Pair | None = None
     greenhouses = np.arange(n)
-    for day, start in enumerate(range(0, horizon, per_day)):
-        end, ahead = min(start + per_day, horizon), min(start + 2 * per_day, horizon)
-        start_profit = sums[0].profit[branch] if sums is not None else np.zeros(n * k)
-        ok = pump_ok[branch]
-        carried = (sums[0].take(branch), sums[1].take(branch)) if sums is not None else None
-        day_state, day_obs, day_sums = _advance(model, branch_params, _rows(state, branch), obs[branch], ok, choose,
-                                                end - start, carried)
-        if day_sums is None or not day_sums[0].economic:
-            raise ValueError("the daily oracle scores lamp options by profit: this twin reports no money")
-        day_ok = ok.copy()
-        _, last_obs, look = _advance(model, branch_params, day_state, day_obs, ok, serve, ahead - end, None)
-        profit = day_sums[0].profit - start_profit
-        value = np.zeros(n * k)
-        if ahead < horizon:  # the episode goes on: the buffer becomes fruit the reported profit counts
-            value = potential(torch.as_tensor(last_obs)).double().numpy() * eur_m2
-        scores = (profit + (look[0].profit if look is not None else 0.0) + value).reshape(k, n)
+    for day, window in enumerate(branches.windows()):
+        out = branches.run_day(state, obs, pump_ok, window, sums)
+        scores = out.scores
         picks = np.where(scores[served] >= scores.max(axis=0), served, scores.argmax(axis=0))
         rows = picks * n + greenhouses
-        state, obs, pump_ok = _rows(day_state, rows), day_obs[rows], day_ok[rows]
-        sums = (day_sums[0].take(rows), day_sums[1].take(rows))
+        state, obs, pump_ok = take_rows(out.state, rows), out.obs[rows], out.pump_ok[rows]
+        sums = (out.sums[0].take(rows), out.sums[1].take(rows))
         if on_day is not None:
-            on_day(DayBranches(day, start, scores, profit.reshape(k, n), value.reshape(k, n), picks,
-                               day_obs.reshape(k, n, -1)))
-    if sums is None:
-        raise ValueError(f"scenario {scenario.name} has no steps")
-    for t in sums:
-        t.finish(z * cfg.hydraulics.zone_area_m2, z)
-    return sums
+            on_day(DayBranches(day, window[0], scores, out.profit.reshape(k, n), out.value.reshape(k, n), picks,
+                               out.obs.reshape(k, n, -1)))
+    return branches.finish(sums)
 

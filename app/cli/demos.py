@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select
@@ -96,20 +98,19 @@ def export_demos(url: str, out: Path, zones: int = DEFAULT_ZONES, greenhouse: st
     return ExportResult(batch.size, skipped)
 
 
-def hindsight(args: argparse.Namespace) -> int:
-    """``demos hindsight``: build the demonstrations and say what was picked."""
+def _lamp_demos(args: argparse.Namespace, build: Callable[[list[Any], int], Any]) -> int:
+    """Build lamp demonstrations on the training scenarios ``args`` names, write them and say what
+    was picked; ``build(scenarios, jobs)`` returns a result with ``demos`` and ``summary()``."""
     from policy.eval_cli import parse_seeds
     from policy.evaluate import default_jobs
-    from policy.hindsight import hindsight_demos, hindsight_scenarios
-    from policy.tuning import served_expert
+    from policy.hindsight import hindsight_scenarios
 
     try:
         first, last = parse_seeds(args.seeds)
-        if args.days <= 0:  # hindsight_demos checks the stride
+        if args.days <= 0:  # the builders check the stride
             raise ValueError("--days must be > 0")
         scenarios = hindsight_scenarios(first, last, args.days)
-        result = hindsight_demos(scenarios, served_expert(DEFAULT_ZONES), stride=args.stride,
-                                 jobs=args.jobs or default_jobs(len(scenarios)))
+        result = build(scenarios, args.jobs or default_jobs(len(scenarios)))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -119,35 +120,28 @@ def hindsight(args: argparse.Namespace) -> int:
     save_demos(args.out, result.demos, ObservationSpec(DEFAULT_ZONES))
     print(f"wrote {args.out}: {result.summary()}")
     return EXIT_OK
+
+
+def hindsight(args: argparse.Namespace) -> int:
+    """``demos hindsight``: each greenhouse's best lamp setting over its episode."""
+    from policy.hindsight import hindsight_demos
+    from policy.tuning import served_expert
+
+    return _lamp_demos(args, lambda scenarios, jobs: hindsight_demos(
+        scenarios, served_expert(DEFAULT_ZONES), stride=args.stride, jobs=jobs))
 
 
 def daily(args: argparse.Namespace) -> int:
     """``demos daily``: lamp plans labelled day by day in paired branches, on the oracle's or a
     learner's states (policy.daily_plan)."""
     from policy.daily_plan import daily_plan_demos
-    from policy.eval_cli import parse_seeds
-    from policy.evaluate import default_jobs
-    from policy.hindsight import hindsight_scenarios
     from policy.tuning import served_expert
 
-    try:
-        first, last = parse_seeds(args.seeds)
-        if args.days <= 0:
-            raise ValueError("--days must be > 0")
-        if args.learner is not None and not Path(args.learner).is_dir():
-            raise ValueError(f"--learner {args.learner} is not a policy directory")
-        scenarios = hindsight_scenarios(first, last, args.days)
-        result = daily_plan_demos(scenarios, served_expert(DEFAULT_ZONES), learner=args.learner, stride=args.stride,
-                                  jobs=args.jobs or default_jobs(len(scenarios)))
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if args.learner is not None and not Path(args.learner).is_dir():
+        print(f"error: --learner {args.learner} is not a policy directory", file=sys.stderr)
         return EXIT_USAGE
-    from policy.bc import save_demos
-    from twin.spec import ObservationSpec
-
-    save_demos(args.out, result.demos, ObservationSpec(DEFAULT_ZONES))
-    print(f"wrote {args.out}: {result.summary()}")
-    return EXIT_OK
+    return _lamp_demos(args, lambda scenarios, jobs: daily_plan_demos(
+        scenarios, served_expert(DEFAULT_ZONES), learner=args.learner, stride=args.stride, jobs=jobs))
 
 
 def main(args: argparse.Namespace) -> int:

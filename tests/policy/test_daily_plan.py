@@ -92,3 +92,10 @@ def test_the_command_writes_loadable_demonstrations(tmp_path: Path, capsys: pyte
     assert demos_main(bad) == 2 and "training seeds" in capsys.readouterr().err
     missing = argparse.Namespace(**{**vars(args), "learner": str(tmp_path / "nowhere")})
     assert demos_main(missing) == 2 and "not a policy directory" in capsys.readouterr().err
+    # The hindsight demonstrations go through the same writer.
+    hindsight = argparse.Namespace(demos_command="hindsight", out=str(tmp_path / "hindsight.npz"), seeds="100",
+                                   days=1.0, stride=6, jobs=1)
+    assert demos_main(hindsight) == 0 and "greenhouses" in capsys.readouterr().out
+    assert load_demos(tmp_path / "hindsight.npz", ObservationSpec(ZONES)).size == 8 * 24
+    assert demos_main(argparse.Namespace(**{**vars(hindsight), "days": 0.0})) == 2
+    assert "--days" in capsys.readouterr().err
