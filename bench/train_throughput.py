@@ -43,6 +43,7 @@ import argparse
 import contextlib
 import functools
 import json
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -55,6 +56,7 @@ import torch
 from policy.config import PPOConfig
 from policy.evaluate import ControllerMetrics, Scenario, evaluate, evaluate_many, held_out_suite
 from policy.networks import ActorCritic
+from policy.processes import usable_cores
 from policy.train_cli import parse_overrides, resolve_device
 from policy.tuning import load_tuned_threshold, score
 from twin.spec import ObservationSpec
@@ -431,6 +433,10 @@ def main() -> None:
         print(f"  {r.name:<5} {r.steps_per_s:>10,.0f}   ({r.env_steps:,} steps in {r.train_s:.1f} s; {r.setup})")
     if len(reports) == 2:
         print(f"  ratio ours / SB3: {reports[0].steps_per_s / reports[1].steps_per_s:.1f}x")
+    # A neighbour's load slows torch's threads many times over: the ratio is only read beside it.
+    load = os.getloadavg()
+    print(f"  load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1, 5, 15 min) on "
+          f"{usable_cores()} usable cores")
     print(f"\ntime to expert level (score >= {expert_score:.3f}):")
     for r in reports:
         hit = r.first_at_least(expert_score)
@@ -451,7 +457,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"expert_score": expert_score, "runs": [{**asdict(r), "steps_per_s": r.steps_per_s}
-                                                             for r in reports], "profile_s": profile}, fh, indent=2)
+                                                             for r in reports], "profile_s": profile,
+                       "threads": {"ours": ours_threads, "sb3": sb3_threads}, "load_average": list(load)}, fh, indent=2)
 
 
 if __name__ == "__main__":
