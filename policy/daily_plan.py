@@ -22,6 +22,7 @@ stays the learner of the 10-minute actions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -52,8 +53,10 @@ class DailyPlanResult:
                 "per greenhouse-day")
 
 
+@functools.lru_cache(maxsize=2)
 def _learner(directory: str, zones: int) -> Callable[[np.ndarray], np.ndarray]:
-    """The policy at ``directory`` as the evaluation runs it (vote, then the interlock)."""
+    """The policy at ``directory`` as the evaluation runs it (vote, then the interlock); read once per
+    worker process, not once per scenario it is given."""
     from policy.ensemble import load_ensemble
     from policy.evaluate import EnsembleController
 

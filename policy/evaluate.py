@@ -282,15 +282,15 @@ class _Tally:
         self.stress_h /= zones
 
 
-def _new_tallies(info: Mapping[str, Any], rows: int) -> tuple[_Tally, _Tally]:
+def new_tallies(info: Mapping[str, Any], rows: int) -> tuple[_Tally, _Tally]:
     """(every step, steps before a hard termination) sums for ``rows`` greenhouses; the first step's
     ``info`` tells whether this twin reports money."""
     economic = all(key in info for key in ECONOMIC_INFO)
     return _Tally.zeros(rows, economic), _Tally.zeros(rows, economic)
 
 
-def _count_step(tally: _Tally, masked: _Tally, out: StepOut, params: TwinParams, state: TwinState,
-                pump_ok: np.ndarray, dt_h: float) -> None:
+def count_step(tally: _Tally, masked: _Tally, out: StepOut, params: TwinParams, state: TwinState,
+               pump_ok: np.ndarray, dt_h: float) -> None:
     """Fold one twin step (``state`` after it) into both sums and mark new hard terminations:
     ``pump_ok`` goes False in place where the pump was wrecked this step."""
     info = out.info
@@ -349,8 +349,8 @@ def run_scenario(scenario: Scenario, controllers: Sequence[Controller], on_step:
         state, out = model.step(params, state, backend.asarray(actions, dtype=backend.float))
         obs = out.obs
         if tally is None or masked is None:
-            tally, masked = _new_tallies(out.info, n * k)
-        _count_step(tally, masked, out, params, state, pump_ok, cfg.dt_h)
+            tally, masked = new_tallies(out.info, n * k)
+        count_step(tally, masked, out, params, state, pump_ok, cfg.dt_h)
     if tally is None or masked is None:
         raise ValueError(f"scenario {scenario.name} has no steps")
     for t in (tally, masked):

@@ -251,7 +251,9 @@ class ActorCritic(nn.Module):
             if self.lamp_head is not None:
                 nn.init.zeros_(self.lamp_head.weight)
                 nn.init.zeros_(self.lamp_head.bias)
-        self._split: tuple[SplitActor] | None = None
+        # A tuple, so the module tree does not register the split's parts twice.
+        self._split = (SplitActor(self.actor_torso, self.actor_head, self.lamp_torso, self.lamp_head, zones + 1),) \
+            if self.lamp_torso is not None and self.lamp_head is not None else None
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
         """Checkpoints from before residual mode lack the buffer: they are plain policies. Those from
@@ -312,13 +314,8 @@ class ActorCritic(nn.Module):
         """The actor's forward pass, in order: the observation normaliser, the torso, the head.
         :meth:`forward` runs them; :func:`policy.ensemble.forward_members` runs the same layers
         of several members side by side."""
-        if self.lamp_torso is None or self.lamp_head is None:
-            return (self.obs_rms, *self.actor_torso, self.actor_head)
-        split = self.__dict__.get("_split")
-        if split is None:  # kept out of the module tree: its parts are registered here already
-            split = (SplitActor(self.actor_torso, self.actor_head, self.lamp_torso, self.lamp_head, self.zones + 1),)
-            self.__dict__["_split"] = split
-        return (self.obs_rms, split[0])
+        split = getattr(self, "_split", None)  # absent on modules unpickled from before the lamp torso
+        return (self.obs_rms, *self.actor_torso, self.actor_head) if split is None else (self.obs_rms, split[0])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """The actor's raw output [B, zones + 4] for raw observations: valve logits, then the

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from policy.baselines import ThresholdExpert
-from policy.evaluate import Pair, Scenario, _count_step, _new_tallies
+from policy.evaluate import Pair, Scenario, count_step, new_tallies
 from policy.hindsight import HINDSIGHT_C0
 from policy.residual import Interlocked
 from policy.shaping import FruitPotential
@@ -128,8 +128,8 @@ def advance(model: TwinModel, params: TwinParams, state: TwinState, obs: np.ndar
         state, out = model.step(params, state, b.asarray(actions, dtype=b.float))
         obs = out.obs
         if sums is None:
-            sums = _new_tallies(out.info, pump_ok.size)
-        _count_step(sums[0], sums[1], out, params, state, pump_ok, model.cfg.dt_h)
+            sums = new_tallies(out.info, pump_ok.size)
+        count_step(sums[0], sums[1], out, params, state, pump_ok, model.cfg.dt_h)
     return state, obs, sums
 
 

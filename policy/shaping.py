@@ -20,9 +20,6 @@ from twin.config import TwinConfig
 from twin.crop import buffer_fruit_share
 from twin.spec import ObservationSpec
 
-TORCH_XP = torch
-"""The array namespace :func:`twin.crop.buffer_fruit_share` runs on here (elementwise torch ops)."""
-
 
 class FruitPotential:
     """Phi(obs) [...] in reward units: the fruit value of the carbohydrate buffer."""
@@ -37,7 +34,7 @@ class FruitPotential:
         self.scale = 1e-3 / self.crop.dmc / config.economics.v_ref(config.dt_s)
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
-        share = buffer_fruit_share(TORCH_XP, self.crop, obs[..., self.t24], obs[..., self.t_sum])
+        share = buffer_fruit_share(torch, self.crop, obs[..., self.t24], obs[..., self.t_sum])
         return obs[..., self.price] * share * obs[..., self.buffer].clamp_min(0.0) * self.scale
 
 

@@ -35,23 +35,23 @@ def add_demos_arguments(parser: argparse.ArgumentParser) -> None:
     exp.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
     hin = sub.add_parser("hindsight", help="per greenhouse, the served rule with the lamp setting that earned most, "
                                            "as a .npz for `greentwin train --set lamp_demo_files=FILE`")
-    hin.add_argument("--out", required=True, metavar="FILE.npz")
-    hin.add_argument("--seeds", default="100-139", metavar="A-B",
-                     help="training seeds of 30-day scenarios (default %(default)s; never evaluation seeds)")
-    hin.add_argument("--days", type=float, default=30.0)
-    hin.add_argument("--stride", type=int, default=3, help="keep every n-th control step (default %(default)s)")
-    hin.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per usable core)")
+    _lamp_demo_arguments(hin)
     day = sub.add_parser("daily", help="per greenhouse and day, the lamp option that earned most in paired branches "
                                        "of the twin, as a .npz for `greentwin train --set lamp_demo_files=FILE`")
-    day.add_argument("--out", required=True, metavar="FILE.npz")
-    day.add_argument("--seeds", default="100-139", metavar="A-B",
-                     help="training seeds of 30-day scenarios (default %(default)s; never evaluation seeds)")
-    day.add_argument("--days", type=float, default=30.0)
+    _lamp_demo_arguments(day)
     day.add_argument("--learner", default=None, metavar="DIR",
                      help="a policy whose own states the branches start from (DAgger); default: the daily "
                           "oracle's path")
-    day.add_argument("--stride", type=int, default=3, help="keep every n-th control step (default %(default)s)")
-    day.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per usable core)")
+
+
+def _lamp_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """What every lamp-demonstration builder takes: where to write, which training scenarios, how densely."""
+    parser.add_argument("--out", required=True, metavar="FILE.npz")
+    parser.add_argument("--seeds", default="100-139", metavar="A-B",
+                        help="training seeds of 30-day scenarios (default %(default)s; never evaluation seeds)")
+    parser.add_argument("--days", type=float, default=30.0)
+    parser.add_argument("--stride", type=int, default=3, help="keep every n-th control step (default %(default)s)")
+    parser.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per usable core)")
 
 
 @dataclass(frozen=True)

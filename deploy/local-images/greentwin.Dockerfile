@@ -7,11 +7,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_
 RUN groupadd --system --gid 10001 greentwin \
     && useradd --system --uid 10001 --gid 10001 --home /var/lib/greentwin greentwin \
     && install -d -o greentwin -g greentwin -m 0700 /var/lib/greentwin /var/lib/greentwin/state
-COPY greentwin-*.whl entrypoint.sh /tmp/install/
+COPY greentwin-*.whl entrypoint.sh /usr/src/greentwin-install/
 # The wheel alone (its dependencies are the runtime's, pinned); pip check proves they satisfy it.
-RUN pip install --no-index --no-deps /tmp/install/greentwin-*.whl && pip check \
-    && install -m 0755 /tmp/install/entrypoint.sh /usr/local/bin/greentwin-entrypoint \
-    && rm -rf /tmp/install
+RUN pip install --no-index --no-deps /usr/src/greentwin-install/greentwin-*.whl && pip check \
+    && install -m 0755 /usr/src/greentwin-install/entrypoint.sh /usr/local/bin/greentwin-entrypoint \
+    && rm -rf /usr/src/greentwin-install
 USER greentwin
 ENV GREENTWIN_ENVIRONMENT=prod GREENTWIN_STATE_DIR=/var/lib/greentwin/state
 WORKDIR /srv/greentwin

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +34,7 @@ from app.mqtt.bridge import MqttBridge
 from app.mqtt.connection import parse_mqtt_url
 from app.mqtt.topics import Command, Telemetry, service_status_topic, status_topic, validate_topic_root
 from app.plant_sim import PlantSim
+from tests.app.procs import wait_until
 
 ZONES = 3
 
@@ -171,15 +172,6 @@ def test_a_start_that_cannot_proceed_says_why_in_one_line(tmp_path: Path) -> Non
 # --- on the real broker: two demos' worth of service and plants, one broker --------------------------
 
 
-def _wait(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
-
-
 class _Demo:
     """A demo's MQTT side: its service bridge, its edge status watcher and its plant ``gh1``."""
 
@@ -243,10 +235,13 @@ def test_demos_on_one_broker_hear_only_their_own_plants(two_demos: tuple[_Demo, 
     command = Command(cmd_id=uuid.uuid4(), ts=datetime.now(UTC), seq=1, ttl_s=30.0, mode="auto",
                       valves=[1, 0, 1], pump_pct=60.0, light_pct=0.0, policy_version="test")
     a.bridge.publish_command("gh1", command)
-    assert _wait(lambda: a.sim.state["gh1"].applied_count == 1)
+    wait_until(lambda: a.sim.state["gh1"].applied_count == 1, 5.0, "demo a's plant applying its command",
+               interval=0.02)
     time.sleep(0.5)
     assert b.sim.state["gh1"].applied_count == 0
-    assert _wait(lambda: a.edge.get("gh1").state == "online" and b.edge.get("gh1").state == "online")
+    wait_until(lambda: a.edge.get("gh1").state == "online" and b.edge.get("gh1").state == "online", 5.0,
+               "both demos seeing their own gh1 online", interval=0.02)
     a.sim.close()
-    assert _wait(lambda: a.edge.get("gh1").state == "offline")
+    wait_until(lambda: a.edge.get("gh1").state == "offline", 5.0, "demo a seeing its gh1 go offline",
+               interval=0.02)
     assert b.edge.get("gh1").state == "online"
