@@ -19,13 +19,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 
 from app.core.config import Settings
 from app.deadletter import UNAVAILABLE, DeadLetters, reason_of
 from app.private_files import open_private, private_dir
 from audit import AuditEvent, Keyring, Signer, open_record
-from audit.errors import AuditKeyError
+from audit.errors import AuditChainMoved, AuditKeyError
 from audit.store import AuditStore
 
 log = logging.getLogger(__name__)
@@ -73,27 +73,36 @@ def record_key_in_use(store: AuditStore, now: datetime | None = None) -> str | N
     a trail that has none yet. Rotation itself happens offline (``greentwin audit keygen
     --rotate``); this makes it visible in the trail. Returns the record's kind, or None."""
     current = store.keyring.current_key_id
+    head = store.head_seq(ACCESS_CHAIN)
     [last] = store.tail_records(ACCESS_CHAIN, 1) or [None]
     if last is not None and last.key_id == current:
         return None
     kind = "key_in_use" if last is None else "key_rotation"
     payload = {"from_key_id": None if last is None else last.key_id, "to_key_id": current,
                "key_ids": list(store.keyring.key_ids)}
-    store.append(ACCESS_CHAIN, kind, "system", payload, now, retry_races=False)  # record_at_start reads again
+    store.append(ACCESS_CHAIN, kind, "system", payload, now, after_seq=head)  # record_at_start reads again
     log.info("audit %s: current key %s (was %s)", kind, current, payload["from_key_id"])
     return kind
 
 
+START_RECORD_TRIES = 8
+"""Times a start-up record is decided again while other replicas keep appending to the access chain."""
+
+
 def record_at_start(record: Callable[..., str | None], store: AuditStore, *args: Any) -> str | None:
-    """Run a start-up ``record_*`` once more if another replica starting at the same moment appended
-    to the access chain first: those records depend on the chain's last one, so they do not let the
-    store seal them again after the other's (``retry_races=False``); the second try reads the other
-    replica's record (usually leaving nothing to record)."""
-    try:
-        return record(store, *args)
-    except IntegrityError:
-        log.info("another replica appended to the access chain at the same moment; reading its record")
-        return record(store, *args)
+    """Run a start-up ``record_*`` again while another replica starting at the same moment appends to
+    the access chain first. Those records depend on what the chain held, so each is sealed only right
+    after the head it was decided on (``after_seq``); a later try reads the other replica's records
+    (usually leaving nothing to record)."""
+    for attempt in range(START_RECORD_TRIES):
+        try:
+            return record(store, *args)
+        except AuditChainMoved as moved:
+            if attempt == START_RECORD_TRIES - 1:
+                raise
+            log.info("another replica appended to the access chain at the same moment (%s); reading its records",
+                     moved)
+    raise AssertionError("unreachable")
 
 
 POLICY_KINDS = ("policy_in_use", "policy_change")
@@ -106,6 +115,7 @@ def record_policy_in_force(store: AuditStore, versions: list[str], now: datetime
     or rollback that swaps ``GREENTWIN_POLICY_DIR`` shows in the trail from the first start on it.
     Returns the record's kind, or None."""
     current = sorted(set(versions))
+    head = store.head_seq(ACCESS_CHAIN)
     newest = store.last_record_of(ACCESS_CHAIN, POLICY_KINDS)
     last = None if newest is None else open_record(store.keyring, newest)
     if last is not None and last.payload.get("to_versions") == current:
@@ -113,7 +123,7 @@ def record_policy_in_force(store: AuditStore, versions: list[str], now: datetime
     kind = "policy_in_use" if last is None else "policy_change"
     store.append(ACCESS_CHAIN, kind, actor,
                  {"from_versions": None if last is None else last.payload.get("to_versions"), "to_versions": current},
-                 now, retry_races=False)  # record_at_start reads again
+                 now, after_seq=head)  # record_at_start reads again
     log.info("audit %s: policy %s", kind, ", ".join(current))
     return kind
 

@@ -45,7 +45,7 @@ from audit.crypto import (
     seal,
     verify_signature,
 )
-from audit.errors import AuditError, AuditKeyError, AuditTamperError
+from audit.errors import AuditChainMoved, AuditError, AuditKeyError, AuditTamperError
 
 __all__ = [
     "DEFAULT_KEYS_ENV",
@@ -53,6 +53,7 @@ __all__ = [
     "Anchor",
     "AuditChain",
     "AuditEntry",
+    "AuditChainMoved",
     "AuditError",
     "AuditEvent",
     "AuditKeyError",

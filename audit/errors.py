@@ -4,7 +4,8 @@
 
     AuditError                  base: catch this to handle every audit failure
     ├── AuditTamperError        authentication or chain check failed (names the record)
-    └── AuditKeyError           key material missing, malformed or unknown
+    ├── AuditKeyError           key material missing, malformed or unknown
+    └── AuditChainMoved         a conditional append found the chain past the head it was decided on
 
 Messages never contain key bytes, so they are safe to log.
 """
@@ -46,3 +47,18 @@ def _rebuild_tamper_error(reason: str, greenhouse_id: str | None, seq: int | Non
 
 class AuditKeyError(AuditError):
     """Key material is missing, malformed or unknown; the message names key ids, never key bytes."""
+
+
+class AuditChainMoved(AuditError):
+    """A conditional append (``after_seq``) found the stored chain past the head its record was decided
+    on: another writer appended meanwhile. The caller reads the chain again and decides again."""
+
+    def __init__(self, greenhouse_id: str, expected_seq: int, stored_seq: int) -> None:
+        self.greenhouse_id = greenhouse_id
+        self.expected_seq = expected_seq
+        self.stored_seq = stored_seq
+        super().__init__(f"audit chain {greenhouse_id!r} moved from seq {expected_seq} to {stored_seq} "
+                         "before the record decided on it was sealed")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (AuditChainMoved, (self.greenhouse_id, self.expected_seq, self.stored_seq))

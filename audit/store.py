@@ -56,7 +56,7 @@ from audit.chain import (
     verify_chain,
 )
 from audit.crypto import Keyring, Signer
-from audit.errors import AuditTamperError
+from audit.errors import AuditChainMoved, AuditTamperError
 from audit.pipeline import SealAhead
 from audit.tables import AuditCheckpoint, AuditPurgeToken, AuditRecord
 
@@ -197,28 +197,35 @@ class AuditStore:
         payload: Mapping[str, Any],
         ts: str | datetime | None = None,
         *,
-        retry_races: bool = True,
+        after_seq: int | None = None,
     ) -> SealedRecord:
         """Seal and store one entry (its own transaction); ``ts`` defaults to now."""
-        [record] = self.append_many(greenhouse_id, [AuditEvent(kind, actor, payload, ts)], retry_races=retry_races)
+        [record] = self.append_many(greenhouse_id, [AuditEvent(kind, actor, payload, ts)], after_seq=after_seq)
         return record
 
     def append_many(
-        self, greenhouse_id: str, events: Iterable[AuditEvent], *, retry_races: bool = True
+        self, greenhouse_id: str, events: Iterable[AuditEvent], *, after_seq: int | None = None
     ) -> list[SealedRecord]:
         """Seal and store a batch in one transaction: all stored, or none and the chain unmoved.
 
         Returns after the commit, so every returned record is durable. All database work runs
         in the calling thread; with ``seal_ahead`` a worker seals the next chunk meanwhile and is
         joined before this returns. A seq taken by another writer meanwhile is sealed again after
-        its record; ``retry_races=False`` raises that ``IntegrityError`` instead, for a caller whose
-        record depends on what the chain held (it reads again and decides again).
+        its record. ``after_seq`` makes the append conditional, for a record decided on what the
+        chain held (read with :meth:`head_seq` before the decision): it is stored only right after
+        that seq, and :class:`~audit.errors.AuditChainMoved` is raised when another writer appended
+        first, whether before this transaction read the head or while it waited on the insert.
         """
         events = list(events)
         if not events:
             return []
 
         def write(conn: Connection) -> list[SealedRecord]:
+            if after_seq is not None:  # the head as stored in this transaction, never this process's cache
+                self._chains.pop(greenhouse_id, None)
+                stored = self._chain(conn, greenhouse_id).head_seq
+                if stored != after_seq:
+                    raise AuditChainMoved(greenhouse_id, after_seq, stored)
             records: list[SealedRecord] = []
             chunk = self._seal_ahead or len(events)
             with SealAhead(self._chain(conn, greenhouse_id), events, chunk, self._bulk.prepare) as sealed:
@@ -229,7 +236,14 @@ class AuditStore:
             return records
 
         with self._lock(greenhouse_id):
-            return self._write_racing([greenhouse_id], write, retries=self.race_retries if retry_races else 0)
+            if after_seq is None:
+                return self._write_racing([greenhouse_id], write, retries=self.race_retries)
+            try:
+                return self._write_racing([greenhouse_id], write, retries=0)
+            except IntegrityError as exc:  # another writer's insert of the same seq committed first
+                if not self._moved_since({greenhouse_id: after_seq}):
+                    raise
+                raise AuditChainMoved(greenhouse_id, after_seq, self.head_seq(greenhouse_id)) from exc
 
     def append_batches(self, batches: Mapping[str, Iterable[AuditEvent]]) -> dict[str, list[SealedRecord]]:
         """Seal and store several greenhouses' batches in one transaction: all stored, or none.
@@ -318,6 +332,13 @@ class AuditStore:
             if head is not None and head.seq > seq:
                 return True
         return False
+
+    def head_seq(self, greenhouse_id: str) -> int:
+        """The seq of the newest stored record of one chain (its anchor's after a full purge; 0 before
+        the first): what a conditional append (``after_seq``) is decided on."""
+        with self._engine.connect() as conn:
+            head = self._stored_head(conn, greenhouse_id)
+        return 0 if head is None else head.seq
 
     def tail_records(self, greenhouse_id: str, count: int) -> list[SealedRecord]:
         """The newest ``count`` stored records of one chain, oldest first."""

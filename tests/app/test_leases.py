@@ -222,24 +222,57 @@ def test_the_runtime_ignores_and_refuses_what_another_replica_holds(tmp_path: Pa
         engine.dispose()
 
 
-def test_a_start_up_record_is_tried_again_after_another_replica_appended_first() -> None:
-    from sqlalchemy.exc import IntegrityError
+def _start_together(url: str, keys: tuple[Any, Any], replicas: int) -> tuple[list[str | None], list[BaseException]]:
+    """Each replica's start-up records, sealed by threads with stores of their own released at one moment
+    (a store's lock is per store, so they race as processes do)."""
+    import threading
 
-    from app.audit_sink import record_at_start
+    from app.audit_sink import record_at_start, record_key_in_use, record_policy_in_force
+    from audit.store import AuditStore
 
-    calls: list[object] = []
+    engines = [make_engine(url) for _ in range(replicas)]
+    together = threading.Barrier(replicas)
+    kinds: list[str | None] = []
+    errors: list[BaseException] = []
 
-    def record(store: object, *args: object) -> str | None:
-        calls.append(args)
-        if len(calls) == 1:
-            raise IntegrityError("INSERT", {}, Exception("duplicate key value violates pk_audit_record"))
-        return None  # the other replica's record already says it
+    def start(engine: Any) -> None:
+        try:
+            store = AuditStore(engine, *keys)
+            together.wait()
+            kinds.append(record_at_start(record_key_in_use, store))
+            kinds.append(record_at_start(record_policy_in_force, store, ["expert"]))
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
 
-    assert record_at_start(record, object(), ["expert"]) is None
-    assert calls == [(["expert"],), (["expert"],)]
+    threads = [threading.Thread(target=start, args=(e,)) for e in engines]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for e in engines:
+        e.dispose()
+    return kinds, errors
 
-    def always(store: object) -> str | None:
-        raise IntegrityError("INSERT", {}, Exception("still"))
 
-    with pytest.raises(IntegrityError):
-        record_at_start(always, object())
+@pytest.mark.postgres
+def test_replicas_starting_together_seal_each_start_up_record_once(make_pg_database: Any) -> None:
+    """Three replicas starting at the same moment each decide the key and policy records on what the access
+    chain holds: one of them seals each, the others read it and record nothing, and none seals on a head
+    it did not decide on (which once sealed ``key_in_use`` twice or failed the start)."""
+    from app.audit_sink import ACCESS_CHAIN
+    from audit import Keyring, Signer
+    from audit.store import AuditStore
+
+    keys = (Keyring.generate(), Signer.generate())
+    for _round in range(4):
+        with make_pg_database("gt_start_race") as url:
+            db_cli.upgrade(url)
+            kinds, errors = _start_together(url, keys, replicas=3)
+            assert errors == []
+            assert sorted(k for k in kinds if k) == ["key_in_use", "policy_in_use"]
+            engine = make_engine(url)
+            try:
+                tail = AuditStore(engine, *keys).tail_entries(ACCESS_CHAIN, 5)
+            finally:
+                engine.dispose()
+            assert [e.kind for e in tail] == ["key_in_use", "policy_in_use"]

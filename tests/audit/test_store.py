@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, Engine, select, text
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 
 from app.cli import db as db_cli
 from app.cli.audit import run_purge, run_verify
 from app.core.db import make_engine
-from audit import AuditEvent, Keyring, Signer, compute_record_hash, iso_utc, parse_iso_utc
+from audit import AuditChainMoved, AuditEvent, Keyring, Signer, compute_record_hash, iso_utc, parse_iso_utc
 from audit.store import AuditStore
 from audit.tables import AuditRecord
 
@@ -340,11 +340,20 @@ def test_an_append_after_another_process_lands_after_its_record(engine: Engine, 
     service.append_many("gh-a", _events(2))
     out = service.append_batches({"_access": [AuditEvent("alarm_ack", "operator:olga", {})], "gh-a": _events(1, 2)})
     assert out["_access"][0].seq == 5 and out["gh-a"][0].seq == 3
-    # A caller whose record depends on what the chain held (a start-up record) re-reads instead.
+    # A caller whose record depends on what the chain held (a start-up record) appends only right after
+    # the head it decided on, and reads again when another writer appended first: whether the other's
+    # record was stored before this transaction read the head (fresh store) or this process had the
+    # head cached from an earlier write of its own.
+    decided_on = service.head_seq("_access")
+    assert decided_on == 5
     cli.append("_access", "key_in_use", "system", {})
-    with pytest.raises(IntegrityError):
-        service.append("_access", "key_in_use", "system", {}, retry_races=False)
-    assert service.append("_access", "key_in_use", "system", {}, retry_races=False).seq == 7
+    with pytest.raises(AuditChainMoved) as moved:
+        service.append("_access", "key_in_use", "system", {}, after_seq=decided_on)
+    assert (moved.value.expected_seq, moved.value.stored_seq) == (5, 6)
+    fresh = AuditStore(engine, *keys)
+    with pytest.raises(AuditChainMoved):
+        fresh.append("_access", "key_in_use", "system", {}, after_seq=decided_on)
+    assert service.append("_access", "key_in_use", "system", {}, after_seq=service.head_seq("_access")).seq == 7
     assert [(r.ok, r.records_checked) for r in service.verify()] == [(True, 7), (True, 3)]
 
 
@@ -492,5 +501,32 @@ def test_append_in_lands_after_a_record_that_commits_while_it_waits(make_pg_data
                                                                             "greenhouse_register"]
             [result] = service.verify("_access")
             assert result.ok and result.records_checked == 3
+        finally:
+            engine.dispose()
+
+
+def test_a_conditional_append_that_waits_on_another_writers_seq_reports_the_chain_moved(
+        make_pg_database: Any, keys: tuple[Keyring, Signer]) -> None:
+    """The other writer's record is not committed when this one reads the head: the conditional insert
+    waits on that seq and, when the other commits, reports the moved chain instead of sealing after it."""
+    with make_pg_database("greentwin_audit_cond") as url:
+        db_cli.upgrade(url)
+        engine = make_engine(url)
+        try:
+            service, cli = AuditStore(engine, *keys), AuditStore(engine, *keys)
+            service.append("_access", "login", "adam", {})
+            decided_on = service.head_seq("_access")
+            with engine.connect() as cli_conn:
+                cli_tx = cli_conn.begin()
+                cli.append_in(cli_conn, "_access", [AuditEvent("policy_in_use", "system", {"to_versions": ["x"]})])
+                commit_later = threading.Timer(0.5, cli_tx.commit)
+                commit_later.start()
+                with pytest.raises(AuditChainMoved) as moved:
+                    service.append("_access", "policy_in_use", "system", {"to_versions": ["x"]}, after_seq=decided_on)
+                commit_later.join()
+            assert (moved.value.expected_seq, moved.value.stored_seq) == (1, 2)
+            assert [e.kind for e in service.tail_entries("_access", 5)] == ["login", "policy_in_use"]
+            [result] = service.verify("_access")
+            assert result.ok and result.records_checked == 2
         finally:
             engine.dispose()
