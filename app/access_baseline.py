@@ -48,8 +48,10 @@ def baseline_payload(rows: AccessRows, accepted: AccessCoverage) -> dict[str, An
         "accounts": [{"username": a.username, "roles": sorted(a.roles), "disabled": a.disabled}
                      for a in rows.accounts],
         "greenhouses": sorted(rows.greenhouses),
+        "settings": rows.settings,
         "accepted": {"never_sealed_accounts": accepted.unsealed_accounts,
                      "never_sealed_greenhouses": accepted.unsealed_greenhouses,
+                     "settings_differ": accepted.settings_differ,
                      "roles_differ": accepted.roles_differ, "disabled_differ": accepted.disabled_differ,
                      "sealed_accounts_gone": accepted.vanished_accounts},
     }

@@ -2,15 +2,18 @@
 
 A role change committed without its record verifies as "nothing wrong": the chain is genuine, only
 silent. So the chain's account and registration records are replayed (``user_add``/``user_added``
-with roles, ``user_roles`` to roles, ``user_disable``/``user_disabled``, ``greenhouse_register``, and
-an ``access_baseline``, which states every account and greenhouse as they stood) and the result
-compared with the rows: every account and greenhouse must have been sealed into being, each account's
-roles and disabled state must be what its last sealed record left, and no sealed account may be gone
-from the table. Every such change commits in one transaction with its record (:mod:`app.access_seal`),
+with roles, ``user_roles`` to roles, ``user_disable``/``user_disabled``, ``greenhouse_register``,
+``greenhouse_settings``, and an ``access_baseline``, which states every account and greenhouse as they
+stood) and the result compared with the rows: every account and greenhouse must have been sealed into
+being, each account's roles and disabled state must be what its last sealed record left, each
+greenhouse's settings (names, bands, caps, soils, lamps, version) what its last sealed registration or
+settings change left, and no sealed account may be gone from the table. Every such change commits in one transaction with its record (:mod:`app.access_seal`),
 so tables and chain read as of one moment agree exactly in a healthy trail: there is no sealing lag to
 wait out.
 
-Not checked: password resets (the row keeps nothing a record could be compared with; ``token_epoch``
+Not checked: the settings of a greenhouse whose registration was sealed before registrations carried
+its settings and that was never edited since (its settings version is still 1; a higher one must have
+been sealed), password resets (the row keeps nothing a record could be compared with; ``token_epoch``
 moves at every logout too) and logins. After a purge, rows older than the oldest remaining record are
 not asked for a creation record, and an account whose records were purged is compared only in what the
 remaining ones say.
@@ -20,11 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, select
 
 from app.audit_rows import as_datetime, aware
 from app.audit_sink import ACCESS_CHAIN
+from app.control.setup import setup_record
+from app.greenhouse_settings import SETTINGS_KIND, read_setups
 from app.models import Greenhouse, User, UserRole
 from audit import AuditEntry, SealedRecord
 from audit.store import AuditStore, GreenhouseVerifyResult
@@ -34,9 +40,10 @@ ADD_KINDS = frozenset({"user_add", "user_added"})
 ROLE_KINDS = frozenset({"user_roles"})
 DISABLE_KINDS = frozenset({"user_disable", "user_disabled"})
 REGISTER_KINDS = frozenset({"greenhouse_register"})
+SETTINGS_KINDS = frozenset({SETTINGS_KIND})
 BASELINE_KIND = "access_baseline"
 """Every account and greenhouse as they stood (``greentwin audit baseline-access``): the state from then on."""
-CHANGE_KINDS = ADD_KINDS | ROLE_KINDS | DISABLE_KINDS | REGISTER_KINDS | {BASELINE_KIND}
+CHANGE_KINDS = ADD_KINDS | ROLE_KINDS | DISABLE_KINDS | REGISTER_KINDS | SETTINGS_KINDS | {BASELINE_KIND}
 BASELINE_HINT = ("made before accounts were sealed? `greentwin audit baseline-access` seals every account and "
                  "greenhouse as they stand, once")
 SHOWN = 10
@@ -60,6 +67,8 @@ class SealedAccess:
     """When the chain's oldest records were purged behind an anchor (None: never)."""
     accounts: dict[str, SealedAccount] = field(default_factory=dict)
     greenhouses: set[str] = field(default_factory=set)
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each greenhouse's settings as its last record that stated them left them."""
     first_ts: str | None = None
     sealing_since: str | None = None
     """When the first remaining record of an account or registration was sealed."""
@@ -74,8 +83,13 @@ class SealedAccess:
         if entry.kind == BASELINE_KIND:
             self._baseline(payload)
             return
-        if entry.kind in REGISTER_KINDS:
-            self.greenhouses.add(str(payload.get("greenhouse_id")))
+        if entry.kind in REGISTER_KINDS | SETTINGS_KINDS:
+            gh = str(payload.get("greenhouse_id"))
+            if entry.kind in REGISTER_KINDS:
+                self.greenhouses.add(gh)
+                self.settings.pop(gh, None)  # an id registered again starts afresh
+            if isinstance(payload.get("settings"), dict):
+                self.settings[gh] = payload["settings"]
             return
         name = payload.get("username")
         if not isinstance(name, str):
@@ -100,6 +114,9 @@ class SealedAccess:
                          for a in (accounts if isinstance(accounts, list) else [])
                          if isinstance(a, dict) and isinstance(a.get("username"), str)}
         self.greenhouses = {str(gh) for gh in (greenhouses if isinstance(greenhouses, list) else [])}
+        settings = payload.get("settings")
+        self.settings = {str(gh): s for gh, s in settings.items() if isinstance(s, dict)} \
+            if isinstance(settings, dict) else {}
         self.baselined = True
 
     @property
@@ -133,6 +150,8 @@ class AccessRows:
 
     accounts: list[StoredAccount]
     greenhouses: dict[str, datetime | None]
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each greenhouse's settings as :func:`app.control.setup.setup_record` states them."""
 
 
 def read_access_rows(conn: Connection) -> AccessRows:
@@ -144,7 +163,8 @@ def read_access_rows(conn: Connection) -> AccessRows:
                 for uid, name, disabled_at, created in conn.execute(
                     select(User.id, User.username, User.disabled_at, User.created_at).order_by(User.username))]
     greenhouses = {gh: aware(created) for gh, created in conn.execute(select(Greenhouse.id, Greenhouse.created_at))}
-    return AccessRows(accounts, greenhouses)
+    settings = {gh: setup_record(setup) for gh, setup in read_setups(conn).items()}
+    return AccessRows(accounts, greenhouses, settings)
 
 
 @dataclass
@@ -161,6 +181,8 @@ class AccessCoverage:
     vanished_accounts: list[str] = field(default_factory=list)
     """Made by a sealed record, gone from the table (no command deletes an account)."""
     unsealed_greenhouses: list[str] = field(default_factory=list)
+    settings_differ: list[str] = field(default_factory=list)
+    """``gh: the first field other than sealed`` (or a version no record sealed)."""
     before_sealing: bool = False
     """Something never sealed may have been made before sealing was (``audit baseline-access`` is the answer)."""
     broken_after: int | None = None
@@ -170,7 +192,7 @@ class AccessCoverage:
     def ok(self) -> bool:
         return self.broken_after is None and not (
             self.unsealed_accounts or self.roles_differ or self.disabled_differ or self.vanished_accounts
-            or self.unsealed_greenhouses)
+            or self.unsealed_greenhouses or self.settings_differ)
 
     @property
     def empty(self) -> bool:
@@ -204,6 +226,7 @@ class AccessCoverage:
         return [f"{what}: {listed(names)}" for what, names in (
             ("roles other than sealed", self.roles_differ),
             ("disabled state other than sealed", self.disabled_differ),
+            ("greenhouse settings other than sealed", self.settings_differ),
             ("sealed accounts gone from the table", self.vanished_accounts)) if names]
 
 
@@ -229,6 +252,8 @@ def compare_access(rows: AccessRows, sealed: SealedAccess) -> AccessCoverage:
     out.unsealed_greenhouses = sorted(gh for gh, created in rows.greenhouses.items()
                                       if gh not in sealed.greenhouses and _asked(created, since))
     unsealed_made += [rows.greenhouses[gh] for gh in out.unsealed_greenhouses]
+    out.settings_differ = [f"{gh}: {why}" for gh, stored in sorted(rows.settings.items())
+                           if (why := settings_difference(stored, sealed.settings.get(gh))) is not None]
     out.before_sealing = any(sealed.made_before_sealing(created) for created in unsealed_made)
     return out
 
@@ -254,6 +279,23 @@ def check_access(conn: Connection, store: AuditStore) -> AccessCheck:
         return AccessCheck(chain, rows, AccessCoverage(len(rows.accounts), len(rows.greenhouses),
                                                        broken_after=chain.head_seq))
     return AccessCheck(chain, rows, compare_access(rows, sealed))
+
+
+def settings_difference(stored: dict[str, Any], sealed: dict[str, Any] | None) -> str | None:
+    """How a greenhouse's stored settings differ from the last sealed ones (None: they agree, or nothing
+    sealed ever stated them and the version is still the first)."""
+    if sealed is None:
+        version = stored.get("version", 1)
+        return None if version == 1 else f"settings version {version} never sealed"
+    for key in sorted(set(stored) | set(sealed)):
+        if key == "zones" and isinstance(sealed.get(key), list) and len(sealed[key]) == len(stored.get(key, [])):
+            for i, (a, b) in enumerate(zip(stored[key], sealed[key], strict=True)):
+                if a != b:
+                    field_ = next(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+                    return f"zones[{i}].{field_} sealed {b.get(field_)!r}, stored {a.get(field_)!r}"
+        elif stored.get(key) != sealed.get(key):
+            return f"{key} sealed {sealed.get(key)!r}, stored {stored.get(key)!r}"
+    return None
 
 
 def _asked(created: datetime | None, since: datetime | None) -> bool:

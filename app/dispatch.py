@@ -63,6 +63,8 @@ class Dispatcher:
         """Each greenhouse's latest decided observation (the dashboard's outlook reads its forecast and prices)."""
         self.journal_failing_since: datetime | None = None
         """When the journal last started refusing writes (None while it takes them): /readyz fails."""
+        self.fallback_since: dict[str, datetime] = {}
+        """Each greenhouse's first decision of its current run of expert fallbacks (the process alarms read it)."""
         self.published_at: dict[str, float] = {}
         """Monotonic time of each greenhouse's latest command publication (a reconnect repeats a young one)."""
         self._held: list[dict[str, Any]] = []
@@ -136,6 +138,9 @@ class Dispatcher:
             self.metrics.safety_clips.labels(gh, firing["rule"]).inc()
         if d.low_confidence:
             self.metrics.low_confidence.labels(gh).inc()
+            self.fallback_since.setdefault(gh, d.ts)
+        elif d.actor not in ("watchdog", "reconnect"):  # a decision on telemetry that did not fall back ends the run
+            self.fallback_since.pop(gh, None)
         for kind in d.alarms:
             if not kind.startswith("held:"):
                 self.alarm(gh, kind)

@@ -9,40 +9,42 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.control import GreenhouseController, Proposer, ZoneSetup
+from app.control import GreenhouseController, Proposer
+from app.control.setup import GreenhouseSetup
 from app.core.config import Settings
-from app.models import Greenhouse, Zone
+from app.greenhouse_settings import read_setups
 from app.snapshots import SnapshotStore
 from safety.limits import SafetyLimits
 
 log = logging.getLogger(__name__)
 
 
+def build_controller(gh: str, setup: GreenhouseSetup, settings: Settings, limits: SafetyLimits,
+                     proposer: Proposer, snapshots: SnapshotStore) -> GreenhouseController:
+    """One greenhouse's controller under its settings, restored from its last snapshot."""
+    ctl = GreenhouseController(gh, list(setup.zones), proposer, limits,
+                               command_ttl_s=settings.command_ttl_s, max_age_s=settings.max_age_s,
+                               max_future_s=settings.max_clock_skew_s, site_timezone=settings.site_timezone,
+                               disagreement_threshold=1.0 - settings.low_confidence_threshold)
+    ctl.apply_setup(setup, limits)
+    ctl.obs_builder.fruit_price_eur_kg = settings.fruit_price_eur_kg  # as the report prices it
+    snap = snapshots.load(gh)
+    if snap is not None:
+        ctl.restore(snap)
+        log.info("restored controller %s at seq %d (mode %s)", gh, ctl.seq, ctl.mode)
+    return ctl
+
+
 def build_controllers(sessions: sessionmaker[Session], settings: Settings, limits: SafetyLimits,
                       proposer_for: Callable[[int], Proposer], snapshots: SnapshotStore
                       ) -> dict[str, GreenhouseController]:
-    """One controller per registered greenhouse, with its zones' setup and its last snapshot."""
-    controllers: dict[str, GreenhouseController] = {}
+    """One controller per registered greenhouse, with its settings and its last snapshot."""
     with sessions() as s:
-        for gh in s.scalars(select(Greenhouse)):
-            zones = s.scalars(select(Zone).where(Zone.greenhouse_id == gh.id).order_by(Zone.index)).all()
-            setups = [ZoneSetup(z.soil_type, z.target_low_vwc, z.target_high_vwc, z.saturation_vwc,
-                                z.daily_water_cap_l) for z in zones]
-            own = limits.model_copy(update={"zones": len(setups)}) if limits.zones != len(setups) else limits
-            ctl = GreenhouseController(gh.id, setups, proposer_for(len(setups)), own,
-                                       command_ttl_s=settings.command_ttl_s, max_age_s=settings.max_age_s,
-                                       max_future_s=settings.max_clock_skew_s, site_timezone=settings.site_timezone,
-                                       disagreement_threshold=1.0 - settings.low_confidence_threshold)
-            ctl.obs_builder.fruit_price_eur_kg = settings.fruit_price_eur_kg  # as the report prices it
-            snap = snapshots.load(gh.id)
-            if snap is not None:
-                ctl.restore(snap)
-                log.info("restored controller %s at seq %d (mode %s)", gh.id, ctl.seq, ctl.mode)
-            controllers[gh.id] = ctl
-    return controllers
+        setups = read_setups(s)
+    return {gh: build_controller(gh, setup, settings, limits, proposer_for(len(setup.zones)), snapshots)
+            for gh, setup in setups.items()}
 
 
 def continue_after_records(controllers: dict[str, GreenhouseController], last_seq: Callable[[str], int]) -> None:

@@ -1,4 +1,4 @@
-"""The service's periodic chores: watchdog, ack time-outs, the writer's health, snapshots.
+"""The service's periodic chores: watchdog, ack time-outs, the writer's health, process alarms, snapshots.
 
 One round every two seconds on the event loop, between batches. A round that fails is logged
 and the next one retries: housekeeping must never die, the watchdog depends on it.
@@ -11,10 +11,14 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.alarms.watch import ProcessAlarms
 from app.control import GreenhouseController
 from app.dispatch import Dispatcher
 from app.intake import Intake
 from app.metrics import Metrics
+from app.outlook_feed import OutlookFeed
 from app.snapshots import SnapshotStore
 from app.writer import WriterProcess
 
@@ -27,7 +31,8 @@ class Housekeeping:
     """What the service does on a timer rather than on a message."""
 
     def __init__(self, controllers: dict[str, GreenhouseController], intake: Intake, dispatch: Dispatcher,
-                 writer: WriterProcess, snapshots: SnapshotStore, metrics: Metrics) -> None:
+                 writer: WriterProcess, snapshots: SnapshotStore, metrics: Metrics, *,
+                 outlook: OutlookFeed | None = None, sessions: sessionmaker[Session] | None = None) -> None:
         self.controllers = controllers
         self.intake = intake
         self.dispatch = dispatch
@@ -35,6 +40,10 @@ class Housekeeping:
         self.snapshots = snapshots
         self.metrics = metrics
         self._reconnects_seen = 0
+        self.sessions = sessions
+        self.process_alarms = ProcessAlarms(controllers, dispatch, writer,
+                                            (lambda: outlook.for_decisions(None).alarms) if outlook else tuple)
+        """The watched alarm conditions (:mod:`app.alarms.watch`), judged every few rounds."""
 
     async def run(self, period_s: float = PERIOD_S) -> None:
         """Rounds until cancelled."""
@@ -71,6 +80,13 @@ class Housekeeping:
                 self._reconnects_seen = reconnects
         self.writer.restart_if_dead()
         self.metrics.spooled.set(self.writer.spooled)  # the writer process flushes the spool
+        if self.sessions is not None:  # once: the stored thresholds (a quick read, before the first round)
+            try:
+                self.process_alarms.load(self.sessions)
+                self.sessions = None
+            except Exception as exc:  # noqa: BLE001 - the defaults meanwhile; the next round reads again
+                log.warning("alarm thresholds not read (%s); the defaults hold until they are", exc.__class__.__name__)
+        self.process_alarms.tick(now, busy=self.intake.in_flight)
 
     async def snapshot_all(self, chunk: int = 32) -> None:
         """Periodic snapshots: taken on the loop between decisions, written as one file off the loop.

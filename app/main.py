@@ -27,10 +27,12 @@ from app.api.routes import (
     health,
     live,
     lockouts,
+    notifications,
     policy,
     reports,
     users,
 )
+from app.api.routes import settings as settings_routes
 from app.api.validation_reply import validation_error_reply
 from app.audit_keys import load_retired_keys
 from app.audit_sink import AuditSink, record_at_start, record_key_in_use, service_audit_keys
@@ -107,9 +109,11 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
     app.include_router(health.router)
     app.include_router(auth.router)
     app.include_router(greenhouses.router)
+    app.include_router(settings_routes.router)
     app.include_router(reports.router)
     app.include_router(live.router)
     app.include_router(alarms.router)
+    app.include_router(notifications.router)
     app.include_router(audit_status.router)
     app.include_router(users.router)
     app.include_router(lockouts.router)

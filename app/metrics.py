@@ -44,6 +44,9 @@ class Metrics:
                              registry=r)
         self.low_confidence = Counter("greentwin_low_confidence_total", "Decisions handed to the expert fallback",
                                       ["greenhouse"], registry=r)
+        self.notifications = Counter("greentwin_notifications_total",
+                                     "Alarm notifications by channel and outcome (sent, failed, repeat, held, dropped)",
+                                     ["channel", "outcome"], registry=r)
         # No username label: it would grow without bound and tell which accounts exist.
         self.logins = Counter("greentwin_logins_total", "Successful API logins", registry=r)
         self.login_failures = Counter("greentwin_login_failures_total",

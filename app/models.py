@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Float,
@@ -25,10 +26,12 @@ from sqlalchemy import (
     UniqueConstraint,
     func,
     text,
+    true,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from app.alarm_models import AlarmGroup  # noqa: F401  (re-exported; the alarm tables join the schema)
 from app.auth.roles import ROLES
 from app.core.db import Base
 from app.fields import ACTOR_MAX_LEN, NAME_MAX_LEN, REASON_MAX_LEN
@@ -62,12 +65,21 @@ class Greenhouse(Base):
     __tablename__ = "greenhouse"
     __table_args__ = (
         CheckConstraint("zones >= 1 AND zones <= 64", name="zones_range"),
+        CheckConstraint("lamp_hours_per_day IS NULL OR (lamp_hours_per_day >= 0 AND lamp_hours_per_day <= 24)",
+                        name="lamp_hours_range"),
+        CheckConstraint("settings_version >= 1", name="settings_version_pos"),
     )
 
     id: Mapped[str] = mapped_column(String(GH_ID_MAX_LEN), primary_key=True)
     name: Mapped[str] = mapped_column(String(NAME_MAX_LEN))
     zones: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # Whether greentwin commands the lamps (else the site's climate computer runs them).
+    lamps_ours: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # The greenhouse's own daily lamp-hour budget; null: the safety limits' cap. Never above that cap.
+    lamp_hours_per_day: Mapped[float | None] = mapped_column(Float)
+    # Raised by every settings change (app.greenhouse_settings): replicas see it, decisions record it.
+    settings_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
     zone_rows: Mapped[list[Zone]] = relationship(
         back_populates="greenhouse", cascade="all, delete-orphan", order_by="Zone.index"
@@ -98,6 +110,8 @@ class Zone(Base):
     target_high_vwc: Mapped[float] = mapped_column(Float)
     saturation_vwc: Mapped[float] = mapped_column(Float)
     daily_water_cap_l: Mapped[float] = mapped_column(Float)
+    # Display name; null: "Zone N", numbered from 1 (audit.labels).
+    name: Mapped[str | None] = mapped_column(String(NAME_MAX_LEN))
 
     greenhouse: Mapped[Greenhouse] = relationship(back_populates="zone_rows")
 
@@ -258,26 +272,6 @@ class TrendProgress(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     last_decision_id: Mapped[int] = mapped_column(BigInteger)
-
-
-class AlarmGroup(Base):
-    """Occurrences of one alarm kind in one greenhouse, and the latest acknowledgement of them.
-
-    Kept so that alarms and who acknowledged them survive a restart; an acknowledgement covers the
-    occurrences up to ``ack_through``.
-    """
-
-    __tablename__ = "alarm_group"
-
-    id: Mapped[str] = mapped_column(String(16), primary_key=True)
-    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"), index=True)
-    kind: Mapped[str] = mapped_column(String(200))
-    first_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    count: Mapped[int] = mapped_column(BigInteger)
-    acknowledged_by: Mapped[str | None] = mapped_column(String(64))
-    acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    ack_through: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 # -- policy registry (app.registry) and nightly retraining runs (app.retraining) ---------------

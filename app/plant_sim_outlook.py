@@ -16,16 +16,14 @@ The forecast is the twin's weather itself (no forecast error).
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
+from app.plant_sim_http import LocalJsonServer
 from twin.weather import RAIN, RH, SOLAR, TEMP, WIND
 from twin.weather_provider import WIND_10M_TO_2M
 
@@ -75,47 +73,21 @@ def prices_payload(sim: PlantSim) -> dict[str, Any]:
                                           for t, p in zip(times, np.clip(spot, -1000.0, 6000.0), strict=True)]}
 
 
-class OutlookServer:
+class OutlookServer(LocalJsonServer):
     """The two endpoints above on 127.0.0.1:``port`` (0: any free port; see :attr:`url`)."""
 
     def __init__(self, sim: PlantSim, port: int = 0) -> None:
         self.sim = sim
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                url = urlsplit(self.path)
-                try:
-                    if url.path == "/v1/forecast":
-                        days = int(parse_qs(url.query).get("forecast_days", ["3"])[0])
-                        body, status = forecast_payload(server.sim, min(max(days, 1), 7)), 200
-                    elif url.path == "/v1/day-ahead":
-                        body, status = prices_payload(server.sim), 200
-                    else:
-                        body, status = {"error": "not found"}, 404
-                except Exception as exc:  # noqa: BLE001 - answer 500, never take the simulator down
-                    log.exception("outlook request %s failed", url.path)
-                    body, status = {"error": str(exc)}, 500
-                raw = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+        def answer(method: str, path: str, raw: bytes) -> tuple[int, dict[str, Any]]:
+            url = urlsplit(path)
+            if method != "GET":
+                return 405, {"error": "GET /v1/forecast or /v1/day-ahead"}
+            if url.path == "/v1/forecast":
+                days = int(parse_qs(url.query).get("forecast_days", ["3"])[0])
+                return 200, forecast_payload(self.sim, min(max(days, 1), 7))
+            if url.path == "/v1/day-ahead":
+                return 200, prices_payload(self.sim)
+            return 404, {"error": "not found"}
 
-            def log_message(self, format: str, *args: Any) -> None:
-                log.debug("outlook %s", format % args)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="plant-sim-outlook", daemon=True)
-
-    def start(self) -> OutlookServer:
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join(5)
+        super().__init__(answer, "plant-sim-outlook", port)

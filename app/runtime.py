@@ -52,6 +52,7 @@ from app.outlook_feed import OutlookFeed
 from app.policy_watch import PolicyWatcher
 from app.private_files import private_dir
 from app.recorder import DecisionRecorder
+from app.settings_watch import SettingsWatch
 from app.snapshots import SnapshotStore
 from app.writer import WriterConfig, WriterProcess
 from safety import SafetyLimits
@@ -90,6 +91,8 @@ class Runtime:
         self._proposers: dict[int, Proposer] = {}
         self.policy_dir = Path(settings.policy_dir)  # the ensemble in force (the registry's, app.policy_watch)
         self.policy_watch = PolicyWatcher(self, settings.policy_poll_s)
+        self.settings_watch = SettingsWatch(self, settings.settings_poll_s)
+        """New registrations and settings changes, live (:mod:`app.settings_watch`)."""
         self.controllers: dict[str, GreenhouseController] = {}
         self.last_decision: dict[str, dict[str, Any]] = {}
         self.last_telemetry: dict[str, Telemetry] = {}
@@ -102,7 +105,7 @@ class Runtime:
                              on_shed=self._on_shed, outlook=self.outlook.for_decisions)
         self._shed_alarmed: dict[str, float] = {}
         self.housekeeping = Housekeeping(self.controllers, self.intake, self.dispatch, self.writer, self.snapshots,
-                                         self.metrics)
+                                         self.metrics, outlook=self.outlook, sessions=sessions)
         holder = settings.replica_id or default_holder(self.state_dir)
         self.leases = LeaseBook(sessions, holder, ttl_s=settings.lease_ttl_s, renew_s=settings.lease_renew_s)
         self.keeper = LeaseKeeper(self.leases, self.controllers, self.recorder.last_seq, self.metrics)
@@ -113,6 +116,11 @@ class Runtime:
     def alarms(self) -> list[Alarm]:
         """Recent alarms, oldest first."""
         return self.dispatch.alarms
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the controllers live on (None before start): operator calls run there."""
+        return self._loop
 
     @property
     def waiting(self) -> int:
@@ -129,7 +137,7 @@ class Runtime:
         return self.intake.decided
 
     # ---- set-up ----------------------------------------------------------------------------
-    def _proposer_for(self, zones: int) -> Proposer:
+    def proposer_for(self, zones: int) -> Proposer:
         """One proposer per zone count, shared by its greenhouses: their batches share one forward."""
         if self._proposer is not None:
             return self._proposer
@@ -144,11 +152,11 @@ class Runtime:
     def load_greenhouses(self) -> None:
         if self._proposer is None:
             self.policy_watch.adopt()
-        self.controllers.update(build_controllers(self.sessions, self.settings, self.limits, self._proposer_for,
+        self.controllers.update(build_controllers(self.sessions, self.settings, self.limits, self.proposer_for,
                                                   self.snapshots))
         for ctl in self.controllers.values():
             ctl.obs_builder.tariff = self.outlook.tariff  # the site's adder on every price slot
-        self.writer_resume = replay_journal(self.journal, self.recorder, self._proposer_for, self.audit)
+        self.writer_resume = replay_journal(self.journal, self.recorder, self.proposer_for, self.audit)
         continue_after_records(self.controllers, self.recorder.last_seq)
 
     def _writer_config(self) -> WriterConfig:
@@ -199,6 +207,7 @@ class Runtime:
         self._tasks.append(asyncio.create_task(self.housekeeping.run()))
         self._tasks.append(asyncio.create_task(self.keeper.run()))
         self._tasks.append(asyncio.create_task(self.outlook.run()))
+        self._tasks.append(asyncio.create_task(self.settings_watch.run()))
         if self._proposer is None:
             self._tasks.append(asyncio.create_task(self.policy_watch.run()))
         # Everything loaded so far (libraries, models, controllers) lives as long as the service: a

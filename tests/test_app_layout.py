@@ -138,7 +138,7 @@ def test_a_cycle_is_reported_as_its_path() -> None:
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-CONTROL_ORDER = ("records", "valve_evidence", "outlook", "crop_twin", "step", "observation", "estimation", "proposal", "explain", "finish", "batch", "controller")
+CONTROL_ORDER = ("records", "setup", "valve_evidence", "outlook", "crop_twin", "step", "observation", "estimation", "proposal", "explain", "finish", "batch", "controller")
 """app/control/'s modules in reading order (its package docstring lists them so)."""
 
 

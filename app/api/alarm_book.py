@@ -1,226 +1,180 @@
-"""Alarms grouped for operators, and their acknowledgements, kept in the database across restarts.
+"""The operators' side of the alarm groups: acknowledge, shelve, unshelve, and the history.
 
-The runtime raises an alarm per occurrence (a failed valve alarms at every decision), so the list
-groups occurrences by greenhouse and kind. An acknowledgement covers the occurrences up to its
-moment: a new one afterwards makes the group unacknowledged again, so a recurring fault never
-hides behind an old acknowledgement. Each acknowledgement is sealed into the access chain of the
-audit trail with the operator's name (the greenhouse chains are written by the writer process),
-then stored before it counts; acknowledging a group again before a new occurrence answers the
-standing acknowledgement and seals nothing.
-
-Groups live in ``alarm_group``. New occurrences are folded in on the event loop (every open live
-stream asks for the counts every second) and written behind by a thread within a second, so no
-stream ever waits on the database; an acknowledgement is written before it answers.
+Every action is sealed into the access chain of the audit trail (the greenhouse chains are written
+by the writer process) with the operator's name and why, then stored, with a row in
+``alarm_action``, before it counts; if storing fails the group goes back to where it was.
+Acknowledging a group again before a new occurrence answers the standing acknowledgement and seals
+nothing. The grouping itself is :mod:`app.api.alarm_groups`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import threading
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Callable
+from dataclasses import fields, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
 
-from app.api.schemas import AlarmAck, AlarmPublic
+from app.alarm_models import AlarmAction, AlarmEpisode
+from app.alarms.catalogue import Severity, describe
+from app.api.alarm_groups import AlarmGroups, UnknownAlarm
+from app.api.alarm_schemas import AlarmAck, AlarmActionPublic, AlarmEpisodePublic, AlarmPublic
+from app.api.alarm_state import Group, alarm_id, utc
 from app.audit_sink import ACCESS_CHAIN
-from app.models import AlarmGroup
-from app.runtime import Alarm, Runtime
 
-log = logging.getLogger(__name__)
+__all__ = ["AlarmBook", "NotShelved", "UnknownAlarm", "alarm_id"]
 
-CRITICAL_PREFIXES = ("valve_failed", "flow_without_open_valve", "telemetry_stale", "valve_open_no_flow",
-                     "command_rejected")
-WRITE_BEHIND_S = 1.0
+HistoryState = Literal["active", "cleared", "acknowledged", "unacknowledged"]
 
 
-def alarm_id(gh: str, kind: str) -> str:
-    return hashlib.sha256(f"{gh}\x00{kind}".encode()).hexdigest()[:16]
-
-
-def severity(kind: str) -> str:
-    return "critical" if kind.startswith(CRITICAL_PREFIXES) else "warning"
-
-
-def _utc(ts: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes; every stored time is UTC."""
-    return None if ts is None else ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts
-
-
-@dataclass
-class _Group:
-    gh: str
-    kind: str
-    first_at: datetime
-    last_at: datetime
-    count: int
-    ack_by: str | None = None
-    ack_at: datetime | None = None
-    ack_through: datetime | None = None
-
-    @property
-    def acknowledged(self) -> bool:
-        return self.ack_through is not None and self.ack_through >= self.last_at
-
-    def public(self, key: str) -> AlarmPublic:
-        return AlarmPublic(id=key, greenhouse_id=self.gh, kind=self.kind, severity=severity(self.kind),
-                           first_at=self.first_at, last_at=self.last_at, count=self.count,
-                           acknowledged=self.acknowledged,
-                           acknowledged_by=self.ack_by, acknowledged_at=self.ack_at)
-
-    def acknowledgement(self, key: str) -> AlarmAck | None:
-        """The acknowledgement that covers every occurrence so far, if there is one."""
-        if not self.acknowledged or self.ack_by is None or self.ack_at is None or self.ack_through is None:
-            return None
-        return AlarmAck(id=key, greenhouse_id=self.gh, kind=self.kind, acknowledged_by=self.ack_by,
-                        acknowledged_at=self.ack_at, through=self.ack_through)
-
-    def row(self, key: str) -> AlarmGroup:
-        return AlarmGroup(id=key, greenhouse_id=self.gh, kind=self.kind, first_at=self.first_at,
-                          last_at=self.last_at, count=self.count, acknowledged_by=self.ack_by,
-                          acknowledged_at=self.ack_at, ack_through=self.ack_through)
-
-
-class UnknownAlarm(LookupError):
+class NotShelved(ValueError):
     pass
 
 
-class AlarmBook:
-    """Folds the runtime's alarms into groups; keeps who acknowledged what (``sessions``: in the database)."""
+class AlarmBook(AlarmGroups):
+    """Alarm groups with the actions operators take on them."""
 
-    def __init__(self, runtime: Runtime, sessions: sessionmaker[Session] | None = None) -> None:
-        self.runtime = runtime
-        self.sessions = sessions
-        self._lock = threading.Lock()
-        self._acknowledging = threading.Lock()
-        self._groups: dict[str, _Group] = {}
-        self._dirty: set[str] = set()
-        self._last_folded: Alarm | None = None
-        self._cache: tuple[tuple[int, int, int], list[AlarmPublic]] | None = None
-        self._version = 0
-        self._wake = threading.Event()
-        self._writer: threading.Thread | None = None
-        if sessions is not None:
-            with sessions() as s:
-                for r in s.scalars(select(AlarmGroup)):
-                    self._groups[r.id] = _Group(r.greenhouse_id, r.kind, _utc(r.first_at), _utc(r.last_at),  # type: ignore[arg-type]
-                                                int(r.count), r.acknowledged_by, _utc(r.acknowledged_at),
-                                                _utc(r.ack_through))
+    def acknowledge(self, key: str, actor: str, comment: str = "") -> AlarmAck:
+        """Acknowledge every occurrence so far (and every episode not yet acknowledged); a group
+        acknowledged up to its last occurrence answers that acknowledgement and seals nothing: a
+        repeated click or request is no new record."""
+        with self.acting:
+            match = self.get(key)
+            with self.lock:
+                done = self.groups[key].acknowledgement(key)
+            if done is not None:
+                return done
+            now = self.clock()
+            self._seal("alarm_ack", actor, {"greenhouse": match.greenhouse_id, "kind": match.kind,
+                                            "count": match.count, "through": match.last_at.isoformat(),
+                                            "comment": comment}, now)
 
-    def list(self, gh: str | None = None) -> list[AlarmPublic]:
-        """Groups, newest first; unacknowledged ones first of all. Regrouped only when an alarm or an
-        acknowledgement came in."""
-        alarms = self.runtime.alarms
-        key = (len(alarms), id(alarms[-1]) if alarms else 0, self._version)
-        cache = self._cache
-        if cache is None or cache[0] != key:
-            self._fold(list(alarms))
-            with self._lock:
-                out = [g.public(k) for k, g in self._groups.items()]
-            out.sort(key=lambda a: (a.acknowledged, -a.last_at.timestamp()))
-            cache = (key, out)
-            self._cache = cache
-        return [a for a in cache[1] if gh is None or a.greenhouse_id == gh]
+            def change(g: Group) -> None:
+                g.ack_by, g.ack_at, g.ack_through, g.ack_comment = actor, now, match.last_at, comment or None
+                for ep in [g.episode, *(e for k, e in self._closed if k == key)]:
+                    if ep is not None and ep.ack_by is None:
+                        ep.ack_by, ep.ack_at, ep.ack_comment = actor, now, comment or None
 
-    def _fold(self, alarms: list[Alarm]) -> None:
-        """Count the occurrences after the last one folded (the runtime's list only grows at its end)."""
-        with self._lock:
-            start = 0
-            if self._last_folded is not None:
-                start = next((i + 1 for i in range(len(alarms) - 1, -1, -1) if alarms[i] is self._last_folded), 0)
-            for alarm in alarms[start:]:
-                key = alarm_id(alarm.greenhouse_id, alarm.kind)
-                g = self._groups.get(key)
-                if g is None:
-                    self._groups[key] = _Group(alarm.greenhouse_id, alarm.kind, alarm.ts, alarm.ts, 1)
-                else:
-                    g.last_at, g.count = max(g.last_at, alarm.ts), g.count + 1
-                self._dirty.add(key)
-            if alarms:
-                self._last_folded = alarms[-1]
-            dirty = bool(self._dirty)
-        if dirty and self.sessions is not None:
-            if self._writer is None:
-                self._writer = threading.Thread(target=self._write_behind, name="alarm-book", daemon=True)
-                self._writer.start()
-            self._wake.set()
+            def store(s: Session) -> None:
+                s.add(self._action_row(match, "ack", actor, now, comment))
+                s.execute(update(AlarmEpisode).where(AlarmEpisode.group_id == key,
+                                                     AlarmEpisode.acknowledged_by.is_(None))
+                          .values(acknowledged_by=actor, acknowledged_at=now, ack_comment=comment or None))
 
-    def _write_behind(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            try:
-                self.flush()
-            except Exception as exc:  # the database is back later: the groups stay dirty until then
-                log.warning("storing alarms failed (%s: %s)", exc.__class__.__name__, exc)
-            threading.Event().wait(WRITE_BEHIND_S)
+            self._apply(key, change, store)
+            return AlarmAck(id=key, greenhouse_id=match.greenhouse_id, kind=match.kind, acknowledged_by=actor,
+                            acknowledged_at=now, through=match.last_at, comment=comment)
 
-    def flush(self) -> None:
-        """Write the groups changed since the last write (kept dirty if the write fails)."""
+    def shelve(self, key: str, actor: str, reason: str, minutes: int) -> AlarmPublic:
+        """Hide the alarm from the open list and its notifications for ``minutes``."""
+        with self.acting:
+            match = self.get(key)
+            now = self.clock()
+            until = now + timedelta(minutes=minutes)
+            self._seal("alarm_shelve", actor, {"greenhouse": match.greenhouse_id, "kind": match.kind,
+                                               "reason": reason, "until": until.isoformat()}, now)
+
+            def change(g: Group) -> None:
+                g.shelved_by, g.shelved_until, g.shelve_reason = actor, until, reason
+
+            self._apply(key, change, lambda s: s.add(self._action_row(match, "shelve", actor, now, reason, until)))
+            return self.get(key)
+
+    def unshelve(self, key: str, actor: str, reason: str) -> AlarmPublic:
+        """Bring a shelved alarm back before its expiry (it notifies again if still active)."""
+        with self.acting:
+            match = self.get(key)
+            if not match.shelved:
+                raise NotShelved(f"alarm {key!r} is not shelved")
+            now = self.clock()
+            self._seal("alarm_unshelve", actor, {"greenhouse": match.greenhouse_id, "kind": match.kind,
+                                                 "reason": reason}, now)
+
+            def change(g: Group) -> None:
+                g.shelved_by = g.shelved_until = g.shelve_reason = None
+
+            self._apply(key, change, lambda s: s.add(self._action_row(match, "unshelve", actor, now, reason)))
+            back = self.get(key)
+            if back.active and not back.acknowledged:
+                with self.lock:
+                    notice = self._notice(key, self.groups[key], now, "unshelved")
+                self._notify([notice])
+            return back
+
+    # ---- history -----------------------------------------------------------------------------
+    def history(self, *, gh: str | None = None, kind: str | None = None, severity: Severity | None = None,
+                since: datetime | None = None, until: datetime | None = None, state: HistoryState | None = None,
+                limit: int = 200) -> list[AlarmEpisodePublic]:
+        """Episodes, newest first, that overlap [since, until) and match every filter given; ``kind`` is a
+        whole kind (``zone_dry:2``) or a code (``zone_dry``: every zone)."""
         if self.sessions is None:
-            return
-        with self._lock:
-            keys, self._dirty = self._dirty, set()
-            rows = [self._groups[k].row(k) for k in keys]
-        try:
-            with self.sessions.begin() as s:
-                for row in rows:
-                    s.merge(row)
-        except IntegrityError:  # one row refused (a greenhouse gone): store the others, drop that one
-            for row in rows:
-                try:
-                    with self.sessions.begin() as s:
-                        s.merge(row)
-                except IntegrityError as exc:
-                    log.warning("alarm %s of %s not stored: %s", row.kind, row.greenhouse_id, exc.__class__.__name__)
-        except Exception:
-            with self._lock:
-                self._dirty |= keys
-            raise
+            return []
+        self.sweep()
+        self.flush()
+        e = AlarmEpisode
+        q = select(e).order_by(e.raised_at.desc(), e.id.desc()).limit(limit)
+        if gh is not None:
+            q = q.where(e.greenhouse_id == gh)
+        if kind is not None:
+            q = q.where(or_(e.kind == kind, e.kind.startswith(kind + ":", autoescape=True)))
+        if severity is not None:
+            q = q.where(e.severity == severity)
+        if since is not None:
+            q = q.where(or_(e.cleared_at.is_(None), e.cleared_at >= since))
+        if until is not None:
+            q = q.where(e.raised_at < until)
+        q = q.where({"active": e.cleared_at.is_(None), "cleared": e.cleared_at.is_not(None),
+                     "acknowledged": e.acknowledged_by.is_not(None),
+                     "unacknowledged": e.acknowledged_by.is_(None)}[state]) if state is not None else q
+        with self.sessions() as s:
+            return [AlarmEpisodePublic(alarm_id=r.group_id, greenhouse_id=r.greenhouse_id, kind=r.kind,
+                                       severity=r.severity, title=describe(r.kind).title, raised_at=r.raised_at,
+                                       last_at=r.last_at, count=r.count, cleared_at=r.cleared_at,
+                                       acknowledged_by=r.acknowledged_by, acknowledged_at=r.acknowledged_at,
+                                       ack_comment=r.ack_comment) for r in s.scalars(q)]
 
-    def unacknowledged(self, gh: str) -> int:
-        """Open groups of a greenhouse, without building the list: every open live stream asks every
-        second, and a failing valve adds an occurrence at every decision."""
-        alarms = self.runtime.alarms
-        if alarms and alarms[-1] is not self._last_folded:
-            self._fold(list(alarms))
-        with self._lock:
-            return sum(1 for g in self._groups.values() if g.gh == gh and not g.acknowledged)
+    def actions(self, key: str, limit: int = 200) -> list[AlarmActionPublic]:
+        """The acknowledgements and shelvings of one alarm, newest first."""
+        if self.sessions is None:
+            return []
+        q = select(AlarmAction).where(AlarmAction.group_id == key).order_by(AlarmAction.id.desc()).limit(limit)
+        with self.sessions() as s:
+            return [AlarmActionPublic(alarm_id=r.group_id, greenhouse_id=r.greenhouse_id, kind=r.kind,
+                                      action=r.action, actor=r.actor, at=utc(r.at), comment=r.comment,  # type: ignore[arg-type]
+                                      shelved_until=utc(r.shelved_until)) for r in s.scalars(q)]
 
-    def acknowledge(self, key: str, actor: str) -> AlarmAck:
-        """Acknowledge every occurrence so far; sealed in the audit trail and stored before it counts. A group
-        acknowledged up to its last occurrence answers that acknowledgement and seals nothing: a repeated
-        click or request is no new record (one at a time, so two at once cannot both seal)."""
-        with self._acknowledging:
-            match = next((a for a in self.list() if a.id == key), None)
-            if match is None:
-                raise UnknownAlarm(f"no current alarm with id {key!r}")
-            with self._lock:
-                done = self._groups[key].acknowledgement(key)
-            return done if done is not None else self._acknowledge(key, match, actor)
-
-    def _acknowledge(self, key: str, match: AlarmPublic, actor: str) -> AlarmAck:
-        now = datetime.now(UTC)
-        audit = self.runtime.audit
+    # ---- shared ------------------------------------------------------------------------------
+    def _seal(self, kind: str, actor: str, payload: dict[str, Any], now: datetime) -> None:
+        audit = getattr(self.runtime, "audit", None)
         if audit is not None:
-            audit.store.append(ACCESS_CHAIN, "alarm_ack", actor,
-                               {"greenhouse": match.greenhouse_id, "kind": match.kind, "count": match.count,
-                                "through": match.last_at.isoformat()}, now)
-        with self._lock:
-            g = self._groups[key]
-            before = g.ack_by, g.ack_at, g.ack_through
-            g.ack_by, g.ack_at, g.ack_through = actor, now, match.last_at
+            audit.store.append(ACCESS_CHAIN, kind, actor, payload, now)
+
+    @staticmethod
+    def _action_row(match: AlarmPublic, action: str, actor: str, now: datetime, comment: str,
+                    until: datetime | None = None) -> AlarmAction:
+        return AlarmAction(group_id=match.id, greenhouse_id=match.greenhouse_id, kind=match.kind, action=action,
+                           actor=actor, at=now, comment=comment, shelved_until=until)
+
+    def _apply(self, key: str, change: Callable[[Group], None], store: Callable[[Session], None]) -> None:
+        """``change`` the group in memory, then store it with ``store``'s rows; undone if that fails."""
+        with self.lock:
+            g = self.groups[key]
+            before = replace(g)
+            episodes = [e for e in [g.episode, *(e for k, e in self._closed if k == key)] if e is not None]
+            saved = [replace(e) for e in episodes]
+            change(g)
             self._dirty.add(key)
         try:
-            self.flush()
+            self.flush(store)
         except Exception:
-            with self._lock:
-                g.ack_by, g.ack_at, g.ack_through = before
+            with self.lock:
+                for f in fields(Group):
+                    if f.name != "episode":
+                        setattr(g, f.name, getattr(before, f.name))
+                for e, old in zip(episodes, saved, strict=True):
+                    e.ack_by, e.ack_at, e.ack_comment = old.ack_by, old.ack_at, old.ack_comment
             raise
-        with self._lock:
-            self._version += 1
-        return AlarmAck(id=key, greenhouse_id=match.greenhouse_id, kind=match.kind, acknowledged_by=actor,
-                        acknowledged_at=now, through=match.last_at)
+        with self.lock:
+            self.version += 1

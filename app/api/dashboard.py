@@ -12,9 +12,9 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.alarms.recipients import notifier_from_settings
 from app.api import economics as econ
 from app.api import history as hist
 from app.api import live_state
@@ -24,8 +24,8 @@ from app.api.cell_cache import CellCache, Cells
 from app.api.edge_status import EdgeStatus, EdgeStatusWatcher
 from app.api.live_feed import LiveFeed
 from app.api.schemas import EconomicsToday, GreenhouseLive, GreenhouseSummary, HistoryResponse
-from app.models import Greenhouse
 from app.runtime import Runtime
+from audit.labels import zone_label
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +44,11 @@ class Dashboard:
     def __init__(self, runtime: Runtime, edge: EdgeStatusWatcher | None) -> None:
         self.runtime = runtime
         self.edge_watcher = edge
-        self.alarms = AlarmBook(runtime, runtime.sessions)
+        self.notifier = notifier_from_settings(runtime.settings, runtime.sessions, runtime.metrics)
+        self.alarms = AlarmBook(runtime, runtime.sessions, self.notifier)
         self.trends = roll.TrendRollup(runtime.sessions)
         self.cells = CellCache()
         self._rollup = roll.RollupThread(self.trends, when_current=self.warm_cells)
-        self._names: dict[str, str] | None = None
         self.feed = LiveFeed(self)
         """The live streams' events, built once per page for all of its streams."""
         self._in_band: dict[str, tuple[float, float | None]] = {}
@@ -58,8 +58,10 @@ class Dashboard:
         self._estimating = False
 
     def start(self) -> None:
-        """Keep the trend cells up with the decisions in the background."""
+        """Keep the trend cells up with the decisions, and the alarms with the runtime, in the background."""
         self._rollup.start()
+        self.notifier.start()
+        self.alarms.start()
 
     def warm_cells(self) -> None:
         """Load each greenhouse's last week of cells into memory, so no operator's first page pays for it."""
@@ -70,10 +72,12 @@ class Dashboard:
 
     def stop(self) -> None:
         self._rollup.stop()
+        self.alarms.stop()
         try:
             self.alarms.flush()
         except Exception as exc:  # the occurrences since the last write are lost, the acknowledgements are not
             log.warning("storing alarms at shutdown failed (%s)", exc.__class__.__name__)
+        self.notifier.stop()
 
     def history(self, session: Session, gh: str, start: datetime, end: datetime, points: int) -> HistoryResponse:
         """Trends over [start, end): from the trend cells once they hold every stored decision."""
@@ -91,6 +95,7 @@ class Dashboard:
         recorded = np.array([math.nan if p is None else p for p in out.price_eur_mwh], dtype=np.float64)
         prices, out.price_source = econ.priced(ctl, out.ts, recorded)
         out.price_eur_mwh = prices.tolist()
+        out.zone_labels = self.zone_labels(gh)
         return out
 
     def read_cells(self, session: Session, gh: str, first: int, end: int) -> Cells:
@@ -103,10 +108,13 @@ class Dashboard:
         return self.edge_watcher.get(gh) if self.edge_watcher is not None else EdgeStatus("unknown", None)
 
     def name(self, gh: str) -> str:
-        if self._names is None:
-            with self.runtime.sessions() as s:
-                self._names = {g.id: g.name for g in s.scalars(select(Greenhouse))}
-        return self._names.get(gh, gh)
+        """The greenhouse's display name in force (its id when none was given)."""
+        ctl = self.runtime.controllers.get(gh)
+        return ctl.setup.name or gh if ctl is not None else gh
+
+    def zone_labels(self, gh: str) -> list[str]:
+        """Each zone's display name, else ``Zone N`` counted from 1."""
+        return [z.name or zone_label(i) for i, z in enumerate(self.runtime.controllers[gh].zones)]
 
     def bands(self, gh: str) -> list[tuple[float, float]]:
         return [(z.target_low, z.target_high) for z in self.runtime.controllers[gh].zones]

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from app.api.edge_status import EdgeStatus
 from app.api.schemas import (
     ActuatorsLive,
@@ -25,6 +27,7 @@ from app.api.schemas import (
     ZoneLive,
 )
 from app.control import GreenhouseController
+from app.control.setup import per_zone
 from app.runtime import Runtime
 from audit.labels import band_label, zone_label
 
@@ -47,13 +50,18 @@ def _summary_fields(runtime: Runtime, gh: str, edge: EdgeLookup, in_band_pct: fl
     ctl = runtime.controllers[gh]
     tel = runtime.last_telemetry.get(gh)
     status = edge(gh)
-    return {"id": gh, "name": gh, "mode": ctl.mode, "estop_latched": ctl.estop_latched, "edge": status.state,
+    return {"id": gh, "name": ctl.setup.name or gh, "mode": ctl.mode, "estop_latched": ctl.estop_latched, "edge": status.state,
             "edge_since": status.since, "last_telemetry_at": tel.ts if tel is not None else None,
             "telemetry_age_s": max(0.0, (now - tel.ts).total_seconds()) if tel is not None else None,
             "water_today_l": float(ctl.water_today_l.sum()),
-            "water_cap_l": float(sum(z.daily_water_cap_l for z in ctl.zones)),
+            "water_cap_l": float(caps_in_force(ctl).sum()),
             "time_in_band_pct": in_band_pct, "alarms_unacknowledged": unacked,
             "policy_version": ctl.proposer.policy_version}
+
+
+def caps_in_force(ctl: GreenhouseController) -> np.ndarray:
+    """Each zone's daily water cap as the clipper enforces it: the lower of the setting and the limit."""
+    return np.minimum([z.daily_water_cap_l for z in ctl.zones], per_zone(ctl.limits.zone_daily_water_cap_l, ctl.z))
 
 
 def _zone(ctl: GreenhouseController, i: int, tel: Any, estimate: dict[str, Any] | None,
@@ -63,7 +71,7 @@ def _zone(ctl: GreenhouseController, i: int, tel: Any, estimate: dict[str, Any] 
     std = _finite(estimate["std"][i]) if estimate else None
     status = list(estimate["probe_status"][i]) if estimate else []
     return ZoneLive(
-        index=i, label=zone_label(i), soil=setup.soil_type, moisture_vwc=theta, moisture_std=std,
+        index=i, label=setup.name or zone_label(i), soil=setup.soil_type, moisture_vwc=theta, moisture_std=std,
         band_low_vwc=setup.target_low, band_high_vwc=setup.target_high,
         band_label=band_label(setup.target_low, setup.target_high),
         in_band=None if theta is None else setup.target_low <= theta <= setup.target_high,
@@ -71,7 +79,7 @@ def _zone(ctl: GreenhouseController, i: int, tel: Any, estimate: dict[str, Any] 
         valve_commanded=int(commanded["valves"][i]) if commanded else None,
         valve_confirmed=int(tel.valve_open[i]) if tel is not None else None,
         valve_failed=bool(ctl.valve_failed[i] >= 0.5), water_today_l=float(ctl.water_today_l[i]),
-        water_cap_l=setup.daily_water_cap_l)
+        water_cap_l=float(caps_in_force(ctl)[i]))
 
 
 def live(runtime: Runtime, gh: str, edge: EdgeLookup, *, in_band_pct: float | None, unacked: int,

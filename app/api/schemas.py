@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from app.api.alarm_schemas import AlarmAck, AlarmPublic  # noqa: F401  (re-exported)
 from app.api.instants import Instant
 
 EdgeState = Literal["online", "offline", "unknown"]
@@ -208,27 +209,3 @@ class HistoryResponse(BaseModel):
                                                           "recorded, else the tariff's at its centre (EUR/MWh)")
     price_source: PriceSource = Field("tariff", description="recorded: every bucket's price was recorded by its "
                                                             "decisions; tariff: none was; mixed: some were")
-
-
-class AlarmPublic(BaseModel):
-    """Occurrences of one kind of alarm in one greenhouse, grouped (they repeat every decision)."""
-
-    id: str
-    greenhouse_id: str
-    kind: str
-    severity: Literal["critical", "warning"]
-    first_at: Instant
-    last_at: Instant
-    count: int
-    acknowledged: bool
-    acknowledged_by: str | None
-    acknowledged_at: Instant | None
-
-
-class AlarmAck(BaseModel):
-    id: str
-    greenhouse_id: str
-    kind: str
-    acknowledged_by: str
-    acknowledged_at: Instant
-    through: Instant

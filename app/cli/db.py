@@ -117,7 +117,7 @@ def add_greenhouse(
         raise ValueError(f"daily_water_cap_l must be > 0, got {daily_water_cap_l}")
     d = SOIL_DEFAULTS[soil]
     with migrated_session(_url(url)) as session:
-        gh = Greenhouse(id=gh_id, name=name or gh_id, zones=zones)
+        gh = Greenhouse(id=gh_id, name=name or gh_id, zones=zones, lamps_ours=True, settings_version=1)
         gh.zone_rows = [
             Zone(
                 index=i,
@@ -139,6 +139,13 @@ def add_greenhouse(
 
 
 def registration_payload(gh: Greenhouse, soil: str, daily_water_cap_l: float) -> dict[str, Any]:
-    """What the access chain records of a registration (the same from the CLI and the API)."""
+    """What the access chain records of a registration (the same from the CLI and the API): with the
+    settings it starts with, spelled as :func:`app.control.setup.setup_record` spells them (not imported:
+    the command line stays light), so ``audit verify`` can hold the rows to them."""
+    zones = [{"index": z.index, "name": z.name, "soil": z.soil_type, "target_low_vwc": z.target_low_vwc,
+              "target_high_vwc": z.target_high_vwc, "daily_water_cap_l": z.daily_water_cap_l}
+             for z in sorted(gh.zone_rows, key=lambda z: z.index)]
+    settings = {"version": gh.settings_version, "name": gh.name, "lamps_ours": gh.lamps_ours,
+                "lamp_hours_per_day": gh.lamp_hours_per_day, "zones": zones}
     return {"greenhouse_id": gh.id, "name": gh.name, "zones": gh.zones, "soil": soil,
-            "daily_water_cap_l": daily_water_cap_l}
+            "daily_water_cap_l": daily_water_cap_l, "settings": settings}

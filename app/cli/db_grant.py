@@ -21,9 +21,14 @@ from app.core.db import make_engine
 
 UPDATES: dict[str, tuple[str, ...]] = {
     "decision": ("UPDATE (ack_status)",),         # the command's ack status, nothing that was sealed
+    "greenhouse": ("UPDATE",),                    # its settings (name, lamps, version), sealed as they change
+    "zone": ("UPDATE",),                          # its settings (band, cap, soil, name), sealed as they change
     "app_user": ("UPDATE",),                      # password, disabling, last login, token epoch
     "app_user_role": ("UPDATE", "DELETE"),        # role changes
-    "alarm_group": ("UPDATE",),                   # acknowledging, counting repeats
+    "alarm_group": ("UPDATE",),                   # acknowledging, shelving, counting repeats
+    "alarm_episode": ("UPDATE",),                 # counting repeats, clearing, acknowledging
+    "alarm_threshold": ("UPDATE",),               # a greenhouse's alarm limits changed
+    "notification_pref": ("UPDATE",),             # a user's notification choices changed
     "greenhouse_lease": ("UPDATE",),              # taking and renewing a lease
     "service_replica": ("UPDATE", "DELETE"),      # heartbeats; expired replicas go
     "trend_cell": ("UPDATE", "DELETE"),           # the newest cells are rewritten

@@ -153,6 +153,7 @@ def _run_demo(args: argparse.Namespace, start: DemoStart) -> int:
     from app.main import create_app
     from app.mqtt.connection import redact_url
     from app.plant_sim import PlantSim
+    from app.plant_sim_faults import FaultServer
     from app.plant_sim_outlook import OutlookServer
     from app.serving import configure_service_logging, uvicorn_options
 
@@ -188,6 +189,7 @@ def _run_demo(args: argparse.Namespace, start: DemoStart) -> int:
     # The simulated site's weather service and power exchange, offline on 127.0.0.1; asked every ten
     # simulated minutes, as the plants run `speed` times faster than the wall clock.
     outlook = OutlookServer(sim).start()
+    faults = FaultServer(sim).start()  # the demo's fault buttons: try an alarm (app.plant_sim_faults)
     every = max(1.0, 600.0 / args.speed)
     settings = settings.model_copy(update={"weather_url": settings.weather_url or outlook.url,
                                            "price_url": settings.price_url or outlook.url,
@@ -215,6 +217,9 @@ def _run_demo(args: argparse.Namespace, start: DemoStart) -> int:
             print(f"metrics: http://127.0.0.1:{args.port}/metrics answers this machine only (demo mode)")
         print(f"two simulated greenhouses (gh1, gh2, loam soil) at {args.speed:g}x speed; their weather "
               f"forecast and day-ahead prices on {outlook.url} (see /api/greenhouses/gh1/live).")
+        print(f"try an alarm: curl -X POST {faults.url}/v1/faults -d '{{\"greenhouse\": \"gh1\", "
+              f"\"fault\": \"sensor_nan\", \"zone\": 2}}' (stuck_valve, drift, broker_disconnect with "
+              f"\"seconds\"; {faults.url}/v1/faults/clear ends them)")
         print("logins for the dashboard and POST /api/auth/login (new passwords at every start):")
         for name, password in logins.items():
             print(f"  {name:<11} {password}")
@@ -238,6 +243,7 @@ def _run_demo(args: argparse.Namespace, start: DemoStart) -> int:
         stop.set()
         sim.close()
         outlook.close()
+        faults.close()
         if broker is not None:
             broker.stop()
     return 0

@@ -3,6 +3,7 @@
 Read in this order; each module imports only modules above it (type hints aside):
 
 * :mod:`~app.control.records` - zones, mode events, decisions: the plain records every stage shares;
+* :mod:`~app.control.setup` - a greenhouse's operator settings as one value, and the limits under them;
 * :mod:`~app.control.valve_evidence` - the commands sent and when valve feedback is evidence of a fault;
 * :mod:`~app.control.outlook` - the site's weather forecast and prices as a decision sees them;
 * :mod:`~app.control.crop_twin` - the crop beside the greenhouse: what no sensor measures;

@@ -30,6 +30,7 @@ from app.control.observation import ObservationBuilder
 from app.control.outlook import Outlook
 from app.control.proposal import Proposer
 from app.control.records import ControlDecision, Mode, ModeEvent, ZoneSetup
+from app.control.setup import GreenhouseSetup, SetupChange, effective_limits
 from app.control.step import Pending
 from app.control.valve_evidence import ValveEvidence
 from app.mqtt.topics import Command, Telemetry
@@ -94,6 +95,12 @@ class GreenhouseController:
         self.day: str | None = None
         self.last_ts: datetime | None = None
         self.history: Any = None  # policy.explain.ExplanationHistory, created with the first explanation
+        self.setup = GreenhouseSetup(name=greenhouse_id, zones=tuple(zones))
+        """The operator settings in force (:meth:`apply_setup`); the limits above already hold them."""
+        self.setup_change: SetupChange | None = None
+        """A change not yet used by a decision: the next decision's record carries it."""
+        self.staged_setup: tuple[GreenhouseSetup, SafetyLimits, SetupChange | None] | None = None
+        """Settings that arrived while a decision was under way: taken before the next one begins."""
 
     # ---- the decision --------------------------------------------------------------------------
     def on_telemetry(self, tel: Telemetry, outlook: Outlook | None = None) -> ControlDecision:
@@ -143,6 +150,39 @@ class GreenhouseController:
         """Everything off, as a fresh command (watchdog, e-stop): also becomes the previous action."""
         self.prev_action = safe_state(self.z)
         return command(self, ts, self.prev_action)
+
+    # ---- settings ------------------------------------------------------------------------------
+    def apply_setup(self, setup: GreenhouseSetup, site: SafetyLimits, change: SetupChange | None = None) -> None:
+        """Take new operator settings between two decisions: the next one observes, estimates and clips
+        with them. ``site`` is the safety limits file's; each cap becomes the lower of it and the setting.
+        The Kalman estimate carries over a change of soil (the process model changes, not the moisture)."""
+        if len(setup.zones) != self.z:
+            raise ValueError(f"{self.gh} has {self.z} zones, the settings {len(setup.zones)}")
+        limits = effective_limits(site, setup)  # first: a bad combination leaves the controller as it was
+        soils = [(z.soil_type, z.saturation, z.root_mm) for z in setup.zones]
+        if soils != [(z.soil_type, z.saturation, z.root_mm) for z in self.zones]:
+            state = self.estimator.state_dict()
+            self.estimator = GreenhouseEstimator(soil_models(list(setup.zones), self.step_s, self.crop),
+                                                 self.estimator.probes_per_zone, self.estimator.cfg)
+            self.estimator.load_state_dict(state)
+        self.setup, self.zones, self.limits = setup, list(setup.zones), limits
+        self.obs_builder.target_low = np.array([z.target_low for z in setup.zones])
+        self.obs_builder.target_high = np.array([z.target_high for z in setup.zones])
+        self.obs_builder.lamps_ours = setup.lamps_ours
+        self.saturation = np.array([z.saturation for z in setup.zones])
+        if change is not None:
+            self.setup_change = change
+
+    def stage_setup(self, setup: GreenhouseSetup, site: SafetyLimits, change: SetupChange | None = None) -> None:
+        """Settings for the next decision (a decision under way keeps those it began with)."""
+        if setup.version > max(self.setup.version, self.staged_setup[0].version if self.staged_setup else 0):
+            self.staged_setup = (setup, site, change)
+
+    def take_staged_setup(self) -> None:
+        """Between two decisions: the staged settings come into force."""
+        if self.staged_setup is not None:
+            staged, self.staged_setup = self.staged_setup, None
+            self.apply_setup(*staged)
 
     # ---- modes ---------------------------------------------------------------------------------
     def estop(self, actor: str, reason: str, ts: datetime) -> ModeEvent:

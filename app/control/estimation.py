@@ -47,6 +47,7 @@ def soil_models(zones: list[ZoneSetup], dt_s: float, crop: CropConfig) -> list[Z
 def begin(item: Pending) -> Step:
     """Time step, day roll-over, water and light accounting: everything before the estimate."""
     ctl, tel, alarms = item.ctl, item.tel, []
+    ctl.take_staged_setup()  # settings changed since the last decision hold for all of this one
     ts = tel.ts
     dt_s = ctl.step_s if ctl.last_ts is None else min(max((ts - ctl.last_ts).total_seconds(), 1.0), 3600.0)
     ctl.roll_day(ts)

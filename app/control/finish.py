@@ -84,12 +84,22 @@ def command(ctl: GreenhouseController, ts: datetime, action: np.ndarray) -> Comm
                    light_pct=float(action[ctl.z + 1]), policy_version=ctl.proposer.policy_version)
 
 
+def own_lamps(ctl: GreenhouseController, action: np.ndarray) -> np.ndarray:
+    """``action`` with the lamps off where greentwin does not control them (the site's climate computer
+    does): nothing this service sends may switch lamps it does not run, whoever chose the action."""
+    if ctl.setup.lamps_ours or np.shape(action) != (ctl.z + 2,):
+        return action
+    out = np.array(action, dtype=np.float64)
+    out[ctl.z + 1] = 0.0
+    return out
+
+
 def finish(step: Step, choice: Choice) -> ControlDecision:
     """Safety clip -> command -> decision record; the controller moves on to the clipped action."""
     ctl, tel, obs = step.ctl, step.item.tel, step.obs
     assert obs is not None and step.estimate is not None and step.moisture is not None
     ts = tel.ts
-    safe, report = clip(choice.action, clip_context(step), ctl.limits)
+    safe, report = clip(own_lamps(ctl, choice.action), clip_context(step), ctl.limits)
     if ctl.estop_latched:
         safe = safe_state(ctl.z)
     request = None
@@ -101,6 +111,7 @@ def finish(step: Step, choice: Choice) -> ControlDecision:
     ctl.seq += 1
     cmd = command(ctl, ts, safe)
     est = step.estimate
+    change, ctl.setup_change = ctl.setup_change, None
     return ControlDecision(
         greenhouse_id=ctl.gh, seq=ctl.seq, ts=ts, actor=choice.actor, mode=cmd.mode,
         telemetry=tel.model_dump(mode="json"),
@@ -109,7 +120,10 @@ def finish(step: Step, choice: Choice) -> ControlDecision:
                   "filled": est.filled.tolist(), "outlook": None if step.outlook is None else step.outlook.record(),
                   "crop_twin": ctl.crop_estimates(),
                   "price_eur_mwh": float(obs[ctl.obs_builder.spec.slices["price"].start]),
-                  "etc_mm": float(step.etc_mm), "irrigation_mm": (step.zone_water / ctl.obs_builder.zone_area_m2).tolist()},
+                  "etc_mm": float(step.etc_mm), "irrigation_mm": (step.zone_water / ctl.obs_builder.zone_area_m2).tolist(),
+                  # The settings this decision was made under; the first one under a change says who, why, what.
+                  "settings_version": ctl.setup.version,
+                  **({} if change is None else {"settings_change": change.record()})},
         member_actions=choice.members.tolist(), voted=action_dict(np.asarray(choice.action), ctl.z),
         clipped=action_dict(safe, ctl.z),
         rules_fired=[{"rule": f.rule_id, "actuator": f.actuator, "before": f.before, "after": f.after, "why": f.detail}

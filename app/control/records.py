@@ -19,7 +19,7 @@ Mode = Literal["auto", "manual", "estop"]
 
 @dataclass(frozen=True)
 class ZoneSetup:
-    """A registered zone: soil class, target band and limits."""
+    """A registered zone: soil class, target band and limits, and the name people know it by."""
 
     soil_type: str
     target_low: float
@@ -27,6 +27,8 @@ class ZoneSetup:
     saturation: float
     daily_water_cap_l: float
     root_mm: float = 300.0
+    name: str | None = None
+    """Display name; None: ``Zone N`` (:func:`audit.labels.zone_label`)."""
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from app.api.client_address import IPNetwork, parse_networks
+from app.core.notify_settings import NotifySettings
 from app.mqtt.connection import MqttTarget, TlsFiles, parse_mqtt_url, with_credentials
 from app.mqtt.topics import validate_topic_root
 
@@ -23,7 +24,7 @@ MIN_PROD_KEY_LEN = 32
 Environment = Literal["dev", "demo", "prod"]
 
 
-class Settings(BaseSettings):
+class Settings(NotifySettings):
     """Everything the runtime service reads from its environment.
 
     Built directly in tests (``Settings(environment="prod", ...)``); in the service, from the environment.
@@ -209,6 +210,8 @@ class Settings(BaseSettings):
     # Policy registry and nightly retraining (app.registry, app.retraining).
     policy_poll_s: float = Field(default=30.0, gt=0, le=3600.0)
     """How often the service checks the policy registry for a newly promoted ensemble and swaps to it (no restart)."""
+    settings_poll_s: float = Field(default=5.0, gt=0, le=3600.0)
+    """How often each replica checks the greenhouse table for new registrations and settings changes and applies them (no restart); the replica that serves a change applies it at once."""
     retrain_dir: Path = Path("retrain")
     """Where `greentwin retrain` keeps its runs (one resumable folder each) and the candidate ensembles it registers."""
     retrain_launcher: str = ""

@@ -52,8 +52,10 @@ def _render(request: Request, name: str, session: tuple[Principal, str], **conte
     return templates.TemplateResponse(request, name, {
         "user": user, "roles": sorted(user.roles), "is_operator": "operator" in user.roles,
         "can_report": bool(user.roles & {"agronomist", "admin"}), "is_admin": "admin" in user.roles,
+        "can_edit_settings": bool(user.roles & {"agronomist", "admin"}),
         "csrf": csrf_token(token), "site_tz": runtime.settings.site_timezone,
-        "greenhouses": sorted(runtime.controllers), **context}, headers={"Cache-Control": "no-store"})
+        "greenhouses": [(gh, ctl.setup.name or gh) for gh, ctl in sorted(runtime.controllers.items())],
+        **context}, headers={"Cache-Control": "no-store"})
 
 
 @router.get("/login", response_class=HTMLResponse)
@@ -83,7 +85,7 @@ def greenhouse_page(gh: str, request: Request) -> Response:
     if gh not in request.app.state.runtime.controllers:
         raise HTTPException(status_code=404, detail=f"unknown greenhouse {gh!r}")
     runtime = request.app.state.runtime
-    return _page(request, "greenhouse.html", page="greenhouse", gh=gh,
+    return _page(request, "greenhouse.html", page="greenhouse", gh=gh, gh_name=runtime.controllers[gh].setup.name or gh,
                  verify_command=report_cli.verify_command(runtime.settings.report_cert, runtime.state_dir))
 
 

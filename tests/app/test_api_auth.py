@@ -136,7 +136,7 @@ def test_admin_registers_greenhouses(api: Api) -> None:
     r = api.client.post("/api/greenhouses", json={"id": "gh9", "zones": 2, "soil": "clay", "name": "Annex"},
                         headers=admin)
     assert r.status_code == 201 and r.json() == {"id": "gh9", "name": "Annex", "zones": 2, "soil": "clay",
-                                                 "controlled": False}
+                                                 "controlled": True}  # picked up at once: no restart
     assert api.client.post("/api/greenhouses", json={"id": "gh9"}, headers=admin).status_code == 409
     r = api.client.post("/api/greenhouses", json={"id": "Bad Id"}, headers=admin)
     assert r.status_code == 422 and "invalid greenhouse id" in r.json()["detail"]

@@ -52,7 +52,12 @@ WRITE_POLICY: dict[tuple[str, str], frozenset[str] | None] = {
     ("POST", "/api/greenhouses/{gh}/mode"): frozenset({"operator"}),
     ("POST", "/api/greenhouses/{gh}/estop"): frozenset({"operator"}),
     ("POST", "/api/greenhouses/{gh}/estop/reset"): frozenset({"operator"}),
+    ("PATCH", "/api/greenhouses/{gh}/settings"): frozenset({"agronomist", "admin"}),
     ("POST", "/api/alarms/{alarm_id}/ack"): frozenset({"operator"}),
+    ("POST", "/api/alarms/{alarm_id}/shelve"): frozenset({"operator"}),
+    ("POST", "/api/alarms/{alarm_id}/unshelve"): frozenset({"operator"}),
+    ("PUT", "/api/alarms/thresholds/{gh}"): frozenset({"agronomist", "admin"}),
+    ("PUT", "/api/me/notifications"): ANY_USER,
     ("POST", "/api/users"): frozenset({"admin"}),
     ("POST", "/api/users/{username}/disable"): frozenset({"admin"}),
     ("POST", "/api/users/{username}/password"): frozenset({"admin"}),
@@ -61,7 +66,10 @@ WRITE_POLICY: dict[tuple[str, str], frozenset[str] | None] = {
 }
 BODIES = {"/api/greenhouses": {"id": "ghnew", "zones": 2}, "/api/users": {"username": "x", "roles": ["x"]}, "/api/greenhouses/{gh}/mode": {"mode": "auto", "reason": "test"},
           "/api/greenhouses/{gh}/estop": {"reason": "role test"}, "/api/greenhouses/{gh}/estop/reset": {"reason": "test"},
-          "/api/users/{username}/roles": {"roles": ["operator"]}}
+          "/api/users/{username}/roles": {"roles": ["operator"]},
+          "/api/greenhouses/{gh}/settings": {"reason": "role test"},
+          "/api/alarms/{alarm_id}/shelve": {"reason": "role test", "minutes": 5},
+          "/api/alarms/{alarm_id}/unshelve": {"reason": "role test"}}
 PARAMS = {"gh": "gh1", "alarm_id": "0" * 16, "username": "nobody"}
 
 
@@ -241,7 +249,7 @@ def test_json_endpoints_are_typed_in_openapi(client: TestClient) -> None:
 
 def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
     headers = {"Authorization": f"Bearer {_login(client, 'agronomist')}"}
-    [row] = client.get("/api/overview", headers=headers).json()
+    [row] = [r for r in client.get("/api/overview", headers=headers).json() if r["id"] == "gh1"]
     assert row["id"] == "gh1" and row["name"] == "North house" and row["edge"] == "unknown"
     assert row["telemetry_age_s"] is None and row["water_cap_l"] > 0
     live = client.get("/api/greenhouses/gh1/live", headers=headers).json()
@@ -251,7 +259,9 @@ def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
     assert live["outlook"]["price_source"] == "tariff" and live["outlook"]["weather_source"] == "fallback"
     assert len(live["outlook"]["price_eur_mwh"]) == 24 and min(live["outlook"]["price_eur_mwh"]) > 0.0
     assert client.get("/api/greenhouses/nope/live", headers=headers).status_code == 404
-    assert client.get("/api/alarms", headers=headers).json() == []
+    alarms = client.get("/api/alarms", headers=headers).json()
+    assert {a["kind"] for a in alarms} <= {"estop_latched"}, alarms  # the role test latches an e-stop
+    assert all(a["title"] and a["description"] and a["action"] for a in alarms)
     status = client.get("/api/greenhouses/gh1/audit-status", headers=headers).json()
     assert status["ok"] is True and status["greenhouse_id"] == "gh1"
     operator = {"Authorization": f"Bearer {_login(client, 'operator')}"}
@@ -283,7 +293,7 @@ def test_economics_and_outlook_follow_the_first_telemetry(client: TestClient) ->
     assert outlook is not None and len(outlook["hours"]) == len(outlook["price_eur_mwh"]) == 24
     # No price feed configured: the time-of-use tariff is the contract, every hour known.
     assert outlook["published"] == [True] * 24 and all(p > 0 for p in outlook["price_eur_mwh"])
-    [row] = client.get("/api/overview", headers=headers).json()
+    [row] = [r for r in client.get("/api/overview", headers=headers).json() if r["id"] == "gh1"]
     assert row["economics"]["day"] == econ["day"]
     h = client.get("/api/greenhouses/gh1/history", params={"hours": 24}, headers=headers).json()
     assert len(h["price_eur_mwh"]) == len(h["ts"])
@@ -601,7 +611,10 @@ def test_policy_overview_for_admins_with_the_shipped_ensembles_metrics(client: T
     r = client.get("/api/policy", headers=admin)
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["in_force"] == [{"policy_version": "expert", "greenhouses": ["gh1"]}], "no ensemble: the expert"
+    # Greenhouses registered by earlier tests are controlled at once, on the same expert.
+    controlled = sorted(client.app.state.runtime.controllers)  # type: ignore[attr-defined]
+    assert "gh1" in controlled
+    assert body["in_force"] == [{"policy_version": "expert", "greenhouses": controlled}], "no ensemble: the expert"
     assert body["ensemble"] is None and "no readable ensemble" in body["problem"]
     operator = {"Authorization": f"Bearer {_login(client, 'operator')}"}
     assert client.get("/api/policy", headers=operator).status_code == 403

@@ -92,6 +92,31 @@ def test_cell_price_columns_upgrade_existing_cells_and_downgrade(db_url: str, en
     assert _diffs(engine) == []
 
 
+def test_settings_columns_keep_existing_greenhouses_as_they_ran_and_downgrade(db_url: str, engine: Engine) -> None:
+    """0010 gives a greenhouse registered before it its lamps, the limits' lamp budget and version 1, its
+    zones no name ("Zone N"), and keeps their zones (no table copy on SQLite, whose drop would cascade);
+    PostgreSQL refuses a budget over 24 h; downgrading keeps bands and caps."""
+    db_cli.upgrade(db_url, "0009_login_lock")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO greenhouse (id, name, zones) VALUES ('gh-1', 'North', 1)"))
+        conn.execute(text("INSERT INTO zone (greenhouse_id, zone_index, soil_type, target_low_vwc, target_high_vwc, "
+                          "saturation_vwc, daily_water_cap_l) VALUES ('gh-1', 0, 'loam', 0.2, 0.27, 0.45, 250)"))
+    db_cli.upgrade(db_url, "0010_greenhouse_settings")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT lamps_ours, lamp_hours_per_day, settings_version FROM greenhouse")).one() \
+            == (True, None, 1)
+        assert conn.execute(text("SELECT name, daily_water_cap_l FROM zone")).one() == (None, 250.0)
+    if engine.dialect.name == "postgresql":  # SQLite adds no check to an existing table: the API refuses it
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(text("UPDATE greenhouse SET lamp_hours_per_day = 25"))
+    db_cli.downgrade(db_url, "0009_login_lock")
+    assert "settings_version" not in {c["name"] for c in inspect(engine).get_columns("greenhouse")}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT target_low_vwc, daily_water_cap_l FROM zone")).one() == (0.2, 250.0)
+    db_cli.upgrade(db_url)
+    assert _diffs(engine) == []
+
+
 def test_add_greenhouse_refuses_unmigrated_db(db_url: str) -> None:
     with pytest.raises(SchemaOutOfDate, match="greentwin db upgrade"):
         db_cli.add_greenhouse(db_url, "gh-1")

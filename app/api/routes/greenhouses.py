@@ -9,6 +9,7 @@ access chain (the admin as the actor), or not at all (503).
 from __future__ import annotations
 
 import base64
+import logging
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
@@ -25,6 +26,7 @@ from app.core.db import SchemaOutOfDate
 from app.fields import ACTOR_MAX_LEN, DAILY_WATER_CAP_MAX_L, Name, Reason
 from app.models import Decision, ModeChange
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/greenhouses", tags=["greenhouses"], dependencies=[Depends(get_current_user)])
 
 Actor = Annotated[str, Field(min_length=1, max_length=ACTOR_MAX_LEN, pattern=r"^[A-Za-z0-9_.:@-]+$")]
@@ -100,6 +102,7 @@ class LastDecision(BaseModel):
 
 class GreenhouseStatus(BaseModel):
     id: str
+    name: str
     zones: int
     mode: str
     estop_latched: bool
@@ -145,7 +148,7 @@ def _known(runtime: RuntimeDep, gh: str) -> None:
 @router.get("")
 def list_greenhouses(runtime: RuntimeDep) -> list[GreenhouseStatus]:
     """Greenhouses under control, with mode, e-stop latch and the last decision."""
-    return [GreenhouseStatus.model_validate({"id": gh, "zones": ctl.z, "mode": ctl.mode, "estop_latched": ctl.estop_latched,
+    return [GreenhouseStatus.model_validate({"id": gh, "name": ctl.setup.name or gh, "zones": ctl.z, "mode": ctl.mode, "estop_latched": ctl.estop_latched,
              "policy_version": ctl.proposer.policy_version, "last_decision": runtime.last_decision.get(gh)})
             for gh, ctl in sorted(runtime.controllers.items())]
 
@@ -252,7 +255,8 @@ def _public(event: Any) -> ModeEventPublic:
 
 @router.post("", status_code=201)
 def register_greenhouse(body: GreenhouseCreate, runtime: RuntimeDep, user: AdminUser) -> GreenhousePublic:
-    """Register a greenhouse and its zones (admin); its control loop starts at the next service start."""
+    """Register a greenhouse and its zones (admin); it is controlled from the next lease round, no restart
+    (``controlled``: this replica has its controller; the leases decide which replica commands it)."""
     if runtime.audit is None:  # refused before anything changes: a registration must be sealed
         raise HTTPException(status_code=503, detail="no audit trail configured: registrations must be sealed")
     seal = AccessSealer(runtime.audit.store, f"admin:{user.username}").sealing("greenhouse_register")
@@ -265,6 +269,10 @@ def register_greenhouse(body: GreenhouseCreate, runtime: RuntimeDep, user: Admin
         raise HTTPException(status_code=503, detail=str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
+    try:
+        runtime.settings_watch.adopt([gh.id])  # decides from the next lease round, no restart
+    except Exception:  # registered and sealed all the same: the next settings poll adopts it
+        log.exception("greenhouse %s registered; its controller is left to the next settings poll", gh.id)
     return GreenhousePublic(id=gh.id, name=gh.name, zones=gh.zones, soil=body.soil,
                             controlled=gh.id in runtime.controllers)
 

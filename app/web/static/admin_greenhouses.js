@@ -11,7 +11,8 @@ document.addEventListener("DOMContentLoaded", () => {
     for (const g of rows) {
       const last = GT.el("td"); GT.time(last, g.last_decision ? g.last_decision.ts : null);
       const tr = GT.el("tr"); tr.dataset.gh = g.id;
-      tr.append(GT.el("td", "mono", g.id), GT.el("td", "", String(g.zones)), GT.el("td", "", g.mode),
+      const name = GT.el("td"); const a = GT.el("a", "gh-link", g.name); a.href = "/greenhouses/" + g.id; name.append(a);
+      tr.append(name, GT.el("td", "mono", g.id), GT.el("td", "", String(g.zones)), GT.el("td", "", g.mode),
         GT.el("td", "mono", g.policy_version), last);
       body.append(tr);
     }
@@ -23,7 +24,8 @@ document.addEventListener("DOMContentLoaded", () => {
     if (value("gh-name")) { body.name = value("gh-name"); }
     try {
       const g = await GT.api("POST", "/api/greenhouses", body);
-      say(`Registered ${g.id} (${g.zones} zones); its control loop starts at the next service start.`);
+      say(`Registered ${g.id} (${g.name}, ${g.zones} zones); it is controlled from the next lease round, no restart.`);
+      load().catch(() => {});
     } catch (e) { say(e.message, true); }
   });
   load().catch((e) => say(e.message, true));

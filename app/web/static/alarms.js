@@ -1,36 +1,112 @@
 "use strict";
+// The alarms page: open alarms (acknowledge with a comment, shelve with a reason and a time), the shelved
+// ones (unshelve with a reason) and the filtered history. Every action goes through the alarm API.
 document.addEventListener("DOMContentLoaded", () => {
-  const table = document.getElementById("alarms");
-  const body = table.querySelector("tbody");
-  const operator = table.dataset.operator === "yes";
+  const open = document.querySelector("#alarms tbody");
+  const shelvedBody = document.querySelector("#shelved tbody");
+  const operator = document.getElementById("alarms").dataset.operator === "yes";
+  const badge = (sev) => GT.el("span", "badge " + (sev === "critical" ? "bad" : sev === "warning" ? "warn" : ""), sev);
+  const cell = (child) => { const td = GT.el("td"); if (child) td.append(child); return td; };
+  const empty = (body, cols, text) => { const tr = GT.el("tr"); const td = GT.el("td", "muted", text); td.colSpan = cols; tr.append(td); body.append(tr); };
+
+  function ghCell(id) { const a = GT.el("a", "", id); a.href = "/greenhouses/" + encodeURIComponent(id); return cell(a); }
+  function alarmCell(a) {
+    const td = GT.el("td");
+    const title = GT.el("strong", "", a.title); title.title = a.kind;
+    td.append(title, GT.el("div", "muted", a.description), GT.el("div", "", "What to do: " + a.action));
+    return td;
+  }
+  async function act(button, method, path, body) {
+    button.disabled = true;
+    try { await GT.api(method, path, body); await load(); } catch (e) { alert(e.message); button.disabled = false; }
+  }
+  function ackCell(a) {
+    const td = GT.el("td");
+    if (a.acknowledged) {
+      td.textContent = `${a.acknowledged_by} · ${GT.timeText(a.acknowledged_at)}` + (a.ack_comment ? ` · “${a.ack_comment}”` : "");
+    } else if (operator) {
+      const comment = GT.el("input"); comment.placeholder = "comment (optional)"; comment.maxLength = 500;
+      const b = GT.el("button", "btn btn-small ack", "Acknowledge"); b.type = "button";
+      b.addEventListener("click", () => act(b, "POST", `/api/alarms/${a.id}/ack`, { comment: comment.value }));
+      td.append(comment, b);
+    } else { td.textContent = "open"; }
+    if (operator) {
+      const box = GT.el("details", "shelve"); box.append(GT.el("summary", "", "Shelve…"));
+      const reason = GT.el("input"); reason.placeholder = "reason"; reason.maxLength = 500;
+      const minutes = GT.el("select");
+      for (const [m, label] of [[60, "1 h"], [240, "4 h"], [720, "12 h"], [1440, "1 day"], [10080, "7 days"]]) {
+        const o = GT.el("option", "", label); o.value = String(m); minutes.append(o);
+      }
+      const b = GT.el("button", "btn btn-small", "Shelve"); b.type = "button";
+      b.addEventListener("click", () => act(b, "POST", `/api/alarms/${a.id}/shelve`, { reason: reason.value, minutes: Number(minutes.value) }));
+      box.append(reason, minutes, b);
+      td.append(box);
+    }
+    return td;
+  }
   async function load() {
-    const rows = await GT.api("GET", "/api/alarms");
-    body.replaceChildren();
-    if (!rows.length) { const tr = GT.el("tr"); const td = GT.el("td", "muted", "No alarms."); td.colSpan = 7; tr.append(td); body.append(tr); }
+    const [rows, shelved] = await Promise.all([GT.api("GET", "/api/alarms"), GT.api("GET", "/api/alarms?shelved=true")]);
+    open.replaceChildren();
+    if (!rows.length) empty(open, 8, "No alarms.");
     for (const a of rows) {
       const tr = GT.el("tr", a.acknowledged ? "acked" : "unacked sev-" + a.severity);
       tr.dataset.alarm = a.id;
-      const sev = GT.el("td"); sev.append(GT.el("span", "badge " + (a.severity === "critical" ? "bad" : "warn"), a.severity));
-      const gh = GT.el("td"); const link = GT.el("a", "", a.greenhouse_id); link.href = "/greenhouses/" + a.greenhouse_id; gh.append(link);
-      const kind = GT.el("td", "mono", a.kind);
       const last = GT.el("td"); GT.time(last, a.last_at);
       const first = GT.el("td"); GT.time(first, a.first_at);
-      const count = GT.el("td", "", String(a.count));
-      const ack = GT.el("td");
-      if (a.acknowledged) {
-        ack.textContent = `${a.acknowledged_by} · ${GT.timeText(a.acknowledged_at)}`;
-      } else if (operator) {
-        const b = GT.el("button", "btn btn-small", "Acknowledge"); b.type = "button";
-        b.addEventListener("click", async () => {
-          b.disabled = true;
-          try { await GT.api("POST", `/api/alarms/${a.id}/ack`); await load(); } catch (e) { alert(e.message); b.disabled = false; }
-        });
-        ack.append(b);
-      } else { ack.textContent = "open"; }
-      tr.append(sev, gh, kind, last, first, count, ack);
-      body.append(tr);
+      tr.append(cell(badge(a.severity)), ghCell(a.greenhouse_id), alarmCell(a), GT.el("td", "", a.active ? "active" : "cleared"),
+        last, first, GT.el("td", "", String(a.count)), ackCell(a));
+      open.append(tr);
+    }
+    shelvedBody.replaceChildren();
+    if (!shelved.length) empty(shelvedBody, 8, "Nothing shelved.");
+    for (const a of shelved) {
+      const tr = GT.el("tr"); tr.dataset.alarm = a.id;
+      const until = GT.el("td"); GT.time(until, a.shelved_until);
+      const td = GT.el("td");
+      if (operator) {
+        const reason = GT.el("input"); reason.placeholder = "reason"; reason.maxLength = 500;
+        const b = GT.el("button", "btn btn-small", "Unshelve"); b.type = "button";
+        b.addEventListener("click", () => act(b, "POST", `/api/alarms/${a.id}/unshelve`, { reason: reason.value }));
+        td.append(reason, b);
+      }
+      tr.append(cell(badge(a.severity)), ghCell(a.greenhouse_id), alarmCell(a), GT.el("td", "", a.active ? "active" : "cleared"),
+        until, GT.el("td", "", a.shelved_by || ""), GT.el("td", "", a.shelve_reason || ""), td);
+      shelvedBody.append(tr);
     }
   }
-  load().catch((e) => { body.textContent = e.message; });
-  setInterval(() => load().catch(() => {}), 5000);
+
+  const form = document.getElementById("history-filters");
+  const historyBody = document.querySelector("#history tbody");
+  const msg = document.getElementById("history-msg");
+  async function history() {
+    const q = new URLSearchParams({ limit: "200" });
+    const val = (id) => document.getElementById(id).value.trim();
+    for (const [key, id] of [["gh", "h-gh"], ["kind", "h-kind"], ["severity", "h-severity"], ["state", "h-state"]]) {
+      if (val(id)) q.set(key, val(id));
+    }
+    for (const [key, id] of [["since", "h-since"], ["until", "h-until"]]) {
+      if (val(id)) q.set(key, new Date(val(id)).toISOString());  // the browser's local time, sent with its offset
+    }
+    msg.textContent = "";
+    try {
+      const rows = await GT.api("GET", "/api/alarms/history?" + q.toString());
+      historyBody.replaceChildren();
+      if (!rows.length) empty(historyBody, 7, "No alarm matches.");
+      for (const e of rows) {
+        const raised = GT.el("td"); GT.time(raised, e.raised_at);
+        const cleared = GT.el("td"); if (e.cleared_at) GT.time(cleared, e.cleared_at); else cleared.textContent = "active";
+        const title = GT.el("td", "", e.title); title.title = e.kind;
+        const ack = e.acknowledged_by ? `${e.acknowledged_by} · ${GT.timeText(e.acknowledged_at)}` + (e.ack_comment ? ` · “${e.ack_comment}”` : "") : "–";
+        const tr = GT.el("tr");
+        tr.append(cell(badge(e.severity)), ghCell(e.greenhouse_id), title, raised, cleared, GT.el("td", "", String(e.count)), GT.el("td", "", ack));
+        historyBody.append(tr);
+      }
+    } catch (err) { msg.textContent = err.message; }
+  }
+  form.addEventListener("submit", (ev) => { ev.preventDefault(); history(); });
+
+  load().catch((e) => { open.textContent = e.message; });
+  history();
+  const busy = () => (document.activeElement && document.activeElement.tagName === "INPUT") || document.querySelector("details.shelve[open]");
+  setInterval(() => { if (!busy()) load().catch(() => {}); }, 5000);
 });

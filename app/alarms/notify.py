@@ -1,0 +1,245 @@
+"""Alarm notifications: who hears of an alarm, how often, sent from a worker thread.
+
+The alarm book hands over a :class:`Notice` when an alarm is raised (and when a shelved one comes
+back still active); :meth:`Notifier.submit` only queues it, so the control loop and the API never
+wait on a mail server. The worker routes each notice to every user whose minimum severity it
+meets, on the channels they chose, and limits each recipient (an address): one message per alarm
+kind per greenhouse per ``repeat_s``, and at most ``max_per_hour`` messages an hour; what the cap
+holds back goes out as one digest once the hour allows. A receiver that fails is retried by the
+sender, then counted (``greentwin_notifications_total``) and logged once until it works again.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from app.alarms.catalogue import Severity, at_least
+from app.alarms.senders import DeliveryFailed, SmtpSender, WebhookSender
+from app.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+HOUR_S = 3600.0
+QUEUE_MAX = 1000
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One alarm, as a message says it."""
+
+    alarm_id: str
+    greenhouse_id: str
+    kind: str
+    severity: Severity
+    title: str
+    description: str
+    action: str
+    at: datetime
+    event: Literal["raised", "unshelved"] = "raised"
+
+    def payload(self) -> dict[str, Any]:
+        return {**asdict(self), "at": self.at.isoformat()}
+
+    def subject(self) -> str:
+        return f"[greentwin] {self.severity.upper()} {self.greenhouse_id}: {self.title}"
+
+    def text(self) -> str:
+        back = " (back from the shelf, still active)" if self.event == "unshelved" else ""
+        return (f"{self.title}{back} in greenhouse {self.greenhouse_id}, {self.at.isoformat(timespec='seconds')}\n\n"
+                f"{self.description}\n\nWhat to do: {self.action}\n\nAlarm {self.kind} (id {self.alarm_id}).\n")
+
+
+@dataclass(frozen=True)
+class Recipient:
+    """A user's choice: from which severity up, on which channels (None: not chosen)."""
+
+    username: str
+    min_severity: Severity
+    email: str | None = None
+    webhook_url: str | None = None
+
+
+Address = tuple[str, str]
+"""(channel, address): what the limits count per."""
+
+
+class RateLimiter:
+    """Per recipient address: one message per (greenhouse, kind) per ``repeat_s``, ``max_per_hour`` in all."""
+
+    def __init__(self, repeat_s: float, max_per_hour: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.repeat_s, self.max_per_hour, self.clock = repeat_s, max_per_hour, clock
+        self._last: dict[tuple[Address, str, str], float] = {}
+        self._sent: dict[Address, deque[float]] = {}
+
+    def verdict(self, to: Address, gh: str, kind: str) -> Literal["send", "repeat", "held"]:
+        now = self.clock()
+        last = self._last.get((to, gh, kind))
+        if last is not None and now - last < self.repeat_s:
+            return "repeat"
+        return "send" if self.room(to) else "held"
+
+    def room(self, to: Address) -> bool:
+        """Whether the hour allows another message to ``to``."""
+        sent = self._sent.setdefault(to, deque())
+        now = self.clock()
+        while sent and now - sent[0] >= HOUR_S:
+            sent.popleft()
+        return len(sent) < self.max_per_hour
+
+    def sent(self, to: Address, notices: list[Notice]) -> None:
+        now = self.clock()
+        self._sent.setdefault(to, deque()).append(now)
+        for n in notices:
+            self._last[(to, n.greenhouse_id, n.kind)] = now
+
+
+class Notifier:
+    """The worker: ``submit`` from anywhere, delivery on its own thread."""
+
+    def __init__(self, recipients: Callable[[], list[Recipient]], *, webhook: WebhookSender | None,
+                 smtp: SmtpSender | None, metrics: Metrics | None = None, repeat_s: float = 1800.0,
+                 max_per_hour: int = 20, recipients_ttl_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._load_recipients = recipients
+        self.webhook, self.smtp, self.metrics = webhook, smtp, metrics
+        self.limits = RateLimiter(repeat_s, max_per_hour, clock)
+        self.recipients_ttl_s, self.clock = recipients_ttl_s, clock
+        self._recipients: tuple[float, list[Recipient]] | None = None
+        self._queue: queue.Queue[Notice | None] = queue.Queue(QUEUE_MAX)
+        self._held: dict[Address, list[Notice]] = {}
+        self._failing: set[Address] = set()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, notice: Notice) -> bool:
+        """Queue a notice (never blocks); False when the queue is full and it was dropped."""
+        try:
+            self._queue.put_nowait(notice)
+            return True
+        except queue.Full:
+            self._count("any", "dropped")
+            return False
+
+    def invalidate(self) -> None:
+        """A user changed their preferences: read them again before the next notice."""
+        self._recipients = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="alarm-notify", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout)
+            self._thread = None
+        if self.webhook is not None:
+            self.webhook.close()
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Until every queued notice was handled (tests, shutdown)."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return not self._queue.unfinished_tasks
+
+    def _run(self) -> None:
+        while True:
+            try:
+                notice = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                self._safely(self.flush_digests)
+                continue
+            try:
+                if notice is None:
+                    return
+                self._safely(lambda n=notice: self.deliver(n))  # type: ignore[misc]
+                self._safely(self.flush_digests)
+            finally:
+                self._queue.task_done()
+
+    @staticmethod
+    def _safely(work: Callable[[], None]) -> None:
+        try:
+            work()
+        except Exception:  # noqa: BLE001 - the worker outlives any bug in one delivery
+            log.exception("alarm notification failed")
+
+    def recipients(self) -> list[Recipient]:
+        cached = self._recipients
+        if cached is None or self.clock() - cached[0] > self.recipients_ttl_s:
+            cached = (self.clock(), self._load_recipients())
+            self._recipients = cached
+        return cached[1]
+
+    def deliver(self, notice: Notice) -> None:
+        """Route one notice to every recipient it concerns (on this thread)."""
+        for r in self.recipients():
+            if not at_least(notice.severity, r.min_severity):
+                continue
+            for to in self._addresses(r):
+                verdict = self.limits.verdict(to, notice.greenhouse_id, notice.kind)
+                if verdict == "send":
+                    self._send(to, [notice])
+                elif verdict == "held":
+                    self._held.setdefault(to, []).append(notice)
+                    self._count(to[0], "held")
+                else:
+                    self._count(to[0], "repeat")
+
+    def flush_digests(self) -> None:
+        """Send what the hourly cap held back, one digest per recipient, once the hour allows."""
+        for to in [t for t, held in self._held.items() if held and self.limits.room(t)]:
+            self._send(to, self._held.pop(to))
+
+    def _addresses(self, r: Recipient) -> list[Address]:
+        out: list[Address] = []
+        if r.email and self.smtp is not None:
+            out.append(("email", r.email))
+        if r.webhook_url and self.webhook is not None:
+            out.append(("webhook", r.webhook_url))
+        return out
+
+    def _send(self, to: Address, notices: list[Notice]) -> None:
+        channel, address = to
+        self.limits.sent(to, notices)  # a failed attempt counts too: a dead receiver is not hammered
+        try:
+            if channel == "email":
+                assert self.smtp is not None
+                subject, text = _mail(notices)
+                self.smtp.send(address, subject, text)
+            else:
+                assert self.webhook is not None
+                body = notices[0].payload() if len(notices) == 1 else {"digest": [n.payload() for n in notices]}
+                self.webhook.post(address, body)
+        except DeliveryFailed as exc:
+            self._count(channel, "failed")
+            if to not in self._failing:
+                self._failing.add(to)
+                log.error("alarm notification by %s to %s failed (%s); further failures are only counted",
+                          channel, address, exc)
+            return
+        self._count(channel, "sent")
+        if to in self._failing:
+            self._failing.discard(to)
+            log.warning("alarm notifications by %s to %s are delivered again", channel, address)
+
+    def _count(self, channel: str, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.notifications.labels(channel, outcome).inc()
+
+
+def _mail(notices: list[Notice]) -> tuple[str, str]:
+    if len(notices) == 1:
+        return notices[0].subject(), notices[0].text()
+    worst = max(notices, key=lambda n: ("info", "warning", "critical").index(n.severity))
+    subject = f"[greentwin] digest: {len(notices)} alarms, the worst {worst.severity.upper()}"
+    return subject, "\n---\n\n".join(n.text() for n in notices)
