@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, CheckConstraint, DateTime, ForeignKey, Integer, String
+from sqlalchemy import JSON, BigInteger, Boolean, CheckConstraint, ForeignKey, Integer, String
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.core.db import Base
+from app.core.db import Base, UtcDateTime
 from app.fields import ACTOR_MAX_LEN, REASON_MAX_LEN
 
 ALARM_ACTIONS = ("ack", "shelve", "unshelve")
@@ -43,15 +43,15 @@ class AlarmGroup(Base):
     id: Mapped[str] = mapped_column(String(16), primary_key=True)
     greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(KIND_MAX_LEN))
-    first_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    first_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_at: Mapped[datetime] = mapped_column(UtcDateTime)
     count: Mapped[int] = mapped_column(BigInteger)
     acknowledged_by: Mapped[str | None] = mapped_column(String(64))
-    acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    ack_through: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    ack_through: Mapped[datetime | None] = mapped_column(UtcDateTime)
     ack_comment: Mapped[str | None] = mapped_column(String(REASON_MAX_LEN))
     shelved_by: Mapped[str | None] = mapped_column(String(ACTOR_MAX_LEN))
-    shelved_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    shelved_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
     shelve_reason: Mapped[str | None] = mapped_column(String(REASON_MAX_LEN))
 
 
@@ -66,12 +66,12 @@ class AlarmEpisode(Base):
     greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(KIND_MAX_LEN))
     severity: Mapped[str] = mapped_column(String(16))
-    raised_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
-    last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    raised_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    last_at: Mapped[datetime] = mapped_column(UtcDateTime)
     count: Mapped[int] = mapped_column(BigInteger)
-    cleared_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    cleared_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     acknowledged_by: Mapped[str | None] = mapped_column(String(ACTOR_MAX_LEN))
-    acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     ack_comment: Mapped[str | None] = mapped_column(String(REASON_MAX_LEN))
 
 
@@ -87,9 +87,9 @@ class AlarmAction(Base):
     kind: Mapped[str] = mapped_column(String(KIND_MAX_LEN))
     action: Mapped[str] = mapped_column(String(16))
     actor: Mapped[str] = mapped_column(String(ACTOR_MAX_LEN))
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    at: Mapped[datetime] = mapped_column(UtcDateTime)
     comment: Mapped[str] = mapped_column(String(REASON_MAX_LEN), default="")
-    shelved_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    shelved_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
 class AlarmThreshold(Base):
@@ -100,7 +100,7 @@ class AlarmThreshold(Base):
     greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"), primary_key=True)
     values: Mapped[dict[str, Any]] = mapped_column(_Json)
     updated_by: Mapped[str] = mapped_column(String(ACTOR_MAX_LEN))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
 class NotificationPref(Base):
@@ -115,4 +115,4 @@ class NotificationPref(Base):
     webhook_url: Mapped[str | None] = mapped_column(String(URL_MAX_LEN))
     webhook_enabled: Mapped[bool] = mapped_column(Boolean, default=False)
     min_severity: Mapped[str] = mapped_column(String(16), default="critical")
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)

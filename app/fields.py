@@ -69,7 +69,10 @@ def check_reason(value: str) -> str:
 
 
 def check_db_timestamp(value: datetime) -> datetime:
-    """``value`` if it lies in [:data:`TS_MIN`, :data:`TS_MAX`); ValueError otherwise."""
+    """``value`` if it lies in [:data:`TS_MIN`, :data:`TS_MAX`); ValueError otherwise.
+
+    The offset the edge box sent is kept (the contract echoes it); the tables' ``UtcDateTime``
+    columns store the instant in UTC, so SQLite, which keeps only wall-clock digits, cannot shift it."""
     if value.tzinfo is None:
         raise ValueError("timestamp has no time zone")
     try:

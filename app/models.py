@@ -16,7 +16,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -33,7 +32,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.alarm_models import AlarmGroup  # noqa: F401  (re-exported; the alarm tables join the schema)
 from app.auth.roles import ROLES
-from app.core.db import Base
+from app.core.db import Base, UtcDateTime
 from app.fields import ACTOR_MAX_LEN, NAME_MAX_LEN, REASON_MAX_LEN
 from audit.tables import AuditBase
 
@@ -73,7 +72,7 @@ class Greenhouse(Base):
     id: Mapped[str] = mapped_column(String(GH_ID_MAX_LEN), primary_key=True)
     name: Mapped[str] = mapped_column(String(NAME_MAX_LEN))
     zones: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, server_default=func.now())
     # Whether greentwin commands the lamps (else the site's climate computer runs them).
     lamps_ours: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     # The greenhouse's own daily lamp-hour budget; null: the safety limits' cap. Never above that cap.
@@ -133,7 +132,7 @@ class Decision(Base):
     # RESTRICT: history must outlive nothing; a greenhouse with decisions cannot be deleted.
     greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="RESTRICT"))
     seq: Mapped[int] = mapped_column(BigInteger)
-    ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ts: Mapped[datetime] = mapped_column(UtcDateTime)
     actor: Mapped[str] = mapped_column(String(ACTOR_MAX_LEN))
     mode: Mapped[str] = mapped_column(String(8))
     telemetry: Mapped[dict[str, Any]] = mapped_column(JsonType)
@@ -164,7 +163,7 @@ class ModeChange(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="RESTRICT"))
     seq: Mapped[int] = mapped_column(BigInteger)
-    ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ts: Mapped[datetime] = mapped_column(UtcDateTime)
     actor: Mapped[str] = mapped_column(String(ACTOR_MAX_LEN))
     # Null for the first mode a greenhouse is put in.
     from_mode: Mapped[str | None] = mapped_column(String(8))
@@ -187,13 +186,13 @@ class User(Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     # Tokens carry the epoch they were issued in; logging out bumps it, revoking every token issued before.
     token_epoch: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-    last_login_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, server_default=func.now())
+    last_login_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # Null while the account may log in.
-    disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # Set when failed logins from many addresses reach the account's limit (app.auth.lockout):
     # until then, addresses that failed on it are refused. An admin may lift it earlier.
-    locked_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    locked_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
     role_rows: Mapped[list[UserRole]] = relationship(
         cascade="all, delete-orphan", lazy="selectin", order_by="UserRole.role"
@@ -228,7 +227,7 @@ class GreenhouseLease(Base):
     # Null while nobody holds it (never taken, or released to rebalance).
     holder: Mapped[str | None] = mapped_column(String(128))
     fencing_token: Mapped[int] = mapped_column(BigInteger, default=0)
-    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
 class ServiceReplica(Base):
@@ -237,7 +236,7 @@ class ServiceReplica(Base):
     __tablename__ = "service_replica"
 
     holder: Mapped[str] = mapped_column(String(128), primary_key=True)
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
 # -- Dashboard (app.api) -----------------------------------------------------------------------
@@ -298,8 +297,8 @@ class PolicyVersion(Base):
     parent: Mapped[str | None] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16))
     directory: Mapped[str] = mapped_column(String(1024))
-    data_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    data_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    data_from: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    data_to: Mapped[datetime | None] = mapped_column(UtcDateTime)
     twin_version: Mapped[str | None] = mapped_column(String(64))
     config_hash: Mapped[str | None] = mapped_column(String(64))
     calibration: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
@@ -307,8 +306,8 @@ class PolicyVersion(Base):
     git_commit: Mapped[str | None] = mapped_column(String(64))
     note: Mapped[str] = mapped_column(String(REASON_MAX_LEN), default="")
     """Why: the gate's verdict, who promoted or rolled back."""
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    promoted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    promoted_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     promoted_by: Mapped[str | None] = mapped_column(String(ACTOR_MAX_LEN))
 
 
@@ -319,8 +318,8 @@ class RetrainRun(Base):
     __table_args__ = (CheckConstraint(_in("status", RUN_STATUSES), name="status"),)
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     status: Mapped[str] = mapped_column(String(16))
     incumbent: Mapped[str | None] = mapped_column(String(64))
     candidate: Mapped[str | None] = mapped_column(String(64))

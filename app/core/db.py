@@ -5,13 +5,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy import DateTime, Dialect, Engine, MetaData, TypeDecorator, create_engine, event
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 # Explicit names make constraints droppable by name in later migrations, on SQLite batch mode too.
@@ -34,6 +35,33 @@ class Base(DeclarativeBase):
     """Declarative base for every service table; ``app.models.SCHEMA`` lists it for Alembic."""
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """``DateTime(timezone=True)`` that stores and hands back UTC on every backend.
+
+    SQLite has no time zone type: it keeps the wall-clock digits it is given and returns a naive
+    datetime, so a reading stamped ``+02:00`` would come back two hours late and sort among the
+    wrong rows. Converting to UTC on the way in and marking UTC on the way out makes SQLite agree
+    with PostgreSQL (which converts by itself) and lets raw SQL read the stored digits as UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """The instant in UTC; a naive value is refused, since its zone would only be a guess."""
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive timestamp {value.isoformat()} for a time zone column")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """An aware UTC datetime, whatever the driver handed back."""
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class SchemaOutOfDate(RuntimeError):
