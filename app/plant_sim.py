@@ -97,6 +97,7 @@ class PlantSim:
         self.twin = GreenhouseTwin(num_instances=len(greenhouses), seed=seed, zones=self.zones, dt_s=self.dt_s,
                                    **(twin_overrides or {}))
         self.twin.reset()
+        self._lamps_ours_drawn = np.asarray(self.twin.backend.to_numpy(self.twin.params.lamps_ours), dtype=np.float64)
         self.rated_current_a = self.twin.config.hydraulics.pump_rated_current_a
         self.clock_offset_s = float(clock_offset_s)
         """How far this box's clock runs ahead of the real one (behind when negative): its telemetry,
@@ -179,7 +180,12 @@ class PlantSim:
                     st.drift_vwc += DRIFT_VWC_PER_STEP
             actions = np.stack([self._effective_action(st) for st in self.state.values()])
             commanded = {gh: st.action.copy() for gh, st in self.state.items()}
+            self._hand_lamps_to_site()
             _, _, _, _, info = self.twin.step(actions)
+            lights = 100.0 * np.asarray(self.twin.backend.to_numpy(info["lights"]), dtype=np.float64)
+            for gh, st in self.state.items():
+                if st.site_lamps:  # the box reports the level the site's lamps ran at
+                    commanded[gh][st.zones + 1] = lights[self._index[gh]]
             self._on_step(self.sim_time, actions, info)
             self.sim_time += timedelta(seconds=self.dt_s)
             self._align_clock()
@@ -220,6 +226,17 @@ class PlantSim:
             return
         start = (start + shift) % HOURS_PER_YEAR  # the weather tables wrap the year the same way
         params.start_hour[:] = b.asarray(start, dtype=b.float)
+
+    def _hand_lamps_to_site(self) -> None:
+        """Instances whose last command left the lamps to the site run them on the site's schedule (the
+        twin's ``lamps_ours`` off), the rest as drawn."""
+        b, params = self.twin.backend, self.twin.params
+        site = np.zeros(len(self.greenhouses), dtype=bool)
+        for gh, st in self.state.items():
+            site[self._index[gh]] = st.site_lamps
+        ours = np.where(site, 0.0, self._lamps_ours_drawn)
+        if not np.array_equal(ours, np.asarray(b.to_numpy(params.lamps_ours), dtype=np.float64)):
+            params.lamps_ours[:] = b.asarray(ours, dtype=b.float)
 
     def _effective_action(self, st: GreenhouseState) -> np.ndarray:
         """What the plant really does: the set-points, with stuck valves holding their position."""

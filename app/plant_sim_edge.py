@@ -62,6 +62,9 @@ class GreenhouseState:
     drift_vwc: float = 0.0
     drifting: bool = False
     stuck: dict[int, float] = field(default_factory=dict)
+    site_lamps: bool = False
+    """The last applied command left the lamps to the site (``light_pct`` null): the site's climate
+    computer runs them, through every fall-back, until a command sets a level again."""
     fence: int = 0
     """Highest fencing token seen: a command with a lower one comes from a replica that lost its lease."""
     subscribed: threading.Event = field(default_factory=threading.Event)
@@ -113,7 +116,8 @@ class GreenhouseState:
         if cmd.mode == "estop":
             self.action = safe_state(self.zones)
         else:
-            self.action = np.array([*cmd.valves, cmd.pump_pct, cmd.light_pct], dtype=np.float64)
+            self.site_lamps = cmd.light_pct is None
+            self.action = np.array([*cmd.valves, cmd.pump_pct, cmd.light_pct or 0.0], dtype=np.float64)
         self.held_seq = cmd.seq
         self.applied_count += 1
         return "applied", None

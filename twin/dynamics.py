@@ -231,6 +231,9 @@ class TwinModel:
             "readings": readings,
             "pressure_frac": hyd.pressure_frac,
             "et0_mm_h": demand.et0_mm_h,
+            # The lamp level the plant ran at, [0, 1]: the controller's, or the site's schedule where
+            # the lamps are not the controller's (an edge box reports it either way).
+            "lights": lights,
             "lamp_kwh_m2": lamp_kwh * (1.0 / self._area),
             "par_mol_m2": par_mol,
             "fruit_kg_m2": fruit_kg,

@@ -81,7 +81,8 @@ def command(ctl: GreenhouseController, ts: datetime, action: np.ndarray) -> Comm
     ctl.valve_evidence = ctl.valve_evidence.with_sent(ctl.cmd_seq, valves)
     return Command(cmd_id=ctl.new_cmd_id(), ts=ts, seq=ctl.cmd_seq, ttl_s=ctl.ttl_s, mode=ctl.effective_mode,
                    valves=valves, pump_pct=float(action[ctl.z]),
-                   light_pct=float(action[ctl.z + 1]), policy_version=ctl.proposer.policy_version)
+                   light_pct=float(action[ctl.z + 1]) if ctl.setup.lamps_ours else None,
+                   policy_version=ctl.proposer.policy_version)
 
 
 def own_lamps(ctl: GreenhouseController, action: np.ndarray) -> np.ndarray:

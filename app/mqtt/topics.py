@@ -181,7 +181,9 @@ class Command(BaseModel):
     mode: Literal["auto", "manual", "estop"]
     valves: Annotated[list[Bit], Field(min_length=1, max_length=MAX_ZONES)]
     pump_pct: Percent
-    light_pct: Percent
+    light_pct: Percent | None
+    """Null: the lamps are not greentwin's (the greenhouse's ``lamps_ours`` setting is off); the edge box
+    leaves them to the site's climate computer, in its safe state too, and reports the level they run at."""
     policy_version: ShortStr
     # The sender's lease on this greenhouse (app.leases); the edge box refuses one lower than the
     # highest it has seen. Absent (a service without leases) counts as 0.

@@ -324,3 +324,19 @@ def test_a_reconnect_repeats_a_young_action_as_a_new_command_and_nothing_stale()
     held = ctl.after_reconnect(repeat=True)
     assert held is not None and held.command.mode == "estop" and not any(held.command.valves)
     assert held.command.pump_pct == 0.0
+
+
+def test_lamps_the_site_runs_are_left_to_it_on_the_wire():
+    """With ``lamps_ours`` off the command carries no lamp level (null: the edge box leaves the lamps to
+    the site's climate computer) where a level of 0 would switch the site's lamps off."""
+    from app.control.setup import GreenhouseSetup
+
+    ctl = _controller()
+    ctl.apply_setup(GreenhouseSetup("gh1", tuple(ctl.zones), lamps_ours=False, version=2), SafetyLimits.default())
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    d = ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8, np.float32)))
+    assert d.command.light_pct is None and d.command.valves == [int(v) for v in d.clipped["valves"]]
+    assert d.clipped["light_pct"] == 0.0  # the decision's own action: greentwin burns no lamp
+    ctl.apply_setup(GreenhouseSetup("gh1", tuple(ctl.zones), lamps_ours=True, version=3), SafetyLimits.default())
+    assert isinstance(_run(ctl, 1)[0][0].command.light_pct, float)

@@ -242,3 +242,27 @@ def test_a_box_whose_clock_is_set_wrong_stamps_and_judges_by_it(mqtt_available: 
             cleaner.publish(name, b"", qos=1, retain=True).wait_for_publish(5)
         cleaner.disconnect()
         cleaner.loop_stop()
+
+
+def test_lamps_left_to_the_site_run_on_its_schedule_through_the_fall_back() -> None:
+    """A command with ``light_pct`` null (the greenhouse's lamps are not greentwin's) leaves them to the
+    site's climate computer: they burn on its schedule, the box reports the level they run at, and the
+    TTL fall-back does not switch them off; a command with a level takes them back."""
+    noon = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+    # The site's schedule: on all day outside the dark period, whatever the sun does.
+    site = {"schedule_on_h": 5.0, "schedule_off_h": 22.0, "schedule_par_umol": 3000.0}
+    sim = PlantSim("mqtt://127.0.0.1:1", ["gh1"], zones=ZONES, dt_s=60, seed=1, start_time=noon,
+                   clock=lambda: noon.timestamp(), twin_overrides={"lighting": site})
+    try:
+        st = sim.state["gh1"]
+        assert st.decide(_command(ts=noon, light_pct=None, ttl_s=90.0), noon.timestamp())[0] == "applied"
+        assert sim.step_once()["gh1"].light_pct == 100.0  # the site's lamps burn, though 0 would be "off"
+        assert st.site_lamps and float(sim.twin.params.lamps_ours[0]) == 0.0
+        st.check_watchdog(noon.timestamp() + 120.0)  # silence beyond the TTL: valves and pump go safe
+        tel = sim.step_once()["gh1"]
+        assert st.failsafe and tel.valve_open == [0] * ZONES and tel.pump_pct == 0.0 and tel.light_pct == 100.0
+        later = noon + timedelta(minutes=3)
+        assert st.decide(_command(ts=later, seq=2, light_pct=20.0), later.timestamp())[0] == "applied"
+        assert sim.step_once()["gh1"].light_pct == 20.0 and float(sim.twin.params.lamps_ours[0]) == 1.0
+    finally:
+        sim.close()
