@@ -183,9 +183,8 @@ class PlantSim:
             self._hand_lamps_to_site()
             _, _, _, _, info = self.twin.step(actions)
             lights = 100.0 * np.asarray(self.twin.backend.to_numpy(info["lights"]), dtype=np.float64)
-            for gh, st in self.state.items():
-                if st.site_lamps:  # the box reports the level the site's lamps ran at
-                    commanded[gh][st.zones + 1] = lights[self._index[gh]]
+            for gh in (gh for gh, st in self.state.items() if st.site_lamps):  # it reports the site's level
+                commanded[gh][-1] = lights[self._index[gh]]
             self._on_step(self.sim_time, actions, info)
             self.sim_time += timedelta(seconds=self.dt_s)
             self._align_clock()
@@ -228,15 +227,9 @@ class PlantSim:
         params.start_hour[:] = b.asarray(start, dtype=b.float)
 
     def _hand_lamps_to_site(self) -> None:
-        """Instances whose last command left the lamps to the site run them on the site's schedule (the
-        twin's ``lamps_ours`` off), the rest as drawn."""
-        b, params = self.twin.backend, self.twin.params
-        site = np.zeros(len(self.greenhouses), dtype=bool)
-        for gh, st in self.state.items():
-            site[self._index[gh]] = st.site_lamps
-        ours = np.where(site, 0.0, self._lamps_ours_drawn)
-        if not np.array_equal(ours, np.asarray(b.to_numpy(params.lamps_ours), dtype=np.float64)):
-            params.lamps_ours[:] = b.asarray(ours, dtype=b.float)
+        """Instances whose last command left the lamps to the site run on its schedule (``lamps_ours`` off)."""
+        site = np.array([self.state[gh].site_lamps for gh in self.greenhouses])
+        self.twin.params.lamps_ours[:] = self.twin.backend.asarray(np.where(site, 0.0, self._lamps_ours_drawn))
 
     def _effective_action(self, st: GreenhouseState) -> np.ndarray:
         """What the plant really does: the set-points, with stuck valves holding their position."""
