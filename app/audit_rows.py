@@ -32,10 +32,15 @@ TABLES = {"decision": Decision, "mode_change": ModeChange}
 """The tables whose rows are sealed as they are written, by the name a difference is reported under."""
 ACK_COLUMN = "ack_status"
 """The decision column written after insert: compared with the sealed acks, not the sealed decision."""
+def _is_timestamp(column_type: Any) -> bool:
+    """A time zone column, however it is declared (``UtcDateTime`` decorates ``DateTime``)."""
+    return isinstance(column_type, DateTime) or isinstance(getattr(column_type, "impl", None), DateTime)
+
+
 COLUMNS: dict[str, tuple[str, ...]] = {
     name: tuple(c.name for c in model.__table__.columns if c.name != "id") for name, model in TABLES.items()}
 """Each table's sealed columns in table order (``id`` is the row's own key, not part of the record)."""
-_TIMESTAMPS = {name: frozenset(c.name for c in model.__table__.columns if isinstance(c.type, DateTime))
+_TIMESTAMPS = {name: frozenset(c.name for c in model.__table__.columns if _is_timestamp(c.type))
                for name, model in TABLES.items()}
 _EXACT_INT = 2**63
 """Integers below this compare as integers; beyond, as the float they were sealed as."""

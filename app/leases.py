@@ -30,11 +30,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import ColumnElement, DateTime, case, func, literal, literal_column, or_, select, update
+from sqlalchemy import ColumnElement, case, func, literal, literal_column, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.control import GreenhouseController
+from app.core.db import UtcDateTime
 from app.metrics import Metrics
 from app.models import GreenhouseLease, ModeChange, ServiceReplica
 
@@ -176,8 +177,8 @@ class LeaseBook:
             # A literal interval, not a bound one: psycopg2 and psycopg 3 type parameters differently.
             return func.now(), func.now() + literal_column(f"interval '{float(self.ttl_s)!r} seconds'")
         wall = datetime.now(UTC)
-        return (literal(wall, DateTime(timezone=True)),
-                literal(datetime.fromtimestamp(wall.timestamp() + self.ttl_s, UTC), DateTime(timezone=True)))
+        return (literal(wall, UtcDateTime()),
+                literal(datetime.fromtimestamp(wall.timestamp() + self.ttl_s, UTC), UtcDateTime()))
 
     def _insert(self, s: Session, table: Any) -> Any:
         return (postgresql if s.get_bind().dialect.name == "postgresql" else sqlite).insert(table)
