@@ -23,10 +23,12 @@ from app.api.routes import (
     alarms,
     audit_status,
     auth,
+    forecast,
     greenhouses,
     health,
     live,
     lockouts,
+    me,
     notifications,
     policy,
     reports,
@@ -41,6 +43,7 @@ from app.auth.throttle import LoginThrottle
 from app.auth.tokens import TokenSigner
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory, require_current_schema
+from app.forecast.setup import forecast_worker
 from app.journal import JournalUnwritable
 from app.runtime import Runtime
 from app.web import api_docs, pages
@@ -80,16 +83,19 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
         edge.start()
         app.state.dashboard = dash = Dashboard(rt, edge)
         dash.start()
+        app.state.forecast = forecasts = forecast_worker(rt)
+        forecast_task = asyncio.create_task(forecasts.run()) if forecasts.enabled else None
         app.state.runtime = rt
         try:
             yield
         finally:
             dash.stop()
             edge.stop()
-            if anchor_task is not None:
-                anchor_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await anchor_task
+            for task in (anchor_task, forecast_task):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             await rt.stop()
             if anchoring is not None:  # the heads the writer sealed last leave with the service
                 try:
@@ -110,9 +116,11 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
     app.include_router(auth.router)
     app.include_router(greenhouses.router)
     app.include_router(settings_routes.router)
+    app.include_router(forecast.router)
     app.include_router(reports.router)
     app.include_router(live.router)
     app.include_router(alarms.router)
+    app.include_router(me.router)
     app.include_router(notifications.router)
     app.include_router(audit_status.router)
     app.include_router(users.router)

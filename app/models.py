@@ -35,6 +35,7 @@ from app.auth.roles import ROLES
 from app.core.db import Base, UtcDateTime
 from app.fields import ACTOR_MAX_LEN, NAME_MAX_LEN, REASON_MAX_LEN
 from audit.tables import AuditBase
+from audit.wording import LANGUAGES
 
 SOIL_TYPES = ("sand", "loam", "clay")
 MODES = ("auto", "manual", "estop")
@@ -179,6 +180,7 @@ class User(Base):
     """Someone who logs in to the API; never deleted, only disabled, so audit actors stay resolvable."""
 
     __tablename__ = "app_user"
+    __table_args__ = (CheckConstraint(_in("language", LANGUAGES), name="language"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     username: Mapped[str] = mapped_column(String(USERNAME_MAX_LEN), unique=True)
@@ -193,6 +195,8 @@ class User(Base):
     # Set when failed logins from many addresses reach the account's limit (app.auth.lockout):
     # until then, addresses that failed on it are refused. An admin may lift it earlier.
     locked_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # The language the pages and the API's sentences are in for this user (audit.wording.LANGUAGES).
+    language: Mapped[str] = mapped_column(String(8), default="en", server_default="en")
 
     role_rows: Mapped[list[UserRole]] = relationship(
         cascade="all, delete-orphan", lazy="selectin", order_by="UserRole.role"

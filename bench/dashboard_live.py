@@ -56,6 +56,16 @@ def watch(port: int, token: str, targets: list[str | None], stop: Any, conn: Any
     conn.send(counts)
 
 
+def add_phase_arguments(parser: Any, *, rounds: int, rounds_help: str) -> None:
+    """The load and phase options every side-by-side benchmark of the control loop takes."""
+    parser.add_argument("--greenhouses", type=int, default=50, help="greenhouses the control loop runs")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per phase")
+    parser.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
+    parser.add_argument("--mqtt-url", default="mqtt://127.0.0.1:1883")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -65,7 +75,7 @@ def _free_port() -> int:
 class Service:
     """The app with its runtime on uvicorn in a thread of this process, on a fresh SQLite database."""
 
-    def __init__(self, workdir: Path, n: int, mqtt_url: str) -> None:
+    def __init__(self, workdir: Path, n: int, mqtt_url: str, **settings: Any) -> None:
         import uvicorn
 
         from app.auth.users import create_user
@@ -84,7 +94,7 @@ class Service:
             create_user(session=s, username="bench", password="bench live password", roles=["operator"])
         engine.dispose()
         settings = Settings(database_url=url, mqtt_url=mqtt_url, policy_dir=cl.SHIPPED, max_age_s=3600.0,
-                            environment="demo", secret_key="bench-live-secret-" + "3" * 32)
+                            environment="demo", secret_key="bench-live-secret-" + "3" * 32, **settings)
         self.app = create_app(settings, state_dir=workdir / "state")
         self.port = _free_port()
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))

@@ -64,6 +64,12 @@ def _lights(xp: Any, obs: Array, spec: ObservationSpec, photoperiod: tuple[float
     return xp.where(on, 100.0, 0.0)
 
 
+def break_even_price(xp: Any, obs: Array, spec: ObservationSpec, c0: float, par_sat: float) -> Array:
+    """The all-in price [EUR/MWh] below which a lamp hour pays now: ``c0 x fruit_price x (1 - PAR_nat/PAR_sat)``."""
+    share = xp.clip(natural_par(obs, spec) / par_sat, 0.0, 1.0)
+    return c0 * obs[:, spec.slices["fruit_price"].start] * (1.0 - share)
+
+
 def break_even_lights(xp: Any, obs: Array, spec: ObservationSpec, c0: float, par_sat: float, h_max: float,
                       step_h: float, dark_window: tuple[float, float] = DARK_WINDOW) -> Array:
     """Lamps at 100 % when this hour's all-in price is below the break-even ``c0 x fruit_price x
@@ -77,10 +83,8 @@ def break_even_lights(xp: Any, obs: Array, spec: ObservationSpec, c0: float, par
     sl = spec.slices
     hour = hour_of_day(xp, obs, spec)
     price = obs[:, sl["price"].start]  # the current hour's all-in price comes first
-    fruit = obs[:, sl["fruit_price"].start]
-    share = xp.clip(natural_par(obs, spec) / par_sat, 0.0, 1.0)
     room = obs[:, sl["lamp_hours_today"].start] + step_h <= h_max + 1e-6
-    on = (price < c0 * fruit * (1.0 - share)) & room & ~in_window(hour, *dark_window)
+    on = (price < break_even_price(xp, obs, spec, c0, par_sat)) & room & ~in_window(hour, *dark_window)
     return xp.where(on, 100.0, 0.0)
 
 

@@ -157,6 +157,10 @@ class Factor:
     attribution: float
     """Signed: > 0 pushed the decision score up (more water, pump or light)."""
     sentence: str
+    band_low: float | None = None
+    """A zone's moisture: its target band (m3/m3), so the sentence can say in, below or above it in any
+    language (:mod:`audit.decision_words`); None for other features."""
+    band_high: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,10 +230,15 @@ def _factors(attr: np.ndarray, x: np.ndarray, base: np.ndarray, spec: Observatio
     idx = np.argpartition(-mag, k - 1)[:k] if k < mag.size else np.arange(mag.size)
     idx = idx[np.argsort(-mag[idx], kind="stable")]
     out = []
+    moisture = spec.slices["moisture"]
     for i in idx.tolist():  # at most TOP_K: the per-feature work is only for the reported ones
         share = 100.0 * float(mag[i]) / total
+        band: tuple[float | None, float | None] = (None, None)
+        if moisture.start <= i < moisture.stop:
+            z = i - moisture.start
+            band = (float(x[spec.slices["target_low"]][z]), float(x[spec.slices["target_high"]][z]))
         out.append(Factor(spec.names[i], float(x[i]), spec.units[i], float(x[i] - base[i]), share,
-                          float(attr[i]), _sentence(i, x, base, share, spec)))
+                          float(attr[i]), _sentence(i, x, base, share, spec), *band))
     return tuple(out)
 
 

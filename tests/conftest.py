@@ -92,3 +92,15 @@ def temporary_pg_database(pg_url: str, prefix: str) -> Iterator[str]:
 def make_pg_database(pg_url: str):  # type: ignore[no-untyped-def]
     """``with make_pg_database("prefix") as url:`` a throw-away database (needs PostgreSQL)."""
     return lambda prefix: temporary_pg_database(pg_url, prefix)
+
+
+@pytest.fixture(scope="session")
+def pdftotext() -> str:
+    """Path of poppler's ``pdftotext``, which reads a report's pages back as a person's viewer shows them
+    (``apt-get install -y poppler-utils``; ``.ci/run`` installs it)."""
+    import shutil
+
+    found = shutil.which("pdftotext")
+    if found is None:
+        _unavailable("pdftotext not installed (apt-get install -y poppler-utils)")
+    return found

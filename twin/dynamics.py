@@ -71,14 +71,17 @@ def crop_of(state: TwinState) -> CropState:
 class TwinModel:
     """Constants of a twin run plus the pure reset/step functions over batched arrays."""
 
-    def __init__(self, cfg: TwinConfig, backend: Backend, seed: int) -> None:
+    def __init__(self, cfg: TwinConfig, backend: Backend, seed: int, *, weather: WeatherLibrary | None = None,
+                 prices: PriceLibrary | None = None) -> None:
+        """``weather`` and ``prices``, when given, replace the libraries drawn from ``seed`` (a twin
+        driven by a site's own forecast and day-ahead prices)."""
         self.cfg = cfg
         self.backend = backend
         self.seed = int(seed)
         self.obs_spec = ObservationSpec(cfg.zones)
         self.action_spec = ActionSpec(cfg.zones)
-        self.weather = WeatherLibrary.build(cfg.weather, self.seed, backend)
-        self.prices = PriceLibrary.build(cfg.prices, self.seed, self.weather, backend)
+        self.weather = weather if weather is not None else WeatherLibrary.build(cfg.weather, self.seed, backend)
+        self.prices = prices if prices is not None else PriceLibrary.build(cfg.prices, self.seed, self.weather, backend)
         # A contract tariff is not scaled to a scenario's price year; a spot series is.
         self._spot_mean = cfg.prices.mean_eur_mwh if cfg.prices.source == "spot" else 0.0
         self.noise = NoiseTable.build(cfg, self.seed, backend)
@@ -110,6 +113,15 @@ class TwinModel:
         w = self.weather.at(b, params.year, params.start_hour)
         e_out = w[:, RH] * 0.01 * saturation_vapour_kpa(xp, w[:, TEMP])
         state = initial_state(self.cfg, b, params, episode, w[:, TEMP], e_out)
+        state, obs = self.start(params, state)
+        return params, state, obs
+
+    def start(self, params: TwinParams, state: TwinState) -> tuple[TwinState, Array]:
+        """The first readings, estimate and observation of a state at its step: what :meth:`reset`
+        ends with, for a state a caller put together itself (a greenhouse's own, to run forward)."""
+        b = self.backend
+        xp = b.xp
+        w = self.weather.at(b, params.year, params.start_hour + xp.astype(state.step, b.float) * self.cfg.dt_h)
         rs_nat = params.transmissivity * w[:, SOLAR]
         es = saturation_vapour_kpa(xp, state.air_temp)
         climate = {"air_temp_c": state.air_temp, "air_rh_pct": 100.0 * xp.minimum(state.vapour_kpa / es, 1.0),
@@ -121,7 +133,7 @@ class TwinModel:
         state = state.replace(**self._estimate(params, state, readings["soil_vwc"], no_input, no_input))
         obs = self._observe(params, state, readings, state.irrigation_24h, state.valve_pos, state.valve_failed,
                             state.step)
-        return params, state.replace(last_obs=obs), obs
+        return state.replace(last_obs=obs), obs
 
     # ---- step --------------------------------------------------------------------------
     def step(self, params: TwinParams, state: TwinState, action: Array) -> tuple[TwinState, StepOut]:

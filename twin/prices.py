@@ -172,12 +172,22 @@ class PriceLibrary:
         else:
             wx = backend.to_numpy(weather.table).reshape(n, HOURS_PER_YEAR, -1)
             years = np.stack([generate_prices(rng, cfg, wx[i], int(first_weekday[i])) for i in range(n)])
-        hourly = years.astype(np.float32)
+        return cls.from_hourly(cfg, years, first_weekday, backend)
+
+    @classmethod
+    def from_hourly(cls, cfg: PriceConfig, years: np.ndarray, first_weekday: np.ndarray, backend: Backend
+                    ) -> PriceLibrary:
+        """A library of given hourly prices [n, 8760] (a generated year, or a site's day-ahead prices laid
+        on the clock hours they price)."""
+        hourly = np.asarray(years, dtype=np.float32)
+        if hourly.ndim != 2 or hourly.shape[1] != HOURS_PER_YEAR:
+            raise ValueError(f"hourly prices need shape (n, {HOURS_PER_YEAR}), got {hourly.shape}")
+        n = hourly.shape[0]
         ahead = np.stack([np.roll(hourly, -k, axis=1) for k in range(OUTLOOK_HOURS)], axis=2)
         naive = np.roll(ahead, 24, axis=1)  # row h holds hours h - 24 + k
         rows = n * HOURS_PER_YEAR
         lookahead = np.concatenate([ahead, naive], axis=2).reshape(rows, 2 * OUTLOOK_HOURS)
-        return cls(cfg=cfg, n_years=n, hourly=hourly, first_weekday=first_weekday,
+        return cls(cfg=cfg, n_years=n, hourly=hourly, first_weekday=np.asarray(first_weekday),
                    table=backend.asarray(hourly.reshape(rows, 1)), lookahead=backend.asarray(lookahead))
 
     def _rows(self, b: Backend, year: Array, hour: Array) -> Array:

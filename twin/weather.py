@@ -187,6 +187,20 @@ class WeatherLibrary:
                    pairs=backend.asarray(pairs.reshape(rows, -1)), outlook=backend.asarray(outlook),
                    truth=backend.asarray(truth))
 
+    @classmethod
+    def from_years(cls, years: np.ndarray, backend: Backend, latitude_deg: float = 52.0) -> WeatherLibrary:
+        """A library of given weather ``years`` [n, 8760, 5] (:data:`FIELDS`) whose forecasts are exact:
+        the twin driven by a weather someone else forecast (a site's outlook), not one drawn from a seed."""
+        years = np.asarray(years, dtype=np.float32)
+        if years.ndim != 3 or years.shape[1:] != (HOURS_PER_YEAR, len(FIELDS)):
+            raise ValueError(f"weather years need shape (n, {HOURS_PER_YEAR}, {len(FIELDS)}), got {years.shape}")
+        n, rows = years.shape[0], years.shape[0] * HOURS_PER_YEAR
+        pairs = np.concatenate([years, np.roll(years, -1, axis=1)], axis=2)
+        truth = _outlook(years, np.zeros((n, HOURS_PER_YEAR, OUTLOOK_LEADS)), np.ones((n, HOURS_PER_YEAR, OUTLOOK_LEADS)))
+        return cls(table=backend.asarray(years.reshape(rows, len(FIELDS))), latitudes_deg=np.full(n, latitude_deg),
+                   n_years=n, pairs=backend.asarray(pairs.reshape(rows, -1)), outlook=backend.asarray(truth),
+                   truth=backend.asarray(truth))
+
     def at(self, backend: Backend, year: Array, hour: Array) -> Array:
         """Weather at fractional hour-of-year ``hour`` (B,) of year index ``year`` (B,), linearly
         interpolated between hourly rows: shape (B, 5)."""

@@ -91,6 +91,7 @@ class SafetyClip(BaseModel):
     before: float
     after: float
     why: str = Field("", description="the rule's reason in words (empty for decisions stored before it was kept)")
+    text: str = Field("", description="the clip as a sentence in the caller's language, shown beside the value it changed")
 
 
 class ExplanationFactor(BaseModel):
@@ -112,6 +113,10 @@ class DecisionPublic(BaseModel):
     top_factors: list[ExplanationFactor] = Field(description="the three largest contributions (ensemble decisions)")
     alarms: list[str]
     ack_status: str | None
+    explanation_text: list[str] = Field(default_factory=list, description=(
+        "why, as sentences in the caller's language: who decided, the top factors with labels and units"))
+    command_text: str = Field("", description="the command in words, e.g. 'Zone 2 open, others closed; pump 40 %; lamps on'")
+    clips_text: list[str] = Field(default_factory=list, description="each safety clip as a sentence")
 
 
 class EconomicsToday(BaseModel):

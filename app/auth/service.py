@@ -88,6 +88,8 @@ class Principal:
     username: str
     roles: frozenset[str]
     expires_at: datetime
+    language: str = "en"
+    """The user's language for the words the API and the pages print (``en`` or ``zh-Hans``)."""
 
     @property
     def operator_actor(self) -> str:
@@ -177,7 +179,7 @@ class AuthService:
                 raise TokenError("account disabled")
             if user.token_epoch != claims.epoch:
                 raise TokenError("session ended: log in again")
-            return Principal(user.id, user.username, user.roles, claims.expires)
+            return Principal(user.id, user.username, user.roles, claims.expires, user.language)
 
     def logout(self, principal: Principal) -> None:
         """Revoke every token of the user (all of the user's sessions end)."""

@@ -169,13 +169,17 @@ def run_report(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     url = args.url or settings.database_url
+    # Absolute paths: the line is printed into the report and must work from wherever it is run.
+    cert = Path(settings.report_cert).resolve() if settings.report_cert else None
+    check = verify_command(cert, _state_dir(args).resolve())
     engine = make_engine(url)
     try:
         require_current_schema(engine)
         verification = audit_verification(url, args.greenhouse)
         with make_session_factory(engine)() as session:
             data = collect_report_data(session, args.greenhouse, start, end, verification=verification,
-                                       energy=site_energy_model(settings))
+                                       energy=site_energy_model(settings),
+                                       verify_command=check)
     except (SchemaOutOfDate, LookupError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -188,7 +192,7 @@ def run_report(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(signed)
     print(f"wrote {out} (report {report_id}, {data.decision_count} decisions, signed by "
-          f"{identity.cert.subject.rfc4514_string()})")
+          f"{identity.cert.subject.rfc4514_string()}); check it with: {check}")
     return EXIT_OK
 
 

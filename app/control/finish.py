@@ -22,6 +22,7 @@ from app.control.proposal import Choice
 from app.control.records import ControlDecision, Mode, action_dict
 from app.control.step import Step
 from app.mqtt.topics import Command
+from policy.baselines import break_even_price
 from safety import ClipContext, clip, safe_state
 
 if TYPE_CHECKING:
@@ -85,6 +86,18 @@ def command(ctl: GreenhouseController, ts: datetime, action: np.ndarray) -> Comm
                    policy_version=ctl.proposer.policy_version)
 
 
+def lamp_break_even(ctl: GreenhouseController, obs: np.ndarray) -> float | None:
+    """The all-in price (EUR/MWh) below which a lamp hour pays for this crop now: the served expert's
+    break-even rule (fruit a lamp MWh grows x fruit price, less the share natural light already gives).
+    Recorded so a decision can say 'lamps on: 42 EUR/MWh is below the break-even of 61'; None when the
+    expert lights by the clock rather than the price, or the site runs the lamps (nothing here chose them)."""
+    c0, par_sat = getattr(ctl.expert, "c0", None), getattr(ctl.expert, "par_sat", None)
+    if c0 is None or not par_sat or not ctl.setup.lamps_ours:
+        return None
+    value = float(break_even_price(np, np.asarray(obs, np.float64)[None, :], ctl.obs_builder.spec, c0, par_sat)[0])
+    return value if math.isfinite(value) else None
+
+
 def own_lamps(ctl: GreenhouseController, action: np.ndarray) -> np.ndarray:
     """``action`` with the lamps off where greentwin does not control them (the site's climate computer
     does): nothing this service sends may switch lamps it does not run, whoever chose the action."""
@@ -121,6 +134,7 @@ def finish(step: Step, choice: Choice) -> ControlDecision:
                   "filled": est.filled.tolist(), "outlook": None if step.outlook is None else step.outlook.record(),
                   "crop_twin": ctl.crop_estimates(),
                   "price_eur_mwh": float(obs[ctl.obs_builder.spec.slices["price"].start]),
+                  "lamp_break_even_eur_mwh": lamp_break_even(ctl, obs),
                   "etc_mm": float(step.etc_mm), "irrigation_mm": (step.zone_water / ctl.obs_builder.zone_area_m2).tolist(),
                   # The settings this decision was made under; the first one under a change says who, why, what.
                   "settings_version": ctl.setup.version,

@@ -207,6 +207,8 @@ class Settings(NotifySettings):
     """How often the outlook is refreshed, off the event loop; a decision never waits for it."""
     outlook_stale_s: float = Field(default=3 * 3600.0, gt=0)
     """A configured source whose data is older than this, or that fell back, raises an `outlook_*` alarm on every decision until it recovers."""
+    forecast_every_s: float = Field(default=300.0, ge=0.0)
+    """How often each greenhouse's twin runs the served policy 24 h forward under the outlook (the dashboard's forecast), in a worker process beside the control loop; 0: no forecasts."""
     # Policy registry and nightly retraining (app.registry, app.retraining).
     policy_poll_s: float = Field(default=30.0, gt=0, le=3600.0)
     """How often the service checks the policy registry for a newly promoted ensemble and swaps to it (no restart)."""

@@ -1,7 +1,7 @@
 """Gathering a report's data: one streaming pass over a greenhouse's decisions and mode changes.
 
-Memory stays bounded whatever the period (``yield_per``): totals, per-hour summaries, at most
-``max_log_entries`` decisions and ``max_heatmaps`` saliency maps are kept, never the rows.
+Memory stays bounded whatever the period (``yield_per``): totals, per-hour summaries, counts per event
+kind (:mod:`app.reports.events`) and at most ``max_heatmaps`` saliency maps are kept, never the rows.
 
 Accounting (the same conventions as :class:`app.control.controller.GreenhouseController`):
 
@@ -32,6 +32,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.models import Decision, Greenhouse, ModeChange, Zone
+from app.reports.alarms import collect_alarms
 from app.reports.describe import (
     describe_action,
     describe_explanation,
@@ -40,21 +41,30 @@ from app.reports.describe import (
     json_number,
     saliency_map,
 )
+from app.reports.events import (
+    EventTally,
+    clip_event,
+    estop_event,
+    factor_event,
+    fallback_event,
+    low_confidence_event,
+    operator_event,
+    other_actor_event,
+    settings_change,
+)
 from audit.report.data import (
-    DETAIL_LIMIT,
     HEATMAP_FEATURES,
     LOW_CONFIDENCE_THRESHOLD,
     MAX_DT_S,
-    MAX_HEATMAPS,
-    MAX_LOG_ENTRIES,
+    MAX_LISTED,
     MIN_DT_S,
-    DecisionEntry,
     EnergyModel,
     HourSummary,
     ModeChangeEntry,
     PolicyUse,
     ReportData,
     ZoneStats,
+    heatmap_budget,
     require_aware,
     utc,
 )
@@ -66,17 +76,14 @@ _STREAM_BATCH = 1000
 
 
 class _Collector:
-    """One pass over the decision stream; keeps totals, hours, a bounded log and the first saliency maps."""
+    """One pass over the decision stream; keeps totals, hours, events and the first saliency maps."""
 
-    def __init__(self, data: ReportData, *, energy: EnergyModel, threshold: float,
-                 detail_limit: int, max_log_entries: int, max_heatmaps: int,
+    def __init__(self, data: ReportData, *, energy: EnergyModel, threshold: float, max_heatmaps: int,
                  prev: tuple[datetime, list[float]] | None) -> None:
         self.data = data
         self.z = len(data.zones)
         self.energy = energy
         self.threshold = threshold
-        self.detail_limit = detail_limit
-        self.max_log = max_log_entries
         self.max_heatmaps = max_heatmaps
         self.prev_ts, self.prev_valves = prev if prev is not None else (None, [0.0] * self.z)
         self.prev_yield: float | None = None
@@ -87,7 +94,7 @@ class _Collector:
         self.policy_counts: Counter[str] = Counter()
         self.policy_span: dict[str, tuple[datetime, datetime]] = {}
         self.clips: Counter[str] = Counter()
-        self.all_entries: list[DecisionEntry] = []  # every decision until detail_limit is passed
+        self.events = EventTally()
 
     def _hour_for(self, ts: datetime) -> HourSummary:
         start = ts.replace(minute=0, second=0, microsecond=0)
@@ -156,56 +163,67 @@ class _Collector:
             else:
                 zs.hours_in_band += dt_h
 
-        # who decided, and what the safety layer changed
+        # who decided, and what the safety layer changed, as events
+        self._events(row, ts, hour, explanation=row.explanation if isinstance(row.explanation, dict) else {},
+                     clipped=clipped)
+        change = settings_change(ts, row.estimate.get("settings_change") if isinstance(row.estimate, dict) else None)
+        if change is not None and len(d.settings_changes) < MAX_LISTED:
+            d.settings_changes.append(change)
+
+    def _events(self, row: Any, ts: datetime, hour: HourSummary, *, explanation: dict[str, Any],
+                clipped: dict[str, Any]) -> None:
+        """Count the decision's flags and name its events (in words) for the summarised log."""
+        d, tally = self.data, self.events
         actor, mode = str(row.actor), str(row.mode)
-        flags: list[str] = []
-        explanation = row.explanation if isinstance(row.explanation, dict) else {}
-        if (row.confidence < self.threshold or actor == "expert:low_confidence"
-                or bool(explanation.get("low_confidence"))):
-            flags.append("low confidence")
+        low = (row.confidence < self.threshold or actor == "expert:low_confidence"
+               or bool(explanation.get("low_confidence")))
+        if low:
             d.decisions_low_confidence += 1
             hour.low_confidence += 1
         rules = row.rules_fired if isinstance(row.rules_fired, list) else []
         if rules:
-            flags.append("clipped")
             d.decisions_clipped += 1
             hour.clipped += 1
-        described = [describe_rule(f) for f in rules]
-        self.clips.update(rule for rule, _ in described)
+        for firing in rules:
+            rule, text = describe_rule(firing)
+            self.clips[rule] += 1
+            hour.rules[rule] = hour.rules.get(rule, 0) + 1
+            tally.add(clip_event(firing), ts, text)
+        words = describe_explanation(explanation) if explanation else ""
         if mode == "manual":
-            flags.append("manual")
             d.decisions_manual += 1
             hour.manual += 1
+            if actor.startswith("operator:"):
+                d.operator_commands += 1
+                hour.operator += 1
+                tally.add(operator_event(actor), ts, describe_action(clipped).replace("\n", "; "))
         elif mode == "estop":
-            flags.append("e-stop")
             d.decisions_estop += 1
             hour.estop += 1
-        if actor.startswith("policy:"):
+            tally.add(estop_event(), ts, describe_action(clipped).replace("\n", "; "))
+        if actor == "expert:low_confidence":
+            d.decisions_fallback += 1
+            hour.fallback += 1
+            tally.add(fallback_event(), ts, words or f"confidence {row.confidence:.2f}")
+        elif actor.startswith("policy:"):
             version = actor.removeprefix("policy:")
             self.policy_counts[version] += 1
             first, _ = self.policy_span.get(version, (ts, ts))
             self.policy_span[version] = (first, ts)
+            if low:
+                tally.add(low_confidence_event(), ts, words or f"confidence {row.confidence:.2f}")
+            top = explanation.get("top")
+            if isinstance(top, list) and top and isinstance(top[0], dict):
+                tally.add(factor_event(str(top[0].get("feature", "?"))), ts, words)
+        elif mode == "auto":
+            tally.add(other_actor_event(actor), ts, words)
 
-        if "low confidence" in flags:
+        if low:
             heat = saliency_map(row, ts, self.z, HEATMAP_FEATURES)
             if heat is not None:
                 d.saliency_total += 1
                 if len(d.saliency_maps) < self.max_heatmaps:
                     d.saliency_maps.append(heat)
-
-        keep_all = d.decision_count <= self.detail_limit
-        if flags:
-            d.notable_total += 1
-        if keep_all or (flags and len(d.log) < self.max_log):
-            entry = DecisionEntry(ts, int(row.seq), actor, mode, float(row.confidence), describe_action(clipped),
-                                  tuple(text for _, text in described), describe_explanation(row.explanation),
-                                  tuple(flags))
-            if keep_all:
-                self.all_entries.append(entry)
-            if flags and len(d.log) < self.max_log:
-                d.log.append(entry)
-        if not keep_all and self.all_entries:
-            self.all_entries = []  # too long for a full log: condensed from here on
 
     def _money(self, estimate: dict[str, Any], dt_h: float, litres: float, lamp_kwh: float, pump_kwh: float) -> None:
         """The economic view of one interval: energy at its recorded price, water, the crop twin's harvest."""
@@ -233,10 +251,7 @@ class _Collector:
         d = self.data
         if self.hour is not None:
             d.hours.append(self.hour)
-        if d.decision_count <= self.detail_limit:
-            d.log, d.condensed = self.all_entries, False
-        else:
-            d.condensed = True
+        self.events.finish(d)
         d.clips_by_rule = dict(sorted(self.clips.items()))
         d.policies = [PolicyUse(v, n, *self.policy_span[v]) for v, n in sorted(self.policy_counts.items())]
 
@@ -255,13 +270,14 @@ def collect_report_data(
     verification: str,
     energy: EnergyModel | None = None,
     low_confidence_threshold: float = LOW_CONFIDENCE_THRESHOLD,
-    detail_limit: int = DETAIL_LIMIT,
-    max_log_entries: int = MAX_LOG_ENTRIES,
-    max_heatmaps: int = MAX_HEATMAPS,
+    max_heatmaps: int | None = None,
+    verify_command: str | None = None,
 ) -> ReportData:
     """Gather one greenhouse's period ``[period_from, period_to)`` in a single streaming pass.
 
-    ``verification`` is the audit-trail check the caller ran (this module never opens keys).
+    ``verification`` is the audit-trail check the caller ran (this module never opens keys);
+    ``verify_command`` the line that checks the signature the caller will put on it. Heat maps:
+    ``max_heatmaps``, by default as many as the period's length allows (:func:`heatmap_budget`).
     Raises ``LookupError`` for an unknown greenhouse, ``ValueError`` for a naive or empty period.
     """
     start = require_aware("period_from", period_from)
@@ -272,8 +288,8 @@ def collect_report_data(
     if gh is None:
         raise LookupError(f"unknown greenhouse {greenhouse_id!r}")
     bands = session.scalars(select(Zone).where(Zone.greenhouse_id == greenhouse_id).order_by(Zone.index)).all()
-    zones = [ZoneStats(z.index, z.target_low_vwc, z.target_high_vwc) for z in bands]
-    data = ReportData(gh.id, gh.name, start, end, verification, zones)
+    zones = [ZoneStats(z.index, z.target_low_vwc, z.target_high_vwc, name=z.name) for z in bands]
+    data = ReportData(gh.id, gh.name, start, end, verification, zones, verify_command=verify_command)
 
     # The interval ending at the period's first decision starts at the decision before it.
     prev_row = session.execute(
@@ -287,9 +303,9 @@ def collect_report_data(
         valves = prev_row.clipped.get("valves") if isinstance(prev_row.clipped, Mapping) else None
         prev = (utc(prev_row.ts), [v or 0.0 for v in json_floats(valves, len(zones))])
 
+    budget = heatmap_budget(start, end) if max_heatmaps is None else max_heatmaps
     collector = _Collector(data, energy=energy or EnergyModel(), threshold=low_confidence_threshold,
-                           detail_limit=detail_limit, max_log_entries=max_log_entries,
-                           max_heatmaps=max_heatmaps, prev=prev)
+                           max_heatmaps=budget, prev=prev)
     for row in _stream_decisions(session, greenhouse_id, start, end):
         collector.add(row)
     collector.finish()
@@ -300,14 +316,15 @@ def collect_report_data(
         .where(ModeChange.greenhouse_id == greenhouse_id, ModeChange.ts >= start, ModeChange.ts < end)
         .order_by(ModeChange.ts, ModeChange.seq)
     ):
-        data.mode_changes.append(
-            ModeChangeEntry(utc(mc.ts), mc.seq, mc.actor, mc.from_mode, mc.to_mode, mc.reason or "")
-        )
+        if len(data.mode_changes) < MAX_LISTED:
+            data.mode_changes.append(
+                ModeChangeEntry(utc(mc.ts), mc.seq, mc.actor, mc.from_mode, mc.to_mode, mc.reason or ""))
         if mc.to_mode == "estop":
             data.estops += 1
         if mc.actor.startswith("operator:"):
             overrides[mc.actor] += 1
     data.operator_overrides = dict(sorted(overrides.items()))
+    collect_alarms(session, data, start, end)
     return data
 
 

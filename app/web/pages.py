@@ -20,6 +20,7 @@ from app.auth.service import AuthService, Principal
 from app.auth.tokens import TokenError
 from app.cli import report as report_cli
 from app.web.security import csrf_token
+from audit import wording
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -46,10 +47,17 @@ def _to_login(request: Request) -> RedirectResponse:
     return RedirectResponse(f"/login?next={target}", status_code=303)
 
 
+PAGE_WORDS = ("nav.", "gh.", "col.", "kv.", "tile.", "value.", "alarms.", "severity.", "unit.days", "language.", "zone")
+"""The catalogue's keys the pages' scripts label themselves with (handed over in a ``<meta>`` tag)."""
+
+
 def _render(request: Request, name: str, session: tuple[Principal, str], **context: Any) -> Response:
     user, token = session
     runtime = request.app.state.runtime
+    lang = wording.language(user.language)
     return templates.TemplateResponse(request, name, {
+        "lang": lang, "languages": wording.LANGUAGES, "words": wording.texts(PAGE_WORDS, lang),
+        "t": lambda key, **values: wording.text(key, lang, **values),
         "user": user, "roles": sorted(user.roles), "is_operator": "operator" in user.roles,
         "can_report": bool(user.roles & {"agronomist", "admin"}), "is_admin": "admin" in user.roles,
         "can_edit_settings": bool(user.roles & {"agronomist", "admin"}),

@@ -6,17 +6,20 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 LOW_CONFIDENCE_THRESHOLD = 0.6
 """Same default as ``Settings.low_confidence_threshold``: below it the loop fell back to the expert."""
-DETAIL_LIMIT = 500
-"""Periods with at most this many decisions list every one; longer ones are condensed."""
-MAX_LOG_ENTRIES = 2000
-"""Cap on notable decisions kept for a condensed log (memory and page count stay bounded)."""
 MAX_HEATMAPS = 12
-"""Saliency heat maps drawn per report; later low-confidence decisions are only counted."""
+"""Saliency heat maps drawn per report at most; later low-confidence decisions are only counted."""
+HEATMAPS_PER_DAY = 3
+"""Heat maps drawn per day of the period (at least this many): a report's length follows its period."""
+MAX_EVENT_KINDS = 60
+"""Distinct events the log summarises; rarer ones past this are counted together (the table stays short)."""
+MAX_LISTED = 200
+"""Rows of a listing (mode changes, alarm actions, settings changes) printed; the rest are counted."""
 HEATMAP_FEATURES = 16
 """Rows of a heat map: the features with the largest total |attribution| over the steps."""
 MAX_DT_S = 3600.0
@@ -94,6 +97,8 @@ class ZoneStats:
     low: float
     high: float
     water_l: float = 0.0
+    name: str | None = None
+    """The zone's name from its settings (the dashboard shows it); None: only its number."""
     hours_in_band: float = 0.0
     hours_below: float = 0.0
     hours_above: float = 0.0
@@ -124,6 +129,12 @@ class HourSummary:
     low_confidence: int = 0
     manual: int = 0
     estop: int = 0
+    fallback: int = 0
+    """Decisions the threshold expert made because the ensemble's members disagreed."""
+    operator: int = 0
+    """Operators' commands: decisions in manual mode, made by a person."""
+    rules: dict[str, int] = field(default_factory=dict)
+    """Safety-rule firings in the hour, by rule."""
 
     def theta_mean(self, zone: int) -> float | None:
         n = self.theta_n[zone] if zone < len(self.theta_n) else 0
@@ -134,19 +145,55 @@ class HourSummary:
         return self.light_pct_sum / self.light_n if self.light_n else None
 
 
+@dataclass
+class EventSummary:
+    """Decisions of one kind of event (a safety rule on one actuator, an expert fallback, an operator's
+    command, a policy's strongest factor), counted, with the latest one in words."""
+
+    event: str
+    count: int
+    first: datetime
+    last: datetime
+    example: str
+    """The latest such decision in words (never the stored JSON)."""
+
+
+@dataclass
+class AlarmSummary:
+    """Episodes of one alarm kind raised in the period and what operators did about them."""
+
+    title: str
+    severity: str
+    raised: int = 0
+    acknowledged: int = 0
+    """Episodes raised in the period that an operator acknowledged."""
+    shelved: int = 0
+    """Shelvings of this kind in the period."""
+    open_at_end: int = 0
+    """Episodes raised in the period still not cleared when it ended."""
+
+
 @dataclass(frozen=True)
-class DecisionEntry:
-    """One decision as the log prints it (already reduced to text)."""
+class AlarmActionEntry:
+    """An operator's acknowledgement, shelving or unshelving of an alarm."""
 
     ts: datetime
-    seq: int
     actor: str
-    mode: str
-    confidence: float
     action: str
-    rules: tuple[str, ...]
-    explanation: str
-    flags: tuple[str, ...]
+    title: str
+    comment: str
+
+
+@dataclass(frozen=True)
+class SettingsChangeEntry:
+    """A change of the greenhouse's settings as the first decision under it recorded it."""
+
+    ts: datetime
+    version: int
+    actor: str
+    reason: str
+    changes: str
+    """What changed, in words and the dashboard's units."""
 
 
 @dataclass(frozen=True)
@@ -209,9 +256,9 @@ class ReportData:
     decision_count: int = 0
     first_decision: datetime | None = None
     last_decision: datetime | None = None
-    condensed: bool = False
-    log: list[DecisionEntry] = field(default_factory=list)
-    notable_total: int = 0
+    events: list[EventSummary] = field(default_factory=list)
+    events_other: int = 0
+    """Decisions of event kinds past :data:`MAX_EVENT_KINDS`, counted together."""
     hours: list[HourSummary] = field(default_factory=list)
     mode_changes: list[ModeChangeEntry] = field(default_factory=list)
     water_unattributed_l: float = 0.0
@@ -222,6 +269,8 @@ class ReportData:
     decisions_estop: int = 0
     decisions_low_confidence: int = 0
     decisions_clipped: int = 0
+    decisions_fallback: int = 0
+    operator_commands: int = 0
     clips_by_rule: dict[str, int] = field(default_factory=dict)
     operator_overrides: dict[str, int] = field(default_factory=dict)
     estops: int = 0
@@ -230,6 +279,21 @@ class ReportData:
     saliency_total: int = 0
     """Low-confidence decisions carrying a saliency history (``saliency_maps`` holds the first ones)."""
     economics: Economics = field(default_factory=Economics)
+    alarms: list[AlarmSummary] = field(default_factory=list)
+    alarm_actions: list[AlarmActionEntry] = field(default_factory=list)
+    alarm_action_counts: dict[str, int] = field(default_factory=dict)
+    """Operators' alarm actions in the period by action (ack, shelve, unshelve); all of them, listed or not."""
+    settings_changes: list[SettingsChangeEntry] = field(default_factory=list)
+    verify_command: str | None = None
+    """The ``greentwin report verify`` line that checks this report's signature, when the signer knows it."""
+
+    @property
+    def span_hours(self) -> float:
+        return (self.period_to - self.period_from).total_seconds() / 3600.0
+
+    @property
+    def operator_mode_changes(self) -> int:
+        return sum(self.operator_overrides.values())
 
     @property
     def saliency_omitted(self) -> int:
@@ -245,10 +309,8 @@ class ReportData:
         return self.energy_lamps_kwh + self.energy_pump_kwh
 
     @property
-    def log_omitted(self) -> int:
-        """Notable decisions counted but not listed (condensed logs only)."""
-        return self.notable_total - len(self.log) if self.condensed else 0
-
+    def alarms_raised(self) -> int:
+        return sum(a.raised for a in self.alarms)
 
 
 # -- time helpers --------------------------------------------------------------------------
@@ -270,3 +332,10 @@ def require_aware(name: str, dt: datetime) -> datetime:
         raise ValueError(f"{name} must be timezone-aware, got {dt.isoformat()}")
     return dt.astimezone(UTC)
 
+
+
+def heatmap_budget(period_from: datetime, period_to: datetime) -> int:
+    """Heat maps a period's report draws: :data:`HEATMAPS_PER_DAY` for each started day, at most
+    :data:`MAX_HEATMAPS`, so six hours get one page of them and a week no more than four."""
+    days = math.ceil(max((period_to - period_from).total_seconds(), 1.0) / 86400.0)
+    return min(MAX_HEATMAPS, HEATMAPS_PER_DAY * days)

@@ -104,8 +104,8 @@ def heatmap_section(data: ReportData) -> list[Flowable]:
              "(integrated gradients of the policy ensemble's decision score, each step against a reference with "
              "every zone in its target band). Rows are input features, columns the steps before the decision.")
     if data.saliency_omitted:
-        intro += (f" The first {shown} are drawn; {data.saliency_omitted} more are in the decision log and the "
-                  "audit trail.")
+        intro += (f" The first {shown} are drawn; {data.saliency_omitted} more are in the audit trail (the "
+                  "decision log above counts them).")
     out.append(p(intro))
     for m in data.saliency_maps:
         out += [Spacer(1, 3 * mm), heatmap(m)]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from xml.sax.saxutils import escape
 
 from reportlab.lib import colors
 from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
 from reportlab.platypus import Paragraph, TableStyle
+
+from audit.report.data import utc
 
 _STYLES = getSampleStyleSheet()
 BODY = ParagraphStyle("gt-body", parent=_STYLES["BodyText"], fontSize=9, leading=11)
@@ -20,7 +23,27 @@ GRID = TableStyle([
     ("VALIGN", (0, 0), (-1, -1), "TOP"),
 ])
 
+COMPACT = TableStyle([*GRID.getCommands(), ("FONTSIZE", (0, 1), (-1, -1), 7), ("LEADING", (0, 1), (-1, -1), 8.6),
+                      ("TOPPADDING", (0, 1), (-1, -1), 1.5), ("BOTTOMPADDING", (0, 1), (-1, -1), 1.5)])
+"""A table of many short rows (the hourly log): tighter, so a week of hours takes a few pages."""
+PAIRS = TableStyle([("GRID", (0, 0), (-1, -1), 0.25, colors.grey), ("FONTSIZE", (0, 0), (-1, -1), 7.5),
+                    ("FONTNAME", (1, 0), (1, -1), "Helvetica-Bold"), ("VALIGN", (0, 0), (-1, -1), "TOP")])
+"""Label and value tables: no header row, the values in bold."""
+
 
 def p(text: str, style: ParagraphStyle = BODY) -> Paragraph:
     """Paragraph of untrusted text: escaped, so markup in it prints literally."""
     return Paragraph(escape(text), style)
+TITLE = ParagraphStyle("gt-title", parent=H1, fontSize=15, leading=18, spaceAfter=4)
+H3_TIGHT = ParagraphStyle("gt-h3", parent=H3, fontSize=10.5, leading=13, spaceBefore=5, spaceAfter=3)
+"""The first page's headings: it must hold the whole answer, so they are smaller than the sections'."""
+
+
+def fmt(value: float | None, digits: int = 1) -> str:
+    """A number as the report prints it (thousands separated), ``-`` for none."""
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def when(dt: datetime) -> str:
+    """A time in a table cell: UTC to the minute (the headings say UTC), short enough for narrow columns."""
+    return utc(dt).strftime("%Y-%m-%d %H:%M")

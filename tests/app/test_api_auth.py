@@ -7,6 +7,7 @@ closed port and keeps retrying in the background.
 
 from __future__ import annotations
 
+import csv
 import io
 import logging
 import time
@@ -23,6 +24,7 @@ from app.auth.service import ACCESS_CHAIN, AuthConfigError
 from app.auth.tokens import TokenSigner
 from app.auth.users import create_user, disable_user
 from app.cli import db as db_cli
+from app.cli import report as report_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
@@ -100,7 +102,8 @@ def test_without_a_token_only_health_answers(api: Api) -> None:
     for method, path in (("GET", "/api/greenhouses"), ("GET", "/api/greenhouses/gh1/decisions"),
                          ("GET", "/api/greenhouses/gh1/mode-changes"), ("GET", "/api/auth/me"),
                          ("POST", "/api/greenhouses/gh1/estop"), ("POST", "/api/greenhouses/nope/estop"),
-                         ("POST", "/api/greenhouses"), ("GET", "/api/greenhouses/gh1/report.pdf")):
+                         ("POST", "/api/greenhouses"), ("GET", "/api/greenhouses/gh1/report.pdf"),
+                         ("GET", "/api/greenhouses/gh1/report.csv")):
         r = c.request(method, path, json={"reason": "no token"} if method == "POST" else None)
         assert r.status_code == 401, (method, path, r.text)
         assert r.headers["www-authenticate"] == "Bearer" and "POST /api/auth/login" in r.json()["detail"]
@@ -122,13 +125,15 @@ def test_wrong_role_is_403_and_names_the_role_needed(api: Api) -> None:
         "forbidden: needs role operator (user 'anna' has agronomist)"
     assert c.post("/api/greenhouses/gh1/mode", json={"mode": "manual", "reason": "try"},
                   headers=agronomist).status_code == 403
-    r = c.get("/api/greenhouses/gh1/report.pdf", params=PERIOD, headers=operator)
-    assert r.status_code == 403 and "agronomist or admin" in r.json()["detail"]
+    for fmt in ("pdf", "csv"):
+        r = c.get(f"/api/greenhouses/gh1/report.{fmt}", params=PERIOD, headers=operator)
+        assert r.status_code == 403 and "agronomist or admin" in r.json()["detail"]
     new_gh = {"id": "gh9", "zones": 2, "soil": "clay"}
     for who in (operator, agronomist):
         assert c.post("/api/greenhouses", json=new_gh, headers=who).status_code == 403
     # The agronomist's and admin's access passes the role check (then the unknown greenhouse is 404).
     assert c.get("/api/greenhouses/nope/report.pdf", params=PERIOD, headers=api.auth("adam")).status_code == 404
+    assert c.get("/api/greenhouses/nope/report.csv", params=PERIOD, headers=api.auth("adam")).status_code == 404
 
 
 def test_admin_registers_greenhouses(api: Api) -> None:
@@ -213,6 +218,28 @@ def test_agronomist_downloads_a_signed_report_naming_the_greenhouse(api: Api) ->
     text = "\n".join(p.extract_text() for p in pypdf.PdfReader(io.BytesIO(r.content)).pages)
     assert "North house (gh1)" in text and "anna via the greentwin API" in text
     assert not verify_pdf(r.content[:-200] + b"0" * 200, cert).ok
+    # The first page names the line that checks it: the dashboard's, with the service's state directory.
+    assert report_cli.verify_command(None, api.state_dir) in " ".join(text.split())
+
+
+def test_agronomist_exports_the_reports_summary_as_csv(api: Api) -> None:
+    """The same collected data as the PDF, one long table: the period, the money, each zone numbered from 1."""
+    r = api.client.get("/api/greenhouses/gh1/report.csv", params=PERIOD, headers=api.auth("anna"))
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/csv")
+    assert r.headers["content-disposition"] == 'attachment; filename="gh1-20260101T0000Z-20270101T0000Z.csv"'
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert list(rows[0]) == ["section", "item", "zone", "zone_name", "start", "value", "unit"]
+    period = {row["item"]: row["value"] for row in rows if row["section"] == "period"}
+    assert period["greenhouse"] == "gh1" and period["greenhouse_name"] == "North house"
+    assert period["from"] == "2026-01-01T00:00:00+00:00" and period["to"] == "2027-01-01T00:00:00+00:00"
+    assert {row["zone"] for row in rows if row["section"] == "zone"} == {"1", "2", "3"}
+    bands = {float(row["value"]) for row in rows if row["section"] == "zone" and row["item"] == "band_low"}
+    assert bands == {19.5} and {row["unit"] for row in rows if row["item"] == "band_low"} == {"% VWC"}
+    assert {row["item"] for row in rows if row["section"] == "money"} >= {"yield", "revenue", "profit"}
+    bad = api.client.get("/api/greenhouses/gh1/report.csv", params={"from": "2026-01-01T00:00:00", "to": PERIOD["to"]},
+                         headers=api.auth("anna"))
+    assert bad.status_code == 422 and "needs a UTC offset" in bad.json()["detail"]
 
 
 @pytest.mark.parametrize("params, detail", [

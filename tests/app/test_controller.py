@@ -340,3 +340,25 @@ def test_lamps_the_site_runs_are_left_to_it_on_the_wire():
     assert d.clipped["light_pct"] == 0.0  # the decision's own action: greentwin burns no lamp
     ctl.apply_setup(GreenhouseSetup("gh1", tuple(ctl.zones), lamps_ours=True, version=3), SafetyLimits.default())
     assert isinstance(_run(ctl, 1)[0][0].command.light_pct, float)
+
+
+def test_each_decision_records_the_break_even_price_its_lamps_were_weighed_against():
+    """The all-in price below which a lamp hour pays for this crop, so a decision can say 'lamps on: 42 EUR/MWh
+    is below the break-even of 61'; none where the expert lights by the clock or the site runs the lamps."""
+    import dataclasses
+
+    from app.control.setup import GreenhouseSetup
+    from policy.baselines import LAMP_PAR_PER_PCT
+
+    ctl = _controller()
+    ctl.expert = dataclasses.replace(ctl.expert, c0=75.0, par_sat=1000.0)
+    d = _run(ctl, 1)[0][0]
+    sl, obs = ctl.obs_builder.spec.slices, np.asarray(d.observation)
+    natural = obs[sl["par"].start] - obs[sl["lights"].start] * LAMP_PAR_PER_PCT
+    expected = 75.0 * obs[sl["fruit_price"].start] * (1.0 - min(max(natural / 1000.0, 0.0), 1.0))
+    assert d.estimate["lamp_break_even_eur_mwh"] == pytest.approx(expected) and expected > 0
+    ctl.expert = dataclasses.replace(ctl.expert, c0=None)
+    assert _run(ctl, 1)[0][0].estimate["lamp_break_even_eur_mwh"] is None
+    ctl.expert = dataclasses.replace(ctl.expert, c0=75.0)
+    ctl.apply_setup(GreenhouseSetup("gh1", tuple(ctl.zones), lamps_ours=False, version=2), SafetyLimits.default())
+    assert _run(ctl, 1)[0][0].estimate["lamp_break_even_eur_mwh"] is None

@@ -53,11 +53,13 @@ WRITE_POLICY: dict[tuple[str, str], frozenset[str] | None] = {
     ("POST", "/api/greenhouses/{gh}/estop"): frozenset({"operator"}),
     ("POST", "/api/greenhouses/{gh}/estop/reset"): frozenset({"operator"}),
     ("PATCH", "/api/greenhouses/{gh}/settings"): frozenset({"agronomist", "admin"}),
+    ("POST", "/api/greenhouses/{gh}/forecast/what-if"): ANY_USER,  # advice: nothing is applied
     ("POST", "/api/alarms/{alarm_id}/ack"): frozenset({"operator"}),
     ("POST", "/api/alarms/{alarm_id}/shelve"): frozenset({"operator"}),
     ("POST", "/api/alarms/{alarm_id}/unshelve"): frozenset({"operator"}),
     ("PUT", "/api/alarms/thresholds/{gh}"): frozenset({"agronomist", "admin"}),
     ("PUT", "/api/me/notifications"): ANY_USER,
+    ("PATCH", "/api/me"): ANY_USER,
     ("POST", "/api/users"): frozenset({"admin"}),
     ("POST", "/api/users/{username}/disable"): frozenset({"admin"}),
     ("POST", "/api/users/{username}/password"): frozenset({"admin"}),
@@ -68,8 +70,9 @@ BODIES = {"/api/greenhouses": {"id": "ghnew", "zones": 2}, "/api/users": {"usern
           "/api/greenhouses/{gh}/estop": {"reason": "role test"}, "/api/greenhouses/{gh}/estop/reset": {"reason": "test"},
           "/api/users/{username}/roles": {"roles": ["operator"]},
           "/api/greenhouses/{gh}/settings": {"reason": "role test"},
+          "/api/greenhouses/{gh}/forecast/what-if": {"lamps": "rule"},
           "/api/alarms/{alarm_id}/shelve": {"reason": "role test", "minutes": 5},
-          "/api/alarms/{alarm_id}/unshelve": {"reason": "role test"}}
+          "/api/alarms/{alarm_id}/unshelve": {"reason": "role test"}, "/api/me": {"language": "en"}}
 PARAMS = {"gh": "gh1", "alarm_id": "0" * 16, "username": "nobody"}
 
 
@@ -212,6 +215,8 @@ def test_the_report_panel_names_the_state_directory_verify_needs(client: TestCli
         html = client.get("/greenhouses/gh1").text
     finally:
         client.cookies.clear()
+    [csv_link] = re.findall(r'<a class="btn" id="report-csv" href="([^"]*)"', html)
+    assert csv_link == "/api/greenhouses/gh1/report.csv", "the CSV of the same summary, beside the PDF"
     [hint] = re.findall(r'<code id="report-verify-command">([^<]*)</code>', html)
     assert shlex.split(unescape(hint)) == ["greentwin", "report", "verify", "FILE.pdf", "--state-dir", str(state_dir)]
     spaced = report_cli.verify_command(Path("/etc/green twin/report cert.pem"), state_dir)
@@ -663,3 +668,25 @@ def test_policy_overview_shows_the_registry_and_the_last_retraining_run(client: 
     last = body["last_retrain"]
     assert (last["id"], last["status"], last["candidate"]) == ("20261202T030000Z", "refused", "ppo-api-cand")
     assert last["summary"]["stages"]["gate"] == {"promote": False}
+
+
+def test_forecast_reads_and_what_ifs_refused_in_words(client: TestClient) -> None:
+    """Before any telemetry the forecast waits; a what-if is checked as a settings change would be."""
+    admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
+    # A greenhouse of its own: gh1 has had telemetry from other tests of this module.
+    assert client.post("/api/greenhouses", json={"id": "gh-quiet", "zones": 3}, headers=admin).status_code == 201
+    auth = {"Authorization": f"Bearer {_login(client, 'operator')}"}
+    r = client.get("/api/greenhouses/gh-quiet/forecast", headers=auth)
+    assert r.status_code == 200 and r.json()["state"] == "waiting" and r.json()["forecast"] is None
+    assert r.json()["tracking"]["samples"] == 0 and client.get("/api/greenhouses/nope/forecast", headers=auth).status_code == 404
+    url = "/api/greenhouses/gh-quiet/forecast/what-if"
+    refused = {"nothing to try": {}, "zones[7]": {"zones": [{"index": 7, "target_low_vwc": 0.2, "target_high_vwc": 0.3}]},
+               "zones[0].target_low_vwc": {"zones": [{"index": 0, "target_low_vwc": 0.3, "target_high_vwc": 0.2}]},
+               "zones[1].target_high_vwc": {"zones": [{"index": 1, "target_low_vwc": 0.2, "target_high_vwc": 0.9}]},
+               "lamp_hours_per_day": {"lamp_hours_per_day": 30.0}}
+    for words, body in refused.items():
+        r = client.post(url, json=body, headers=auth)
+        assert r.status_code == 422 and words in str(r.json()["detail"]), (body, r.text)
+    assert client.post(url, json={"lamps": "sometimes"}, headers=auth).status_code == 422
+    r = client.post(url, json={"lamps": "rule"}, headers=auth)
+    assert r.status_code == 409 and "no telemetry" in r.json()["detail"]

@@ -117,6 +117,29 @@ def test_settings_columns_keep_existing_greenhouses_as_they_ran_and_downgrade(db
     assert _diffs(engine) == []
 
 
+def test_user_language_keeps_existing_accounts_in_english_and_downgrades(db_url: str, engine: Engine) -> None:
+    """0012 gives an account made before it English and keeps its roles (no table copy on SQLite, whose
+    drop would cascade to them); PostgreSQL refuses a language the catalogue lacks; downgrading drops it."""
+    db_cli.upgrade(db_url, "0011_alarm_operations")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO app_user (username, password_hash, token_epoch) VALUES ('olga', 'x', 0)"))
+        conn.execute(text("INSERT INTO app_user_role (user_id, role) SELECT id, 'operator' FROM app_user"))
+    db_cli.upgrade(db_url, "0012_user_language")
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT language FROM app_user")).scalar_one() == "en"
+        assert conn.execute(text("SELECT role FROM app_user_role")).scalar_one() == "operator"
+        conn.execute(text("UPDATE app_user SET language = 'zh-Hans'"))
+    if engine.dialect.name == "postgresql":  # SQLite adds no check to an existing table: the API refuses it
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(text("UPDATE app_user SET language = 'fr'"))
+    db_cli.downgrade(db_url, "0011_alarm_operations")
+    assert "language" not in {c["name"] for c in inspect(engine).get_columns("app_user")}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT role FROM app_user_role")).scalar_one() == "operator"
+    db_cli.upgrade(db_url)
+    assert _diffs(engine) == []
+
+
 def test_add_greenhouse_refuses_unmigrated_db(db_url: str) -> None:
     with pytest.raises(SchemaOutOfDate, match="greentwin db upgrade"):
         db_cli.add_greenhouse(db_url, "gh-1")

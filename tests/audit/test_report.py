@@ -179,7 +179,7 @@ def signed_report(seeded: str, identity) -> tuple[bytes, object]:
 def test_collected_numbers_match_the_rows(seeded: str) -> None:
     data = _collect(seeded)
     zones, unattributed = _expected_water()
-    assert data.decision_count == N and not data.condensed and len(data.log) == N
+    assert data.decision_count == N and sum(h.decisions for h in data.hours) == N and len(data.hours) == 48
     assert [z.water_l for z in data.zones] == pytest.approx(zones)
     assert data.water_unattributed_l == pytest.approx(unattributed) and unattributed > 0
     assert data.estops == 2
@@ -215,9 +215,9 @@ def test_pdf_prints_the_database_numbers(signed_report) -> None:
         assert _row(text, str(z + 1), "19.5–27 %", f"{litres:,.1f}")
     assert _row(text, "1", "19.5–27 %", f"{zones[0]:,.1f}", "66.7", f"{100 * STEP_S / 3600:.1f}")
     assert "0.195" not in text and "0.270" not in text
-    for title in ("Zone 1: soil moisture", "Zone 3: soil moisture", "vs target band 19.5–27 %"):
+    for title in ("Zone 1: moisture, band 19.5–27 %", "Zone 3: moisture, band 19.5–27 %"):
         assert title in text, title
-    assert _row(text, "operator:bob", "2")
+    assert _row(text, "Mode changes by operators", "5")
     assert "v1" in text and "v2" in text and "passed: 42 records verified" in text
     assert "2026-06-01T00:00:00+00:00 to 2026-06-03T00:00:00+00:00" in text
     assert "2026-06-03T08:00:00+00:00" in text  # generated at
@@ -225,25 +225,32 @@ def test_pdf_prints_the_database_numbers(signed_report) -> None:
 
 def _log_section(text: str) -> str:
     """The decision log's text, words joined by single spaces (table cells wrap anywhere)."""
-    return " ".join(text[text.index("Decision log") : text.index("Safety clips by rule")].split())
+    return " ".join(text[text.index("Decision log, summarised") :].split())
 
 
 def test_the_decision_log_says_why_in_words(signed_report) -> None:
-    log = _log_section("\n".join(_pages(signed_report[0])))
+    pdf, data = signed_report
+    log = _log_section("\n".join(_pages(pdf)))
     assert "{" not in log and '"' not in log, "no stored JSON in the log"
+    events = {e.event: e for e in data.events}
     # A safety clip: the rule, the zone's valve numbered as on the dashboard, the change and its reason.
-    capped = sum(1 for i in range(N) if i % 11 == 0)
-    assert log.count("zone_daily_water_cap on Zone 2 valve: open -> closed (251.9 L used today; cap 250.0 L)") \
-        == capped
-    assert log.count("valve_min_dwell on Zone 1 valve: open -> closed") == sum(1 for i in range(N) if i % 7 == 0)
+    capped = events["Safety rule zone_daily_water_cap changed the Zone 2 valve"]
+    assert capped.count == sum(1 for i in range(N) if i % 11 == 0)
+    assert capped.example == "zone_daily_water_cap on Zone 2 valve: open -> closed (251.9 L used today; cap 250.0 L)"
+    assert capped.example in log
+    assert events["Safety rule valve_min_dwell changed the Zone 1 valve"].count == sum(1 for i in range(N) if i % 7 == 0)
     # An ensemble decision: its strongest factor in words and % VWC, the rest of the record left out.
-    assert log.count("main factor: Zone 3 moisture 17.0 % VWC (61 % of the decision)") == \
-        sum(1 for i in range(N) if _actor_mode(i)[3] is EXPLAINED)
+    factor = events["The policy's strongest factor was Zone 3 moisture"]
+    assert factor.count == sum(1 for i in range(N) if _actor_mode(i)[3] is EXPLAINED)
+    assert factor.example == "main factor: Zone 3 moisture 17.0 % VWC (61 % of the decision)" and factor.example in log
     assert "baseline_score" not in log and "air temp" not in log
-    assert log.count("low confidence; alarms: held:co2_ppm") == \
-        sum(1 for i in range(N) if _actor_mode(i)[0] == "expert:low_confidence" and not _rules(i))
-    # The command sent: the open valves by zone number.
-    assert log.count("valves open: zone 3") == sum(1 for i in range(N) if i % 10 == 4)
+    fallback = events["The ensemble disagreed: the threshold expert decided"]
+    assert fallback.count == sum(1 for i in range(N) if _actor_mode(i)[0] == "expert:low_confidence")
+    assert fallback.example == "alarms: held:co2_ppm"
+    # Operators' commands and e-stops, with the command sent in words.
+    assert events["Operator's command in manual mode (manual)"].count == 20
+    assert events["E-stop latched: everything off"].count == 10
+    assert "valves closed; pump 40% light 0%" in log
 
 
 def test_every_page_is_stamped(signed_report) -> None:
@@ -292,16 +299,24 @@ def test_signature_verifies_and_one_byte_breaks_it(signed_report, identity) -> N
     assert not verify_pdf(b"%PDF-1.4 not really", identity.cert).ok
 
 
-def test_condensed_log_keeps_notable_decisions(seeded: str) -> None:
-    data = _collect(seeded, detail_limit=50, max_log_entries=40)
-    notable = sum(1 for i in range(N) if _rules(i) or _actor_mode(i)[1] != "auto"
-                  or _actor_mode(i)[0] == "expert:low_confidence")
-    assert data.condensed and data.notable_total == notable
-    assert len(data.log) == 40 and data.log_omitted == notable - 40
-    assert sum(h.decisions for h in data.hours) == N and len(data.hours) == 48
-    pdf = render_report(data, generated_by="t", generated_at=T0, report_id="c")
-    text = "\n".join(_pages(pdf))
-    assert "Hourly summaries" in text and f"{data.log_omitted} more are in the audit trail" in text
+def test_long_periods_are_summarised_by_day_or_week(seeded: str) -> None:
+    """Past eight days the log has a row a day, past two months a row a week: the sums of the hours merged."""
+    from audit.report.decision_log import buckets
+
+    data = _collect(seeded)
+    data.period_to = data.period_from + timedelta(days=9)
+    days = buckets(data)
+    assert [d.start for d in days] == [T0, T0 + timedelta(days=1)]
+    assert sum(d.decisions for d in days) == N and [d.decisions for d in days] == [150, 150]
+    assert sum(sum(d.water_l) for d in days) == pytest.approx(sum(sum(h.water_l) for h in data.hours))
+    assert days[0].theta_mean(0) == pytest.approx(sum(h.theta_sum[0] for h in data.hours[:24])
+                                                  / sum(h.theta_n[0] for h in data.hours[:24]))
+    assert sum(d.rules.get("valve_min_dwell", 0) for d in days) == data.clips_by_rule["valve_min_dwell"]
+    text = "\n".join(_pages(render_report(data, generated_by="t", generated_at=T0, report_id="c")))
+    assert "By day" in text and _row(text, "2026-06-02", "150")
+    data.period_from = T0 - timedelta(days=3)  # past two months: weeks counted from the period's first day
+    data.period_to = data.period_from + timedelta(days=70)
+    assert [(w.start, w.decisions) for w in buckets(data)] == [(T0 - timedelta(days=3), N)]
 
 
 def test_rejects_naive_or_empty_periods(seeded: str) -> None:
@@ -324,11 +339,14 @@ def test_cli_writes_and_verifies_a_signed_report(seeded: str, tmp_path: Path, mo
     args = argparse.Namespace(report_command=None, greenhouse="gh1", period_from="2026-06-01T02:00:00+02:00",
                               period_to="2026-06-03T00:00:00Z", out=str(out), url=seeded, state_dir=str(state))
     assert report_cli.main(args) == 0
-    err = capsys.readouterr().err
-    assert "generated a self-signed report signing key" in err
+    printed_out = capsys.readouterr()
+    assert "generated a self-signed report signing key" in printed_out.err
     assert (state / "report-signing" / "report-cert.pem").is_file()
     text = "\n".join(_pages(out.read_bytes()))
     assert _row(text, "Decisions", str(N)) and "not performed: audit keys not configured" in text
+    # The first page names the line that checks it, with the state directory that holds the certificate.
+    printed = report_cli.verify_command(None, state.resolve())
+    assert printed in " ".join(text.split()) and printed in printed_out.out
 
     verify = argparse.Namespace(report_command="verify", pdf=str(out), cert=None, state_dir=str(state))
     assert report_cli.main(verify) == 0
@@ -384,7 +402,7 @@ def test_thirty_days_of_minute_decisions(tmp_path: Path) -> None:
     pages = len(pypdf.PdfReader(io.BytesIO(signed)).pages)
     print(f"\n43,200 decisions: collect {collected:.1f} s, collect+render+sign {elapsed:.1f} s, {pages} pages, "
           f"{len(signed) / 1e6:.2f} MB; max RSS {rss_after / 1024:.0f} MiB (+{(rss_after - rss_before) / 1024:.0f})")
-    assert data.decision_count == n and data.condensed and len(data.hours) == 720
+    assert data.decision_count == n and len(data.hours) == 720
     assert elapsed < 30
     assert verify_pdf(signed, ident.cert).ok
 

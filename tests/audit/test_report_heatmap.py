@@ -90,11 +90,11 @@ def _report(url: str, end: datetime, **kwargs) -> tuple[object, str]:
 def _section(text: str) -> str:
     """The heat-map section's text: from its heading to the next section."""
     start = text.index(SECTION_TITLE)
-    return text[start : text.index("Safety clips by rule", start)]
+    return text[start : text.index("Audit trail verification", start)]
 
 
 def test_low_confidence_decisions_get_a_heat_map(url: str) -> None:
-    data, text = _report(url, T0 + timedelta(hours=1))
+    data, text = _report(url, T0 + timedelta(hours=1), max_heatmaps=12)
     assert data.saliency_total == len(LOW_AT) and len(data.saliency_maps) == len(LOW_AT)
     first = data.saliency_maps[0]
     assert first.seq == LOW_AT[0] + 1 and first.steps == STEPS and first.total_features == DIM
@@ -112,11 +112,13 @@ def test_low_confidence_decisions_get_a_heat_map(url: str) -> None:
 
 
 def test_many_heat_maps_are_condensed(url: str) -> None:
-    data, text = _report(url, T0 + timedelta(hours=1), max_heatmaps=2)
-    assert data.saliency_total == len(LOW_AT) and [m.seq for m in data.saliency_maps] == [31, 41]
+    """By default a report draws as many maps as its period's length allows (three a day), so an hour's
+    five low-confidence decisions get three."""
+    data, text = _report(url, T0 + timedelta(hours=1))
+    assert data.saliency_total == len(LOW_AT) and [m.seq for m in data.saliency_maps] == [31, 41, 42]
     section = _section(text)
-    assert f"The first 2 are drawn; {len(LOW_AT) - 2} more are in the decision log" in section
-    assert section.count("confidence 0.35") == 2
+    assert f"The first 3 are drawn; {len(LOW_AT) - 3} more are in the audit trail" in " ".join(section.split())
+    assert section.count("confidence 0.35") == 3
 
 
 def test_report_without_low_confidence_decisions_says_so(url: str) -> None:

@@ -24,11 +24,12 @@ from app.api.alarm_schemas import (
     ShelveBody,
     UnshelveBody,
 )
-from app.api.deps import OperatorUser, get_current_user, require_role
+from app.api.deps import CurrentUser, OperatorUser, get_current_user, require_role
 from app.api.instants import parse_instant
 from app.api.routes.live import DashboardDep
 from app.audit_sink import ACCESS_CHAIN
 from app.auth.service import Principal
+from audit.wording import DEFAULT_LANGUAGE
 
 router = APIRouter(prefix="/api/alarms", tags=["alarms"], dependencies=[Depends(get_current_user)])
 AlarmId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$")]
@@ -39,27 +40,36 @@ NO_COMMENT = AckBody()
 
 
 @router.get("")
-def list_alarms(dash: DashboardDep, gh: Annotated[str | None, Query(description="only this greenhouse")] = None,
+def list_alarms(dash: DashboardDep, user: CurrentUser, gh: Annotated[str | None, Query(description="only this greenhouse")] = None,
                 shelved: Annotated[bool, Query(description="the shelved alarms instead of the open list")] = False,
                 active: Annotated[bool | None, Query(description="only active (true) or inactive (false) ones")] = None,
                 ) -> list[AlarmPublic]:
-    """Alarms grouped by greenhouse and kind, unacknowledged first, each in words with what to do."""
-    return dash.alarms.list(gh, shelved=shelved, active=active)
+    """Alarms grouped by greenhouse and kind, unacknowledged first, each in words (the caller's language)
+    with what to do."""
+    return [_worded(a, user.language) for a in dash.alarms.list(gh, shelved=shelved, active=active)]
+
+
+def _worded(alarm: AlarmPublic, lang: str) -> AlarmPublic:
+    """The alarm's words in ``lang``: the book keeps one English copy for every reader and notification."""
+    if lang == DEFAULT_LANGUAGE:
+        return alarm
+    words = describe(alarm.kind, lang)
+    return alarm.model_copy(update={"title": words.title, "description": words.description, "action": words.action})
 
 
 @router.get("/kinds")
-def alarm_kinds() -> list[KindPublic]:
+def alarm_kinds(user: CurrentUser) -> list[KindPublic]:
     """Every alarm kind the service raises: severity, meaning and suggested action."""
     out = []
     for code, spec in KINDS.items():
-        text = describe(code)
+        text = describe(code, user.language)
         out.append(KindPublic(code=code, severity=spec.severity, title=text.title, description=text.description,
-                              action=spec.action, watched=spec.watched))
+                              action=text.action, watched=spec.watched))
     return out
 
 
 @router.get("/history")
-async def history(dash: DashboardDep, gh: Annotated[str | None, Query(max_length=63)] = None,
+async def history(dash: DashboardDep, user: CurrentUser, gh: Annotated[str | None, Query(max_length=63)] = None,
                   kind: Annotated[str | None, Query(min_length=1, max_length=200,
                                                     description="a kind (zone_dry:2) or a code (zone_dry)")] = None,
                   severity: Severity | None = None,
@@ -72,8 +82,11 @@ async def history(dash: DashboardDep, gh: Annotated[str | None, Query(max_length
     end = parse_instant("until", until) if until else None
     if start is not None and end is not None and end <= start:
         raise HTTPException(status_code=422, detail="'until' must be after 'since'")
-    return await anyio.to_thread.run_sync(lambda: dash.alarms.history(
+    rows = await anyio.to_thread.run_sync(lambda: dash.alarms.history(
         gh=gh, kind=kind, severity=severity, since=start, until=end, state=state, limit=limit))
+    if user.language == DEFAULT_LANGUAGE:
+        return rows
+    return [r.model_copy(update={"title": describe(r.kind, user.language).title}) for r in rows]
 
 
 @router.get("/{alarm_id}/actions")

@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import and_, or_, select
 
 from app.access_seal import AccessSealer, ChangeNotSealed
-from app.api.deps import AdminUser, OperatorUser, RuntimeDep, SessionDep, get_current_user
+from app.api.decision_text import sentences, zone_names
+from app.api.deps import AdminUser, CurrentUser, OperatorUser, RuntimeDep, SessionDep, get_current_user
 from app.api.instants import Instant, as_utc, parse_instant
 from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate
@@ -120,6 +121,9 @@ class DecisionRow(BaseModel):
     confidence: float
     cmd_id: str | None
     ack_status: str | None
+    explanation_text: list[str] = Field(description="why, as sentences in the caller's language (GET/PATCH /api/me)")
+    command_text: str = Field(description="the command in words: zones by name open or closed, pump and lamps")
+    clips_text: list[str] = Field(description="each safety clip as a sentence, in the order applied")
 
 
 class ModeChangeRow(BaseModel):
@@ -187,7 +191,7 @@ def _next_link(request: Request, cursor: str) -> str:
     "description": "Up to `limit` decisions, newest first",
     "headers": {"Link": {"schema": {"type": "string"}, "description": (
         'the next page, `<URL>; rel="next"`, while more decisions match; absent on the last page')}}}})
-def decisions(gh: str, runtime: RuntimeDep, session: SessionDep, request: Request, response: Response,
+def decisions(gh: str, runtime: RuntimeDep, session: SessionDep, user: CurrentUser, request: Request, response: Response,
               limit: Annotated[int, Query(ge=1, le=DECISIONS_MAX_LIMIT, description=(
                   f"decisions per page, at most {DECISIONS_MAX_LIMIT}"))] = 50,
               start: Annotated[str | None, Query(alias="from", description=(
@@ -224,9 +228,11 @@ def decisions(gh: str, runtime: RuntimeDep, session: SessionDep, request: Reques
     page = rows[:limit]
     if len(rows) > limit:
         response.headers["Link"] = _next_link(request, decision_cursor(page[-1].ts, page[-1].seq))
+    names = zone_names(runtime, gh)
     return [DecisionRow.model_validate({"seq": r.seq, "ts": r.ts, "actor": r.actor, "mode": r.mode,
                                         "clipped": r.clipped, "rules_fired": r.rules_fired,
-                                        "confidence": r.confidence, "cmd_id": r.cmd_id, "ack_status": r.ack_status})
+                                        "confidence": r.confidence, "cmd_id": r.cmd_id, "ack_status": r.ack_status,
+                                        **sentences(r, user.language, names)})
             for r in page]
 
 

@@ -24,7 +24,16 @@ from sqlalchemy import select
 from app.api import history as hist
 from app.api import live_feed, trend_rollup
 from app.api.dashboard import Dashboard
-from app.api.deps import SESSION_COOKIE, AuthDep, RuntimeDep, SessionDep, bearer_token, get_current_user
+from app.api.decision_text import sentences, zone_names
+from app.api.deps import (
+    SESSION_COOKIE,
+    AuthDep,
+    CurrentUser,
+    RuntimeDep,
+    SessionDep,
+    bearer_token,
+    get_current_user,
+)
 from app.api.instants import parse_instant
 from app.api.schemas import (
     DecisionPublic,
@@ -36,6 +45,7 @@ from app.api.schemas import (
 )
 from app.auth.tokens import TokenError
 from app.models import Decision
+from audit.decision_words import clip_text
 
 router = APIRouter(prefix="/api", tags=["dashboard"], dependencies=[Depends(get_current_user)])
 
@@ -97,28 +107,39 @@ def history(gh: str, runtime: RuntimeDep, session: SessionDep, dash: DashboardDe
     return dash.history(session, gh, frm, to, points)
 
 
-def _decision(r: Decision) -> DecisionPublic:
-    explanation: dict[str, Any] = r.explanation or {}
+def _float(value: Any, default: float = float("nan")) -> float:
+    """A stored number as a float; ``default`` for a missing or non-numeric one (rows of any age)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+def _decision(r: Decision, lang: str, names: list[str | None]) -> DecisionPublic:
+    explanation: dict[str, Any] = r.explanation if isinstance(r.explanation, dict) else {}
     top = [ExplanationFactor(feature=str(f.get("feature", "")), sentence=str(f.get("sentence", "")),
-                             share_pct=float(f.get("share_pct", 0.0))) for f in (explanation.get("top") or [])[:3]]
-    clipped: dict[str, Any] = r.clipped or {}
+                             share_pct=float(f.get("share_pct", 0.0))) for f in (explanation.get("top") or [])[:3]
+           if isinstance(f, dict)]
+    clipped: dict[str, Any] = r.clipped if isinstance(r.clipped, dict) else {}
+    fired = [f for f in (r.rules_fired or []) if isinstance(f, dict)]
     return DecisionPublic(
         seq=r.seq, ts=r.ts, actor=r.actor, mode=r.mode,
         confidence=r.confidence, valves=[int(v) for v in clipped.get("valves", [])],
-        pump_pct=float(clipped.get("pump_pct", 0.0)), light_pct=float(clipped.get("light_pct", 0.0)),
-        clips=[SafetyClip(rule=str(f["rule"]), actuator=str(f["actuator"]), before=float(f["before"]),
-                          after=float(f["after"]), why=str(f.get("why", ""))) for f in (r.rules_fired or [])],
-        top_factors=top, alarms=[str(a) for a in explanation.get("alarms", [])], ack_status=r.ack_status)
+        pump_pct=_float(clipped.get("pump_pct"), 0.0), light_pct=_float(clipped.get("light_pct"), 0.0),
+        clips=[SafetyClip(rule=str(f.get("rule", "")), actuator=str(f.get("actuator", "")),
+                          before=_float(f.get("before")), after=_float(f.get("after")), why=str(f.get("why", "")),
+                          text=clip_text(f, lang, names)) for f in fired],
+        top_factors=top, alarms=[str(a) for a in explanation.get("alarms", [])], ack_status=r.ack_status,
+        **sentences(r, lang, names))
 
 
 @router.get("/greenhouses/{gh}/recent-decisions")
-def recent_decisions(gh: str, runtime: RuntimeDep, session: SessionDep,
+def recent_decisions(gh: str, runtime: RuntimeDep, session: SessionDep, user: CurrentUser,
                      limit: Annotated[int, Query(ge=1, le=100)] = 10) -> list[DecisionPublic]:
-    """The latest decisions with their top-3 explanation factors and any safety clips."""
+    """The latest decisions with their top-3 explanation factors and any safety clips, and all of it as
+    sentences in the caller's language (``explanation_text``, ``command_text``, ``clips_text``)."""
     _known(runtime, gh)
     rows = session.scalars(select(Decision).where(Decision.greenhouse_id == gh)
                            .order_by(Decision.seq.desc()).limit(limit))
-    return [_decision(r) for r in rows]
+    names = zone_names(runtime, gh)
+    return [_decision(r, user.language, names) for r in rows]
 
 
 def _event(name: str, payload: Any) -> str:

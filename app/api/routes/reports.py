@@ -1,8 +1,9 @@
-"""Signed PDF report of one greenhouse's period, for agronomists (and admins).
+"""Signed PDF report of one greenhouse's period, and its summary as CSV, for agronomists (and admins).
 
-The document is built by the same code as ``greentwin report`` (``audit.report`` to collect and
-render, ``audit.signing`` to sign, the signing identity of ``app.cli.report``), in a worker
-thread so the event loop keeps serving the control loops; at most two builds run at once.
+The document is built by the same code as ``greentwin report`` (``app.reports`` to collect,
+``audit.report`` to render, ``audit.signing`` to sign, the signing identity of ``app.cli.report``),
+in a worker thread so the event loop keeps serving the control loops; at most two builds run at
+once. The CSV is the same collected data (:func:`audit.report.report_csv`), unsigned.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import argparse
 import functools
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import anyio
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
@@ -22,6 +24,7 @@ from app.api.instants import parse_instant
 from app.core.db import SchemaOutOfDate
 from app.models import Greenhouse
 from app.runtime import Runtime
+from audit.report.data import ReportData
 
 router = APIRouter(prefix="/api/greenhouses", tags=["reports"], dependencies=[Depends(get_current_user)])
 
@@ -57,10 +60,22 @@ def _verification(runtime: Runtime, gh: str) -> str:
     return f"FAILED: first bad record seq={result.first_bad_seq}: {result.reason}"
 
 
+def report_data(runtime: Runtime, gh: str, start: datetime, end: datetime) -> ReportData:
+    """The period's data, with the audit verdict and the verify line the dashboard shows (blocking)."""
+    from app.cli import report as report_cli
+    from app.reports import collect_report_data, site_energy_model
+
+    verification = _verification(runtime, gh)
+    with runtime.sessions() as session:
+        return collect_report_data(session, gh, start, end, verification=verification,
+                                   energy=site_energy_model(runtime.settings),
+                                   verify_command=report_cli.verify_command(runtime.settings.report_cert,
+                                                                            runtime.state_dir))
+
+
 def build_signed_report(runtime: Runtime, gh: str, start: datetime, end: datetime, generated_by: str) -> bytes:
     """Collect, render and sign (blocking: run it in a worker thread). ``LookupError`` for an unknown greenhouse."""
     from app.cli import report as report_cli
-    from app.reports import collect_report_data, site_energy_model
     from audit.report import render_report
     from audit.signing import sign_pdf
 
@@ -72,10 +87,7 @@ def build_signed_report(runtime: Runtime, gh: str, start: datetime, end: datetim
             identity = report_cli.load_signing_identity(argparse.Namespace(state_dir=str(runtime.state_dir)))
     except (ValueError, OSError) as exc:
         raise SigningUnavailable(f"report cannot be signed: {exc}") from exc
-    verification = _verification(runtime, gh)
-    with runtime.sessions() as session:
-        data = collect_report_data(session, gh, start, end, verification=verification,
-                                   energy=site_energy_model(runtime.settings))
+    data = report_data(runtime, gh, start, end)
     pdf = render_report(data, generated_by=generated_by, generated_at=datetime.now(UTC), report_id=str(uuid.uuid4()))
     return sign_pdf(pdf, identity.key, identity.cert)
 
@@ -87,29 +99,58 @@ def _build_limiter(request: Request) -> anyio.CapacityLimiter:
     return limiter
 
 
-@router.get("/{gh}/report.pdf", response_class=Response,
-            responses={200: {"content": {"application/pdf": {}}, "description": "the signed PDF report"}})
-async def report_pdf(
-    gh: str,
-    request: Request,
-    runtime: RuntimeDep,
-    user: ReportReader,
+def report_period(
     period_from: Annotated[str, Query(alias="from", description="period start, ISO-8601 with offset, inclusive")],
     period_to: Annotated[str, Query(alias="to", description="period end, ISO-8601 with offset, exclusive")],
-) -> Response:
-    """The signed PDF report of ``[from, to)`` (agronomist or admin); check it with ``greentwin report verify``."""
+) -> tuple[datetime, datetime]:
+    """A report request's ``[from, to)``, parsed and checked (422 otherwise): the PDF and the CSV take the same."""
     start, end = parse_instant("from", period_from), parse_instant("to", period_to)
     validate_period(start, end)
-    build = functools.partial(build_signed_report, runtime, gh, start, end,
-                              f"{user.username} via the greentwin API")
+    return start, end
+
+
+Period = Annotated[tuple[datetime, datetime], Depends(report_period)]
+_T = TypeVar("_T")
+
+
+async def _in_worker(request: Request, work: Callable[[], _T]) -> _T:
+    """Run a build in a worker thread (at most two at once), its failures as HTTP errors."""
     try:
-        pdf = await anyio.to_thread.run_sync(build, limiter=_build_limiter(request))
+        return await anyio.to_thread.run_sync(work, limiter=_build_limiter(request))
     except LookupError as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
-    except SchemaOutOfDate as exc:
+    except (SchemaOutOfDate, SigningUnavailable) as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from exc
-    except SigningUnavailable as exc:
-        raise HTTPException(status_code=503, detail=str(exc)) from exc
-    name = f"{gh}-{start.astimezone(UTC):%Y%m%dT%H%MZ}-{end.astimezone(UTC):%Y%m%dT%H%MZ}.pdf"
-    return Response(pdf, media_type="application/pdf",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"})
+
+
+def _attachment(gh: str, start: datetime, end: datetime, ext: str) -> dict[str, str]:
+    name = f"{gh}-{start.astimezone(UTC):%Y%m%dT%H%MZ}-{end.astimezone(UTC):%Y%m%dT%H%MZ}.{ext}"
+    return {"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"}
+
+
+@router.get("/{gh}/report.pdf", response_class=Response,
+            responses={200: {"content": {"application/pdf": {}}, "description": "the signed PDF report"}})
+async def report_pdf(gh: str, request: Request, runtime: RuntimeDep, user: ReportReader, period: Period) -> Response:
+    """The signed PDF report of ``[from, to)`` (agronomist or admin); check it with ``greentwin report verify``."""
+    start, end = period
+    pdf = await _in_worker(request, functools.partial(build_signed_report, runtime, gh, start, end,
+                                                      f"{user.username} via the greentwin API"))
+    return Response(pdf, media_type="application/pdf", headers=_attachment(gh, start, end, "pdf"))
+
+
+def _csv(runtime: Runtime, gh: str, start: datetime, end: datetime) -> str:
+    from audit.report import report_csv
+
+    return report_csv(report_data(runtime, gh, start, end))
+
+
+@router.get("/{gh}/report.csv", response_class=Response,
+            responses={200: {"content": {"text/csv": {}}, "description": "the report's summary as CSV"}})
+async def report_csv_export(gh: str, request: Request, runtime: RuntimeDep, reader: ReportReader,
+                            period: Period) -> Response:
+    """The report's summary of ``[from, to)`` as CSV (agronomist or admin): the first page's numbers, the
+    events and every hour's row, one long table (``section, item, zone, zone_name, start, value, unit``)."""
+    del reader  # the role check is its only use
+    start, end = period
+    text = await _in_worker(request, functools.partial(_csv, runtime, gh, start, end))
+    return Response(text, media_type="text/csv; charset=utf-8", headers=_attachment(gh, start, end, "csv"))

@@ -5,7 +5,8 @@ document.addEventListener("DOMContentLoaded", () => {
   const open = document.querySelector("#alarms tbody");
   const shelvedBody = document.querySelector("#shelved tbody");
   const operator = document.getElementById("alarms").dataset.operator === "yes";
-  const badge = (sev) => GT.el("span", "badge " + (sev === "critical" ? "bad" : sev === "warning" ? "warn" : ""), sev);
+  const t = GT.t;
+  const badge = (sev) => GT.el("span", "badge " + (sev === "critical" ? "bad" : sev === "warning" ? "warn" : ""), t("severity." + sev));
   const cell = (child) => { const td = GT.el("td"); if (child) td.append(child); return td; };
   const empty = (body, cols, text) => { const tr = GT.el("tr"); const td = GT.el("td", "muted", text); td.colSpan = cols; tr.append(td); body.append(tr); };
 
@@ -13,7 +14,7 @@ document.addEventListener("DOMContentLoaded", () => {
   function alarmCell(a) {
     const td = GT.el("td");
     const title = GT.el("strong", "", a.title); title.title = a.kind;
-    td.append(title, GT.el("div", "muted", a.description), GT.el("div", "", "What to do: " + a.action));
+    td.append(title, GT.el("div", "muted", a.description), GT.el("div", "", t("alarms.what_to_do", { action: a.action })));
     return td;
   }
   async function act(button, method, path, body) {
@@ -26,10 +27,10 @@ document.addEventListener("DOMContentLoaded", () => {
       td.textContent = `${a.acknowledged_by} · ${GT.timeText(a.acknowledged_at)}` + (a.ack_comment ? ` · “${a.ack_comment}”` : "");
     } else if (operator) {
       const comment = GT.el("input"); comment.placeholder = "comment (optional)"; comment.maxLength = 500;
-      const b = GT.el("button", "btn btn-small ack", "Acknowledge"); b.type = "button";
+      const b = GT.el("button", "btn btn-small ack", t("alarms.acknowledge")); b.type = "button";
       b.addEventListener("click", () => act(b, "POST", `/api/alarms/${a.id}/ack`, { comment: comment.value }));
       td.append(comment, b);
-    } else { td.textContent = "open"; }
+    } else { td.textContent = t("alarms.open"); }
     if (operator) {
       const box = GT.el("details", "shelve"); box.append(GT.el("summary", "", "Shelve…"));
       const reason = GT.el("input"); reason.placeholder = "reason"; reason.maxLength = 500;
@@ -47,18 +48,18 @@ document.addEventListener("DOMContentLoaded", () => {
   async function load() {
     const [rows, shelved] = await Promise.all([GT.api("GET", "/api/alarms"), GT.api("GET", "/api/alarms?shelved=true")]);
     open.replaceChildren();
-    if (!rows.length) empty(open, 8, "No alarms.");
+    if (!rows.length) empty(open, 8, t("alarms.none"));
     for (const a of rows) {
       const tr = GT.el("tr", a.acknowledged ? "acked" : "unacked sev-" + a.severity);
       tr.dataset.alarm = a.id;
       const last = GT.el("td"); GT.time(last, a.last_at);
       const first = GT.el("td"); GT.time(first, a.first_at);
-      tr.append(cell(badge(a.severity)), ghCell(a.greenhouse_id), alarmCell(a), GT.el("td", "", a.active ? "active" : "cleared"),
+      tr.append(cell(badge(a.severity)), ghCell(a.greenhouse_id), alarmCell(a), GT.el("td", "", a.active ? t("alarms.active") : t("alarms.cleared")),
         last, first, GT.el("td", "", String(a.count)), ackCell(a));
       open.append(tr);
     }
     shelvedBody.replaceChildren();
-    if (!shelved.length) empty(shelvedBody, 8, "Nothing shelved.");
+    if (!shelved.length) empty(shelvedBody, 8, t("alarms.none_shelved"));
     for (const a of shelved) {
       const tr = GT.el("tr"); tr.dataset.alarm = a.id;
       const until = GT.el("td"); GT.time(until, a.shelved_until);
@@ -69,7 +70,7 @@ document.addEventListener("DOMContentLoaded", () => {
         b.addEventListener("click", () => act(b, "POST", `/api/alarms/${a.id}/unshelve`, { reason: reason.value }));
         td.append(reason, b);
       }
-      tr.append(cell(badge(a.severity)), ghCell(a.greenhouse_id), alarmCell(a), GT.el("td", "", a.active ? "active" : "cleared"),
+      tr.append(cell(badge(a.severity)), ghCell(a.greenhouse_id), alarmCell(a), GT.el("td", "", a.active ? t("alarms.active") : t("alarms.cleared")),
         until, GT.el("td", "", a.shelved_by || ""), GT.el("td", "", a.shelve_reason || ""), td);
       shelvedBody.append(tr);
     }
@@ -91,10 +92,10 @@ document.addEventListener("DOMContentLoaded", () => {
     try {
       const rows = await GT.api("GET", "/api/alarms/history?" + q.toString());
       historyBody.replaceChildren();
-      if (!rows.length) empty(historyBody, 7, "No alarm matches.");
+      if (!rows.length) empty(historyBody, 7, t("alarms.no_match"));
       for (const e of rows) {
         const raised = GT.el("td"); GT.time(raised, e.raised_at);
-        const cleared = GT.el("td"); if (e.cleared_at) GT.time(cleared, e.cleared_at); else cleared.textContent = "active";
+        const cleared = GT.el("td"); if (e.cleared_at) GT.time(cleared, e.cleared_at); else cleared.textContent = t("alarms.active");
         const title = GT.el("td", "", e.title); title.title = e.kind;
         const ack = e.acknowledged_by ? `${e.acknowledged_by} · ${GT.timeText(e.acknowledged_at)}` + (e.ack_comment ? ` · “${e.ack_comment}”` : "") : "–";
         const tr = GT.el("tr");

@@ -3,6 +3,13 @@
 const GT = (() => {
   const meta = (name) => { const m = document.querySelector(`meta[name="${name}"]`); return m ? m.content : ""; };
   const tz = meta("site-tz") || "UTC";
+  // The catalogue's labels in the user's language (audit/wording.json), handed over by the page.
+  let words = {};
+  try { words = JSON.parse(meta("words") || "{}"); } catch (e) { words = {}; }
+  function t(key, values) {
+    const template = Object.prototype.hasOwnProperty.call(words, key) ? words[key] : key;
+    return template.replace(/\{(\w+)\}/g, (m, name) => (values && name in values ? String(values[name]) : m));
+  }
   const fmt = new Intl.DateTimeFormat("sv-SE", { timeZone: tz, year: "numeric", month: "2-digit", day: "2-digit",
     hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
 
@@ -98,11 +105,18 @@ const GT = (() => {
         try { await api("POST", "/api/auth/logout"); } finally { location.href = "/login"; }
       });
     }
+    const language = document.getElementById("language");
+    if (language) {
+      language.addEventListener("change", async () => {
+        try { await api("PATCH", "/api/me", { language: language.value }); location.reload(); }
+        catch (e) { alert(e.message); }
+      });
+    }
     const clock = document.getElementById("clock");
     if (clock) {
       const tick = () => { const now = new Date(); clock.textContent = fmt.format(now).replace(",", "") + " " + tz; clock.title = isoLocal(now); };
       tick(); setInterval(tick, 1000);
     }
   });
-  return { api, time, timeText, age, num, eur, el, stream, tz };
+  return { api, time, timeText, age, num, eur, el, stream, tz, t };
 })();

@@ -14,10 +14,11 @@ document.addEventListener("DOMContentLoaded", () => {
       const td = GT.el("td", cls || "", value); tr.append(td); table.append(tr);
     }
   }
-  function onOff(v) { return v === null || v === undefined ? "–" : v ? "open" : "closed"; }
+  const t = GT.t;
+  function onOff(v) { return v === null || v === undefined ? "–" : v ? t("value.open") : t("value.closed"); }
   function clipFor(actuator) { return clips.filter((c) => c.actuator === actuator); }
-  // A clip in words: the rule's own reason when the decision kept it, else its id.
-  function clipWords(c) { return c.why ? `${c.why} (${c.rule})` : c.rule; }
+  // A clip in words, in the user's language; the rule's own reason (or its id) from an older service.
+  function clipWords(c) { return c.text || (c.why ? `${c.why} (${c.rule})` : c.rule); }
 
   function zoneTile(z) {
     const tile = GT.el("article", "tile");
@@ -25,12 +26,13 @@ document.addEventListener("DOMContentLoaded", () => {
     const inBand = z.in_band === null ? "unknown" : z.in_band ? "in" : (z.moisture_vwc < z.band_low_vwc ? "dry" : "wet");
     tile.classList.add("band-" + inBand);
     if (z.valve_failed) { tile.classList.add("failed"); }
-    const head = GT.el("header"); head.append(GT.el("h3", "", z.label), GT.el("span", "muted", z.soil));
+    // A zone without a name reads as the catalogue counts zones, in the user's language.
+    const title = z.label === `Zone ${z.index + 1}` ? t("zone", { n: z.index + 1 }) : z.label;
+    const head = GT.el("header"); head.append(GT.el("h3", "", title), GT.el("span", "muted", z.soil));
     const big = GT.el("div", "big");
     big.append(GT.el("span", "value moisture", z.moisture_vwc === null ? "–" : (100 * z.moisture_vwc).toFixed(1)), GT.el("span", "unit", "% VWC"));
     const band = GT.el("div", "band");
-    band.append(GT.el("span", "", `band ${z.band_label}`),
-      GT.el("span", "band-state " + inBand, inBand === "in" ? "in band" : inBand === "unknown" ? "no estimate" : inBand));
+    band.append(GT.el("span", "", t("tile.band", { band: z.band_label })), GT.el("span", "band-state " + inBand, t("tile." + inBand)));
     const gauge = GT.el("div", "gauge"); const zoneBand = GT.el("span", "gauge-band"); const mark = GT.el("span", "gauge-mark");
     const scale = (v) => Math.max(0, Math.min(100, (v - 0.05) / 0.45 * 100));
     zoneBand.style.left = scale(z.band_low_vwc) + "%"; zoneBand.style.width = (scale(z.band_high_vwc) - scale(z.band_low_vwc)) + "%";
@@ -39,22 +41,20 @@ document.addEventListener("DOMContentLoaded", () => {
     const probes = GT.el("ul", "probes");
     z.probes_vwc.forEach((p, i) => {
       const st = z.probe_status[i] || "–";
-      const li = GT.el("li", "probe-" + st, `probe ${i + 1}: ${p === null ? "no reading" : (100 * p).toFixed(1) + " %"} · ${st}`);
+      const li = GT.el("li", "probe-" + st, t("tile.probe", { n: i + 1, value: p === null ? t("tile.no_reading") : (100 * p).toFixed(1) + " %", status: st }));
       probes.append(li);
     });
     const valve = GT.el("div", "valve");
     const mismatch = z.valve_commanded !== null && z.valve_confirmed !== null && z.valve_commanded !== z.valve_confirmed;
-    valve.append(GT.el("span", "", "valve "), GT.el("b", "valve-commanded", onOff(z.valve_commanded)),
-      GT.el("span", "muted", " commanded · "), GT.el("b", "valve-confirmed" + (mismatch ? " warn-text" : ""), onOff(z.valve_confirmed)),
-      GT.el("span", "muted", " confirmed"));
+    valve.append(GT.el("span", "", t("tile.valve")), GT.el("b", "valve-commanded", onOff(z.valve_commanded)),
+      GT.el("span", "muted", t("tile.commanded")), GT.el("b", "valve-confirmed" + (mismatch ? " warn-text" : ""), onOff(z.valve_confirmed)),
+      GT.el("span", "muted", t("tile.confirmed")));
     tile.append(head, big, gauge, band, valve);
-    const wanted = state && state.manual_action ? state.manual_action[z.index] >= 0.5 : null;
+    // The last decision's clips of this valve, beside the valve they changed.
     const zclips = clipFor(`valve[${z.index}]`);
-    if (wanted !== null && wanted && z.valve_commanded === 0 && zclips.length) {
-      tile.append(GT.el("div", "clip", `clipped by safety: ${zclips.map(clipWords).join("; ")}`));
-    }
-    if (z.valve_failed) { tile.append(GT.el("div", "failed-latch", "VALVE FAILED (latched)")); }
-    tile.append(GT.el("div", "water muted", `water today ${z.water_today_l.toFixed(1)} / ${z.water_cap_l.toFixed(0)} L`), probes);
+    if (zclips.length) { tile.append(GT.el("div", "clip", t("tile.clipped", { clips: zclips.map(clipWords).join("; ") }))); }
+    if (z.valve_failed) { tile.append(GT.el("div", "failed-latch", t("tile.failed"))); }
+    tile.append(GT.el("div", "water muted", t("tile.water", { used: z.water_today_l.toFixed(1), cap: z.water_cap_l.toFixed(0) })), probes);
     return tile;
   }
 
@@ -70,37 +70,39 @@ document.addEventListener("DOMContentLoaded", () => {
     $("confidence").textContent = s.confidence === null ? "–" : (100 * s.confidence).toFixed(0) + " %";
     $("water").textContent = `${s.water_today_l.toFixed(1)} / ${s.water_cap_l.toFixed(0)} L`;
     $("inband").textContent = s.time_in_band_pct === null ? "–" : s.time_in_band_pct.toFixed(1) + " %";
-    $("alarm-count").textContent = s.alarms_unacknowledged ? `${s.alarms_unacknowledged} open alarms` : "no open alarms";
+    $("alarm-count").textContent = s.alarms_unacknowledged ? t("gh.open_alarms", { n: s.alarms_unacknowledged }) : t("gh.no_open_alarms");
     $("alarm-count").className = "meta " + (s.alarms_unacknowledged ? "bad-text" : "");
     $("estop-banner").hidden = !s.estop_latched;
     document.body.classList.toggle("estop-active", s.estop_latched);
     $("zones").replaceChildren(...s.zones.map(zoneTile));
     const a = s.actuators, c = s.climate;
-    const pumpClip = clipFor("pump").map(clipWords).join("; ");
+    // Each clip beside the value it changed.
+    const clipped = (actuator) => { const w = clipFor(actuator).map(clipWords).join("; "); return w ? ` (${t("kv.clipped", { clips: w })})` : ""; };
     kv($("actuators"), [
-      ["Pump commanded", GT.num(a.pump_commanded_pct, 0, "%") + (pumpClip ? ` (clipped: ${pumpClip})` : "")],
-      ["Pump confirmed", GT.num(a.pump_confirmed_pct, 0, "%")],
-      ["Flow", GT.num(a.flow_l_min, 2, "L/min")], ["Pump current", GT.num(a.pump_current_a, 2, "A")],
-      ["Lights commanded", GT.num(a.light_commanded_pct, 0, "%")], ["Lights confirmed", GT.num(a.light_confirmed_pct, 0, "%")],
-      ["Lights on today", GT.num(a.lights_hours_today, 1, "h")]]);
-    kv($("climate"), [["Air temperature", GT.num(c.air_temp_c, 1, "°C")], ["Humidity", GT.num(c.air_rh_pct, 0, "%")],
-      ["PAR", GT.num(c.par_umol_m2_s, 0, "µmol/m²/s")], ["CO₂", GT.num(c.co2_ppm, 0, "ppm")],
-      ["Leaf temperature", GT.num(c.leaf_temp_c, 1, "°C")]]);
+      [t("kv.pump_commanded"), GT.num(a.pump_commanded_pct, 0, "%") + clipped("pump")],
+      [t("kv.pump_confirmed"), GT.num(a.pump_confirmed_pct, 0, "%")],
+      [t("kv.flow"), GT.num(a.flow_l_min, 2, "L/min")], [t("kv.pump_current"), GT.num(a.pump_current_a, 2, "A")],
+      [t("kv.lights_commanded"), GT.num(a.light_commanded_pct, 0, "%") + clipped("lights")],
+      [t("kv.lights_confirmed"), GT.num(a.light_confirmed_pct, 0, "%")],
+      [t("kv.lights_today"), GT.num(a.lights_hours_today, 1, "h")]]);
+    kv($("climate"), [[t("kv.air_temp"), GT.num(c.air_temp_c, 1, "°C")], [t("kv.humidity"), GT.num(c.air_rh_pct, 0, "%")],
+      [t("kv.par"), GT.num(c.par_umol_m2_s, 0, "µmol/m²/s")], [t("kv.co2"), GT.num(c.co2_ppm, 0, "ppm")],
+      [t("kv.leaf_temp"), GT.num(c.leaf_temp_c, 1, "°C")]]);
     renderEconomics(s.economics);
     renderOutlook(s.decision_outlook);
     const cr = s.crop, o = s.outlook;
-    kv($("crop"), [["Crop age", GT.num(cr.crop_day, 1, "days")], ["Season elapsed", GT.num(100 * cr.growth_stage, 0, "%")],
-      ["Light today (DLI)", GT.num(cr.dli_today_mol_m2, 2, "mol/m²")], ["Lamp hours today", GT.num(cr.lamp_hours_today, 1, "h")],
-      ["Leaf area index", GT.num(cr.lai, 2, "")], ["Fruit on the plants", GT.num(cr.fruit_load_g_m2, 0, "g/m²")],
-      ["Yield to date", GT.num(cr.yield_kg_m2, 3, "kg/m²")]]);
+    kv($("crop"), [[t("kv.crop_age"), GT.num(cr.crop_day, 1, t("unit.days"))], [t("kv.season"), GT.num(100 * cr.growth_stage, 0, "%")],
+      [t("kv.dli"), GT.num(cr.dli_today_mol_m2, 2, "mol/m²")], [t("kv.lamp_hours"), GT.num(cr.lamp_hours_today, 1, "h")],
+      [t("kv.lai"), GT.num(cr.lai, 2, "")], [t("kv.fruit"), GT.num(cr.fruit_load_g_m2, 0, "g/m²")],
+      [t("kv.yield"), GT.num(cr.yield_kg_m2, 3, "kg/m²")]]);
     const old = (v) => (v === null ? "" : `, ${GT.num(v / 60, 0, "min")} old`);
     const cheapest = o.price_eur_mwh.indexOf(Math.min(...o.price_eur_mwh));
-    kv($("outlook"), [["Weather", o.weather_source + old(o.weather_age_s)], ["Prices", o.price_source + old(o.price_age_s)],
-      ["Price this hour", GT.num(o.price_eur_mwh[0], 0, "EUR/MWh")],
-      ["Cheapest hour ahead", `+${cheapest} h at ${GT.num(o.price_eur_mwh[cheapest], 0, "EUR/MWh")}`],
-      ["Published hours", `${o.price_published.reduce((x, y) => x + y, 0)} of 24`],
-      ["Sun ahead (max, 24 h)", GT.num(Math.max(...o.forecast_solar_w_m2), 0, "W/m²")],
-      ["Outlook alarms", o.alarms.length ? o.alarms.join(", ") : "none"]]);
+    kv($("outlook"), [[t("kv.weather"), o.weather_source + old(o.weather_age_s)], [t("kv.prices"), o.price_source + old(o.price_age_s)],
+      [t("kv.price_now"), GT.num(o.price_eur_mwh[0], 0, "EUR/MWh")],
+      [t("kv.cheapest"), `+${cheapest} h: ${GT.num(o.price_eur_mwh[cheapest], 0, "EUR/MWh")}`],
+      [t("kv.published"), `${o.price_published.reduce((x, y) => x + y, 0)} / 24`],
+      [t("kv.sun"), GT.num(Math.max(...o.forecast_solar_w_m2), 0, "W/m²")],
+      [t("kv.outlook_alarms"), o.alarms.length ? o.alarms.join(", ") : t("kv.none")]]);
     if (operator) { renderControls(s); }
     if (s.last_decision_seq !== lastDecisionSeq) { lastDecisionSeq = s.last_decision_seq; loadDecisions(); }
   }
@@ -154,13 +156,15 @@ document.addEventListener("DOMContentLoaded", () => {
     const body = document.querySelector("#decisions tbody");
     body.replaceChildren();
     for (const d of rows) {
-      const tr = GT.el("tr"); const t = GT.el("td"); GT.time(t, d.ts);
-      const cmd = `valves ${d.valves.join("")} · pump ${d.pump_pct.toFixed(0)} % · light ${d.light_pct.toFixed(0)} %`;
+      const tr = GT.el("tr"); const when = GT.el("td"); GT.time(when, d.ts);
+      // Sentences in the user's language from the API; the stored codes stay on hover.
+      const cmd = GT.el("td", "command", d.command_text);
+      cmd.title = `valves ${d.valves.join("")} · pump ${d.pump_pct.toFixed(0)} % · light ${d.light_pct.toFixed(0)} %`;
       const why = GT.el("td", "why");
-      if (d.top_factors.length) { const ul = GT.el("ol"); d.top_factors.forEach((f) => ul.append(GT.el("li", "", `${f.sentence} (${f.share_pct.toFixed(0)} %)`))); why.append(ul); }
-      else { why.textContent = d.actor === "watchdog" ? "stale telemetry: safe state" : "–"; }
-      const cl = GT.el("td", d.clips.length ? "clip-cell" : "", d.clips.length ? d.clips.map((c) => `${c.actuator} ${c.before} → ${c.after}: ${clipWords(c)}`).join("; ") : "–");
-      tr.append(t, GT.el("td", "mono", d.actor), GT.el("td", "mono", cmd), GT.el("td", "", (100 * d.confidence).toFixed(0) + " %"), why, cl, GT.el("td", "", d.ack_status || "–"));
+      const ol = GT.el("ol"); d.explanation_text.forEach((s) => ol.append(GT.el("li", "", s))); why.append(ol);
+      const cl = GT.el("td", d.clips_text.length ? "clip-cell" : "");
+      if (d.clips_text.length) { const ul = GT.el("ul"); d.clips_text.forEach((s) => ul.append(GT.el("li", "", s))); cl.append(ul); } else { cl.textContent = "–"; }
+      tr.append(when, GT.el("td", "mono", d.actor), cmd, GT.el("td", "", (100 * d.confidence).toFixed(0) + " %"), why, cl, GT.el("td", "", d.ack_status || "–"));
       body.append(tr);
     }
     if (state) { $("zones").replaceChildren(...state.zones.map(zoneTile)); }
@@ -278,10 +282,15 @@ document.addEventListener("DOMContentLoaded", () => {
     const today = new Date();
     $("report-to").value = day(new Date(today.getTime() + 86400e3));
     $("report-from").value = day(new Date(today.getTime() - 6 * 86400e3));
+    const period = () => new URLSearchParams({ from: `${$("report-from").value}T00:00:00Z`, to: `${$("report-to").value}T00:00:00Z` });
+    // The CSV link follows the dates, so it always holds the same period as the PDF button.
+    const csvLink = () => { $("report-csv").href = `/api/greenhouses/${gh}/report.csv?${period()}`; };
+    csvLink();
+    $("report-from").addEventListener("change", csvLink);
+    $("report-to").addEventListener("change", csvLink);
     report.addEventListener("submit", (ev) => {
       ev.preventDefault();
-      const q = new URLSearchParams({ from: `${$("report-from").value}T00:00:00Z`, to: `${$("report-to").value}T00:00:00Z` });
-      location.href = `/api/greenhouses/${gh}/report.pdf?${q}`;
+      location.href = `/api/greenhouses/${gh}/report.pdf?${period()}`;
     });
     GT.api("GET", `/api/greenhouses/${gh}/audit-status`).then((a) => {
       const el = $("audit-status");
