@@ -115,6 +115,19 @@ def _lamp_sentence(estimate: Any, clipped: Any, lang: str) -> str:
     return text("explain.lamps_price", lang, state=text("value.on" if on else "value.off", lang), price=words["price"])
 
 
+def _settings_sentence(estimate: Any, lang: str) -> str:
+    """The first decision under changed settings says so: which version, who, why and which fields."""
+    change = estimate.get("settings_change") if isinstance(estimate, Mapping) else None
+    if not isinstance(change, Mapping):
+        return ""
+    changed = change.get("changed")
+    fields = text("list.sep", lang).join(_str(k) for k in changed) if isinstance(changed, Mapping) else ""
+    version = change.get("version")
+    return text("explain.settings_change", lang, version=str(version) if type(version) is int else "?",
+                actor=_str(change.get("actor", "?")), reason=_str(change.get("reason", "")), fields=fields or "–")
+
+
+@_never_raise(list)
 @_never_raise(list)
 def explanation_text(explanation: Any, lang: str = DEFAULT_LANGUAGE, *, actor: object = "",
                      confidence: object = None, estimate: Any = None, clipped: Any = None,
@@ -129,6 +142,7 @@ def explanation_text(explanation: Any, lang: str = DEFAULT_LANGUAGE, *, actor: o
         if explanation.get("error") and not (isinstance(top, list) and top):
             out.append(text("explain.failed", lang))
     out.append(_lamp_sentence(estimate, clipped, lang))
+    out.append(_settings_sentence(estimate, lang))
     out = [s for s in out if s]
     return out or [text("explain.none", lang)]
 

@@ -238,6 +238,7 @@ def test_the_twins_forecast_and_a_what_if_beside_it(stack: dict[str, Any], brows
     bands = page.inner_text("#forecast-totals tr:last-child .fc-other")
     assert bands.startswith("24.0–30.0"), bands
     p.shot("greenhouse-forecast")
+    page.locator("#forecast").screenshot(path=str(ARTIFACTS / "forecast.png"))  # docs/forecast.png
     p.errors = [e for e in p.errors if "status of 422" not in e]  # the refused band, answered in words above
     p.close()
 
@@ -378,7 +379,7 @@ def test_alarm_acknowledge_records_the_operator(stack: dict[str, Any], browser: 
     button.click()
     page.wait_for_selector(f"tr[data-alarm='{target}'].acked")
     assert "operator:olga" in page.inner_text(f"tr[data-alarm='{target}']")
-    p.shot("alarms")
+    p.shot("alarms")  # docs/alarms.png
     p.close()
 
 
@@ -552,4 +553,36 @@ def test_a_dropped_stream_shows_its_age_and_reconnects(stack: dict[str, Any], br
     assert page.evaluate("window.__sameDocument") is True, "live again without a reload"
     # The page's own requests failed while the service was down: those errors are expected here.
     p.errors.clear()
+    p.close()
+
+
+def test_a_band_edited_on_the_page_is_used_and_explained_by_the_next_decision(stack: dict[str, Any],
+                                                                                browser: Any) -> None:
+    """An agronomist raises a zone's band from the settings panel with a reason; the first decision under
+    the new version says who changed what and why, in words."""
+    p = Page(browser, stack["base"], "vera")
+    page = p.greenhouse()
+    row = "#settings-zones tbody tr[data-zone='1']"
+    page.wait_for_selector(row)
+    page.fill(f"{row} [data-field='high']", "29")
+    # Every field as shown must pass the browser's own checks (a step that missed one-decimal % refused all).
+    assert page.evaluate("document.querySelector('#settings-form').checkValidity()") is False  # no reason yet
+    page.fill("#set-reason", "zone 2 holds water longer under the new mulch")
+    assert page.evaluate("document.querySelector('#settings-form').checkValidity()") is True
+    page.click("#settings-save")
+    page.wait_for_function("() => /^Saved as version \\d+/.test(document.querySelector('#settings-msg').textContent)",
+                           timeout=30000)
+    version = re.search(r"version (\d+)", page.inner_text("#settings-msg"))
+    assert version is not None
+    headers = _bearer(stack, "vera")
+    marker = f"settings version {version.group(1)},"
+
+    def first_under_it() -> list[dict[str, Any]]:
+        rows = stack["service"].http.get(f"/api/greenhouses/{GH}/decisions?limit=50", headers=headers).json()
+        return [d for d in rows if any(marker in s for s in d["explanation_text"])]
+
+    [decision] = wait_until(first_under_it, 60, "the first decision under the new settings")
+    [sentence] = [s for s in decision["explanation_text"] if marker in s]
+    assert "agronomist:vera" in sentence and "new mulch" in sentence and "zones[1].target_high_vwc" in sentence
+    page.locator("#settings").screenshot(path=str(ARTIFACTS / "settings.png"))  # docs/settings.png
     p.close()

@@ -146,3 +146,16 @@ def test_page_labels_used_by_templates_and_scripts_are_in_the_catalogue() -> Non
     assert {"gh.decisions", "col.why", "kv.pump_commanded", "nav.logout"} <= used
     missing = sorted(k for k in used if not wording.has(k))
     assert missing == []
+
+
+def test_the_first_decision_under_new_settings_says_who_changed_what_and_why() -> None:
+    change = {"version": 3, "actor": "agronomist:pia", "reason": "zone 2 drains into the path",
+              "changed": {"zones[1].target_high_vwc": [0.27, 0.3]}}
+    [en] = [s for s in explanation_text(None, "en", actor="policy:x", estimate={"settings_change": change})
+            if "settings" in s]
+    assert en == ("First decision under settings version 3, changed by agronomist:pia (zone 2 drains into the "
+                  "path): zones[1].target_high_vwc")
+    zh = explanation_text(None, "zh-Hans", actor="policy:x", estimate={"settings_change": change})
+    assert any("设置版本 3" in s and "agronomist:pia" in s for s in zh)
+    later = explanation_text(None, "en", actor="policy:x", estimate={"settings_version": 3})
+    assert not any("settings" in s for s in later)

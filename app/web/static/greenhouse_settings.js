@@ -30,8 +30,8 @@ document.addEventListener("DOMContentLoaded", () => {
       for (const name of ["sand", "loam", "clay"]) { const o = GT.el("option", "", name); o.selected = name === z.soil; soil.append(o); }
       soil.dataset.field = "soil";
       const name = input("text", z.name || "", { maxlength: 200, placeholder: `Zone ${z.index + 1}` }); name.dataset.field = "name";
-      const low = input("number", pct(z.target_low_vwc), { min: 0.1, max: pct(z.band_high_max_vwc), step: 0.5 }); low.dataset.field = "low";
-      const high = input("number", pct(z.target_high_vwc), { min: 0.1, max: pct(z.band_high_max_vwc), step: 0.5 }); high.dataset.field = "high";
+      const low = input("number", pct(z.target_low_vwc), { min: 0.1, max: pct(z.band_high_max_vwc), step: 0.1 }); low.dataset.field = "low";
+      const high = input("number", pct(z.target_high_vwc), { min: 0.1, max: pct(z.band_high_max_vwc), step: 0.1 }); high.dataset.field = "high";
       const cap = input("number", z.daily_water_cap_l, { min: 1, max: z.water_cap_max_l, step: "any" }); cap.dataset.field = "cap";
       tr.append(GT.el("th", "", z.label), cell(name), cell(soil), cell(low), cell(high), cell(cap));
       body.append(tr);
