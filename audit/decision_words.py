@@ -9,6 +9,7 @@ and the signed report must show the rest of a decision even when one field is od
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import wraps
@@ -115,19 +116,48 @@ def _lamp_sentence(estimate: Any, clipped: Any, lang: str) -> str:
     return text("explain.lamps_price", lang, state=text("value.on" if on else "value.off", lang), price=words["price"])
 
 
-def _settings_sentence(estimate: Any, lang: str) -> str:
-    """The first decision under changed settings says so: which version, who, why and which fields."""
+_SETTING_FIELD = re.compile(r"zones\[(\d+)\]\.(\w+)")
+
+
+def _setting_value(field: str, value: object, lang: str) -> str:
+    """One side of a settings change as the dashboard shows it: bands in % VWC, caps in L, switches on/off."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return text("value.on" if value else "value.off", lang)
+    number = finite(value)
+    if number is not None:
+        if field.endswith("_vwc"):
+            return f"{_pct(100.0 * number)} %"
+        return f"{_pct(number)} L" if field.endswith("_l") else (f"{_pct(number)} h" if field.endswith("per_day") else _pct(number))
+    return _str(value) or "–"
+
+
+def _setting_change(key: str, sides: object, lang: str, zone_names: Sequence[object]) -> str:
+    """'Zone 2 band high 27 % -> 29 %' for one ``changed`` entry of a settings change."""
+    zone = _SETTING_FIELD.fullmatch(key)
+    field = zone.group(2) if zone else key
+    label = text(f"setting.{field}", lang) if has(f"setting.{field}") else field
+    if zone:
+        label = f"{zone_title(int(zone.group(1)), lang, zone_names)} {label}"
+    if isinstance(sides, list) and len(sides) == 2:
+        return f"{label} {_setting_value(field, sides[0], lang)} → {_setting_value(field, sides[1], lang)}"
+    return label
+
+
+def _settings_sentence(estimate: Any, lang: str, zone_names: Sequence[object] = ()) -> str:
+    """The first decision under changed settings says so: which version, who, why and what changed."""
     change = estimate.get("settings_change") if isinstance(estimate, Mapping) else None
     if not isinstance(change, Mapping):
         return ""
     changed = change.get("changed")
-    fields = text("list.sep", lang).join(_str(k) for k in changed) if isinstance(changed, Mapping) else ""
+    fields = text("list.sep", lang).join(_setting_change(_str(k), v, lang, zone_names) for k, v in changed.items()) \
+        if isinstance(changed, Mapping) else ""
     version = change.get("version")
     return text("explain.settings_change", lang, version=str(version) if type(version) is int else "?",
                 actor=_str(change.get("actor", "?")), reason=_str(change.get("reason", "")), fields=fields or "–")
 
 
-@_never_raise(list)
 @_never_raise(list)
 def explanation_text(explanation: Any, lang: str = DEFAULT_LANGUAGE, *, actor: object = "",
                      confidence: object = None, estimate: Any = None, clipped: Any = None,
@@ -142,7 +172,7 @@ def explanation_text(explanation: Any, lang: str = DEFAULT_LANGUAGE, *, actor: o
         if explanation.get("error") and not (isinstance(top, list) and top):
             out.append(text("explain.failed", lang))
     out.append(_lamp_sentence(estimate, clipped, lang))
-    out.append(_settings_sentence(estimate, lang))
+    out.append(_settings_sentence(estimate, lang, zone_names))
     out = [s for s in out if s]
     return out or [text("explain.none", lang)]
 

@@ -583,6 +583,6 @@ def test_a_band_edited_on_the_page_is_used_and_explained_by_the_next_decision(st
 
     [decision] = wait_until(first_under_it, 60, "the first decision under the new settings")
     [sentence] = [s for s in decision["explanation_text"] if marker in s]
-    assert "agronomist:vera" in sentence and "new mulch" in sentence and "zones[1].target_high_vwc" in sentence
+    assert "agronomist:vera" in sentence and "new mulch" in sentence and "Zone 2 band high 27 % → 29 %" in sentence, sentence
     page.locator("#settings").screenshot(path=str(ARTIFACTS / "settings.png"))  # docs/settings.png
     p.close()

@@ -154,8 +154,8 @@ def test_the_first_decision_under_new_settings_says_who_changed_what_and_why() -
     [en] = [s for s in explanation_text(None, "en", actor="policy:x", estimate={"settings_change": change})
             if "settings" in s]
     assert en == ("First decision under settings version 3, changed by agronomist:pia (zone 2 drains into the "
-                  "path): zones[1].target_high_vwc")
+                  "path): Zone 2 band high 27 % → 30 %")
     zh = explanation_text(None, "zh-Hans", actor="policy:x", estimate={"settings_change": change})
-    assert any("设置版本 3" in s and "agronomist:pia" in s for s in zh)
+    assert any("设置版本 3" in s and "agronomist:pia" in s and "2号区 目标区间上限 27 % → 30 %" in s for s in zh)
     later = explanation_text(None, "en", actor="policy:x", estimate={"settings_version": 3})
     assert not any("settings" in s for s in later)
