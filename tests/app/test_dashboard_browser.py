@@ -379,6 +379,9 @@ def test_alarm_acknowledge_records_the_operator(stack: dict[str, Any], browser: 
     button.click()
     page.wait_for_selector(f"tr[data-alarm='{target}'].acked")
     assert "operator:olga" in page.inner_text(f"tr[data-alarm='{target}']")
+    assert page.inner_text(f"tr[data-alarm='{target}'] td:nth-child(2)") == "North house"  # the name, not the id
+    page.wait_for_function("() => [...document.querySelectorAll('#history tbody tr')].some("
+                           "(tr) => tr.textContent.includes('operator:olga'))", timeout=10000)  # the history agrees
     p.shot("alarms")  # docs/alarms.png
     p.close()
 

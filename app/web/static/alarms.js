@@ -10,7 +10,14 @@ document.addEventListener("DOMContentLoaded", () => {
   const cell = (child) => { const td = GT.el("td"); if (child) td.append(child); return td; };
   const empty = (body, cols, text) => { const tr = GT.el("tr"); const td = GT.el("td", "muted", text); td.colSpan = cols; tr.append(td); body.append(tr); };
 
-  function ghCell(id) { const a = GT.el("a", "", id); a.href = "/greenhouses/" + encodeURIComponent(id); return cell(a); }
+  // Greenhouses by the names their settings give them, as the overview shows them; the id stays in the link.
+  const names = new Map();
+  const named = GT.api("GET", "/api/greenhouses").then((ghs) => { for (const g of ghs) { names.set(g.id, g.name || g.id); } })
+    .catch(() => {});
+  function ghCell(id) {
+    const a = GT.el("a", "", names.get(id) || id); a.href = "/greenhouses/" + encodeURIComponent(id); a.title = id;
+    return cell(a);
+  }
   function alarmCell(a) {
     const td = GT.el("td");
     const title = GT.el("strong", "", a.title); title.title = a.kind;
@@ -19,7 +26,8 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   async function act(button, method, path, body) {
     button.disabled = true;
-    try { await GT.api(method, path, body); await load(); } catch (e) { alert(e.message); button.disabled = false; }
+    // The history below shows the same episodes: redrawn too, so it never contradicts the list above.
+    try { await GT.api(method, path, body); await load(); await history(); } catch (e) { alert(e.message); button.disabled = false; }
   }
   function ackCell(a) {
     const td = GT.el("td");
@@ -46,6 +54,7 @@ document.addEventListener("DOMContentLoaded", () => {
     return td;
   }
   async function load() {
+    await named;
     const [rows, shelved] = await Promise.all([GT.api("GET", "/api/alarms"), GT.api("GET", "/api/alarms?shelved=true")]);
     open.replaceChildren();
     if (!rows.length) empty(open, 8, t("alarms.none"));
@@ -80,6 +89,7 @@ document.addEventListener("DOMContentLoaded", () => {
   const historyBody = document.querySelector("#history tbody");
   const msg = document.getElementById("history-msg");
   async function history() {
+    await named;
     const q = new URLSearchParams({ limit: "200" });
     const val = (id) => document.getElementById(id).value.trim();
     for (const [key, id] of [["gh", "h-gh"], ["kind", "h-kind"], ["severity", "h-severity"], ["state", "h-state"]]) {
