@@ -126,11 +126,12 @@ def _setting_value(field: str, value: object, lang: str) -> str:
     if isinstance(value, bool):
         return text("value.on" if value else "value.off", lang)
     number = finite(value)
-    if number is not None:
-        if field.endswith("_vwc"):
-            return f"{_pct(100.0 * number)} %"
-        return f"{_pct(number)} L" if field.endswith("_l") else (f"{_pct(number)} h" if field.endswith("per_day") else _pct(number))
-    return _str(value) or "–"
+    if number is None:
+        return _str(value) or "–"
+    if field.endswith("_vwc"):
+        return f"{_pct(100.0 * number)} %"
+    unit = {"_l": " L", "per_day": " h"}
+    return _pct(number) + next((u for end, u in unit.items() if field.endswith(end)), "")
 
 
 def _setting_change(key: str, sides: object, lang: str, zone_names: Sequence[object]) -> str:

@@ -62,7 +62,7 @@ def outlook_hours(scene: Scene, length: int = 3 * 24) -> dict[str, np.ndarray]:
     return {"temp_c": temp, "solar_w_m2": np.maximum(solar, 0.0), "price_eur_mwh": price}
 
 
-def libraries(scene: Scene, backend: Backend) -> tuple[WeatherLibrary, PriceLibrary]:
+def libraries(scene: Scene, backend: Backend, cfg: TwinConfig) -> tuple[WeatherLibrary, PriceLibrary]:
     """A one-year weather and price library holding the outlook at the scene's local hours of year."""
     hour0 = int(math.floor(scene.local_hour_of_year)) % HOURS_PER_YEAR
     ahead = outlook_hours(scene, HOURS_PER_YEAR)
@@ -72,14 +72,14 @@ def libraries(scene: Scene, backend: Backend) -> tuple[WeatherLibrary, PriceLibr
     year[rows, 3] = WIND_M_S
     prices = np.zeros(HOURS_PER_YEAR)
     prices[rows] = ahead["price_eur_mwh"]
-    cfg = twin_config(scene)
     return (WeatherLibrary.from_years(year[None], backend),
             PriceLibrary.from_hourly(cfg.prices, prices[None], np.zeros(1, dtype=np.int64), backend))
 
 
 def model(scene: Scene, backend: Backend) -> TwinModel:
-    weather, prices = libraries(scene, backend)
-    return TwinModel(twin_config(scene), backend, SEED, weather=weather, prices=prices)
+    cfg = twin_config(scene)
+    weather, prices = libraries(scene, backend, cfg)
+    return TwinModel(cfg, backend, SEED, weather=weather, prices=prices)
 
 
 def params(scene: Scene, twin: TwinModel) -> TwinParams:

@@ -11,6 +11,7 @@ No I/O, no clock, no random draw that is not keyed: the same scene gives the sam
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,13 +21,29 @@ from app.forecast import drive
 from app.forecast.scene import Scene
 from app.forecast.summary import Forecast, Tally, summarise
 from policy.tuning import served_expert
-from safety import ClipContext, clip, safe_state, vote
+from safety import ClipContext, SafetyLimits, clip, safe_state, vote
 from safety.interlock import interlock_one
 from twin.backend import make_backend
 from twin.climate import PAR_PER_W_M2
 from twin.spec import observation_spec
 
 STEPS = round(drive.HORIZON_H * 3600.0 / drive.DT_S)
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """What every step decides with and never changes within a forecast: built once, not per step."""
+
+    expert: Callable[[np.ndarray], np.ndarray]
+    limits: tuple[SafetyLimits, ...]
+    """Per variant, what the clipper enforces under its settings."""
+    saturation: np.ndarray
+    """(Z,) each zone's saturation [m3/m3]."""
+
+    @classmethod
+    def of(cls, scene: Scene) -> _Rules:
+        return cls(served_expert(scene.zones), tuple(scene.limits_of(v) for v in scene.variants),
+                   np.array([zone.saturation for zone in scene.setup.zones]))
 
 
 @dataclass
@@ -41,28 +58,27 @@ class _Plant:
     """(B,) the local day number the water counts."""
 
 
-def _decide(proposer: Proposer, scene: Scene, obs: np.ndarray, plant: _Plant, hour_of_year: float,
+def _decide(proposer: Proposer, scene: Scene, rules: _Rules, obs: np.ndarray, plant: _Plant, hour_of_year: float,
             natural_par: float) -> np.ndarray:
     """(B, D) observations -> (B, Z + 2) clipped actions, as the service would command them."""
     z = scene.zones
     members = propose_many(proposer, obs)
-    expert = served_expert(z)
     sl = observation_spec(z).slices
     local_hour = hour_of_year % 24.0
     out = np.zeros((obs.shape[0], z + 2))
-    for i, variant in enumerate(scene.variants):
+    for i, limits in enumerate(rules.limits):
         decision = vote(members[:, i], disagreement_threshold=scene.threshold, zones=z)
         action = decision.action
         if decision.low_confidence:
-            action = np.asarray(expert(obs[i:i + 1].astype(np.float32))[0], dtype=np.float64)
+            action = np.asarray(rules.expert(obs[i:i + 1].astype(np.float32))[0], dtype=np.float64)
         action = interlock_one(action, obs[i], z)
         ctx = ClipContext(dt_s=drive.DT_S, prev_action=plant.prev[i], valve_state_age_s=plant.valve_age_s[i],
                           zone_water_today_l=plant.water_today_l[i], moisture_vwc=obs[i, sl["moisture"]],
                           sensor_ok=np.ones(z, dtype=bool),
-                          saturation_vwc=np.array([zone.saturation for zone in scene.setup.zones]),
+                          saturation_vwc=rules.saturation,
                           natural_par_umol=natural_par, lights_on_hours_today=float(obs[i, sl["lamp_hours_today"].start]),
                           local_hour=local_hour)
-        safe, _ = clip(action, ctx, scene.limits_of(variant))
+        safe, _ = clip(action, ctx, limits)
         changed = (safe[:z] >= 0.5) != (plant.prev[i, :z] >= 0.5)
         plant.valve_age_s[i] = np.where(changed, 0.0, plant.valve_age_s[i] + drive.DT_S)
         out[i] = safe
@@ -84,6 +100,7 @@ def compute(scene: Scene, proposer: Proposer) -> Forecast:
     plant = _Plant(prev=np.tile(safe_state(z), (n, 1)), valve_age_s=np.full((n, z), 1e9),
                    water_today_l=np.tile(np.array(scene.water_today_l), (n, 1)),
                    day=np.full(n, math.floor(hour0 / 24.0)))
+    rules = _Rules.of(scene)
     tally = Tally.zeros(n, z, STEPS)
     tally.moisture[:, :, 0] = np.asarray(state.theta)
     for t in range(STEPS):
@@ -92,7 +109,7 @@ def compute(scene: Scene, proposer: Proposer) -> Forecast:
         plant.water_today_l[plant.day != day] = 0.0  # the caps count the site's calendar day
         plant.day[:] = day
         solar = float(weather["solar_w_m2"][int(hour - math.floor(hour0))])
-        action = _decide(proposer, scene, np.asarray(obs, dtype=np.float32), plant, hour,
+        action = _decide(proposer, scene, rules, np.asarray(obs, dtype=np.float32), plant, hour,
                          scene.transmissivity * PAR_PER_W_M2 * solar)
         state, out = twin.step(prm, state, action)
         obs = out.obs

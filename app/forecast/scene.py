@@ -19,6 +19,7 @@ import numpy as np
 from app.control.controller import GreenhouseController
 from app.control.outlook import Outlook
 from app.control.setup import GreenhouseSetup, effective_limits
+from app.retraining.window import hour_of_year
 from safety import SafetyLimits
 
 LampChoice = Literal["policy", "rule"]
@@ -109,12 +110,10 @@ def scene_of(ctl: GreenhouseController, outlook: Outlook, site_limits: SafetyLim
     Call it where decisions are made (the event loop) so no decision is half way through."""
     if ctl.last_ts is None:
         return None
-    local = ctl.last_ts.astimezone(ctl.site_tz)
-    hour_of_year = (local.timetuple().tm_yday - 1) * 24.0 + local.hour + local.minute / 60.0 + local.second / 3600.0
     held = ctl.obs_builder.held
     pools = ctl.crop_twin.state
     return Scene(
-        greenhouse_id=ctl.gh, start=ctl.last_ts, local_hour_of_year=hour_of_year, setup=ctl.setup,
+        greenhouse_id=ctl.gh, start=ctl.last_ts, local_hour_of_year=hour_of_year(ctl.last_ts, ctl.site_tz), setup=ctl.setup,
         site_limits=site_limits,
         moisture=tuple(float(v) for v in np.asarray(ctl.estimator.state["theta"], dtype=float)),
         crop_day=float(ctl.crop_twin.day),
