@@ -29,11 +29,11 @@ from sqlalchemy import Connection, select
 
 from app.audit_rows import as_datetime, aware
 from app.audit_sink import ACCESS_CHAIN
-from app.control.setup import setup_record
 from app.greenhouse_settings import SETTINGS_KIND, read_setups
 from app.models import Greenhouse, User, UserRole
 from audit import AuditEntry, SealedRecord
 from audit.store import AuditStore, GreenhouseVerifyResult
+from control.setup import setup_record
 
 ADD_KINDS = frozenset({"user_add", "user_added"})
 """An account made (the API's kind, the command line's and the demo's)."""
@@ -151,7 +151,7 @@ class AccessRows:
     accounts: list[StoredAccount]
     greenhouses: dict[str, datetime | None]
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Each greenhouse's settings as :func:`app.control.setup.setup_record` states them."""
+    """Each greenhouse's settings as :func:`control.setup.setup_record` states them."""
 
 
 def read_access_rows(conn: Connection) -> AccessRows:

@@ -14,7 +14,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, UtcDateTime
-from app.fields import ACTOR_MAX_LEN, REASON_MAX_LEN
+from wire.fields import ACTOR_MAX_LEN, REASON_MAX_LEN
 
 ALARM_ACTIONS = ("ack", "shelve", "unshelve")
 SEVERITY_LEVELS = ("info", "warning", "critical")

@@ -15,10 +15,10 @@ import time
 import uuid
 from collections.abc import Collection, Mapping
 
-from app.control import ControlDecision, GreenhouseController
 from app.dispatch import Dispatcher
 from app.mqtt.tracker import CommandTracker
 from app.recorder import DecisionRecorder
+from control import ControlDecision, GreenhouseController
 
 
 def remember_sent(tracker: CommandTracker, recorder: DecisionRecorder, greenhouses: Collection[str]) -> None:

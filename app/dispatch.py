@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from app.control import ControlDecision, GreenhouseController, ModeEvent
 from app.journal import DecisionJournal, JournalUnwritable
 from app.metrics import Metrics
 from app.mqtt.bridge import MqttBridge
-from app.mqtt.topics import Command
 from app.snapshots import SnapshotStore
 from app.writer import Job, WriterProcess
+from control import ControlDecision, GreenhouseController, ModeEvent
+from wire.topics import Command
 
 log = logging.getLogger(__name__)
 

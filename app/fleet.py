@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.control import GreenhouseController, Proposer
-from app.control.setup import GreenhouseSetup
 from app.core.config import Settings
 from app.greenhouse_settings import read_setups
 from app.snapshots import SnapshotStore
+from control import GreenhouseController, Proposer
+from control.setup import GreenhouseSetup
 from safety.limits import SafetyLimits
 
 log = logging.getLogger(__name__)

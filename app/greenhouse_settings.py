@@ -16,10 +16,10 @@ from sqlalchemy import Connection, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.access_seal import SealChange, commit_sealed
-from app.control.records import ZoneSetup
-from app.control.setup import GreenhouseSetup, SetupChange, setup_record
 from app.models import Greenhouse, Zone
 from app.settings_check import check_setup, edited
+from control.records import ZoneSetup
+from control.setup import GreenhouseSetup, SetupChange, setup_record
 from safety import SafetyLimits
 
 SETTINGS_KIND = "greenhouse_settings"

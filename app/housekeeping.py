@@ -14,13 +14,13 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alarms.watch import ProcessAlarms
-from app.control import GreenhouseController
 from app.dispatch import Dispatcher
 from app.intake import Intake
 from app.metrics import Metrics
 from app.outlook_feed import OutlookFeed
 from app.snapshots import SnapshotStore
 from app.writer import WriterProcess
+from control import GreenhouseController
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 
-from app.control import ControlDecision, DecisionBatch, GreenhouseController, Pending
-from app.control.outlook import Outlook
-from app.mqtt.topics import Telemetry
+from control import ControlDecision, DecisionBatch, GreenhouseController, Pending
+from control.outlook import Outlook
+from wire.topics import Telemetry
 
 log = logging.getLogger(__name__)
 

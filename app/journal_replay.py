@@ -10,10 +10,10 @@ import logging
 from collections.abc import Callable
 
 from app.audit_sink import AuditSink
-from app.control import Proposer
 from app.journal import DecisionJournal
 from app.recorder import DecisionRecorder
 from app.writer import DecisionStore, Job
+from control import Proposer
 from twin.config import DEFAULT_ZONES
 
 log = logging.getLogger(__name__)

@@ -34,10 +34,10 @@ from sqlalchemy import ColumnElement, case, func, literal, literal_column, or_, 
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.control import GreenhouseController
 from app.core.db import UtcDateTime
 from app.metrics import Metrics
 from app.models import GreenhouseLease, ModeChange, ServiceReplica
+from control import GreenhouseController
 
 log = logging.getLogger(__name__)
 L = GreenhouseLease

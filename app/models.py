@@ -33,9 +33,9 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from app.alarm_models import AlarmGroup  # noqa: F401  (re-exported; the alarm tables join the schema)
 from app.auth.roles import ROLES
 from app.core.db import Base, UtcDateTime
-from app.fields import ACTOR_MAX_LEN, NAME_MAX_LEN, REASON_MAX_LEN
 from audit.tables import AuditBase
 from audit.wording import LANGUAGES
+from wire.fields import ACTOR_MAX_LEN, NAME_MAX_LEN, REASON_MAX_LEN
 
 SOIL_TYPES = ("sand", "loam", "clay")
 MODES = ("auto", "manual", "estop")

@@ -1,7 +1,7 @@
 """The site's outlook: one weather and one price provider, shared by every greenhouse of the site.
 
 :meth:`OutlookFeed.refresh` asks both providers (each bounded by its time-out and retries, and
-never raising) and publishes one :class:`~app.control.outlook.Outlook`; :meth:`OutlookFeed.run`
+never raising) and publishes one :class:`~control.outlook.Outlook`; :meth:`OutlookFeed.run`
 does so on the event loop's behalf in a worker thread every ``outlook_refresh_s``, so a decision
 only ever reads :attr:`OutlookFeed.current` and never waits on the network. A source that fell back
 or whose data is older than ``outlook_stale_s`` puts an ``outlook_*`` alarm on the outlook, which
@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from app.control.outlook import SOLAR_LEADS, Outlook
 from app.core.config import Settings
+from control.outlook import SOLAR_LEADS, Outlook
 from twin.config import PriceConfig
 from twin.price_provider import PriceOutlook, PriceProvider
 from twin.spec import FORECAST_HOURS

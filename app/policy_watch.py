@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app import registry
-from app.control import Proposer, load_proposer
 from app.writer import Job
+from control import Proposer, load_proposer
 
 if TYPE_CHECKING:
     from app.runtime import Runtime

@@ -25,8 +25,8 @@ from typing import Any
 from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.fields import ACTOR_MAX_LEN, REASON_MAX_LEN
 from app.models import PolicyVersion
+from wire.fields import ACTOR_MAX_LEN, REASON_MAX_LEN
 
 log = logging.getLogger(__name__)
 

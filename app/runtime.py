@@ -3,7 +3,7 @@
 One path for data, one module per stop: the bridge (:mod:`app.mqtt.bridge`) validates a
 message and hands it to the event loop; :meth:`Runtime.on_telemetry` queues it in the intake
 (:mod:`app.intake`), where it waits, in order per greenhouse, for the next micro-batch
-(:mod:`app.control`: one Kalman pass, one ensemble forward, the safety clipper). The dispatcher
+(:mod:`control`: one Kalman pass, one ensemble forward, the safety clipper). The dispatcher
 (:mod:`app.dispatch`) journals each decision (one write per chunk) and only then publishes its
 command (QoS 1), tracked until its ack; explanations, database rows and audit records follow in
 the writer process (:mod:`app.writer`), which tails the journal. E-stops and operator actions
@@ -33,7 +33,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit_sink import AuditSink, record_at_start, record_policy_in_force
 from app.broker_link import remember_sent, repeats_after_reconnect
-from app.control import GreenhouseController, Mode, ModeEvent, Proposer
 from app.core.config import Settings
 from app.deadletter import DeadLetters
 from app.dispatch import Alarm, Dispatcher
@@ -47,7 +46,6 @@ from app.loop_calls import call_on_loop, running_loop
 from app.metrics import Metrics
 from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
-from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry
 from app.outlook_feed import OutlookFeed
 from app.policy_watch import PolicyWatcher
 from app.private_files import private_dir
@@ -55,8 +53,10 @@ from app.recorder import DecisionRecorder
 from app.settings_watch import SettingsWatch
 from app.snapshots import SnapshotStore
 from app.writer import WriterConfig, WriterProcess
+from control import GreenhouseController, Mode, ModeEvent, Proposer
 from safety import SafetyLimits
 from twin.config import DEFAULT_ZONES
+from wire.topics import Ack, Command, EstopEvent, Telemetry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

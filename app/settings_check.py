@@ -4,7 +4,7 @@ A band must lie inside what the clipper lets a zone reach (above 0, below the zo
 the limits' margin, where irrigation stops), low below high; a zone's daily water cap and the lamp
 budget may not exceed the limits' caps. Each refusal names the field (``zones[1].target_high_vwc``)
 and the limit it hit. A value an edit leaves as it was is not held to the caps again: the clipper
-takes the lower of setting and limit anyway (:func:`app.control.setup.effective_limits`).
+takes the lower of setting and limit anyway (:func:`control.setup.effective_limits`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 from app.cli.db import SOIL_DEFAULTS
-from app.control.records import ZoneSetup
-from app.control.setup import GreenhouseSetup, per_zone
 from audit.labels import zone_label
+from control.records import ZoneSetup
+from control.setup import GreenhouseSetup, per_zone
 from safety import SafetyLimits
 
 GREENHOUSE_FIELDS = ("name", "lamps_ours", "lamp_hours_per_day")

@@ -5,7 +5,7 @@ it has no controller for is built off the event loop (settings, proposer, snapsh
 loop; the next lease round (:mod:`app.leases`) takes its lease, and from then on it decides, on
 whichever replica the leases give it to. A newer settings version is read and staged on the
 greenhouse's controller, which takes it before its next decision begins, never in the middle of one
-(:meth:`app.control.GreenhouseController.stage_setup`). The replica that serves a change or a
+(:meth:`control.GreenhouseController.stage_setup`). The replica that serves a change or a
 registration does both at once (:meth:`SettingsWatch.adopt` and :meth:`SettingsWatch.install`); the
 others within one poll.
 """
@@ -16,14 +16,14 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from app.control.setup import GreenhouseSetup, SetupChange
 from app.fleet import build_controller, continue_after_records
 from app.greenhouse_settings import read_setups, settings_versions
 from app.loop_calls import call_on_loop
+from control.setup import GreenhouseSetup, SetupChange
 
 if TYPE_CHECKING:
-    from app.control import GreenhouseController
     from app.runtime import Runtime
+    from control import GreenhouseController
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from audit.labels import band_label
 from audit.wording import (
@@ -28,22 +28,23 @@ from audit.wording import (
     zone_title,
 )
 
-T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 TOP_FACTORS = 3
 _NO_VALUE_FEATURES = frozenset({"hour_sin", "hour_cos"})
 """Features whose value means nothing to a reader (a clock on a circle): named, not quoted."""
 
 
-def _never_raise(default: Callable[[], T]) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """A renderer that answers ``default()`` rather than raising on a record nobody foresaw."""
-    def wrap(fn: Callable[..., T]) -> Callable[..., T]:
+def _never_raise(default: Callable[[], Any]) -> Callable[[F], F]:
+    """A renderer that answers ``default()`` rather than raising on a record nobody foresaw (it keeps
+    the renderer's signature, so callers are checked against the real one)."""
+    def wrap(fn: F) -> F:
         @wraps(fn)
-        def safe(*args: Any, **kwargs: Any) -> T:
+        def safe(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
             except Exception:  # a sentence is never worth failing a page or a signed report for
                 return default()
-        return safe
+        return cast(F, safe)
     return wrap
 
 

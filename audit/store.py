@@ -86,6 +86,13 @@ _RECORD_COLUMNS = (
     AuditRecord.prev_hash,
     AuditRecord.record_hash,
 )
+
+
+def _sealed(row: Sequence[Any]) -> SealedRecord:
+    """A row of ``_RECORD_COLUMNS`` as the record it stores (the columns are the record's fields, in order)."""
+    return SealedRecord(*row)
+
+
 _STATEMENT_COLUMNS = (
     AuditCheckpoint.greenhouse_id,
     AuditCheckpoint.seq,
@@ -351,7 +358,7 @@ class AuditStore:
                 .order_by(AuditRecord.seq.desc())
                 .limit(count)
             ).all()
-        return [SealedRecord(*row) for row in reversed(rows)]
+        return [_sealed(row) for row in reversed(rows)]
 
     def last_record_of(self, greenhouse_id: str, kinds: Iterable[str]) -> SealedRecord | None:
         """The newest stored record of one of ``kinds`` (the kind is in the clear envelope)."""
@@ -362,7 +369,7 @@ class AuditStore:
                 .order_by(AuditRecord.seq.desc())
                 .limit(1)
             ).first()
-        return None if row is None else SealedRecord(*row)
+        return None if row is None else _sealed(row)
 
     def tail_entries(self, greenhouse_id: str, count: int) -> list[AuditEntry]:
         """The newest ``count`` records of one chain, decrypted (oldest first).
@@ -457,7 +464,7 @@ class AuditStore:
         with self._engine.connect() as conn:
             row = conn.execute(select(*_RECORD_COLUMNS).where(AuditRecord.greenhouse_id == greenhouse_id,
                                                               AuditRecord.seq == seq)).first()
-        return None if row is None else SealedRecord(*row)
+        return None if row is None else _sealed(row)
 
     def latest_anchor(self, greenhouse_id: str, conn: Connection | None = None) -> Anchor | None:
         """The newest purge anchor: verification of what remains starts from it (read on ``conn`` when given)."""
@@ -484,7 +491,7 @@ class AuditStore:
         result = conn.execute(stmt.order_by(AuditRecord.seq), execution_options={"yield_per": _STREAM_BATCH})
         try:
             for row in result:
-                yield SealedRecord(*row)
+                yield _sealed(row)
         finally:
             result.close()
 
@@ -496,7 +503,7 @@ class AuditStore:
             .order_by(AuditRecord.seq.desc())
             .limit(1)
         ).first()
-        return None if row is None else SealedRecord(*row)
+        return None if row is None else _sealed(row)
 
     @staticmethod
     def _latest_anchor(conn: Connection, greenhouse_id: str) -> Anchor | None:

@@ -81,8 +81,8 @@ def generate(cfg: dict[str, Any], conn: Any) -> None:
     """Child process: publish telemetry on schedule, ack commands, time the round trips."""
     import paho.mqtt.client as mqtt
 
-    from app.mqtt.connection import no_delay, parse_mqtt_url
     from twin import GreenhouseTwin
+    from wire.connection import no_delay, parse_mqtt_url
 
     n, zones, ghs, mode = cfg["n"], 6, cfg["greenhouses"], cfg["mode"]
     index = {gh: i for i, gh in enumerate(ghs)}

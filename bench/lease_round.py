@@ -3,7 +3,7 @@
 Two numbers for the capacity plan in ``deploy/README.md``: the wall time of one lease round
 (heartbeat, renew, take) for ``--greenhouses`` greenhouses split between two replicas, on a
 throw-away PostgreSQL database (SQLite when none is reachable); and how many telemetry messages
-one core validates per second (:func:`app.mqtt.topics.parse_telemetry`), which every replica
+one core validates per second (:func:`wire.topics.parse_telemetry`), which every replica
 pays for every greenhouse because each one hears all telemetry and drops what it does not hold.
 
     python bench/lease_round.py [--greenhouses 1000] [--rounds 20] [--pg-url URL]
@@ -29,7 +29,7 @@ from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.leases import LeaseBook
 from app.models import Greenhouse
-from app.mqtt.topics import Telemetry, encode, parse_telemetry
+from wire.topics import Telemetry, encode, parse_telemetry
 
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 

@@ -37,6 +37,7 @@ every scenario from ``for_scenario(seed)``, whichever process runs it and whatev
 
 from __future__ import annotations
 
+import copy
 import math
 import pickle
 from collections.abc import Callable, Mapping, Sequence
@@ -261,11 +262,19 @@ class _Tally:
         return self.revenue - self.energy_cost - self.water_cost - self.climate_cost - self.damage
 
     def block(self, sl: slice) -> _Tally:
-        return _Tally(**{k: v[sl] if isinstance(v, np.ndarray) else v for k, v in self.__dict__.items()})
+        return self._rows(sl)
 
     def take(self, rows: np.ndarray) -> _Tally:
         """The sums of greenhouses ``rows`` (a copy: adding to it leaves this one as it was)."""
-        return _Tally(**{k: v[rows] if isinstance(v, np.ndarray) else v for k, v in self.__dict__.items()})
+        return self._rows(rows)
+
+    def _rows(self, index: slice | np.ndarray) -> _Tally:
+        """Every per-greenhouse array indexed by ``index``; the scalar fields as they are."""
+        out = copy.copy(self)
+        for name, value in self.__dict__.items():
+            if isinstance(value, np.ndarray):
+                setattr(out, name, value[index])
+        return out
 
     @classmethod
     def pick(cls, tallies: Sequence[_Tally], choice: np.ndarray) -> _Tally:

@@ -153,7 +153,7 @@ class _SigmoidTanh(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(x: torch.Tensor) -> torch.Tensor:
         return torch.mul(x, 2.0).sigmoid_().mul_(2.0).sub_(1.0)
 
     @staticmethod
@@ -162,14 +162,14 @@ class _SigmoidTanh(torch.autograd.Function):
         ctx.save_for_backward(output)
 
     @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
         (y,) = ctx.saved_tensors  # type: ignore[attr-defined]
         return torch.ops.aten.tanh_backward(grad, y)
 
 
 def fast_tanh(x: torch.Tensor) -> torch.Tensor:
     """Hyperbolic tangent, several times faster than ``torch.tanh`` on CPU (see :class:`_SigmoidTanh`)."""
-    return _SigmoidTanh.apply(x)  # type: ignore[no-any-return]
+    return _SigmoidTanh.apply(x)
 
 
 class Tanh(nn.Module):

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("app", "audit", "migrations", "policy", "safety", "twin", "pyproject.toml", "README.md")
+SOURCES = ("app", "audit", "control", "migrations", "plantsim", "policy", "safety", "twin", "wire", "pyproject.toml",
+           "README.md")
 
 pytestmark = pytest.mark.packaging
 

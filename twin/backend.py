@@ -12,6 +12,7 @@ seed gives the same bits on numpy and on torch.
 
 from __future__ import annotations
 
+import builtins  # in annotations inside Backend, whose own `int` and `float` are dtypes
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -76,18 +77,18 @@ class Backend:
             return torch.as_tensor(np.asarray(value), device=self.device, dtype=dtype)
         return np.asarray(value, dtype=dtype)
 
-    def zeros(self, shape: tuple[int, ...], dtype: Any = None) -> Array:
+    def zeros(self, shape: tuple[builtins.int, ...], dtype: Any = None) -> Array:
         return self.xp.zeros(shape, dtype=dtype or self.float, device=self.device)
 
-    def full(self, shape: tuple[int, ...], value: float, dtype: Any = None) -> Array:
+    def full(self, shape: tuple[builtins.int, ...], value: builtins.float, dtype: Any = None) -> Array:
         return self.xp.full(shape, value, dtype=dtype or self.float, device=self.device)
 
-    def arange(self, n: int) -> Array:
+    def arange(self, n: builtins.int) -> Array:
         return self.xp.arange(n, dtype=self.int, device=self.device)
 
     def to_numpy(self, a: Array) -> np.ndarray:
         if self.name == "torch":
-            return a.detach().cpu().numpy()  # type: ignore[no-any-return]
+            return a.detach().cpu().numpy()
         return np.asarray(a)
 
     def take_rows(self, table: Array, rows: Array) -> Array:
@@ -105,13 +106,13 @@ class Backend:
         return np.take_along_axis(a, index, axis=-1)
 
     # ---- counter-based random numbers -------------------------------------------------
-    def instance_keys(self, seed: int, instance_ids: Array) -> Array:
+    def instance_keys(self, seed: builtins.int, instance_ids: Array) -> Array:
         """Per-instance 32-bit keys from the global seed and each instance's id."""
         s = int(seed) & _MASK32
         ids = self.asarray(instance_ids, dtype=self.int)
         return _hash32(_hash32(ids ^ _hash32(s)) + 0x9E3779B9)  # the seed is hashed as a Python int
 
-    def hash_counter(self, keys: Array, counter: Array | int, stream: int) -> Array:
+    def hash_counter(self, keys: Array, counter: Array | builtins.int, stream: builtins.int) -> Array:
         """A fresh 32-bit value per instance for (key, counter, stream), as int64.
 
         ``counter`` is a Python int or an int64 array broadcastable against ``keys``.
@@ -119,7 +120,7 @@ class Backend:
         c = _hash32(((counter & _MASK32) * 0x2545F491 + stream * 0x68E31DA4) ^ 0x5BD1E995)
         return _hash32(keys ^ c)
 
-    def uniform(self, keys: Array, counter: Array | int, stream: int, n: int) -> Array:
+    def uniform(self, keys: Array, counter: Array | builtins.int, stream: builtins.int, n: builtins.int) -> Array:
         """``n`` independent U[0, 1) float32 draws per instance: shape ``keys.shape + (n,)``."""
         ctr = counter if isinstance(counter, int) else counter[..., None]
         h = self.hash_counter(keys[..., None], ctr, stream)

@@ -110,7 +110,7 @@ def check_info(twin: GreenhouseTwin, reward: Any, info: dict[str, Any]) -> None:
         raise SpecViolation(f"climate term {terms['climate'][i]} is not minus the heat and CO2 bills {bills[i]}, "
                             f"instance {i}")
     v_ref = twin.config.economics.v_ref(twin.config.dt_s)
-    total = sum(terms.values()) / v_ref
+    total = np.sum(list(terms.values()), axis=0) / v_ref
     r = _np(twin, reward).astype(np.float64)
     if not np.allclose(total, r, rtol=1e-3, atol=1e-3):
         i = int(np.argmax(np.abs(total - r)))

@@ -101,7 +101,8 @@ def kalman_step(xp: Any, cfg: EstimatorConfig, params: TwinParams, state: Kalman
     ewmas = [ewma[:, :, i] for i in range(n_probe)]
     heard = [present[:, :, i] for i in range(n_probe)]
     drifting = [state.drifting[:, :, i] >= 0.5 for i in range(n_probe)]
-    flags, streaks = [], []
+    flags: list[Any] = []
+    streaks: list[Any] = []
     for i in range(n_probe):  # in probe order, like ZoneEstimator._judge
         m = ewmas[i]
         was = drifting[i]

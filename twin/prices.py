@@ -37,7 +37,7 @@ _STREAM = 0x9A1CE5
 def _bump(hours: np.ndarray, centre: float, width: float) -> np.ndarray:
     """Gaussian bump on the 24-h clock (circular distance), height 1."""
     d = (hours - centre + 12.0) % 24.0 - 12.0
-    return np.exp(-0.5 * (d / width) ** 2)  # type: ignore[no-any-return]
+    return np.exp(-0.5 * (d / width) ** 2)
 
 
 def _ar1(rng: np.random.Generator, n: int, phi: float, std: float) -> np.ndarray:
@@ -46,12 +46,12 @@ def _ar1(rng: np.random.Generator, n: int, phi: float, std: float) -> np.ndarray
 
     e = rng.normal(0.0, std * np.sqrt(1.0 - phi * phi), n)
     e[0] = rng.normal(0.0, std)  # start in the stationary distribution
-    return lfilter([1.0], [1.0, -phi], e)  # type: ignore[no-any-return]
+    return lfilter([1.0], [1.0, -phi], e)
 
 
 def weekend_days(first_weekday: int) -> np.ndarray:
     """[365] True on Saturdays and Sundays of a year whose 1 January is ``first_weekday`` (0 = Monday)."""
-    return (first_weekday + np.arange(DAYS)) % 7 >= 5  # type: ignore[no-any-return]
+    return (first_weekday + np.arange(DAYS)) % 7 >= 5
 
 
 def generate_prices(rng: np.random.Generator, cfg: PriceConfig, year: np.ndarray, first_weekday: int) -> np.ndarray:
@@ -122,7 +122,7 @@ def tou_price(cfg: PriceConfig, weekday: np.ndarray, hour_of_day: np.ndarray) ->
     hour of day: peak on weekdays inside ``tou_peak_hours``, off-peak otherwise."""
     start, end = cfg.tou_peak_hours
     peak = (weekday < 5) & (hour_of_day >= start) & (hour_of_day < end)
-    return np.where(peak, cfg.tou_peak_eur_mwh, cfg.tou_offpeak_eur_mwh)  # type: ignore[no-any-return]
+    return np.where(peak, cfg.tou_peak_eur_mwh, cfg.tou_offpeak_eur_mwh)
 
 
 def tou_at(cfg: PriceConfig, instants: Sequence[datetime], tz: tzinfo | None = None) -> np.ndarray:

@@ -32,7 +32,7 @@ def clear_sky_w_m2(latitude_deg: float) -> np.ndarray:
     omega = np.pi / 12 * (hours + 0.5 - 12)
     sin_alt = np.sin(phi) * np.sin(decl)[:, None] + np.cos(phi) * np.cos(decl)[:, None] * np.cos(omega)[None, :]
     sin_alt = np.clip(sin_alt, 1e-3, 1.0)
-    return np.where(sin_alt > 0.01, 1098.0 * sin_alt * np.exp(-0.057 / sin_alt), 0.0)  # type: ignore[no-any-return]
+    return np.where(sin_alt > 0.01, 1098.0 * sin_alt * np.exp(-0.057 / sin_alt), 0.0)
 
 
 def _overcast_days(rng: np.random.Generator, cfg: WeatherConfig) -> np.ndarray:

@@ -20,7 +20,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -103,13 +103,21 @@ class HourlyWeather:
                 raise ValueError(f"{name} value {arr[bad][0]:g} is outside the physical range [{lo:g}, {hi:g}]")
             object.__setattr__(self, name, arr)
 
+    @classmethod
+    def of(cls, times: np.ndarray, columns: Iterable[Any], source: Source = "live") -> HourlyWeather:
+        """From the hourly columns in ``FIELDS`` order (checked like any other)."""
+        values = list(columns)
+        if len(values) != len(FIELDS):
+            raise ValueError(f"{len(values)} weather columns, expected {len(FIELDS)} ({', '.join(FIELDS)})")
+        return cls(times, **dict(zip(FIELDS, values, strict=True)), source=source)
+
     def window(self, start: np.datetime64, hours: int, source: Source) -> HourlyWeather | None:
         """The ``hours`` consecutive hours from ``start``, or None when not all of them are present."""
         i = int(np.searchsorted(self.times, start))
         sel = self.times[i:i + hours]
         if sel.shape[0] != hours or (sel != start + np.arange(hours) * _HOUR).any():
             return None
-        return HourlyWeather(sel, *(getattr(self, f)[i:i + hours] for f in FIELDS), source=source)
+        return HourlyWeather.of(sel, (getattr(self, f)[i:i + hours] for f in FIELDS), source=source)
 
 
 def parse_open_meteo(payload: Any) -> HourlyWeather:
@@ -150,7 +158,7 @@ def parse_open_meteo(payload: Any) -> HourlyWeather:
             raise WeatherDataError(f"hourly.{key} has a value too large for a float") from exc
         columns.append(arr * (_WIND_UNITS[wind_unit] * WIND_10M_TO_2M) if name == "wind_speed_m_s" else arr)
     try:
-        return HourlyWeather(np.array(naive_utc, dtype="datetime64[s]"), *columns, source="live")
+        return HourlyWeather.of(np.array(naive_utc, dtype="datetime64[s]"), columns, source="live")
     except ValueError as exc:
         raise WeatherDataError(f"implausible forecast: {exc}") from exc
 
@@ -240,7 +248,7 @@ class WeatherProvider:
         """Remember measured weather (wind at 2 m) so tomorrow's fallback can replay it; hourly means, 48 h kept."""
         hour = _utc_hour(time)
         values = (temperature_c, relative_humidity_pct, shortwave_radiation_w_m2, wind_speed_m_s, precipitation_mm)
-        checked = HourlyWeather(np.array([hour]), *([v] for v in values))  # validates ranges and finiteness
+        checked = HourlyWeather.of(np.array([hour]), ([v] for v in values))  # validates ranges and finiteness
         row = np.array([getattr(checked, f)[0] for f in FIELDS])
         key = int(hour.astype(np.int64))
         with self._lock:
@@ -320,4 +328,4 @@ class WeatherProvider:
         logger.log(logging.DEBUG if exc is None else logging.WARNING,
                    "weather fetch failed (%s); fallback from %d/%d observed hours, rest climatology",
                    reason, used, hours, exc_info=trace)
-        return self._count("fallback", HourlyWeather(times, *values, source="fallback"))
+        return self._count("fallback", HourlyWeather.of(times, values, source="fallback"))

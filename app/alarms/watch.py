@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.alarm_models import AlarmThreshold
 from app.alarms.conditions import ConditionTracker, Facts, Thresholds, evaluate
-from app.control import GreenhouseController
 from app.dispatch import Dispatcher
 from app.writer import WriterProcess
+from control import GreenhouseController
 
 log = logging.getLogger(__name__)
 

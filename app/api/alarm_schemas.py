@@ -1,5 +1,5 @@
 """Typed bodies of the alarm API: the grouped list, acknowledgements, shelving, history, thresholds and
-notification preferences. Free text is checked as every stored text is (:mod:`app.fields`)."""
+notification preferences. Free text is checked as every stored text is (:mod:`wire.fields`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, HttpUrl
 from app.alarm_models import EMAIL_MAX_LEN, URL_MAX_LEN
 from app.alarms.catalogue import Severity
 from app.api.instants import Instant
-from app.fields import REASON_MAX_LEN, Reason, check_free_text
+from wire.fields import REASON_MAX_LEN, Reason, check_free_text
 
 Comment = Annotated[str, Field(max_length=REASON_MAX_LEN), AfterValidator(check_free_text)]
 SHELVE_MAX_MIN = 7 * 24 * 60

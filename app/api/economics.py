@@ -24,7 +24,7 @@ import numpy as np
 
 from app.api import trend_rollup as roll
 from app.api.schemas import EconomicsToday, Outlook, PriceSource
-from app.control import GreenhouseController
+from control import GreenhouseController
 from twin.crop import CropGrowthConfig, initial_crop, step_crop
 from twin.prices import tou_at
 from twin.spec import observation_spec

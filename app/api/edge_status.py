@@ -19,7 +19,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from app.mqtt.admission import RateLimit
-from app.mqtt.connection import (
+from wire.connection import (
     RECONNECT_MAX_S,
     RECONNECT_MIN_S,
     MqttTarget,
@@ -27,7 +27,7 @@ from app.mqtt.connection import (
     apply_tls,
     parse_mqtt_url,
 )
-from app.mqtt.topics import TOPIC_ROOT, parse_topic, subscription, validate_topic_root
+from wire.topics import TOPIC_ROOT, parse_topic, subscription, validate_topic_root
 
 log = logging.getLogger(__name__)
 

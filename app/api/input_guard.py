@@ -4,7 +4,7 @@ Path and query parameters reach PostgreSQL as text (a user name, a greenhouse id
 PostgreSQL refuses a NUL in text: a ``%00`` in a URL would be a 500 with a traceback instead of
 a clear refusal, and a line break in a logged value would forge a log line. So every request
 whose decoded path, query name or query value holds a C0 control character or DEL is answered
-400 here, before any route runs, by the same rule as the payloads (:func:`app.fields.check_db_text`).
+400 here, before any route runs, by the same rule as the payloads (:func:`wire.fields.check_db_text`).
 JSON bodies are checked by their models' field types.
 """
 
@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.asgi_reply import send_json_error
-from app.fields import check_db_text
+from wire.fields import check_db_text
 
 
 def input_refusal(scope: Scope) -> str | None:

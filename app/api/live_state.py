@@ -26,10 +26,10 @@ from app.api.schemas import (
     OutlookLive,
     ZoneLive,
 )
-from app.control import GreenhouseController
-from app.control.setup import per_zone
 from app.runtime import Runtime
 from audit.labels import band_label, zone_label
+from control import GreenhouseController
+from control.setup import per_zone
 
 EdgeLookup = Callable[[str], EdgeStatus]
 

@@ -41,7 +41,7 @@ ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
 SCALARS = ("flow_l_min", "pump_pct", "light_pct", "air_temp_c", "air_rh_pct", "par_umol_m2_s", "co2_ppm")
 PRICE = len(SCALARS)
 NO_TELEMETRY_ACTORS = ("watchdog", "reconnect")
-"""Decisions made on no telemetry (app.control.finish): nothing for a trend to show."""
+"""Decisions made on no telemetry (control.finish): nothing for a trend to show."""
 """Index of the recorded price among the channels after the zones, as :func:`read_cells` returns them."""
 ROUND_ROWS = 5000
 PROGRESS_ID = 1

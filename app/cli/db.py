@@ -21,8 +21,8 @@ from app.core.db import (
     migrated_session,
 )
 from app.models import SOIL_TYPES, Greenhouse, Zone
-from app.mqtt.topics import validate_gh_id
 from twin.config import DEFAULT_ZONES
+from wire.topics import validate_gh_id
 
 if TYPE_CHECKING:
     from app.access_seal import SealChange
@@ -140,7 +140,7 @@ def add_greenhouse(
 
 def registration_payload(gh: Greenhouse, soil: str, daily_water_cap_l: float) -> dict[str, Any]:
     """What the access chain records of a registration (the same from the CLI and the API): with the
-    settings it starts with, spelled as :func:`app.control.setup.setup_record` spells them (not imported:
+    settings it starts with, spelled as :func:`control.setup.setup_record` spells them (not imported:
     the command line stays light), so ``audit verify`` can hold the rows to them."""
     zones = [{"index": z.index, "name": z.name, "soil": z.soil_type, "target_low_vwc": z.target_low_vwc,
               "target_high_vwc": z.target_high_vwc, "daily_water_cap_l": z.daily_water_cap_l}

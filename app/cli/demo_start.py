@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from app.mqtt.connection import MqttTarget, redact_url
+from wire.connection import MqttTarget, redact_url
 
 DEFAULT_PORT = 8000
 DEFAULT_MQTT_URL = "mqtt://127.0.0.1:1883"

@@ -9,10 +9,10 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from app.mqtt.connection import TlsFiles
-from app.plant_sim import PlantSim
-from app.plant_sim_outlook import OutlookServer
+from plantsim.outlook import OutlookServer
+from plantsim.sim import PlantSim
 from twin.config import DEFAULT_ZONES
+from wire.connection import TlsFiles
 
 logger = logging.getLogger(__name__)
 

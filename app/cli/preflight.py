@@ -98,7 +98,7 @@ def check_database(settings: Settings) -> None:
 
 def check_broker(settings: Settings, timeout_s: float = 3.0) -> None:
     """Something accepts TCP connections at the broker's address (the MQTT session itself reconnects)."""
-    from app.mqtt.connection import parse_mqtt_url
+    from wire.connection import parse_mqtt_url
 
     try:
         target = parse_mqtt_url(settings.mqtt_url)

@@ -151,11 +151,11 @@ def _run_demo(args: argparse.Namespace, start: DemoStart) -> int:
 
     from app.core.config import Settings
     from app.main import create_app
-    from app.mqtt.connection import redact_url
-    from app.plant_sim import PlantSim
-    from app.plant_sim_faults import FaultServer
-    from app.plant_sim_outlook import OutlookServer
     from app.serving import configure_service_logging, uvicorn_options
+    from plantsim.faults import FaultServer
+    from plantsim.outlook import OutlookServer
+    from plantsim.sim import PlantSim
+    from wire.connection import redact_url
 
     settings = Settings()
     configure_service_logging(settings)
@@ -189,7 +189,7 @@ def _run_demo(args: argparse.Namespace, start: DemoStart) -> int:
     # The simulated site's weather service and power exchange, offline on 127.0.0.1; asked every ten
     # simulated minutes, as the plants run `speed` times faster than the wall clock.
     outlook = OutlookServer(sim).start()
-    faults = FaultServer(sim).start()  # the demo's fault buttons: try an alarm (app.plant_sim_faults)
+    faults = FaultServer(sim).start()  # the demo's fault buttons: try an alarm (plantsim.faults)
     every = max(1.0, 600.0 / args.speed)
     settings = settings.model_copy(update={"weather_url": settings.weather_url or outlook.url,
                                            "price_url": settings.price_url or outlook.url,

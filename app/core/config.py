@@ -11,8 +11,8 @@ from pydantic_settings import SettingsConfigDict
 
 from app.api.client_address import IPNetwork, parse_networks
 from app.core.notify_settings import NotifySettings
-from app.mqtt.connection import MqttTarget, TlsFiles, parse_mqtt_url, with_credentials
-from app.mqtt.topics import validate_topic_root
+from wire.connection import MqttTarget, TlsFiles, parse_mqtt_url, with_credentials
+from wire.topics import validate_topic_root
 
 # ``policy/shipped`` sits next to the ``app`` package both in a checkout and in site-packages.
 DEFAULT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policy" / "shipped"

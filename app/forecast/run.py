@@ -1,7 +1,7 @@
 """Run the served policy forward 24 hours in the greenhouse's own twin, every variant in one batch.
 
 Each step does what a decision in the service does, batched over the variants: one forward of the
-ensemble (:func:`app.control.proposal.propose_many`), each variant's vote with the served expert when
+ensemble (:func:`control.proposal.propose_many`), each variant's vote with the served expert when
 the members disagree, the pump interlock, and the safety clipper under the variant's own settings
 (its daily water caps and lamp budget, counted over the variant's own day), then one twin step for
 all of them. What each variant did and earned is summed per hour (:mod:`app.forecast.summary`).
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.control.proposal import Proposer, propose_many
 from app.forecast import drive
 from app.forecast.scene import Scene
 from app.forecast.summary import Forecast, Tally, summarise
+from control.proposal import Proposer, propose_many
 from policy.tuning import served_expert
 from safety import ClipContext, SafetyLimits, clip, safe_state, vote
 from safety.interlock import interlock_one

@@ -16,10 +16,10 @@ from typing import Literal
 
 import numpy as np
 
-from app.control.controller import GreenhouseController
-from app.control.outlook import Outlook
-from app.control.setup import GreenhouseSetup, effective_limits
 from app.retraining.window import hour_of_year
+from control.controller import GreenhouseController
+from control.outlook import Outlook
+from control.setup import GreenhouseSetup, effective_limits
 from safety import SafetyLimits
 
 LampChoice = Literal["policy", "rule"]

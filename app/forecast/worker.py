@@ -22,13 +22,13 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from typing import Any
 
-from app.control import GreenhouseController, Proposer
 from app.forecast.run import compute
 from app.forecast.scene import Scene, Variant, scene_of
 from app.forecast.summary import Forecast
 from app.forecast.tracking import ForecastTracker
 from app.loop_calls import call_on_loop
 from app.outlook_feed import OutlookFeed
+from control import GreenhouseController, Proposer
 from safety import SafetyLimits
 
 log = logging.getLogger(__name__)

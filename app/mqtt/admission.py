@@ -1,6 +1,6 @@
 """Which valid-looking inbound messages the bridge lets through: order, age, clock skew and rate.
 
-A payload that passed :mod:`app.mqtt.topics` can still be a replay (an old ``seq``), stale, or
+A payload that passed :mod:`wire.topics` can still be a replay (an old ``seq``), stale, or
 stamped in the future by a wrong or hostile edge clock; a future timestamp would pass the stale
 check for as long as it lies ahead and keep the stale-telemetry watchdog quiet. And one chatty
 or compromised edge box must not fill the intake for everybody: each greenhouse gets a token
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from app.mqtt.topics import Telemetry
+from wire.topics import Telemetry
 
 # (reason code, detail for the log); None when the message is admitted.
 Verdict = tuple[str, str] | None

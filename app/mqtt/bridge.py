@@ -18,7 +18,6 @@ from typing import Any, Final
 import paho.mqtt.client as mqtt
 
 from app.mqtt.admission import DEFAULT_MAX_FUTURE_S, RateLimit, TelemetryAdmission
-from app.mqtt.connection import OFFLINE, ONLINE, QOS, MqttTarget, TlsFiles, make_client, parse_mqtt_url
 from app.mqtt.inbound import (
     TELEMETRY_BYTES_BURST,
     TELEMETRY_BYTES_PER_S,
@@ -30,7 +29,10 @@ from app.mqtt.inbound import (
     TelemetryHandler,
     call_hook,
 )
-from app.mqtt.topics import (
+from app.mqtt.tracker import CommandTracker, PendingCommand
+from twin.config import DEFAULT_ZONES
+from wire.connection import OFFLINE, ONLINE, QOS, MqttTarget, TlsFiles, make_client, parse_mqtt_url
+from wire.topics import (
     TOPIC_ROOT,
     Command,
     command_topic,
@@ -38,8 +40,6 @@ from app.mqtt.topics import (
     service_status_topic,
     subscription,
 )
-from app.mqtt.tracker import CommandTracker, PendingCommand
-from twin.config import DEFAULT_ZONES
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class MqttBridge:
         self.target = url if isinstance(url, MqttTarget) else parse_mqtt_url(url)
         self.client_id = client_id or f"greentwin-service-{uuid.uuid4().hex[:8]}"
         self.topic_root = topic_root
-        """First level of every topic it subscribes and publishes to (:data:`app.mqtt.topics.TOPIC_ROOT`)."""
+        """First level of every topic it subscribes and publishes to (:data:`wire.topics.TOPIC_ROOT`)."""
         self.will_topic = will_topic or service_status_topic(topic_root)
         self.loop = loop
         self.on_connected = on_connected

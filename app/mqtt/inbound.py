@@ -3,7 +3,7 @@
 One thread carries every greenhouse's telemetry, acks and e-stops, so what one box sends must not
 cost the others: a message is refused or shed by what is cheap to know first (its topic, retain
 flag, size, the greenhouse's budget) before it is parsed; then the payload is validated
-(:mod:`app.mqtt.topics`), admitted (:mod:`app.mqtt.admission`), and an ack matched to a command
+(:mod:`wire.topics`), admitted (:mod:`app.mqtt.admission`), and an ack matched to a command
 this service sent (:mod:`app.mqtt.tracker`). Every refusal is counted by reason, and logged the
 first time and every 100th after; nothing here raises into paho.
 """
@@ -21,7 +21,8 @@ import paho.mqtt.client as mqtt
 from pydantic import BaseModel
 
 from app.mqtt.admission import RateLimit, TelemetryAdmission
-from app.mqtt.topics import (
+from app.mqtt.tracker import CommandTracker
+from wire.topics import (
     MAX_PAYLOAD_BYTES,
     TOPIC_ROOT,
     Ack,
@@ -32,7 +33,6 @@ from app.mqtt.topics import (
     parse_telemetry,
     parse_topic,
 )
-from app.mqtt.tracker import CommandTracker
 
 logger = logging.getLogger("app.mqtt.bridge")  # one logger for the connection and what it carries
 

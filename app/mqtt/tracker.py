@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 from uuid import UUID
 
-from app.mqtt.topics import Command
+from wire.topics import Command
 
 # Commands whose greenhouse is remembered after their ack: at one command a minute per greenhouse,
 # hours of history for hundreds of greenhouses, in a few MB.

@@ -3,7 +3,7 @@
 Memory stays bounded whatever the period (``yield_per``): totals, per-hour summaries, counts per event
 kind (:mod:`app.reports.events`) and at most ``max_heatmaps`` saliency maps are kept, never the rows.
 
-Accounting (the same conventions as :class:`app.control.controller.GreenhouseController`):
+Accounting (the same conventions as :class:`control.controller.GreenhouseController`):
 
 * each decision stands for the interval ``(previous decision, this decision]``, clamped to
   [1 s, 3600 s] like the controller's ``dt``; the first decision a greenhouse ever made has no

@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.fields import REASON_MAX_LEN
 from app.models import RetrainRun
 from app.retraining import STAGES
+from wire.fields import REASON_MAX_LEN
 
 
 def plain(obj: Any) -> Any:

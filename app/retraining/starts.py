@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import wasserstein_distance
 
-from app.control.crop_twin import CROP_DAY0
 from app.retraining.window import GreenhouseWindow
+from control.crop_twin import CROP_DAY0
 from policy.residual import interlock
 from policy.tuning import served_expert
 from twin import GreenhouseTwin

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from app.control.records import ControlDecision, ExplainRequest, ModeEvent
+from control.records import ControlDecision, ExplainRequest, ModeEvent
 
 Key = tuple[str, str, int]
 """(kind, greenhouse, seq): a record's identity (an ack's "seq" is :func:`ack_key` of its cmd_id)."""

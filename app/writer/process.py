@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from app.audit_sink import AuditSink
-from app.control.proposal import Proposer, load_proposer
 from app.deadletter import OnDeadLetter
 from app.journal import JournalReader
 from app.recorder import DecisionRecorder
 from app.writer.jobs import Job, Key
 from app.writer.store import DecisionStore
+from control.proposal import Proposer, load_proposer
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
 from app.audit_sink import AuditSink
-from app.control.explain import explain_decisions
-from app.control.proposal import Proposer
 from app.models import Decision
 from app.recorder import DecisionRecorder
 from app.writer.jobs import AUDIT_TO_JOB_KIND, Job, Key, ack_key
+from control.explain import explain_decisions
+from control.proposal import Proposer
 
 log = logging.getLogger(__name__)
 ROW_KINDS = frozenset({"decision", "mode_change", "ack"})

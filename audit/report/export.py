@@ -50,10 +50,12 @@ def rows(data: ReportData) -> Iterator[Row]:
         yield _row("interventions", item, f"{count}", "count")
     for z in data.zones:
         zone, name = f"{zone_number(z.index)}", z.name or ""
-        for item, value, unit in (("band_low", 100.0 * z.low, "% VWC"), ("band_high", 100.0 * z.high, "% VWC"),
-                                  ("water", z.water_l, "L"), ("time_in_band", z.time_in_band_pct, "%"),
-                                  ("below_band", z.hours_below, "h"), ("above_band", z.hours_above, "h")):
-            yield _row("zone", item, _n(value), unit, zone=zone, name=name)
+        zone_rows: tuple[tuple[str, float | None, str], ...] = (
+            ("band_low", 100.0 * z.low, "% VWC"), ("band_high", 100.0 * z.high, "% VWC"),
+            ("water", z.water_l, "L"), ("time_in_band", z.time_in_band_pct, "%"),
+            ("below_band", z.hours_below, "h"), ("above_band", z.hours_above, "h"))
+        for item, amount, unit in zone_rows:
+            yield _row("zone", item, _n(amount), unit, zone=zone, name=name)
     for a in data.alarms:
         for item, count in (("raised", a.raised), ("acknowledged", a.acknowledged), ("shelved", a.shelved),
                             ("open_at_end", a.open_at_end)):

@@ -88,7 +88,7 @@ torch_version() { sed -n 's/^torch==\([^ ]*\)$/\1/p' "$ROOT/constraints.txt"; }
 stage_source() {
     rm -rf "$1" && mkdir -p "$1"
     (cd "$ROOT" && tar -c --exclude=__pycache__ --exclude='*.pyc' pyproject.toml README.md \
-        app twin policy safety audit migrations) | tar -C "$1" -x
+        app twin policy safety audit wire control plantsim migrations) | tar -C "$1" -x
 }
 source_hash() { (cd "$1" && find . -type f | LC_ALL=C sort | xargs sha256sum) | sha; }
 service_hash() {  # staged source directory

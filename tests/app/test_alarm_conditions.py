@@ -12,12 +12,12 @@ import pytest
 from app.alarms.catalogue import KINDS, at_least, describe, is_watched, severity
 from app.alarms.conditions import ConditionTracker, Facts, Thresholds, evaluate
 from app.alarms.watch import ProcessAlarms
-from app.control import ExpertProposer, GreenhouseController, ZoneSetup
 from app.dispatch import Dispatcher
 from app.journal import DecisionJournal
 from app.metrics import Metrics
 from app.snapshots import SnapshotStore
 from app.writer import WriterProcess
+from control import ExpertProposer, GreenhouseController, ZoneSetup
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits
 

@@ -163,8 +163,8 @@ def test_a_telemetry_flood_is_shed_visibly_by_the_running_service(client: TestCl
     """Through the service's own bridge: over the burst, telemetry is counted as shed and alarmed."""
     from datetime import UTC, datetime
 
-    from app.mqtt.topics import Telemetry, encode, telemetry_topic
     from tests.app.procs import wait_until
+    from wire.topics import Telemetry, encode, telemetry_topic
 
     runtime = client.app.state.runtime
     bridge = runtime.bridge

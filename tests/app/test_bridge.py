@@ -19,8 +19,9 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
-from app.mqtt.connection import parse_mqtt_url
-from app.mqtt.topics import (
+from app.mqtt.tracker import CommandTracker
+from wire.connection import parse_mqtt_url
+from wire.topics import (
     MAX_PAYLOAD_BYTES,
     Ack,
     Command,
@@ -32,7 +33,6 @@ from app.mqtt.topics import (
     estop_topic,
     telemetry_topic,
 )
-from app.mqtt.tracker import CommandTracker
 
 mqtt_mark = pytest.mark.mqtt
 

@@ -23,11 +23,11 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from app.mqtt.bridge import MqttBridge
-from app.mqtt.connection import TlsFiles, make_client, parse_mqtt_url
-from app.mqtt.topics import Ack, Command, command_topic, telemetry_topic
-from app.plant_sim import PlantSim
+from plantsim.sim import PlantSim
 from tests.app.broker_pki import TestCA
 from tests.app.procs import MOSQUITTO, Mosquitto, free_port, running, wait_until
+from wire.connection import TlsFiles, make_client, parse_mqtt_url
+from wire.topics import Ack, Command, command_topic, telemetry_topic
 
 pytestmark = [pytest.mark.mqtt]
 

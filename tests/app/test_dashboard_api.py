@@ -37,9 +37,9 @@ from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
 from app.models import Decision
-from app.mqtt.topics import Telemetry
 from app.web.security import CSP, csrf_token
 from audit.labels import band_label, zone_label
+from wire.topics import Telemetry
 
 SECRET = "dashboard-api-secret-" + "5b1e7c2d" * 4
 PW = "dashboard api password"

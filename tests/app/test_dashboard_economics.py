@@ -12,14 +12,14 @@ import pytest
 from app.api import economics as econ
 from app.api import trend_rollup as roll
 from app.cli import db as db_cli
-from app.control import ExpertProposer, GreenhouseController, ZoneSetup
-from app.control.outlook import Outlook
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision
-from app.mqtt.topics import Telemetry
+from control import ExpertProposer, GreenhouseController, ZoneSetup
+from control.outlook import Outlook
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits
 from twin.config import PriceConfig
+from wire.topics import Telemetry
 
 ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]
 TZ = "Europe/Amsterdam"

@@ -14,8 +14,8 @@ from sqlalchemy import select, text
 
 from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
-from app.fields import check_db_timestamp
 from app.models import Decision, ModeChange
+from wire.fields import check_db_timestamp
 
 CEST = timezone(timedelta(hours=2))
 LOCAL = datetime(2026, 6, 1, 14, 30, tzinfo=CEST)  # 12:30 UTC

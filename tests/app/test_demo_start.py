@@ -31,10 +31,10 @@ from app.cli.demo_start import (
     prepare_demo,
 )
 from app.mqtt.bridge import MqttBridge
-from app.mqtt.connection import parse_mqtt_url
-from app.mqtt.topics import Command, Telemetry, service_status_topic, status_topic, validate_topic_root
-from app.plant_sim import PlantSim
+from plantsim.sim import PlantSim
 from tests.app.procs import wait_until
+from wire.connection import parse_mqtt_url
+from wire.topics import Command, Telemetry, service_status_topic, status_topic, validate_topic_root
 
 ZONES = 3
 

@@ -10,16 +10,16 @@ import torch
 
 from app.cli import db as db_cli
 from app.cli import main as cli_main
-from app.control import ExpertProposer, GreenhouseController, ZoneSetup
 from app.core.db import make_engine, make_session_factory
-from app.mqtt.topics import Telemetry
 from app.recorder import DecisionRecorder
+from control import ExpertProposer, GreenhouseController, ZoneSetup
 from policy.baselines import ThresholdExpert
 from policy.bc import load_demos
 from policy.config import PPOConfig
 from policy.ppo import train
 from safety import SafetyLimits
 from twin.spec import ObservationSpec
+from wire.topics import Telemetry
 
 T0 = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
 ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]

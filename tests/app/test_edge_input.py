@@ -15,11 +15,13 @@ import numpy as np
 import paho.mqtt.client as mqtt
 import pytest
 
-from app.control import ExpertProposer, GreenhouseController, ZoneSetup
 from app.intake import Intake
 from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
-from app.mqtt.topics import (
+from control import ExpertProposer, GreenhouseController, ZoneSetup
+from policy.baselines import ThresholdExpert
+from safety import SafetyLimits
+from wire.topics import (
     Ack,
     Command,
     EstopEvent,
@@ -29,8 +31,6 @@ from app.mqtt.topics import (
     estop_topic,
     telemetry_topic,
 )
-from policy.baselines import ThresholdExpert
-from safety import SafetyLimits
 
 GH = "gh1"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -24,9 +24,8 @@ from sqlalchemy.orm import Session
 from app.cli import db as db_cli
 from app.core.db import make_engine
 from app.models import Decision, ModeChange
-from app.mqtt.topics import Command
-from app.plant_sim import PlantSim
 from audit.store import AuditStore
+from plantsim.sim import PlantSim
 from tests.app.procs import (
     MOSQUITTO,
     AuditKeys,
@@ -42,6 +41,7 @@ from tests.app.procs import (
     wait_until,
 )
 from tests.app.telemetry_fuzz import TelemetryFuzzer, expected_counts
+from wire.topics import Command
 
 pytestmark = [pytest.mark.mqtt, pytest.mark.slow]
 

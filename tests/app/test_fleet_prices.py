@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 
 from app.cli import db as db_cli
-from app.control import ExpertProposer
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.fleet import build_controllers
-from app.mqtt.topics import Telemetry
 from app.snapshots import SnapshotStore
+from control import ExpertProposer
 from policy.tuning import served_expert
 from safety import SafetyLimits
+from wire.topics import Telemetry
 
 
 def test_the_observation_sees_the_configured_fruit_price(tmp_path: Path) -> None:

@@ -14,16 +14,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.control import ExpertProposer, GreenhouseController, ZoneSetup
-from app.control.outlook import Outlook
-from app.control.setup import GreenhouseSetup
 from app.forecast.run import compute
 from app.forecast.scene import Scene, Variant, default_variants, scene_of
 from app.forecast.tracking import ForecastTracker
 from app.forecast.worker import ForecastWorker
-from app.mqtt.topics import Telemetry
+from control import ExpertProposer, GreenhouseController, ZoneSetup
+from control.outlook import Outlook
+from control.setup import GreenhouseSetup
 from policy.tuning import served_expert
 from safety import SafetyLimits
+from wire.topics import Telemetry
 
 Z = 6
 T0 = datetime(2026, 6, 1, 8, 10, tzinfo=UTC)
@@ -188,10 +188,10 @@ def test_what_if_beside_the_forecast(worker: Any) -> None:
 
 
 def test_the_decision_path_never_imports_the_forecast() -> None:
-    from tests.test_architecture import import_graph
+    from tests.import_graph import import_graph
 
     graph = import_graph(Path(__file__).resolve().parents[2])
-    path = [m for m in graph if m.startswith(("app.control", "app.intake", "app.dispatch", "app.runtime"))]
+    path = [m for m in graph if m.startswith(("control", "app.intake", "app.dispatch", "app.runtime"))]
     reach: set[str] = set()
     todo = list(path)
     while todo:

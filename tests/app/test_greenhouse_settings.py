@@ -25,19 +25,19 @@ from app.access_coverage import check_access
 from app.access_seal import AccessSealer
 from app.auth.users import create_user
 from app.cli import db as db_cli
-from app.control import ExpertProposer, GreenhouseController, ZoneSetup
-from app.control.setup import GreenhouseSetup
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.fleet import build_controllers
 from app.greenhouse_settings import SettingsEdit, change_settings
 from app.main import create_app
 from app.models import Decision
-from app.mqtt.topics import Telemetry
 from app.snapshots import SnapshotStore
+from control import ExpertProposer, GreenhouseController, ZoneSetup
+from control.setup import GreenhouseSetup
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits
 from twin.spec import ObservationSpec
+from wire.topics import Telemetry
 
 SECRET = "settings-api-secret-" + "7c3e9a1f" * 4
 PW = "settings api password"

@@ -19,13 +19,13 @@ from sqlalchemy import String, func, select
 from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.deadletter import DeadLetters
-from app.fields import ACTOR_MAX_LEN, ESTOP_SOURCE_MAX_LEN, REASON_MAX_LEN
 from app.journal import DecisionJournal
 from app.models import Decision, ModeChange
-from app.mqtt.topics import Ack, EstopEvent, PayloadError, Telemetry, parse_payload
 from app.recorder import DecisionRecorder
 from app.writer import Job
 from tests.app.test_runtime_batch import _runtime
+from wire.fields import ACTOR_MAX_LEN, ESTOP_SOURCE_MAX_LEN, REASON_MAX_LEN
+from wire.topics import Ack, EstopEvent, PayloadError, Telemetry, parse_payload
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 TS = "2026-06-01T00:00:00+00:00"

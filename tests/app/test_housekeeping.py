@@ -6,19 +6,19 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from app.control import ExpertProposer, GreenhouseController, ZoneSetup
 from app.dispatch import Dispatcher
 from app.housekeeping import Housekeeping
 from app.intake import Intake
 from app.journal import DecisionJournal, JournalReader
 from app.metrics import Metrics
-from app.mqtt.topics import Command, Telemetry
 from app.mqtt.tracker import PendingCommand
 from app.snapshots import SnapshotStore
 from app.writer import WriterProcess
+from control import ExpertProposer, GreenhouseController, ZoneSetup
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits
 from tests.app.disk_full import disk_full_at
+from wire.topics import Command, Telemetry
 
 T0 = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
 ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]

@@ -19,9 +19,9 @@ from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.leases import LeaseBook, catch_up, default_holder, seq_floor
 from app.models import GreenhouseLease
-from app.mqtt.topics import Command, encode, parse_payload
-from app.plant_sim_edge import GreenhouseState
+from plantsim.edge import GreenhouseState
 from safety import SafetyLimits
+from wire.topics import Command, encode, parse_payload
 
 GHS = [f"gh{i}" for i in range(1, 7)]
 TTL, RENEW = 1.0, 0.25
@@ -171,7 +171,7 @@ def test_the_token_travels_in_the_command_payload_and_is_optional() -> None:
 
 
 def test_catch_up_continues_after_the_records_and_keeps_a_latch() -> None:
-    from app.control import GreenhouseController, ZoneSetup
+    from control import GreenhouseController, ZoneSetup
 
     ctl = GreenhouseController("gh1", [ZoneSetup("loam", 0.2, 0.3, 0.45, 100.0)] * 2, _proposer(),
                                SafetyLimits.default().model_copy(update={"zones": 2}))
@@ -185,7 +185,7 @@ def test_catch_up_continues_after_the_records_and_keeps_a_latch() -> None:
 
 
 def _proposer() -> Any:
-    from app.control import load_proposer
+    from control import load_proposer
 
     return load_proposer(Path("/nonexistent-policy-dir"), 2)
 
@@ -194,9 +194,9 @@ def test_the_runtime_ignores_and_refuses_what_another_replica_holds(tmp_path: Pa
     import uuid
 
     from app.core.config import Settings
-    from app.mqtt.topics import Ack, EstopEvent
     from app.runtime import Runtime
     from tests.app.test_runtime_batch import _telemetry
+    from wire.topics import Ack, EstopEvent
 
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)

@@ -15,7 +15,7 @@ from app.api.live_feed import LiveFeed
 from app.cli import db as db_cli
 from app.core.config import Settings
 from app.main import create_app
-from app.mqtt.topics import Telemetry
+from wire.topics import Telemetry
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.mqtt.topics import encode, parse_telemetry, parse_topic, subscription, telemetry_topic
+from wire.topics import encode, parse_telemetry, parse_topic, subscription, telemetry_topic
 
 pytestmark = pytest.mark.mqtt
 

@@ -15,15 +15,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.control import ExpertProposer, GreenhouseController, ZoneSetup
-from app.control.outlook import SOLAR_LEADS, Outlook
-from app.mqtt.topics import Telemetry
 from app.outlook_feed import OutlookFeed
+from control import ExpertProposer, GreenhouseController, ZoneSetup
+from control.outlook import SOLAR_LEADS, Outlook
 from policy.tuning import served_expert
 from safety import SafetyLimits
 from twin.config import PriceConfig
 from twin.price_provider import PriceProvider
 from twin.weather_provider import WeatherProvider
+from wire.topics import Telemetry
 
 NOW = datetime(2026, 12, 2, 14, 20, tzinfo=UTC)  # after 13:00: tomorrow's prices are published
 DAY0 = datetime(2026, 12, 2, tzinfo=UTC)
@@ -173,7 +173,7 @@ def test_a_served_decision_follows_the_price_outlook(proposer: str) -> None:
         make = lambda: ExpertProposer(served_expert(6))  # noqa: E731
     else:
         pytest.importorskip("torch")
-        from app.control import load_proposer
+        from control import load_proposer
         shipped = load_proposer(Path(__file__).resolve().parents[2] / "policy" / "shipped", 6)
         make = lambda: shipped  # noqa: E731
     ts = datetime(2026, 12, 2, 19, 5, tzinfo=UTC)

@@ -16,8 +16,8 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from app.mqtt.bridge import MqttBridge
-from app.mqtt.topics import Ack, Command, EstopEvent, Telemetry, ack_topic, command_topic, status_topic
-from app.plant_sim import PlantSim
+from plantsim.sim import PlantSim
+from wire.topics import Ack, Command, EstopEvent, Telemetry, ack_topic, command_topic, status_topic
 
 pytestmark = pytest.mark.mqtt
 ZONES = 3

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from app.outlook_feed import OutlookFeed
-from app.plant_sim import PlantSim
-from app.plant_sim_outlook import OutlookServer, forecast_payload
+from plantsim.outlook import OutlookServer, forecast_payload
+from plantsim.sim import PlantSim
 from twin.config import PriceConfig
 from twin.price_provider import PriceProvider, parse_day_ahead
 from twin.weather import SOLAR

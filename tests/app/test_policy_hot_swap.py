@@ -11,12 +11,12 @@ from pathlib import Path
 
 from app import registry
 from app.audit_sink import AuditSink
-from app.control import Pending
 from app.core.config import DEFAULT_POLICY_DIR
 from app.core.db import make_engine
 from app.runtime import Runtime
 from audit import Keyring, Signer, open_record
 from audit.store import AuditStore
+from control import Pending
 from tests.app.test_runtime_batch import _database, _runtime, _telemetry
 
 

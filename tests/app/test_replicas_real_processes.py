@@ -22,9 +22,9 @@ from sqlalchemy.orm import Session
 from app.cli import db as db_cli
 from app.core.db import make_engine
 from app.models import Decision, GreenhouseLease
-from app.mqtt.topics import Command
-from app.plant_sim import PlantSim
+from plantsim.sim import PlantSim
 from tests.app.procs import AuditKeys, Mosquitto, Service, running, service_env, wait_until
+from wire.topics import Command
 
 pytestmark = [pytest.mark.mqtt, pytest.mark.slow, pytest.mark.postgres]
 

@@ -15,14 +15,14 @@ import paho.mqtt.client as mqtt
 from sqlalchemy import select
 
 from app.cli import db as db_cli
-from app.control import Pending
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, ModeChange
-from app.mqtt.topics import EstopEvent, Telemetry, encode, estop_topic, telemetry_topic
 from app.recorder import DecisionRecorder
 from app.runtime import Runtime
-from tests.app.test_decision_batch import _ensemble
+from control import Pending
+from tests.control.test_decision_batch import _ensemble
+from wire.topics import EstopEvent, Telemetry, encode, estop_topic, telemetry_topic
 
 T0 = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
 

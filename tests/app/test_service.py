@@ -14,9 +14,9 @@ from app.cli import db as db_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
-from app.plant_sim import PlantSim
 from audit.errors import AuditKeyError
 from audit.store import AuditStore
+from plantsim.sim import PlantSim
 
 OPERATOR_PW = "leak-patrol-2026"
 METRICS_TOKEN = "service-test-metrics-" + "8c" * 16

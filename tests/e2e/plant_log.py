@@ -32,10 +32,10 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from app.mqtt.topics import Command
 from safety.action import LIGHTS, PUMP
 from safety.limits import SafetyLimits
 from twin.config import HydraulicsConfig, in_window
+from wire.topics import Command
 
 TERMINATIONS = {1: "pump over-current", 2: "dead-heading past the pump's limit", 3: "relief valve opened"}
 """The twin's ``termination_reason`` codes that are a safety failure (0: none)."""

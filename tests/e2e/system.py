@@ -41,15 +41,15 @@ from app.cli.db_grant import grant
 from app.core.db import make_engine
 from app.deadletter import count_lines
 from app.models import AlarmGroup, Decision, ModeChange
-from app.mqtt.topics import Command
-from app.plant_sim import PlantSim
 from audit import open_record
 from audit.store import AuditStore
+from plantsim.sim import PlantSim
 from tests.app.broker_pki import TestCA
 from tests.app.pg_roles import RoleDatabase, owner_and_app_roles
 from tests.app.procs import AuditKeys, CuttableProxy, Mosquitto, Service, free_port, service_env, wait_until
 from tests.app.test_broker_acl import deployed_config
 from tests.e2e.plant_log import PlantStep, violations
+from wire.topics import Command
 
 PLANTS = ("gh-a", "gh-b", "gh-c")
 HOSTILE = "gh-x"

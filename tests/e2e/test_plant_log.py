@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from app.mqtt.topics import Command
 from tests.e2e.plant_log import PlantStep, violations
+from wire.topics import Command
 
 ZONES = 6
 DT = 60.0

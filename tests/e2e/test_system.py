@@ -33,8 +33,6 @@ from sqlalchemy import func, select
 
 from app.core.db import make_engine
 from app.models import AlarmGroup, Decision
-from app.mqtt.connection import RECONNECT_MAX_S
-from app.mqtt.topics import MAX_PAYLOAD_BYTES
 from audit.store import AuditStore
 from tests.app.disk_full import disk_full_at
 from tests.app.procs import MOSQUITTO, wait_until
@@ -53,6 +51,8 @@ from tests.e2e.system import (
     payload,
     running_system,
 )
+from wire.connection import RECONNECT_MAX_S
+from wire.topics import MAX_PAYLOAD_BYTES
 
 pytestmark = [pytest.mark.postgres, pytest.mark.mqtt]
 

@@ -11,7 +11,7 @@ from app.api.deps import SESSION_COOKIE, AuthDep, CurrentUser, RuntimeDep
 from app.api.instants import Instant
 from app.auth.passwords import MAX_PASSWORD_LEN
 from app.auth.service import AccountDisabled, AuditUnavailable, LoginRefused, Principal, RateLimited
-from app.fields import DbText
+from wire.fields import DbText
 
 router = APIRouter(prefix="/api/auth", tags=["auth"])
 

@@ -24,8 +24,8 @@ from app.api.deps import AdminUser, CurrentUser, OperatorUser, RuntimeDep, Sessi
 from app.api.instants import Instant, as_utc, parse_instant
 from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate
-from app.fields import ACTOR_MAX_LEN, DAILY_WATER_CAP_MAX_L, Name, Reason
 from app.models import Decision, ModeChange
+from wire.fields import ACTOR_MAX_LEN, DAILY_WATER_CAP_MAX_L, Name, Reason
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/greenhouses", tags=["greenhouses"], dependencies=[Depends(get_current_user)])

@@ -18,8 +18,6 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from app.access_seal import AccessSealer, ChangeNotSealed
 from app.api.deps import RuntimeDep, get_current_user, require_role
 from app.auth.service import Principal
-from app.control.setup import GreenhouseSetup, effective_limits, per_zone
-from app.fields import NAME_MAX_LEN, Name, Reason, check_db_text
 from app.greenhouse_settings import (
     SETTINGS_KIND,
     SettingsEdit,
@@ -29,6 +27,8 @@ from app.greenhouse_settings import (
 )
 from app.settings_check import SettingsRefused
 from audit.labels import zone_label
+from control.setup import GreenhouseSetup, effective_limits, per_zone
+from wire.fields import NAME_MAX_LEN, Name, Reason, check_db_text
 
 router = APIRouter(prefix="/api/greenhouses", tags=["settings"], dependencies=[Depends(get_current_user)])
 SettingsEditor = Annotated[Principal, Depends(require_role("agronomist", "admin"))]

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.control.outlook import Outlook
-from app.control.records import ModeEvent
-from app.mqtt.topics import Telemetry
+from control.outlook import Outlook
+from control.records import ModeEvent
 from twin.estimator import GreenhouseEstimate
+from wire.topics import Telemetry
 
 if TYPE_CHECKING:
-    from app.control.controller import GreenhouseController
+    from control.controller import GreenhouseController
 
 
 @dataclass(frozen=True)

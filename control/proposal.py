@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from app.control.step import Step
+from control.step import Step
 from policy.baselines import ThresholdExpert
 from policy.tuning import served_expert
 from safety import safe_state, vote
@@ -27,7 +27,10 @@ log = logging.getLogger(__name__)
 class Proposer(Protocol):
     """An ensemble as the controller sees it."""
 
-    policy_version: str
+    @property
+    def policy_version(self) -> str:
+        """The ensemble's version, as its decisions record it."""
+        ...
 
     def propose(self, obs: np.ndarray) -> np.ndarray:
         """(D,) observation -> (K, Z + 2) member actions."""

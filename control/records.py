@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from app.mqtt.topics import Command
+from wire.topics import Command
 
 Mode = Literal["auto", "manual", "estop"]
 
@@ -91,7 +91,7 @@ class ControlDecision:
     events: list[ModeEvent] = field(default_factory=list)
     """Mode changes made while deciding (telemetry reporting the e-stop), to be recorded before it."""
     explain: ExplainRequest | None = None
-    """What :func:`app.control.explain.explain_decisions` needs, for an ensemble decision whose
+    """What :func:`control.explain.explain_decisions` needs, for an ensemble decision whose
     explanation is still to come."""
 
     @property

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.plant_sim import PlantSim
-from app.plant_sim_faults import FaultServer
+from plantsim.faults import FaultServer
+from plantsim.sim import PlantSim
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ power exchange would serve them, on 127.0.0.1 only.
 
 The hours are the simulation's: sim time T maps to the twin's hour of year of the site's first
 greenhouse (the site's weather and market), so the forecast's sun is the sun its plants get; that
-hour's time of day is the site-local hour of T (:class:`app.plant_sim.PlantSim` keeps its twins on
+hour's time of day is the site-local hour of T (:class:`plantsim.sim.PlantSim` keeps its twins on
 the site's clock), so it is also the hour the service's time-of-day features read.
 The forecast is the twin's weather itself (no forecast error).
 """
@@ -23,12 +23,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
-from app.plant_sim_http import LocalJsonServer
+from plantsim.http import LocalJsonServer
 from twin.weather import RAIN, RH, SOLAR, TEMP, WIND
 from twin.weather_provider import WIND_10M_TO_2M
 
 if TYPE_CHECKING:
-    from app.plant_sim import PlantSim
+    from plantsim.sim import PlantSim
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from app.control.observation import ObservationBuilder
+from control.observation import ObservationBuilder
 from twin.config import PriceConfig
 from twin.prices import tou_at
 from twin.spec import observation_spec

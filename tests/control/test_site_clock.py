@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 
-from app.control import ExpertProposer, GreenhouseController, ZoneSetup
-from app.mqtt.topics import Telemetry
+from control import ExpertProposer, GreenhouseController, ZoneSetup
 from policy.tuning import served_expert
 from safety import SafetyLimits
+from wire.topics import Telemetry
 
 ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]
 LAMPS_ON = np.array([0.0] * 6 + [0.0, 100.0])

@@ -11,15 +11,15 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pytest
 
-from app.control import ExpertProposer, GreenhouseController, ZoneSetup
-from app.control.crop_twin import CROP_DAY0, CropTwin, initial_pools
-from app.mqtt.topics import Telemetry
+from control import ExpertProposer, GreenhouseController, ZoneSetup
+from control.crop_twin import CROP_DAY0, CropTwin, initial_pools
 from policy.tuning import served_expert
 from safety import SafetyLimits
 from twin.crop import CropState, observed_crop
 from twin.env import GreenhouseTwin
 from twin.spec import CROP_STATE
 from twin.types import TwinParams
+from wire.topics import Telemetry
 
 ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.mqtt.topics import (
+from wire.topics import (
     MAX_PAYLOAD_BYTES,
     REASON_CODES,
     Ack,

@@ -3,7 +3,7 @@
 :class:`GreenhouseState` holds a box's set-points, watchdog, command memory and injected faults;
 its methods answer a command (at most once per cmd_id, never after its TTL), turn the twin's raw
 readings into contract telemetry, and fall back to the safe state when commands stop arriving.
-:class:`app.plant_sim.PlantSim` owns the twin, the clock, the lock and the clients around them.
+:class:`plantsim.sim.PlantSim` owns the twin, the clock, the lock and the clients around them.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from uuid import UUID
 import numpy as np
 import paho.mqtt.client as mqtt
 
-from app.mqtt.topics import Command, Telemetry
 from safety.action import safe_state
+from wire.topics import Command, Telemetry
 
 logger = logging.getLogger(__name__)
 

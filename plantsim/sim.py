@@ -4,7 +4,7 @@ Each greenhouse gets its own MQTT client, as a real edge box would, so its retai
 ``online`` status and ``offline`` last will are its own and a broker disconnect fault hits only it.
 Commands are applied at most once per cmd_id, dropped when older than their TTL, and a greenhouse
 whose commands stop arriving for longer than the last TTL falls back to the safe state (all off).
-What a box decides lives in :mod:`app.plant_sim_edge`; this module owns the twin, the pacing,
+What a box decides lives in :mod:`plantsim.edge`; this module owns the twin, the pacing,
 the MQTT clients and the operator's fault buttons.
 
 One clock: the telemetry's timestamp (``sim_time``), read in the site's time zone, is the hour of
@@ -28,7 +28,19 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import paho.mqtt.client as mqtt
 
-from app.mqtt.connection import (
+from plantsim.edge import (
+    DRIFT_VWC_PER_STEP,
+    FAULT_KINDS,
+    AckStatus,
+    FaultKind,
+    GreenhouseState,
+    salvage_cmd_id,
+)
+from safety.action import safe_state
+from twin.config import DEFAULT_ZONES
+from twin.env import GreenhouseTwin
+from twin.weather import HOURS_PER_YEAR
+from wire.connection import (
     ONLINE,
     QOS,
     RECONNECT_MAX_S,
@@ -38,7 +50,7 @@ from app.mqtt.connection import (
     make_client,
     parse_mqtt_url,
 )
-from app.mqtt.topics import (
+from wire.topics import (
     TOPIC_ROOT,
     Ack,
     Command,
@@ -55,18 +67,6 @@ from app.mqtt.topics import (
     validate_gh_id,
     validate_topic_root,
 )
-from app.plant_sim_edge import (
-    DRIFT_VWC_PER_STEP,
-    FAULT_KINDS,
-    AckStatus,
-    FaultKind,
-    GreenhouseState,
-    salvage_cmd_id,
-)
-from safety.action import safe_state
-from twin.config import DEFAULT_ZONES
-from twin.env import GreenhouseTwin
-from twin.weather import HOURS_PER_YEAR
 
 logger = logging.getLogger(__name__)
 

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from app.control import ControlDecision, ExpertProposer, GreenhouseController, ZoneSetup
-from app.mqtt.topics import Telemetry
+from control import ControlDecision, ExpertProposer, GreenhouseController, ZoneSetup
 from policy.baselines import ThresholdExpert
 from safety import SafetyLimits
 from twin import GreenhouseTwin
 from twin.spec import ObservationSpec
+from wire.topics import Telemetry
 
 T0 = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
 ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]
@@ -329,7 +329,7 @@ def test_a_reconnect_repeats_a_young_action_as_a_new_command_and_nothing_stale()
 def test_lamps_the_site_runs_are_left_to_it_on_the_wire():
     """With ``lamps_ours`` off the command carries no lamp level (null: the edge box leaves the lamps to
     the site's climate computer) where a level of 0 would switch the site's lamps off."""
-    from app.control.setup import GreenhouseSetup
+    from control.setup import GreenhouseSetup
 
     ctl = _controller()
     ctl.apply_setup(GreenhouseSetup("gh1", tuple(ctl.zones), lamps_ours=False, version=2), SafetyLimits.default())
@@ -347,7 +347,7 @@ def test_each_decision_records_the_break_even_price_its_lamps_were_weighed_again
     is below the break-even of 61'; none where the expert lights by the clock or the site runs the lamps."""
     import dataclasses
 
-    from app.control.setup import GreenhouseSetup
+    from control.setup import GreenhouseSetup
     from policy.baselines import LAMP_PAR_PER_PCT
 
     ctl = _controller()

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from app.control.crop_twin import initial_pools
-from app.control.outlook import Outlook, unknown_outlook
+from control.crop_twin import initial_pools
+from control.outlook import Outlook, unknown_outlook
 from twin.climate import PAR_PER_W_M2, crop_coefficient
 from twin.config import CropConfig, PriceConfig
 from twin.crop import CropGrowthConfig, CropState, observed_crop

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from app.control.records import ZoneSetup
+from control.records import ZoneSetup
 from safety import SafetyLimits
 
 

@@ -1,6 +1,6 @@
 """Stage 6 of a decision: the safety clipper, the command and the decision record.
 
-The chosen action (:func:`app.control.proposal.choose`) goes through the safety clipper with the
+The chosen action (:func:`control.proposal.choose`) goes through the safety clipper with the
 plant's state as the controller knows it; an e-stop latched meanwhile still wins. The clipped
 action becomes the command and the previous action of the next decision; the decision record
 says what every stage saw and did.
@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.control.explain import capture
-from app.control.proposal import Choice
-from app.control.records import ControlDecision, Mode, action_dict
-from app.control.step import Step
-from app.mqtt.topics import Command
+from control.explain import capture
+from control.proposal import Choice
+from control.records import ControlDecision, Mode, action_dict
+from control.step import Step
 from policy.baselines import break_even_price
 from safety import ClipContext, clip, safe_state
+from wire.topics import Command
 
 if TYPE_CHECKING:
-    from app.control.controller import GreenhouseController
+    from control.controller import GreenhouseController
 
 
 class CommandIds:

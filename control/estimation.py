@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.control.crop_twin import grow_many
-from app.control.step import Pending, Step
-from app.mqtt.topics import Telemetry
+from control.crop_twin import grow_many
+from control.step import Pending, Step
 from twin.climate import PAR_PER_W_M2, crop_coefficient, reference_et0, saturation_vapour_kpa
 from twin.config import SOIL_INDEX, SOIL_TYPES, CropConfig
 from twin.estimator import PROBE_STATUS, ZoneSoilModel, update_many
 from twin.hydraulics import valve_failure_latch
+from wire.topics import Telemetry
 
 if TYPE_CHECKING:
-    from app.control.controller import GreenhouseController
-    from app.control.records import ZoneSetup
+    from control.controller import GreenhouseController
+    from control.records import ZoneSetup
 
 
 def soil_models(zones: list[ZoneSetup], dt_s: float, crop: CropConfig) -> list[ZoneSoilModel]:
@@ -46,7 +46,8 @@ def soil_models(zones: list[ZoneSetup], dt_s: float, crop: CropConfig) -> list[Z
 
 def begin(item: Pending) -> Step:
     """Time step, day roll-over, water and light accounting: everything before the estimate."""
-    ctl, tel, alarms = item.ctl, item.tel, []
+    ctl, tel = item.ctl, item.tel
+    alarms: list[str] = []
     ctl.take_staged_setup()  # settings changed since the last decision hold for all of this one
     ts = tel.ts
     dt_s = ctl.step_s if ctl.last_ts is None else min(max((ts - ctl.last_ts).total_seconds(), 1.0), 3600.0)

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from app.control.observation import ObservationBuilder
-from app.control.outlook import SOLAR_LEADS, Outlook
+from control.observation import ObservationBuilder
+from control.outlook import SOLAR_LEADS, Outlook
 from twin.config import PriceConfig, TwinConfig
 from twin.crop import CropState
 from twin.env import GreenhouseTwin

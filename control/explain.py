@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.control.proposal import Proposer
-from app.control.records import ExplainRequest
+from control.proposal import Proposer
+from control.records import ExplainRequest
 
 if TYPE_CHECKING:
-    from app.control.controller import GreenhouseController
+    from control.controller import GreenhouseController
 
 
 def capture(ctl: GreenhouseController, obs: np.ndarray, action: np.ndarray, confidence: float) -> ExplainRequest:

@@ -2,8 +2,8 @@
 
 telemetry -> accounting -> Kalman estimate -> observation -> every ensemble member's action ->
 vote (low confidence: threshold expert) -> safety clipper -> command -> decision record.
-The stages live in :mod:`app.control.estimation`, :mod:`app.control.proposal` and
-:mod:`app.control.finish`, in that order; :mod:`app.control.batch` runs them for several
+The stages live in :mod:`control.estimation`, :mod:`control.proposal` and
+:mod:`control.finish`, in that order; :mod:`control.batch` runs them for several
 greenhouses at once, and :meth:`GreenhouseController.on_telemetry` is a batch of one.
 
 The controller does no I/O: a decision is returned, to be published and recorded by the caller,
@@ -21,24 +21,24 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from app.control.batch import DecisionBatch
-from app.control.crop_twin import CropTwin
-from app.control.estimation import soil_models
-from app.control.explain import explain_decisions
-from app.control.finish import COMMAND_IDS, command, repeat_decision, watchdog_decision
-from app.control.observation import ObservationBuilder
-from app.control.outlook import Outlook
-from app.control.proposal import Proposer
-from app.control.records import ControlDecision, Mode, ModeEvent, ZoneSetup
-from app.control.setup import GreenhouseSetup, SetupChange, effective_limits
-from app.control.step import Pending
-from app.control.valve_evidence import ValveEvidence
-from app.mqtt.topics import Command, Telemetry
+from control.batch import DecisionBatch
+from control.crop_twin import CropTwin
+from control.estimation import soil_models
+from control.explain import explain_decisions
+from control.finish import COMMAND_IDS, command, repeat_decision, watchdog_decision
+from control.observation import ObservationBuilder
+from control.outlook import Outlook
+from control.proposal import Proposer
+from control.records import ControlDecision, Mode, ModeEvent, ZoneSetup
+from control.setup import GreenhouseSetup, SetupChange, effective_limits
+from control.step import Pending
+from control.valve_evidence import ValveEvidence
 from policy.tuning import served_expert
 from safety import SafetyLimits, safe_state
 from twin.climate import psychrometric_constant
 from twin.config import ClimateConfig, TwinConfig
 from twin.estimator import GreenhouseEstimator
+from wire.topics import Command, Telemetry
 
 SNAPSHOT_VERSION = 1
 
@@ -84,7 +84,7 @@ class GreenhouseController:
         self.valve_failed = np.zeros(self.z)
         """1.0 for a valve the edge box held open that stayed closed, until it is seen open (as in the twin)."""
         self.valve_evidence = ValveEvidence()
-        """The commands sent and what the box was seen holding: when feedback is evidence (:mod:`app.control.valve_evidence`)."""
+        """The commands sent and what the box was seen holding: when feedback is evidence (:mod:`control.valve_evidence`)."""
         self.valve_changed_at: list[datetime | None] = [None] * self.z
         self.water_today_l = np.zeros(self.z)
         self.lights_hours_today = 0.0

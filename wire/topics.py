@@ -16,7 +16,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.fields import AckReason, DbTimestamp, EstopSource, ShortText
+from wire.fields import AckReason, DbTimestamp, EstopSource, ShortText
 
 TOPIC_ROOT: Final = "greentwin"
 """The first level of every topic unless a site names another (``GREENTWIN_MQTT_TOPIC_ROOT``): services
@@ -136,7 +136,7 @@ _PAYLOAD_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True, f
 Bit = Annotated[int, Field(ge=0, le=1)]
 Percent = Annotated[float, Field(ge=0, le=100)]
 Vwc = Annotated[float, Field(ge=0, le=1)]
-# Strings and timestamps within what the database stores (app.fields): refused here, never in the writer.
+# Strings and timestamps within what the database stores (wire.fields): refused here, never in the writer.
 ShortStr = ShortText
 Seq = Annotated[int, Field(ge=0, le=2**63 - 1)]
 

@@ -1,7 +1,7 @@
 """The demo's fault buttons over HTTP, on 127.0.0.1 only: try an alarm without flooding MQTT by hand.
 
 * ``POST /v1/faults`` with ``{"greenhouse": "gh1", "fault": F, "zone": 2, "seconds": 400}`` starts a
-  fault of the simulated edge box (:meth:`app.plant_sim.PlantSim.inject`): ``sensor_nan`` blanks the
+  fault of the simulated edge box (:meth:`plantsim.sim.PlantSim.inject`): ``sensor_nan`` blanks the
   zone's probes (a ``probe_fault`` alarm within a few simulated minutes), ``drift`` biases a probe,
   ``stuck_valve`` freezes the zone's valve where it is (closed: the zone dries out, ``zone_dry``),
   ``broker_disconnect`` cuts the box's link for ``seconds`` (over 5 minutes: ``edge_offline``).
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.plant_sim_edge import FaultKind
-from app.plant_sim_http import LocalJsonServer
+from plantsim.edge import FaultKind
+from plantsim.http import LocalJsonServer
 
 if TYPE_CHECKING:
-    from app.plant_sim import PlantSim
+    from plantsim.sim import PlantSim
 
 log = logging.getLogger(__name__)
 MAX_BODY = 4096

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app.control import estimation, proposal
-from app.control.finish import finish
-from app.control.records import ControlDecision
-from app.control.step import Pending, Step
+from control import estimation, proposal
+from control.finish import finish
+from control.records import ControlDecision
+from control.step import Pending, Step
 
 
 class DecisionBatch:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from app.control import (
+from control import (
     DecisionBatch,
     ExpertProposer,
     GreenhouseController,
@@ -17,12 +17,12 @@ from app.control import (
     ZoneSetup,
     explain_decisions,
 )
-from app.mqtt.topics import Telemetry
 from policy.baselines import ThresholdExpert
 from policy.ensemble import Ensemble
 from policy.networks import ActorCritic
 from safety import SafetyLimits
 from twin import GreenhouseTwin, ObservationSpec
+from wire.topics import Telemetry
 
 T0 = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
 ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]
