@@ -1,6 +1,6 @@
 """Every alarm kind in words: its severity, what it means and what to do, for the API, the page and
 the notifications alike. The words themselves are the shared catalogue's (``alarm.<code>.*`` in
-:mod:`audit.wording`), so the page reads them in each user's language; notifications stay English.
+:mod:`audit.wording`), so the page and each recipient's notifications read them in that user's language.
 
 An alarm's kind is a code with an optional detail after a colon (``zone_dry:2``,
 ``valve_failed:0,3``, ``outlook_prices:stale``). A detail of zone indices reads as people count

@@ -7,6 +7,11 @@ meets, on the channels they chose, and limits each recipient (an address): one m
 kind per greenhouse per ``repeat_s``, and at most ``max_per_hour`` messages an hour; what the cap
 holds back goes out as one digest once the hour allows. A receiver that fails is retried by the
 sender, then counted (``greentwin_notifications_total``) and logged once until it works again.
+
+Each recipient reads a message in their own language (``users.language``): the e-mail's subject and body
+and the webhook's words (``title``, ``description``, ``action``, ``severity_text``, with ``language``
+naming it) come from the catalogue (``alarm.*``, ``notify.*`` in :mod:`audit.wording`); the webhook's
+machine fields (``kind``, ``severity``, ``greenhouse_id``, ``at``, ``event``, ``alarm_id``) never change.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from app.alarms.catalogue import Severity, at_least
+from app.alarms.catalogue import Severity, at_least, describe
 from app.alarms.senders import DeliveryFailed, SmtpSender, WebhookSender
 from app.metrics import Metrics
+from audit.wording import DEFAULT_LANGUAGE, has, language, text
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +39,8 @@ QUEUE_MAX = 1000
 
 @dataclass(frozen=True)
 class Notice:
-    """One alarm, as a message says it."""
+    """One alarm, as a message says it: its words (``title``, ``description``, ``action``) in ``language``, the
+    language it was raised in; other readers get the catalogue's words for its kind (:meth:`words`)."""
 
     alarm_id: str
     greenhouse_id: str
@@ -44,27 +51,48 @@ class Notice:
     action: str
     at: datetime
     event: Literal["raised", "unshelved"] = "raised"
+    language: str = DEFAULT_LANGUAGE
 
-    def payload(self) -> dict[str, Any]:
-        return {**asdict(self), "at": self.at.isoformat()}
+    def words(self, lang: str = DEFAULT_LANGUAGE) -> tuple[str, str, str]:
+        """(title, description, action) in ``lang``: the notice's own when it is in that language, else the
+        catalogue's for its kind, so every recipient reads the alarm as the alarm list shows it to them."""
+        lang = language(lang)
+        if lang == language(self.language):
+            return self.title, self.description, self.action
+        worded = describe(self.kind, lang)
+        return worded.title, worded.description, worded.action
 
-    def subject(self) -> str:
-        return f"[greentwin] {self.severity.upper()} {self.greenhouse_id}: {self.title}"
+    def severity_words(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        """The severity as the alarm list says it ('critical', '严重')."""
+        return text(f"severity.{self.severity}", lang) if has(f"severity.{self.severity}") else self.severity
 
-    def text(self) -> str:
-        back = " (back from the shelf, still active)" if self.event == "unshelved" else ""
-        return (f"{self.title}{back} in greenhouse {self.greenhouse_id}, {self.at.isoformat(timespec='seconds')}\n\n"
-                f"{self.description}\n\nWhat to do: {self.action}\n\nAlarm {self.kind} (id {self.alarm_id}).\n")
+    def payload(self, lang: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
+        """The webhook's JSON: the machine fields as they are, the words in ``lang`` and ``language`` naming it."""
+        title, description, action = self.words(lang)
+        return {**asdict(self), "at": self.at.isoformat(), "title": title, "description": description,
+                "action": action, "language": language(lang), "severity_text": self.severity_words(lang)}
+
+    def subject(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        return text("notify.subject", lang, severity=self.severity_words(lang).upper(), gh=self.greenhouse_id,
+                    title=self.words(lang)[0])
+
+    def text(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        title, description, action = self.words(lang)
+        back = text("notify.unshelved", lang) if self.event == "unshelved" else ""
+        return text("notify.body", lang, title=title, back=back, gh=self.greenhouse_id,
+                    at=self.at.isoformat(timespec="seconds"), description=description, action=action, kind=self.kind,
+                    id=self.alarm_id)
 
 
 @dataclass(frozen=True)
 class Recipient:
-    """A user's choice: from which severity up, on which channels (None: not chosen)."""
+    """A user's choice: from which severity up, on which channels (None: not chosen), in which language."""
 
     username: str
     min_severity: Severity
     email: str | None = None
     webhook_url: str | None = None
+    language: str = DEFAULT_LANGUAGE
 
 
 Address = tuple[str, str]
@@ -115,6 +143,8 @@ class Notifier:
         self._recipients: tuple[float, list[Recipient]] | None = None
         self._queue: queue.Queue[Notice | None] = queue.Queue(QUEUE_MAX)
         self._held: dict[Address, list[Notice]] = {}
+        self._held_language: dict[Address, str] = {}
+        """The language of the recipient whose notices are held for an address: its digest is written in it."""
         self._failing: set[Address] = set()
         self._thread: threading.Thread | None = None
 
@@ -185,12 +215,14 @@ class Notifier:
         for r in self.recipients():
             if not at_least(notice.severity, r.min_severity):
                 continue
+            lang = language(r.language)
             for to in self._addresses(r):
                 verdict = self.limits.verdict(to, notice.greenhouse_id, notice.kind)
                 if verdict == "send":
-                    self._send(to, [notice])
+                    self._send(to, [notice], lang)
                 elif verdict == "held":
                     self._held.setdefault(to, []).append(notice)
+                    self._held_language.setdefault(to, lang)
                     self._count(to[0], "held")
                 else:
                     self._count(to[0], "repeat")
@@ -198,7 +230,7 @@ class Notifier:
     def flush_digests(self) -> None:
         """Send what the hourly cap held back, one digest per recipient, once the hour allows."""
         for to in [t for t, held in self._held.items() if held and self.limits.room(t)]:
-            self._send(to, self._held.pop(to))
+            self._send(to, self._held.pop(to), self._held_language.pop(to, DEFAULT_LANGUAGE))
 
     def _addresses(self, r: Recipient) -> list[Address]:
         out: list[Address] = []
@@ -208,17 +240,19 @@ class Notifier:
             out.append(("webhook", r.webhook_url))
         return out
 
-    def _send(self, to: Address, notices: list[Notice]) -> None:
+    def _send(self, to: Address, notices: list[Notice], lang: str) -> None:
+        """Deliver ``notices`` to one address in ``lang``, its recipient's language."""
         channel, address = to
         self.limits.sent(to, notices)  # a failed attempt counts too: a dead receiver is not hammered
         try:
             if channel == "email":
                 assert self.smtp is not None
-                subject, text = _mail(notices)
-                self.smtp.send(address, subject, text)
+                subject, body_text = _mail(notices, lang)
+                self.smtp.send(address, subject, body_text)
             else:
                 assert self.webhook is not None
-                body = notices[0].payload() if len(notices) == 1 else {"digest": [n.payload() for n in notices]}
+                body = notices[0].payload(lang) if len(notices) == 1 else \
+                    {"digest": [n.payload(lang) for n in notices], "language": lang}
                 self.webhook.post(address, body)
         except DeliveryFailed as exc:
             self._count(channel, "failed")
@@ -237,9 +271,10 @@ class Notifier:
             self.metrics.notifications.labels(channel, outcome).inc()
 
 
-def _mail(notices: list[Notice]) -> tuple[str, str]:
+def _mail(notices: list[Notice], lang: str = DEFAULT_LANGUAGE) -> tuple[str, str]:
+    """Subject and body of an e-mail in ``lang``: one alarm, or a digest of what the hourly cap held back."""
     if len(notices) == 1:
-        return notices[0].subject(), notices[0].text()
+        return notices[0].subject(lang), notices[0].text(lang)
     worst = max(notices, key=lambda n: ("info", "warning", "critical").index(n.severity))
-    subject = f"[greentwin] digest: {len(notices)} alarms, the worst {worst.severity.upper()}"
-    return subject, "\n---\n\n".join(n.text() for n in notices)
+    subject = text("notify.digest_subject", lang, n=len(notices), severity=worst.severity_words(lang).upper())
+    return subject, "\n---\n\n".join(n.text(lang) for n in notices)

@@ -18,6 +18,7 @@ from app.alarms.senders import SmtpSender, WebhookSender
 from app.core.notify_settings import NotifySettings
 from app.metrics import Metrics
 from app.models import User
+from audit.wording import language
 
 
 def allowed_hosts(settings: NotifySettings) -> frozenset[str]:
@@ -37,19 +38,22 @@ def check_webhook_url(url: str, settings: NotifySettings) -> str:
 
 
 def load_recipients(sessions: sessionmaker[Session], settings: NotifySettings) -> list[Recipient]:
-    """Every enabled user with a channel switched on, their webhook resolved to where it will go."""
+    """Every enabled user with a channel switched on, their webhook resolved to where it will go, and the
+    language they read (``users.language``) that their messages are written in."""
     hosts = allowed_hosts(settings)
     out = []
     with sessions() as s:
-        rows = s.execute(select(NotificationPref).join(User, User.username == NotificationPref.username)
+        rows = s.execute(select(NotificationPref, User.language)
+                         .join(User, User.username == NotificationPref.username)
                          .where(User.disabled_at.is_(None)).order_by(NotificationPref.username))
-        for (p,) in rows:
+        for p, lang in rows:
             hook = None
             if p.webhook_enabled:
                 own = p.webhook_url if p.webhook_url and (urlsplit(p.webhook_url).hostname or "").lower() in hosts \
                     else None  # an allowed host since removed from the list: back to the site's webhook
                 hook = own or settings.notify_webhook_url or None
-            out.append(Recipient(p.username, p.min_severity, p.email if p.email_enabled else None, hook))  # type: ignore[arg-type]
+            out.append(Recipient(p.username, p.min_severity, p.email if p.email_enabled else None, hook,  # type: ignore[arg-type]
+                                 language(lang)))
     return [r for r in out if r.email or r.webhook_url]
 
 

@@ -28,12 +28,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from app.core.config import Settings
     from audit.signing import SigningIdentity
+    from audit.store import GreenhouseVerifyResult
 
 KEY_ENV = "GREENTWIN_REPORT_KEY"
 CERT_ENV = "GREENTWIN_REPORT_CERT"
 STATE_DIR_ENV = "GREENTWIN_STATE_DIR"
 SIGNING_SUBDIR = "report-signing"
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+REPORT_LANGUAGES = ("en", "zh-Hans")
+"""What ``--language`` takes: the catalogue's languages (audit.wording.LANGUAGES, not imported here so that
+``greentwin --help`` stays fast; a test checks they agree)."""
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +50,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
     parser.add_argument("--state-dir", default=None,
                         help=f"where a dev/demo signing key is kept (default: ${STATE_DIR_ENV} or ./state)")
+    parser.add_argument("--language", choices=REPORT_LANGUAGES, default="en",
+                        help="the language of the report's words (default: en)")
     sub = parser.add_subparsers(dest="report_command", required=False)
     ver = sub.add_parser("verify", help="check a report's signature; non-zero exit when invalid")
     ver.add_argument("pdf", metavar="FILE.pdf")
@@ -111,33 +117,41 @@ def load_signing_identity(args: argparse.Namespace) -> SigningIdentity:
     return identity
 
 
-def audit_verification(url: str, greenhouse_id: str) -> str:
-    """One line on the sealed audit trail of ``greenhouse_id``, for the report (never raises)."""
+def audit_verification(url: str, greenhouse_id: str, language: str = "en") -> str:
+    """One line on the sealed audit trail of ``greenhouse_id``, for the report, in ``language`` (never raises)."""
     from app.audit_keys import load_keyring, load_retired_keys, load_signer
     from app.core.config import get_settings
     from app.core.db import make_engine
     from audit.errors import AuditError
     from audit.store import AuditStore
+    from audit.wording import text
 
     try:
         settings = get_settings()
         keyring, signer, retired = load_keyring(settings), load_signer(settings), load_retired_keys(settings)
     except (AuditError, ValueError) as exc:
-        return f"not performed: audit keys unusable ({exc})"
+        return text("report.verification.unusable", language, error=exc)
     if keyring is None or signer is None:
-        return "not performed: audit keys not configured (GREENTWIN_AUDIT_KEYS / GREENTWIN_AUDIT_SIGNING_KEY)"
+        return text("report.verification.not_configured", language)
     engine = make_engine(url)
     try:
         [result] = AuditStore(engine, keyring, signer, retired_keys=retired).verify(greenhouse_id)
     except Exception as exc:  # the report still goes out, saying verification did not complete
-        return f"not completed: {type(exc).__name__}: {exc}"
+        return text("report.verification.not_completed", language, error=f"{type(exc).__name__}: {exc}")
     finally:
         engine.dispose()
+    return verification_words(result, language)
+
+
+def verification_words(result: GreenhouseVerifyResult, language: str = "en") -> str:
+    """The audit trail's verdict as the report prints it (the CLI and the API word it alike)."""
+    from audit.wording import text
+
     if result.records_checked == 0 and result.ok:
-        return "no sealed audit records for this greenhouse"
+        return text("report.verification.empty", language)
     if result.ok:
-        return f"passed: {result.records_checked} records verified (head seq {result.head_seq})"
-    return f"FAILED: first bad record seq={result.first_bad_seq}: {result.reason}"
+        return text("report.verification.passed", language, n=result.records_checked, head=result.head_seq)
+    return text("report.verification.failed", language, seq=result.first_bad_seq, reason=result.reason)
 
 
 def _generated_by() -> str:
@@ -149,7 +163,7 @@ def _generated_by() -> str:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    """``greentwin report --greenhouse GH --from ISO --to ISO --out FILE.pdf [--url URL]``."""
+    """``greentwin report --greenhouse GH --from ISO --to ISO --out FILE.pdf [--url URL] [--language LANG]``."""
     from app.core.config import get_settings
     from app.core.db import SchemaOutOfDate, make_engine, make_session_factory, require_current_schema
     from app.reports import collect_report_data, site_energy_model
@@ -175,11 +189,12 @@ def run_report(args: argparse.Namespace) -> int:
     engine = make_engine(url)
     try:
         require_current_schema(engine)
-        verification = audit_verification(url, args.greenhouse)
+        lang = getattr(args, "language", None) or "en"
+        verification = audit_verification(url, args.greenhouse, lang)
         with make_session_factory(engine)() as session:
             data = collect_report_data(session, args.greenhouse, start, end, verification=verification,
                                        energy=site_energy_model(settings),
-                                       verify_command=check)
+                                       verify_command=check, language=lang)
     except (SchemaOutOfDate, LookupError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

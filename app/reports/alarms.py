@@ -14,29 +14,31 @@ from sqlalchemy.orm import Session
 
 from app.alarm_models import AlarmAction, AlarmEpisode
 from app.alarms.catalogue import SEVERITIES, describe, split
-from audit.labels import zone_list
 from audit.report.data import MAX_LISTED, AlarmActionEntry, AlarmSummary, ReportData, utc
+from audit.wording import DEFAULT_LANGUAGE, text, zone_list
 
 _ZONES = re.compile(r"^\d+(,\d+)*$")
 
 
-def alarm_title(kind: str) -> str:
-    """The alarm list's title of a kind, with the zones it concerns (``Zone dry: zone 3``), since one
-    report row stands for each kind and zone."""
-    title = describe(kind).title
+def alarm_title(kind: str, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The alarm list's title of a kind in ``lang``, with the zones it concerns (``Zone dry: zone 3``), since
+    one report row stands for each kind and zone."""
+    title = describe(kind, lang).title
     detail = split(kind)[1]
-    return f"{title}: {zone_list(int(i) for i in detail.split(','))}" if _ZONES.match(detail) else title
+    if not _ZONES.match(detail):
+        return title
+    return text("report.alarm_zones", lang, title=title, zones=zone_list((int(i) for i in detail.split(",")), lang))
 
 
 def collect_alarms(session: Session, data: ReportData, start: datetime, end: datetime) -> None:
     """Fill ``data.alarms`` (episodes raised in ``[start, end)`` by kind, most severe first) and the
     operators' alarm actions in the period."""
-    gh = data.greenhouse_id
+    gh, lang = data.greenhouse_id, data.language
     by_kind: dict[str, AlarmSummary] = {}
     for ep in session.scalars(select(AlarmEpisode).where(
             AlarmEpisode.greenhouse_id == gh, AlarmEpisode.raised_at >= start, AlarmEpisode.raised_at < end)):
-        text = describe(ep.kind)
-        summary = by_kind.setdefault(ep.kind, AlarmSummary(alarm_title(ep.kind), ep.severity or text.severity))
+        words = describe(ep.kind)
+        summary = by_kind.setdefault(ep.kind, AlarmSummary(alarm_title(ep.kind, lang), ep.severity or words.severity))
         summary.raised += 1
         summary.acknowledged += ep.acknowledged_at is not None and utc(ep.acknowledged_at) < end
         summary.open_at_end += ep.cleared_at is None or utc(ep.cleared_at) >= end
@@ -45,7 +47,7 @@ def collect_alarms(session: Session, data: ReportData, start: datetime, end: dat
             AlarmAction.greenhouse_id == gh, AlarmAction.at >= start, AlarmAction.at < end)
             .order_by(AlarmAction.at, AlarmAction.id)):
         counts[act.action] += 1
-        title = alarm_title(act.kind)
+        title = alarm_title(act.kind, lang)
         if act.action == "shelve":
             by_kind.setdefault(act.kind, AlarmSummary(title, describe(act.kind).severity)).shelved += 1
         if len(data.alarm_actions) < MAX_LISTED:

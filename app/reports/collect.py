@@ -22,7 +22,6 @@ Accounting (the same conventions as :class:`control.controller.GreenhouseControl
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime
@@ -34,6 +33,7 @@ from sqlalchemy.orm import Session
 from app.models import Decision, Greenhouse, ModeChange, Zone
 from app.reports.alarms import collect_alarms
 from app.reports.describe import (
+    confidence_words,
     describe_action,
     describe_explanation,
     describe_rule,
@@ -52,6 +52,7 @@ from app.reports.events import (
     other_actor_event,
     settings_change,
 )
+from app.reports.money import Ledger
 from audit.report.data import (
     HEATMAP_FEATURES,
     LOW_CONFIDENCE_THRESHOLD,
@@ -68,6 +69,8 @@ from audit.report.data import (
     require_aware,
     utc,
 )
+from audit.wording import DEFAULT_LANGUAGE
+from audit.wording import language as wording_language
 
 if TYPE_CHECKING:
     from app.core.config import Settings
@@ -86,10 +89,10 @@ class _Collector:
         self.threshold = threshold
         self.max_heatmaps = max_heatmaps
         self.prev_ts, self.prev_valves = prev if prev is not None else (None, [0.0] * self.z)
-        self.prev_yield: float | None = None
         econ = data.economics
         econ.floor_m2, econ.fruit_price_eur_kg = self.z * energy.zone_area_m2, energy.fruit_price_eur_kg
         econ.water_price_eur_m3 = energy.water_price_eur_m3
+        self.ledger = Ledger(econ, energy)
         self.hour: HourSummary | None = None
         self.policy_counts: Counter[str] = Counter()
         self.policy_span: dict[str, tuple[datetime, datetime]] = {}
@@ -110,6 +113,7 @@ class _Collector:
         ts = utc(row.ts)
         tel = row.telemetry if isinstance(row.telemetry, dict) else {}
         clipped = row.clipped if isinstance(row.clipped, dict) else {}
+        estimate = row.estimate if isinstance(row.estimate, dict) else {}
         dt_h = 0.0
         if self.prev_ts is not None:
             dt_h = min(max((ts - self.prev_ts).total_seconds(), MIN_DT_S), MAX_DT_S) / 3600.0
@@ -146,10 +150,10 @@ class _Collector:
             d.energy_lamps_kwh += lamp_kwh
         pump_kwh = self.energy.pump_rated_kw * json_number(tel, "pump_pct") / 100.0 * dt_h
         d.energy_pump_kwh += pump_kwh
-        self._money(row.estimate if isinstance(row.estimate, dict) else {}, dt_h, litres, lamp_kwh, pump_kwh)
+        self.ledger.add(estimate, dt_h, litres, lamp_kwh, pump_kwh)
 
         # moisture against each zone's band
-        theta = json_floats(row.estimate.get("theta") if isinstance(row.estimate, dict) else None, self.z)
+        theta = json_floats(estimate.get("theta"), self.z)
         for i, th in enumerate(theta):
             if th is None:
                 continue
@@ -166,14 +170,14 @@ class _Collector:
         # who decided, and what the safety layer changed, as events
         self._events(row, ts, hour, explanation=row.explanation if isinstance(row.explanation, dict) else {},
                      clipped=clipped)
-        change = settings_change(ts, row.estimate.get("settings_change") if isinstance(row.estimate, dict) else None)
+        change = settings_change(ts, estimate.get("settings_change"), d.language)
         if change is not None and len(d.settings_changes) < MAX_LISTED:
             d.settings_changes.append(change)
 
     def _events(self, row: Any, ts: datetime, hour: HourSummary, *, explanation: dict[str, Any],
                 clipped: dict[str, Any]) -> None:
         """Count the decision's flags and name its events (in words) for the summarised log."""
-        d, tally = self.data, self.events
+        d, tally, lang = self.data, self.events, self.data.language
         actor, mode = str(row.actor), str(row.mode)
         low = (row.confidence < self.threshold or actor == "expert:low_confidence"
                or bool(explanation.get("low_confidence")))
@@ -185,38 +189,38 @@ class _Collector:
             d.decisions_clipped += 1
             hour.clipped += 1
         for firing in rules:
-            rule, text = describe_rule(firing)
+            rule, rule_words = describe_rule(firing, lang)
             self.clips[rule] += 1
             hour.rules[rule] = hour.rules.get(rule, 0) + 1
-            tally.add(clip_event(firing), ts, text)
-        words = describe_explanation(explanation) if explanation else ""
+            tally.add(clip_event(firing, lang), ts, rule_words)
+        words = describe_explanation(explanation, lang) if explanation else ""
         if mode == "manual":
             d.decisions_manual += 1
             hour.manual += 1
             if actor.startswith("operator:"):
                 d.operator_commands += 1
                 hour.operator += 1
-                tally.add(operator_event(actor), ts, describe_action(clipped).replace("\n", "; "))
+                tally.add(operator_event(actor, lang), ts, describe_action(clipped, lang))
         elif mode == "estop":
             d.decisions_estop += 1
             hour.estop += 1
-            tally.add(estop_event(), ts, describe_action(clipped).replace("\n", "; "))
+            tally.add(estop_event(lang), ts, describe_action(clipped, lang))
         if actor == "expert:low_confidence":
             d.decisions_fallback += 1
             hour.fallback += 1
-            tally.add(fallback_event(), ts, words or f"confidence {row.confidence:.2f}")
+            tally.add(fallback_event(lang), ts, words or confidence_words(row.confidence, lang))
         elif actor.startswith("policy:"):
             version = actor.removeprefix("policy:")
             self.policy_counts[version] += 1
             first, _ = self.policy_span.get(version, (ts, ts))
             self.policy_span[version] = (first, ts)
             if low:
-                tally.add(low_confidence_event(), ts, words or f"confidence {row.confidence:.2f}")
+                tally.add(low_confidence_event(lang), ts, words or confidence_words(row.confidence, lang))
             top = explanation.get("top")
             if isinstance(top, list) and top and isinstance(top[0], dict):
-                tally.add(factor_event(str(top[0].get("feature", "?"))), ts, words)
+                tally.add(factor_event(str(top[0].get("feature", "?")), lang), ts, words)
         elif mode == "auto":
-            tally.add(other_actor_event(actor), ts, words)
+            tally.add(other_actor_event(actor, lang), ts, words)
 
         if low:
             heat = saliency_map(row, ts, self.z, HEATMAP_FEATURES)
@@ -224,28 +228,6 @@ class _Collector:
                 d.saliency_total += 1
                 if len(d.saliency_maps) < self.max_heatmaps:
                     d.saliency_maps.append(heat)
-
-    def _money(self, estimate: dict[str, Any], dt_h: float, litres: float, lamp_kwh: float, pump_kwh: float) -> None:
-        """The economic view of one interval: energy at its recorded price, water, the crop twin's harvest."""
-        econ = self.data.economics
-        price = estimate.get("price_eur_mwh")
-        if isinstance(price, int | float) and math.isfinite(price):
-            econ.energy_cost_eur += (lamp_kwh + pump_kwh) * price / 1000.0
-            econ.lamp_paid_eur += lamp_kwh * price / 1000.0
-            econ.lamp_kwh_priced += lamp_kwh
-            econ.priced_hours += dt_h
-            econ.price_hours_eur_mwh += price * dt_h
-        else:
-            econ.unpriced_hours += dt_h
-        econ.water_cost_eur += max(litres, 0.0) / 1000.0 * self.energy.water_price_eur_m3
-        crop = estimate.get("crop_twin")
-        grown = crop.get("yield_kg_m2") if isinstance(crop, dict) else None
-        if isinstance(grown, int | float) and math.isfinite(grown):
-            if self.prev_yield is not None:  # a restarted crop twin counts from zero again
-                gained = grown - self.prev_yield if grown >= self.prev_yield else grown
-                econ.yield_kg += gained * econ.floor_m2
-                econ.revenue_eur += gained * econ.floor_m2 * self.energy.fruit_price_eur_kg
-            self.prev_yield = grown
 
     def finish(self) -> None:
         d = self.data
@@ -272,12 +254,14 @@ def collect_report_data(
     low_confidence_threshold: float = LOW_CONFIDENCE_THRESHOLD,
     max_heatmaps: int | None = None,
     verify_command: str | None = None,
+    language: str = DEFAULT_LANGUAGE,
 ) -> ReportData:
     """Gather one greenhouse's period ``[period_from, period_to)`` in a single streaming pass.
 
     ``verification`` is the audit-trail check the caller ran (this module never opens keys);
     ``verify_command`` the line that checks the signature the caller will put on it. Heat maps:
     ``max_heatmaps``, by default as many as the period's length allows (:func:`heatmap_budget`).
+    Every word collected (events, alarm titles, settings changes) is in ``language``, which the report keeps.
     Raises ``LookupError`` for an unknown greenhouse, ``ValueError`` for a naive or empty period.
     """
     start = require_aware("period_from", period_from)
@@ -289,7 +273,8 @@ def collect_report_data(
         raise LookupError(f"unknown greenhouse {greenhouse_id!r}")
     bands = session.scalars(select(Zone).where(Zone.greenhouse_id == greenhouse_id).order_by(Zone.index)).all()
     zones = [ZoneStats(z.index, z.target_low_vwc, z.target_high_vwc, name=z.name) for z in bands]
-    data = ReportData(gh.id, gh.name, start, end, verification, zones, verify_command=verify_command)
+    data = ReportData(gh.id, gh.name, start, end, verification, zones, verify_command=verify_command,
+                      language=wording_language(language))
 
     # The interval ending at the period's first decision starts at the decision before it.
     prev_row = session.execute(

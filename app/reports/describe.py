@@ -1,21 +1,27 @@
 """How a stored decision reads in a report: its rules, explanation, action and saliency map.
 
 Pure functions of the JSON the service stores, kept apart from the database read so each can be
-tested on hand-made rows.
+tested on hand-made rows. Words come from the catalogue (:mod:`audit.wording`, the decision wording
+of :mod:`audit.decision_words`, alarm kinds from :mod:`app.alarms.catalogue`) in the report's language:
+a stored code such as ``held:co2`` reads as words, never as the code.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import textwrap
 from collections.abc import Mapping
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from audit.labels import actuator_label, feature_label, vwc_pct, zone_list
+from app.alarms.catalogue import KINDS, describe, split
+from audit.decision_words import clip_text, command_text, factor_text
 from audit.report.data import SaliencyMap
+from audit.wording import DEFAULT_LANGUAGE, feature_name, has, text
+
+MAX_ALARMS_NAMED = 3
+"""Alarms of one decision named in its summary; the rest are counted."""
 
 
 def json_floats(value: Any, n: int) -> list[float | None]:
@@ -33,78 +39,77 @@ def json_number(mapping: Any, key: str) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else 0.0
 
 
-def _setting(actuator: str, value: Any) -> str:
-    """One side of a clip: a valve open or closed, the pump and lights in percent."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return shorten(value, 20)
-    if actuator.startswith("valve") and value in (0, 1):
-        return "open" if value else "closed"
-    return f"{value:.3g} %" if actuator in ("pump", "lights") else f"{value:.3g}"
-
-
-def describe_rule(firing: Any) -> tuple[str, str]:
-    """(rule id, the firing in words) for one ``rules_fired`` entry of any shape, e.g.
-    ``zone_daily_water_cap on Zone 2 valve: open -> closed (251.9 L used today; cap 250.0 L)``."""
+def rule_id(firing: Any) -> str:
+    """The rule id of one ``rules_fired`` entry of any shape: what the report counts clips by."""
     if isinstance(firing, Mapping):
-        rule = str(firing.get("rule", "?"))
-        text = rule
-        actuator = str(firing.get("actuator", ""))
-        if actuator:
-            text += f" on {actuator_label(actuator)}"
-        if "before" in firing or "after" in firing:
-            text += f": {_setting(actuator, firing.get('before'))} -> {_setting(actuator, firing.get('after'))}"
-        why = firing.get("why")
-        if isinstance(why, str) and why:
-            text += f" ({shorten(why, 120)})"
-        return rule, text
-    return str(firing), shorten(firing, 60)
+        return str(firing.get("rule", "?"))
+    return shorten(firing, 60)
+
+
+def describe_rule(firing: Any, lang: str = DEFAULT_LANGUAGE) -> tuple[str, str]:
+    """(rule id, the firing in words) for one ``rules_fired`` entry of any shape, e.g. ``Zone 2 valve closed
+    instead of open: the zone has had its daily water cap (251.9 L used today; cap 250.0 L)``."""
+    return rule_id(firing), clip_text(firing, lang) or shorten(firing, 60)
 
 
 def shorten(value: Any, limit: int = 60) -> str:
     if isinstance(value, float):
-        text = f"{value:.3g}"
+        words = f"{value:.3g}"
     else:
-        text = value if isinstance(value, str) else json.dumps(value, default=str, separators=(",", ":"))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+        words = value if isinstance(value, str) else json.dumps(value, default=str, separators=(",", ":"))
+    return words if len(words) <= limit else words[: limit - 3] + "..."
 
 
-def _factor(top: Any) -> str:
-    """The strongest factor of an explanation: its feature as people name it, its value and its share."""
-    if not isinstance(top, list) or not top or not isinstance(top[0], Mapping):
-        return ""
-    factor = top[0]
-    label = feature_label(str(factor.get("feature", "?")))
-    value, unit = factor.get("value"), str(factor.get("unit", ""))
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        label += f" {vwc_pct(value)} % VWC" if unit == "m3/m3" else f" {value:.3g} {unit}".rstrip()
-    share = json_number(factor, "share_pct")
-    return f"main factor: {label} ({share:.0f} % of the decision)"
+def _held_feature(name: str, lang: str) -> str:
+    """A held reading's name as a feature: ``co2`` and ``co2_ppm`` both read 'CO₂' (a unit suffix dropped)."""
+    parts = name.split("_")
+    for n in range(len(parts), 0, -1):
+        base = "_".join(parts[:n])
+        if has(f"feature.{base}"):
+            return feature_name(base, lang)
+    return name.replace("_", " ")
 
 
-def describe_explanation(explanation: Any) -> str:
+def alarm_code_words(code: Any, lang: str = DEFAULT_LANGUAGE) -> str:
+    """An alarm a decision recorded, in words: ``held:co2`` is a reading held at its last value, an alarm kind
+    (``outlook_prices:stale``) is the alarm list's title; anything else is shortened as it is."""
+    if not isinstance(code, str):
+        return shorten(code, 40)
+    if code.startswith("held:"):
+        return text("report.held_reading", lang, feature=_held_feature(code.removeprefix("held:"), lang))
+    if split(code)[0] in KINDS:
+        return describe(code, lang).title
+    return shorten(code.replace("_", " "), 40)
+
+
+def describe_explanation(explanation: Any, lang: str = DEFAULT_LANGUAGE) -> str:
     """A decision's explanation in a few words: its strongest factor, its alarms, and whether the saliency
     of its lead-up was kept (the stored record is JSON, which no agronomist should have to read)."""
     if not isinstance(explanation, Mapping):
         return "" if explanation is None else shorten(explanation, 120)
-    parts = [_factor(explanation.get("top"))]
+    parts = []
+    top = explanation.get("top")
+    if isinstance(top, list) and top and isinstance(top[0], Mapping):
+        parts.append(text("report.main_factor", lang, factor=factor_text(top[0], lang)))
     alarms = explanation.get("alarms")
     if isinstance(alarms, list) and alarms:
-        more = f" and {len(alarms) - 3} more" if len(alarms) > 3 else ""
-        parts.append("alarms: " + ", ".join(shorten(a, 40) for a in alarms[:3]) + more)
+        named = text("list.sep", lang).join(alarm_code_words(a, lang) for a in alarms[:MAX_ALARMS_NAMED])
+        if len(alarms) > MAX_ALARMS_NAMED:
+            named += text("report.and_more", lang, n=len(alarms) - MAX_ALARMS_NAMED)
+        parts.append(text("report.alarms_recorded", lang, alarms=named))
     if isinstance(explanation.get("history"), Mapping):  # the lead-up and its saliency: drawn, not printed
-        parts.append("saliency of its lead-up recorded")  # heat maps are drawn for the first few only
-    return "; ".join(part for part in parts if part)
+        parts.append(text("report.saliency_recorded", lang))  # heat maps are drawn for the first few only
+    return text("sentence.sep", lang).join(part for part in parts if part)
 
 
-def describe_action(clipped: Any) -> str:
-    """The command sent: the zones whose valves it opened, then pump and lights in percent."""
-    if not isinstance(clipped, Mapping):
-        return ""
-    valves = clipped.get("valves")
-    opened = [i for i, v in enumerate(valves) if v] if isinstance(valves, list) else []
-    head = f"valves open: {zone_list(opened)}" if opened else "valves closed"
-    return ("\n".join(textwrap.wrap(head, 22))
-            + f"\npump {json_number(clipped, 'pump_pct'):.0f}% light {json_number(clipped, 'light_pct'):.0f}%")
+def describe_action(clipped: Any, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The command sent, as the dashboard words it: 'All valves closed; pump 40 %; lamps off'."""
+    return command_text(clipped, lang)
+
+
+def confidence_words(confidence: float, lang: str = DEFAULT_LANGUAGE) -> str:
+    """A decision's confidence, when nothing else explains it."""
+    return text("report.confidence", lang, value=f"{confidence:.2f}")
 
 
 @cache

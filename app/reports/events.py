@@ -2,8 +2,9 @@
 command, the policy's strongest factor) named in words and counted, and settings changes read back.
 
 A report lists events, not decisions, so its length follows the period and not the decision rate;
-every decision stays in the audit trail and the decisions API. The English wording is kept in the
-small functions at the top, so that a catalogue of labels can take their place.
+every decision stays in the audit trail and the decisions API. The words are the catalogue's
+(``report.event.*`` and the decision wording of :mod:`audit.decision_words`), in the report's language,
+so a safety rule reads as what it does rather than as its id.
 """
 
 from __future__ import annotations
@@ -14,73 +15,80 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from audit.labels import actuator_label, feature_label, zone_label
+from audit.decision_words import rule_key
 from audit.report.data import MAX_EVENT_KINDS, EventSummary, ReportData, SettingsChangeEntry
+from audit.wording import DEFAULT_LANGUAGE, actuator_name, feature_name, has, text, zone_title
 
 _ZONE_FIELD = re.compile(r"^zones\[(\d+)\]\.(\w+)$")
 
 
-def clip_event(firing: Any) -> str:
-    """The event of one safety-rule firing: the rule and the actuator it changed."""
+def _rule_words(rule: str, lang: str) -> str:
+    key = rule_key(rule)
+    return text(key, lang) if key else text("rule.unknown", lang, rule=rule)
+
+
+def clip_event(firing: Any, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The event of one safety-rule firing: what the rule does and the actuator it changed."""
     if isinstance(firing, Mapping):
         actuator = str(firing.get("actuator", ""))
-        rule = str(firing.get("rule", "?"))
-        return f"Safety rule {rule} changed the {actuator_label(actuator)}" if actuator else f"Safety rule {rule}"
-    return f"Safety rule {firing}"
+        rule = _rule_words(str(firing.get("rule", "?")), lang)
+        if actuator:
+            return text("report.event.clip", lang, actuator=actuator_name(actuator, lang), rule=rule)
+        return text("report.event.clip_any", lang, rule=rule)
+    return text("report.event.clip_any", lang, rule=_rule_words(str(firing), lang))
 
 
-def fallback_event() -> str:
-    return "The ensemble disagreed: the threshold expert decided"
+def fallback_event(lang: str = DEFAULT_LANGUAGE) -> str:
+    return text("report.event.fallback", lang)
 
 
-def low_confidence_event() -> str:
-    return "The policy decided with low confidence"
+def low_confidence_event(lang: str = DEFAULT_LANGUAGE) -> str:
+    return text("report.event.low_confidence", lang)
 
 
-def operator_event(actor: str) -> str:
-    return f"Operator's command in manual mode ({actor.removeprefix('operator:')})"
+def operator_event(actor: str, lang: str = DEFAULT_LANGUAGE) -> str:
+    return text("report.event.operator", lang, who=actor.removeprefix("operator:"))
 
 
-def estop_event() -> str:
-    return "E-stop latched: everything off"
+def estop_event(lang: str = DEFAULT_LANGUAGE) -> str:
+    return text("report.event.estop", lang)
 
 
-def factor_event(feature: str) -> str:
-    return f"The policy's strongest factor was {feature_label(feature)}"
+def factor_event(feature: str, lang: str = DEFAULT_LANGUAGE) -> str:
+    return text("report.event.factor", lang, feature=feature_name(feature, lang))
 
 
-def other_actor_event(actor: str) -> str:
+def other_actor_event(actor: str, lang: str = DEFAULT_LANGUAGE) -> str:
     """Decisions the service made itself (stale telemetry, a reconnect) by who made them."""
-    words = {"watchdog": "Telemetry stale: the safe state was commanded",
-             "reconnect": "Broker reconnected: the last command was sent again"}
-    return words.get(actor, f"Decided by {actor}")
+    if actor in ("watchdog", "reconnect"):
+        return text(f"report.event.{actor}", lang)
+    return text("report.event.actor", lang, actor=actor)
 
 
-def _setting_words(field: str, value: Any) -> str:
+def _setting_words(field: str, value: Any, lang: str) -> str:
     """One setting's value as the dashboard's settings form shows it (bands in % VWC)."""
     if value is None:
-        return "none"
+        return text("kv.none", lang)
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return text("value.yes" if value else "value.no", lang)
     if isinstance(value, int | float) and math.isfinite(value):
         if field.endswith("_vwc"):
             return f"{100.0 * value:.1f} %"
-        return f"{value:g} L/day" if field == "daily_water_cap_l" else f"{value:g}"
+        return text("report.litres_a_day", lang, value=f"{value:g}") if field == "daily_water_cap_l" else f"{value:g}"
     return str(value)
 
 
-def _field_words(field: str) -> str:
-    names = {"name": "name", "lamps_ours": "greentwin controls the lamps", "lamp_hours_per_day": "lamp hours a day",
-             "soil": "soil", "target_low_vwc": "band low", "target_high_vwc": "band high",
-             "daily_water_cap_l": "water cap"}
+def _field_words(field: str, lang: str) -> str:
     match = _ZONE_FIELD.match(field)
+    name = match.group(2) if match is not None else field
+    words = text(f"setting.{name}", lang) if has(f"setting.{name}") else name
     if match is not None:
-        return f"{zone_label(int(match.group(1)))} {names.get(match.group(2), match.group(2))}"
-    return names.get(field, field)
+        return text("feature.at_zone", lang, zone=zone_title(int(match.group(1)), lang), feature=words)
+    return words
 
 
-def settings_change_words(changed: Any) -> str:
-    """What a settings change changed, e.g. ``Zone 2 band low 19.5 % -> 21.0 %; water cap 250 -> 200 L/day``."""
+def settings_change_words(changed: Any, lang: str = DEFAULT_LANGUAGE) -> str:
+    """What a settings change changed, e.g. ``Zone 2 band low 19.5 % -> 21.0 %; water cap a day 250 -> 200 L/day``."""
     if not isinstance(changed, Mapping):
         return "-"
     parts = []
@@ -88,17 +96,18 @@ def settings_change_words(changed: Any) -> str:
         before, after = pair if isinstance(pair, list | tuple) and len(pair) == 2 else (None, pair)
         key = _ZONE_FIELD.match(field)
         attr = key.group(2) if key is not None else field
-        parts.append(f"{_field_words(field)} {_setting_words(attr, before)} -> {_setting_words(attr, after)}")
-    return "; ".join(parts) or "-"
+        parts.append(f"{_field_words(field, lang)} {_setting_words(attr, before, lang)} -> "
+                     f"{_setting_words(attr, after, lang)}")
+    return text("sentence.sep", lang).join(parts) or "-"
 
 
-def settings_change(ts: datetime, record: Any) -> SettingsChangeEntry | None:
+def settings_change(ts: datetime, record: Any, lang: str = DEFAULT_LANGUAGE) -> SettingsChangeEntry | None:
     """The settings change a decision carries (``estimate.settings_change``), else None."""
     if not isinstance(record, Mapping):
         return None
     version = record.get("version")
     return SettingsChangeEntry(ts, version if isinstance(version, int) else 0, str(record.get("actor", "?")),
-                               str(record.get("reason", "")), settings_change_words(record.get("changed")))
+                               str(record.get("reason", "")), settings_change_words(record.get("changed"), lang))
 
 
 class EventTally:

@@ -47,8 +47,21 @@ def _to_login(request: Request) -> RedirectResponse:
     return RedirectResponse(f"/login?next={target}", status_code=303)
 
 
-PAGE_WORDS = ("nav.", "gh.", "col.", "kv.", "tile.", "value.", "alarms.", "severity.", "unit.days", "language.", "zone")
+PAGE_WORDS = ("nav.", "gh.", "col.", "kv.", "tile.", "value.", "alarms.", "severity.", "unit.days", "language.", "zone",
+              "list.sep", "page.", "badge.", "soil.")
 """The catalogue's keys the pages' scripts label themselves with (handed over in a ``<meta>`` tag)."""
+
+
+def _login_language(request: Request) -> str:
+    """The login page's language before anyone is known: the browser's first preference that the catalogue
+    has (``Accept-Language``), else English; after login the user's own choice rules."""
+    for part in request.headers.get("accept-language", "").split(","):
+        tag = part.split(";")[0].strip()
+        if tag and wording.language(tag) != wording.DEFAULT_LANGUAGE:
+            return wording.language(tag)
+        if tag.lower().startswith("en"):
+            return wording.DEFAULT_LANGUAGE
+    return wording.DEFAULT_LANGUAGE
 
 
 def _render(request: Request, name: str, session: tuple[Principal, str], **context: Any) -> Response:
@@ -72,8 +85,10 @@ def login_page(request: Request, next: str = "/") -> Response:
     safe_next = next if next.startswith("/") and not next.startswith(("//", "/\\")) and "\\" not in next else "/"
     if _user(request) is not None:
         return RedirectResponse(safe_next, status_code=303)
-    return templates.TemplateResponse(request, "login.html", {"next": safe_next},
-                                      headers={"Cache-Control": "no-store"})
+    lang = _login_language(request)
+    return templates.TemplateResponse(request, "login.html", {
+        "next": safe_next, "lang": lang, "t": lambda key, **values: wording.text(key, lang, **values)},
+        headers={"Cache-Control": "no-store"})
 
 
 def _page(request: Request, name: str, **context: Any) -> Response:

@@ -12,9 +12,10 @@ from reportlab.lib import colors
 from reportlab.lib.units import mm
 from reportlab.platypus import Flowable, Paragraph, Table, TableStyle
 
-from audit.labels import band_label, zone_label
+from audit.labels import band_label
 from audit.report.data import HourSummary, ReportData, iso
-from audit.report.styles import H2
+from audit.report.styles import Look, look
+from audit.wording import DEFAULT_LANGUAGE, text, zone_name
 
 _ZONE_COLORS = (colors.HexColor("#1f77b4"), colors.HexColor("#ff7f0e"), colors.HexColor("#2ca02c"),
                 colors.HexColor("#d62728"), colors.HexColor("#9467bd"), colors.HexColor("#8c564b"),
@@ -30,7 +31,7 @@ _HOURS_UP_TO = 2.0
 
 
 def _line_chart(title: str, series: Sequence[tuple[str, list[tuple[float, float]], Any, bool]],
-                y_label: str, span: float, x_label: str, width: float = 180 * mm, height: float = 55 * mm,
+                y_label: str, span: float, x_label: str, lk: Look, width: float = 180 * mm, height: float = 55 * mm,
                 legend: bool = True) -> Drawing:
     """One LinePlot over time since the period start; ``series`` = (name, points, colour, dashed).
 
@@ -38,15 +39,16 @@ def _line_chart(title: str, series: Sequence[tuple[str, list[tuple[float, float]
     both, so a long title and the label never overlap; the legend (when drawn) sits right of the plot.
     """
     drawing = Drawing(width, height)
-    drawing.add(String(0, height - 10, title, fontName="Helvetica-Bold", fontSize=8.5))
+    drawing.add(String(0, height - 10, title, fontName=lk.bold, fontSize=8.5))
     plot = LinePlot()
     plot.x, plot.y = 34, 26
     plot.width = width - plot.x - (110 if legend else 10)
     plot.height = height - plot.y - _TITLE_H - 12
-    drawing.add(String(2, plot.y + plot.height + 5, y_label, fontSize=7))
+    drawing.add(String(2, plot.y + plot.height + 5, y_label, fontName=lk.regular, fontSize=7))
     drawn = [(n, pts, c, d) for n, pts, c, d in series if pts]
     if not drawn:
-        drawing.add(String(plot.x, plot.y + plot.height / 2, "no data in this period", fontSize=8))
+        drawing.add(String(plot.x, plot.y + plot.height / 2, text("report.chart.no_data", lk.lang),
+                           fontName=lk.regular, fontSize=8))
         return drawing
     plot.data = [pts for _, pts, _, _ in drawn]
     for i, (_, _, colour, dashed) in enumerate(drawn):
@@ -60,34 +62,37 @@ def _line_chart(title: str, series: Sequence[tuple[str, list[tuple[float, float]
     plot.yValueAxis.labels.fontSize = 7
     plot.xValueAxis.labelTextFormat = "%.0f" if span >= 5 else "%.1f"
     drawing.add(plot)
-    drawing.add(String(plot.x + plot.width / 2, 4, x_label, fontSize=7, textAnchor="middle"))
+    drawing.add(String(plot.x + plot.width / 2, 4, x_label, fontName=lk.regular, fontSize=7, textAnchor="middle"))
     if legend:
         key = Legend()
         key.x, key.y = plot.x + plot.width + 12, plot.y + plot.height
-        key.fontSize, key.dx, key.dy, key.deltay = 7, 8, 6, 9
+        key.fontName, key.fontSize, key.dx, key.dy, key.deltay = lk.regular, 7, 8, 6, 9
         key.columnMaximum = 16  # one column: a second would run off the page's right edge
         key.colorNamePairs = [(c, n) for n, _, c, d in drawn if not d]
         drawing.add(key)
     return drawing
 
 
-def zone_title(index: int, name: str | None) -> str:
+def zone_title(index: int, name: str | None, lang: str = DEFAULT_LANGUAGE) -> str:
     """A zone as a chart names it: its number, and its name when it has one (the dashboard shows the name)."""
-    return f"{zone_label(index)} ({name})" if name else zone_label(index)
+    return zone_name(index, lang, name)
 
 
 def charts(data: ReportData) -> list[Flowable]:
     """The charts section: moisture against its band per zone, two to a row; cumulative water per zone; lights."""
+    lang = data.language
+    lk = look(lang)
     span_days = (data.period_to - data.period_from).total_seconds() / 86400.0
     in_hours = span_days <= _HOURS_UP_TO
     unit = 24.0 if in_hours else 1.0
     span = span_days * unit
-    x_label = f"{'hours' if in_hours else 'days'} since {iso(data.period_from)}"
+    x_label = text("report.chart.hours_since" if in_hours else "report.chart.days_since", lang,
+                   start=iso(data.period_from))
 
     def x(h: HourSummary) -> float:
         return (h.start - data.period_from).total_seconds() / 86400.0 * unit
 
-    out: list[Flowable] = [Paragraph("Charts", H2)]
+    out: list[Flowable] = [Paragraph(text("report.h.charts", lang), lk.h2)]
     cells: list[Drawing] = []
     for i, zs in enumerate(data.zones):  # hourly lists are by position; zs.index is the zone's name
         colour = _ZONE_COLORS[i % len(_ZONE_COLORS)]
@@ -95,10 +100,12 @@ def charts(data: ReportData) -> list[Flowable]:
         points = [(x(h) + unit / 48, 100.0 * m) for h in data.hours if (m := h.theta_mean(i)) is not None]
         low, high = 100.0 * zs.low, 100.0 * zs.high
         band = [(0.0, low), (span, low)], [(0.0, high), (span, high)]
-        cells.append(_line_chart(f"{zone_title(zs.index, zs.name)}: moisture, band {band_label(zs.low, zs.high)}",
-                                 [(zone_label(zs.index), points, colour, False),
-                                  ("low", band[0], colors.red, True), ("high", band[1], colors.red, True)],
-                                 "% VWC (hourly mean; dashed: band)", span, x_label, width=88 * mm,
+        title = text("report.chart.moisture", lang, zone=zone_title(zs.index, zs.name, lang),
+                     band=band_label(zs.low, zs.high))
+        cells.append(_line_chart(title, [(zone_name(zs.index, lang), points, colour, False),
+                                         (text("report.chart.low", lang), band[0], colors.red, True),
+                                         (text("report.chart.high", lang), band[1], colors.red, True)],
+                                 text("report.chart.moisture_axis", lang), span, x_label, lk, width=88 * mm,
                                  height=44 * mm, legend=False))
     rows = [cells[i : i + 2] + [""] * (2 - len(cells[i : i + 2])) for i in range(0, len(cells), 2)]
     if rows:
@@ -109,10 +116,11 @@ def charts(data: ReportData) -> list[Flowable]:
         for h in data.hours:
             total += h.water_l[i]
             pts.append((x(h) + unit / 24, total))
-        cumulative.append((zone_title(zs.index, zs.name), pts, _ZONE_COLORS[i % len(_ZONE_COLORS)], False))
-    out.append(_line_chart("Irrigation: cumulative water per zone", cumulative, "litres", span, x_label,
-                           height=46 * mm))
+        cumulative.append((zone_title(zs.index, zs.name, lang), pts, _ZONE_COLORS[i % len(_ZONE_COLORS)], False))
+    out.append(_line_chart(text("report.chart.water", lang), cumulative, text("report.chart.water_axis", lang),
+                           span, x_label, lk, height=46 * mm))
     lights = [(x(h) + unit / 48, m) for h in data.hours if (m := h.light_pct_mean) is not None]
-    out.append(_line_chart("Supplemental lights: hourly mean output", [("lights", lights, colors.orange, False)],
-                           "% of full power", span, x_label, height=40 * mm))
+    out.append(_line_chart(text("report.chart.lights", lang),
+                           [(text("report.chart.lights_series", lang), lights, colors.orange, False)],
+                           text("report.chart.lights_axis", lang), span, x_label, lk, height=40 * mm))
     return out

@@ -286,6 +286,9 @@ class ReportData:
     settings_changes: list[SettingsChangeEntry] = field(default_factory=list)
     verify_command: str | None = None
     """The ``greentwin report verify`` line that checks this report's signature, when the signer knows it."""
+    language: str = "en"
+    """The language of every word the report prints (:data:`audit.wording.LANGUAGES`); the collected words
+    (events, alarm titles, settings changes) were put in it when the data was collected."""
 
     @property
     def span_hours(self) -> float:

@@ -17,8 +17,9 @@ from reportlab.platypus import Flowable, Paragraph
 
 from audit.labels import vwc_pct
 from audit.report.data import HourSummary, ReportData, utc
-from audit.report.styles import COMPACT, H2, H3, SMALL, fmt, p, when
+from audit.report.styles import fmt, look, p, when
 from audit.report.tables import tables
+from audit.wording import DEFAULT_LANGUAGE, text
 
 HOURLY_UP_TO_H = 8 * 24
 """Periods up to this long get a row per hour; longer ones a row per day (or week)."""
@@ -27,13 +28,13 @@ DAILY_UP_TO_H = 62 * 24
 
 
 def intro_words(data: ReportData, per: str) -> str:
-    return (f"{data.decision_count} decisions, summarised by event and by {per}. Every decision is kept in the "
-            f"audit trail and listed by GET /api/greenhouses/{data.greenhouse_id}/decisions with from and to; "
-            "the same summary is in the report's CSV.")
+    lang = data.language
+    return text("report.log.intro", lang, n=data.decision_count, per=text(f"report.per.{per}", lang),
+                gh=data.greenhouse_id)
 
 
-def no_event_words() -> str:
-    return "No clip, fallback, operator command, e-stop or explained decision in this period."
+def no_event_words(lang: str = DEFAULT_LANGUAGE) -> str:
+    return text("report.log.no_events", lang)
 
 
 def row_unit(data: ReportData) -> str:
@@ -90,31 +91,36 @@ def _vwc_lines(values: Sequence[float | None], per_line: int = 6) -> str:
 
 
 def _rules(h: HourSummary) -> str:
+    """A row's clips by rule id: the id is the key the details' table words and the CSV counts by."""
     return "\n".join(f"{rule} {n}" for rule, n in sorted(h.rules.items(), key=lambda kv: -kv[1])) or "-"
+
+
+_HOUR_COLUMNS = ("decisions", "water", "moisture", "light", "clips", "fallbacks", "operator", "estop")
 
 
 def decision_log(data: ReportData) -> list[Flowable]:
     """The section: by event, then by hour (or day)."""
-    per = row_unit(data)
-    out: list[Flowable] = [Paragraph("Decision log, summarised", H2), p(intro_words(data, per)),
-                           Paragraph("By event", H3)]
+    per, lang = row_unit(data), data.language
+    lk = look(lang)
+    out: list[Flowable] = [Paragraph(text("report.h.log", lang), lk.h2), p(intro_words(data, per), lk.body),
+                           Paragraph(text("report.h.by_event", lang), lk.h3)]
     if data.events:
-        out += tables(["Event", "Decisions", "First (UTC)", "Last (UTC)", "The latest, in words"],
-                      ([p(e.event, SMALL), f"{e.count}", when(e.first), when(e.last), p(e.example or "-", SMALL)]
+        out += tables([text(f"report.event_col.{c}", lang) for c in ("event", "decisions", "first", "last", "latest")],
+                      ([p(e.event, lk.small), f"{e.count}", when(e.first), when(e.last), p(e.example or "-", lk.small)]
                        for e in data.events),
-                      [48 * mm, 16 * mm, 25 * mm, 25 * mm, 66 * mm])
+                      [48 * mm, 16 * mm, 25 * mm, 25 * mm, 66 * mm], lk.grid)
         if data.events_other:
-            out.append(p(f"{data.events_other} decisions of rarer events are counted only in the audit trail.",
-                         SMALL))
+            out.append(p(text("report.log.rarer", lang, n=data.events_other), lk.small))
     else:
-        out.append(p(no_event_words(), SMALL))
+        out.append(p(no_event_words(lang), lk.small))
     zones = range(len(data.zones))
-    out += [Paragraph(f"By {per}", H3)]
+    week = text("report.plus_week", lang)
+    out += [Paragraph(text(f"report.h.by_{per}", lang), lk.h3)]
     out += tables(
-        [f"{per.capitalize()} (UTC)", "Deci-\nsions", "Water\n(L)", "Mean % VWC\nzone 1, 2, ...", "Light\n%",
-         "Safety clips\nby rule", "Expert\nfallbacks", "Operator\ncommands", "E-stop"],
-        ([when(h.start) if per == "hour" else f"{utc(h.start):%Y-%m-%d}" + (" +7 d" if per == "week" else ""), f"{h.decisions}", fmt(sum(h.water_l)),
-          _vwc_lines([h.theta_mean(i) for i in zones]), fmt(h.light_pct_mean, 0), _rules(h), f"{h.fallback}",
-          f"{h.operator}", f"{h.estop}"] for h in buckets(data)),
-        [24 * mm, 13 * mm, 14 * mm, 37 * mm, 11 * mm, 38 * mm, 14 * mm, 17 * mm, 12 * mm], COMPACT)
+        [text(f"report.row_col.{per}", lang), *(text(f"report.hour_col.{c}", lang) for c in _HOUR_COLUMNS)],
+        ([when(h.start) if per == "hour" else f"{utc(h.start):%Y-%m-%d}" + (week if per == "week" else ""),
+          f"{h.decisions}", fmt(sum(h.water_l)), _vwc_lines([h.theta_mean(i) for i in zones]),
+          fmt(h.light_pct_mean, 0), _rules(h), f"{h.fallback}", f"{h.operator}", f"{h.estop}"]
+         for h in buckets(data)),
+        [24 * mm, 13 * mm, 14 * mm, 37 * mm, 11 * mm, 38 * mm, 14 * mm, 17 * mm, 12 * mm], lk.compact)
     return out

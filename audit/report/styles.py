@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from xml.sax.saxutils import escape
 
 from reportlab.lib import colors
 from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
+from reportlab.pdfbase import pdfmetrics
+from reportlab.pdfbase.cidfonts import UnicodeCIDFont
 from reportlab.platypus import Paragraph, TableStyle
 
 from audit.report.data import utc
+from audit.wording import language
 
 _STYLES = getSampleStyleSheet()
 BODY = ParagraphStyle("gt-body", parent=_STYLES["BodyText"], fontSize=9, leading=11)
@@ -47,3 +52,48 @@ def fmt(value: float | None, digits: int = 1) -> str:
 def when(dt: datetime) -> str:
     """A time in a table cell: UTC to the minute (the headings say UTC), short enough for narrow columns."""
     return utc(dt).strftime("%Y-%m-%d %H:%M")
+
+
+CJK_FONT = "STSong-Light"
+"""Adobe's standard Simplified Chinese CID font, built into reportlab: the viewer supplies its glyphs (any
+viewer with Asian font support), so the report embeds no font file and stays a few hundred kB in either
+language; a viewer without a CJK font shows blanks, while the text itself is there to copy and search."""
+
+
+@dataclass(frozen=True)
+class Look:
+    """The fonts and styles of a report in one language: Helvetica cannot draw Chinese, so a zh-Hans
+    report sets every paragraph, table cell and chart label in :data:`CJK_FONT` instead."""
+
+    lang: str
+    regular: str
+    bold: str
+    body: ParagraphStyle
+    small: ParagraphStyle
+    title: ParagraphStyle
+    h2: ParagraphStyle
+    h3: ParagraphStyle
+    h3_tight: ParagraphStyle
+    grid: TableStyle
+    compact: TableStyle
+    pairs: TableStyle
+
+
+def _cjk_style(base: ParagraphStyle) -> ParagraphStyle:
+    """``base`` in the CJK font, wrapping between characters (Chinese puts no spaces between words)."""
+    return ParagraphStyle(f"{base.name}-zh", parent=base, fontName=CJK_FONT, wordWrap="CJK")
+
+
+def _cjk_table(base: TableStyle) -> TableStyle:
+    return TableStyle([*base.getCommands(), ("FONTNAME", (0, 0), (-1, -1), CJK_FONT)])
+
+
+@cache
+def look(lang: str) -> Look:
+    """The look of a report in ``lang`` (English for an unknown language)."""
+    if language(lang) != "zh-Hans":
+        return Look("en", "Helvetica", "Helvetica-Bold", BODY, SMALL, TITLE, H2, H3, H3_TIGHT, GRID, COMPACT, PAIRS)
+    if CJK_FONT not in pdfmetrics.getRegisteredFontNames():
+        pdfmetrics.registerFont(UnicodeCIDFont(CJK_FONT))
+    return Look("zh-Hans", CJK_FONT, CJK_FONT, *(_cjk_style(s) for s in (BODY, SMALL, TITLE, H2, H3, H3_TIGHT)),
+                *(_cjk_table(t) for t in (GRID, COMPACT, PAIRS)))

@@ -9,13 +9,24 @@ import json
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from email.header import decode_header, make_header
+from pathlib import Path
 
 import pytest
 from aiosmtpd.controller import Controller
+from sqlalchemy import update
 
+from app.alarm_models import NotificationPref
+from app.alarms.catalogue import describe
 from app.alarms.notify import Notice, Notifier, Recipient
+from app.alarms.recipients import load_recipients
 from app.alarms.senders import DELIVERY_HEADER, SIGNATURE_HEADER, SmtpSender, WebhookSender, verify
+from app.auth.users import create_user
+from app.cli import db as db_cli
+from app.core.db import make_engine, make_session_factory
+from app.core.notify_settings import NotifySettings
 from app.metrics import Metrics
+from app.models import User
 from tests.app.alarm_receivers import Hook, Inbox, free_port
 
 SECRET = b"webhook shared secret"
@@ -137,3 +148,73 @@ def test_a_failing_receiver_is_counted_logged_once_and_never_stops_the_worker(
     assert metrics.notifications.labels("webhook", "failed")._value.get() == 3
     assert metrics.notifications.labels("webhook", "sent")._value.get() == 3, "the other receiver got all three"
     assert len([r for r in caplog.records if "failed" in r.getMessage()]) == 1, "logged once"
+
+
+def _raised(kind: str = "zone_dry:1", severity: str = "critical") -> Notice:
+    """A notice as the alarm book raises it: the catalogue's English words for its kind."""
+    words = describe(kind)
+    return Notice("0123456789abcdef", "gh1", kind, severity, words.title, words.description, words.action, T0)  # type: ignore[arg-type]
+
+
+def _header(value: str) -> str:
+    """A mail header as a reader sees it (an encoded-word subject decoded)."""
+    return str(make_header(decode_header(value)))
+
+
+def test_each_recipient_reads_the_mail_in_their_language(smtp: tuple[int, Inbox]) -> None:
+    port, inbox = smtp
+    inbox.messages.clear()
+    notifier = _notifier([Recipient("wei", "info", email="wei@site.test", language="zh-Hans"),
+                          Recipient("olga", "info", email="olga@site.test")], port)
+    notifier.deliver(_raised())
+    mails = {to[0]: mail for to, mail in inbox.messages}
+    zh, en = describe("zone_dry:1", "zh-Hans"), describe("zone_dry:1")
+    chinese = mails["wei@site.test"]
+    assert _header(chinese["Subject"]) == f"[greentwin] 严重 gh1：{zh.title}" == "[greentwin] 严重 gh1：分区偏干"
+    body = chinese.get_payload(decode=True).decode(chinese.get_content_charset())
+    assert zh.description in body and f"处理建议：{zh.action}" in body and "2号区" in body
+    assert en.description not in body and "What to do" not in body
+    english = mails["olga@site.test"]
+    assert english["Subject"] == f"[greentwin] CRITICAL gh1: {en.title}"
+    assert f"What to do: {en.action}" in english.get_payload(decode=True).decode()
+
+
+def test_a_webhook_keeps_its_codes_and_carries_the_recipients_words(hook: Hook) -> None:
+    clock = Clock()
+    notifier = _notifier([Recipient("wei", "info", webhook_url=hook.url, language="zh-Hans")], clock=clock,
+                         max_per_hour=1)
+    notifier.deliver(_raised())
+    headers, body = hook.requests[-1]
+    assert verify(SECRET, body, headers[SIGNATURE_HEADER.lower()])
+    payload = json.loads(body)
+    zh = describe("zone_dry:1", "zh-Hans")
+    assert (payload["kind"], payload["severity"], payload["greenhouse_id"], payload["event"]) == \
+        ("zone_dry:1", "critical", "gh1", "raised")
+    assert payload["language"] == "zh-Hans" and payload["severity_text"] == "严重"
+    assert (payload["title"], payload["description"], payload["action"]) == (zh.title, zh.description, zh.action)
+    notifier.deliver(_raised("probe_fault:2", "warning"))  # past the hourly cap: held for the digest
+    notifier.deliver(_raised("zone_wet:0", "warning"))
+    clock.t += 3601
+    notifier.flush_digests()
+    digest = json.loads(hook.requests[-1][1])
+    assert digest["language"] == "zh-Hans"
+    assert [(d["kind"], d["title"]) for d in digest["digest"]] == [("probe_fault:2", "探头故障"), ("zone_wet:0", "分区偏湿")]
+
+
+def test_recipients_carry_the_language_their_user_chose(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
+    db_cli.upgrade(url)
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    with sessions() as s:
+        for name, lang in (("wei", "zh-Hans"), ("olga", "en")):
+            create_user(session=s, username=name, password="a long enough password", roles=["operator"])
+            s.execute(update(User).where(User.username == name).values(language=lang))
+            s.add(NotificationPref(username=name, email=f"{name}@site.test", email_enabled=True,
+                                   min_severity="warning", updated_at=T0))
+        s.commit()
+    try:
+        found = {r.username: r.language for r in load_recipients(sessions, NotifySettings())}
+    finally:
+        engine.dispose()
+    assert found == {"wei": "zh-Hans", "olga": "en"}

@@ -222,6 +222,33 @@ def test_agronomist_downloads_a_signed_report_naming_the_greenhouse(api: Api) ->
     assert report_cli.verify_command(None, api.state_dir) in " ".join(text.split())
 
 
+def test_the_report_is_in_the_readers_language_unless_the_request_names_one(api: Api) -> None:
+    """The PDF follows the caller's language (PATCH /api/me), ``language`` overrides it, and a Chinese report
+    signs and verifies as an English one does; the CSV keeps its machine names and English words."""
+    c, anna = api.client, api.auth("anna")
+
+    def words(params: dict[str, str]) -> tuple[str, bytes]:
+        r = c.get("/api/greenhouses/gh1/report.pdf", params={**PERIOD, **params}, headers=anna)
+        assert r.status_code == 200, r.text
+        pages = pypdf.PdfReader(io.BytesIO(r.content)).pages
+        return "".join("".join(p.extract_text() for p in pages).split()), r.content
+
+    assert "温室报告" not in words({})[0] and "Greenhousereport" in words({})[0]
+    zh, pdf = words({"language": "zh-Hans"})
+    assert "温室报告：Northhouse" in zh and "审计记录与签名" in zh and "Greenhousereport" not in zh
+    assert verify_pdf(pdf, load_certificate(api.state_dir / "report-signing" / "report-cert.pem")).ok
+    assert c.patch("/api/me", json={"language": "zh-Hans"}, headers=anna).status_code == 200
+    try:
+        assert "温室报告：Northhouse" in words({})[0]
+        assert "Greenhousereport" in words({"language": "en"})[0]
+        csv_text = c.get("/api/greenhouses/gh1/report.csv", params=PERIOD, headers=anna).text
+        assert csv_text.startswith("section,item,zone,zone_name,start,value,unit") and "温室" not in csv_text
+    finally:
+        assert c.patch("/api/me", json={"language": "en"}, headers=anna).status_code == 200
+    assert c.get("/api/greenhouses/gh1/report.pdf", params={**PERIOD, "language": "fr"},
+                 headers=anna).status_code == 422
+
+
 def test_agronomist_exports_the_reports_summary_as_csv(api: Api) -> None:
     """The same collected data as the PDF, one long table: the period, the money, each zone numbered from 1."""
     r = api.client.get("/api/greenhouses/gh1/report.csv", params=PERIOD, headers=api.auth("anna"))

@@ -233,24 +233,29 @@ def test_the_decision_log_says_why_in_words(signed_report) -> None:
     log = _log_section("\n".join(_pages(pdf)))
     assert "{" not in log and '"' not in log, "no stored JSON in the log"
     events = {e.event: e for e in data.events}
-    # A safety clip: the rule, the zone's valve numbered as on the dashboard, the change and its reason.
-    capped = events["Safety rule zone_daily_water_cap changed the Zone 2 valve"]
+    # A safety clip: what the rule does, the zone's valve numbered as on the dashboard, the change and its reason.
+    capped = events["Safety rule changed the Zone 2 valve: the zone has had its daily water cap"]
     assert capped.count == sum(1 for i in range(N) if i % 11 == 0)
-    assert capped.example == "zone_daily_water_cap on Zone 2 valve: open -> closed (251.9 L used today; cap 250.0 L)"
+    assert capped.example == ("Zone 2 valve closed instead of open: the zone has had its daily water cap "
+                              "(251.9 L used today; cap 250.0 L)")
     assert capped.example in log
-    assert events["Safety rule valve_min_dwell changed the Zone 1 valve"].count == sum(1 for i in range(N) if i % 7 == 0)
+    assert events["Safety rule changed the Zone 1 valve: a valve may not switch again before its minimum on/off "
+                  "time"].count == sum(1 for i in range(N) if i % 7 == 0)
     # An ensemble decision: its strongest factor in words and % VWC, the rest of the record left out.
-    factor = events["The policy's strongest factor was Zone 3 moisture"]
+    factor = events["The policy's strongest factor was Zone 3 soil moisture"]
     assert factor.count == sum(1 for i in range(N) if _actor_mode(i)[3] is EXPLAINED)
-    assert factor.example == "main factor: Zone 3 moisture 17.0 % VWC (61 % of the decision)" and factor.example in log
+    assert factor.example == ("main factor: Zone 3 soil moisture 17.0 % VWC, below the typical 22.0 % VWC: "
+                              "61 % of the decision") and factor.example in log
     assert "baseline_score" not in log and "air temp" not in log
     fallback = events["The ensemble disagreed: the threshold expert decided"]
     assert fallback.count == sum(1 for i in range(N) if _actor_mode(i)[0] == "expert:low_confidence")
-    assert fallback.example == "alarms: held:co2_ppm"
+    # A recorded alarm code (a reading held at its last value) reads as words, never as the code.
+    assert fallback.example == "alarms: CO₂ held at its last reading (the sensor gave none)"
+    assert "held:" not in log and "co2_ppm" not in log
     # Operators' commands and e-stops, with the command sent in words.
     assert events["Operator's command in manual mode (manual)"].count == 20
     assert events["E-stop latched: everything off"].count == 10
-    assert "valves closed; pump 40% light 0%" in log
+    assert "All valves closed; pump 40 %; lamps off" in log
 
 
 def test_every_page_is_stamped(signed_report) -> None:
@@ -449,3 +454,34 @@ def test_economics_at_the_sites_configured_prices(seeded: str, tmp_path: Path, m
     assert "2.50 EUR/kg" in text and "1.20 EUR/m3" in text
     monkeypatch.setenv("GREENTWIN_FRUIT_PRICE_EUR_KG", "-1")
     assert report_cli.main(args) == 2
+
+
+def test_cli_writes_a_chinese_report_that_signs_and_verifies(seeded: str, tmp_path: Path, monkeypatch,
+                                                             capsys) -> None:
+    """``--language zh-Hans``: every section in Chinese (in reportlab's built-in CJK font), recorded codes such
+    as a held reading in words, and the signature checks as any other report's."""
+    for var in (report_cli.KEY_ENV, report_cli.CERT_ENV, "GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY",
+                "GREENTWIN_AUDIT_SIGNING_KEY", "GREENTWIN_ENVIRONMENT"):
+        monkeypatch.delenv(var, raising=False)
+    out, state = tmp_path / "zh.pdf", tmp_path / "state"
+    assert cli_main(["report", "--greenhouse", "gh1", "--from", T0.isoformat(), "--to", END.isoformat(),
+                     "--out", str(out), "--url", seeded, "--state-dir", str(state), "--language", "zh-Hans"]) == 0
+    capsys.readouterr()
+    pdf = out.read_bytes()
+    text = "".join("".join(_pages(pdf)).split())  # Chinese wraps anywhere: compare without whitespace
+    for words in ("温室报告：", "决策日志摘要", "按规则统计的安全限幅", "图表", "低置信度决策：输入显著性",
+                  "审计记录校验：未执行：未配置审计密钥", "室内CO₂浓度沿用上次读数（传感器无读数）",
+                  "集成策略意见分歧：由阈值专家规则决策"):
+        assert words in text, words
+    assert "held:" not in text and "co2_ppm" not in text and "Decisionlog" not in text
+    assert b"STSong-Light" in pdf
+    assert cli_main(["report", "verify", str(out), "--state-dir", str(state)]) == 0
+    assert capsys.readouterr().out.startswith("ok")
+    with pytest.raises(SystemExit):
+        cli_main(["report", "--greenhouse", "gh1", "--out", str(out), "--language", "fr"])
+
+
+def test_the_clis_languages_are_the_catalogues() -> None:
+    from audit.wording import LANGUAGES
+
+    assert report_cli.REPORT_LANGUAGES == LANGUAGES

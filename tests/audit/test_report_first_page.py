@@ -139,20 +139,31 @@ def _seed(root: Path, n: int, step_s: int) -> str:
     return url
 
 
-def _report(url: str, hours: float) -> tuple[object, bytes]:
+def _report(url: str, hours: float, language: str = "en") -> tuple[object, bytes]:
     engine = make_engine(url)
     try:
         with make_session_factory(engine)() as s:
             data = collect_report_data(s, "gh1", T0, T0 + timedelta(hours=hours), verification="passed: 7 records",
-                                       verify_command="greentwin report verify FILE.pdf --state-dir /srv/gt/state")
+                                       verify_command="greentwin report verify FILE.pdf --state-dir /srv/gt/state",
+                                       language=language)
     finally:
         engine.dispose()
     return data, render_report(data, generated_by="anna", generated_at=T0 + timedelta(days=30), report_id="r6")
 
 
 @pytest.fixture(scope="module")
-def six_hours(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, bytes]:
-    return _report(_seed(tmp_path_factory.mktemp("six"), SIX_H, STEP_S), 6)
+def six_hours_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _seed(tmp_path_factory.mktemp("six"), SIX_H, STEP_S)
+
+
+@pytest.fixture(scope="module")
+def six_hours(six_hours_url: str) -> tuple[object, bytes]:
+    return _report(six_hours_url, 6)
+
+
+@pytest.fixture(scope="module")
+def six_hours_zh(six_hours_url: str) -> tuple[object, bytes]:
+    return _report(six_hours_url, 6, "zh-Hans")
 
 
 def _page_one(pdftotext: str, pdf: bytes) -> list[str]:
@@ -231,14 +242,16 @@ def test_the_decision_log_is_summarised_by_event_and_hour_in_words(six_hours) ->
     assert "{" not in log and '"' not in log, "no stored JSON in the log"
     events = {e.event: e.count for e in data.events}
     capped_z4 = sum(1 for i in range(SIX_H) if i % 9 == 0 and i % ZONES == 3)
-    assert events["Safety rule zone_daily_water_cap changed the Zone 4 valve"] == capped_z4 > 0
-    assert events["Safety rule valve_min_dwell changed the Zone 1 valve"] == sum(1 for i in range(SIX_H) if i % 13 == 0)
+    assert events["Safety rule changed the Zone 4 valve: the zone has had its daily water cap"] == capped_z4 > 0
+    assert events["Safety rule changed the Zone 1 valve: a valve may not switch again before its minimum on/off "
+                  "time"] == sum(1 for i in range(SIX_H) if i % 13 == 0)
     assert events["Operator's command in manual mode (olga)"] == 30
     assert events["E-stop latched: everything off"] == 10
-    assert events["The policy's strongest factor was Zone 3 moisture"] == \
+    assert events["The policy's strongest factor was Zone 3 soil moisture"] == \
         sum(1 for i in range(SIX_H) if i % 25 == 3 and _actor(i, SIX_H)[0] == "policy:v3")
-    assert "zone_daily_water_cap on Zone 4 valve: open -> closed (251.9 L used today; cap 250.0 L)" in log
-    assert "main factor: Zone 3 moisture 17.0 % VWC (61 % of the decision)" in log
+    assert ("Zone 4 valve closed instead of open: the zone has had its daily water cap "
+            "(251.9 L used today; cap 250.0 L)") in log
+    assert "main factor: Zone 3 soil moisture 17.0 % VWC: 61 % of the decision" in log
     assert len(data.hours) == 6 and sum(h.decisions for h in data.hours) == SIX_H
     assert sum(h.operator for h in data.hours) == 30 and sum(h.fallback for h in data.hours) == data.decisions_fallback
     assert sum(sum(h.rules.values()) for h in data.hours) == sum(len(_rules(i)) for i in range(SIX_H))
@@ -301,3 +314,47 @@ def test_people_text_in_the_csv_never_runs_as_a_formula(six_hours) -> None:
     [name] = [r["value"] for r in rows if r["item"] == "greenhouse_name"]
     assert name == "'" + hostile.greenhouse_name
     assert any(r["value"].startswith("-") for r in rows if r["item"] == "profit"), "a negative number stays a number"
+
+
+def test_a_chinese_report_reads_in_chinese_with_the_same_numbers(six_hours, six_hours_zh, pdftotext: str) -> None:
+    """The same period in zh-Hans: page one read back as a viewer shows it has the Chinese headings, labels and
+    alarm titles beside the English report's numbers, and no code a reader would have to decode."""
+    lines = _page_one(pdftotext, six_hours_zh[1])
+    text = "\n".join(lines)
+    for heading in ("温室报告：Glasshouse 4", "收支，以及人员和安全层的操作", "分区：灌溉水量与达标时间", "报警",
+                    "设置变更", "使用中的策略版本", "审计记录与签名"):
+        assert heading in lines, (heading, text)
+    english = _page_one(pdftotext, six_hours[1])
+    for en_label, zh_label in (("Profit (EUR)", "利润（欧元）"), ("Water (L)", "灌溉用水（升）"),
+                               ("E-stops", "急停次数"), ("Alarm acknowledgements", "报警确认次数")):
+        [value] = [line.removeprefix(en_label + " ") for line in english if line.startswith(en_label + " ")]
+        assert f"{zh_label} {value}" in lines, (zh_label, text)
+    assert "1 North bed 19.5–27 % 150.0 75.0 1.5 0.0" in lines, text
+    assert f"{describe('zone_dry:0', 'zh-Hans').title}：1号区 严重 2 1 0 1" in lines, text
+    assert "2号区目标区间下限 19.5 % -> 21.0 %" in text
+    assert "（6 小时；UTC，不含结束时刻）" in text and "审计记录校验：passed: 7 records" in text
+    assert "第 1 页，共" in text
+    for english_word in ("Profit", "Zone", "Alarm", "critical", "Settings", "Period"):
+        assert english_word not in text, english_word
+    # Every page: the decision log's events in words, no stored code (a held reading, a rule id as an event).
+    # Chinese wraps anywhere in a cell, so the text is compared with every space and line break taken out.
+    pages = "".join("".join(p.extract_text() for p in pypdf.PdfReader(io.BytesIO(six_hours_zh[1])).pages).split())
+    log = pages[pages.index("决策日志摘要") :]
+    assert "安全规则调整了4号区阀门：该区已达到每日灌溉用水上限" in log
+    assert "4号区阀门关闭（原为开启）：该区已达到每日灌溉用水上限" in log
+    assert "策略最主要的影响因素：3号区土壤体积含水量" in log
+    assert "held:" not in pages and "Safetyrule" not in pages and "mainfactor" not in pages
+    assert "土壤体积含水量" in pages and "灌溉" in pages
+    data = six_hours_zh[0]
+    assert data.language == "zh-Hans" and data.decision_count == six_hours[0].decision_count
+    assert data.economics.profit_eur == pytest.approx(six_hours[0].economics.profit_eur)
+
+
+def test_the_csv_keeps_machine_names_in_every_language(six_hours, six_hours_zh) -> None:
+    """The CSV's header, sections and items are the same machine names whatever the report's language, so a
+    spreadsheet or a script reads every user's export alike (the API's CSV is always collected in English)."""
+    en = list(csv.reader(io.StringIO(report_csv(six_hours[0]))))
+    zh = list(csv.reader(io.StringIO(report_csv(six_hours_zh[0]))))
+    assert en[0] == zh[0] == ["section", "item", "zone", "zone_name", "start", "value", "unit"]
+    machine = [(r[0], r[1]) for r in en if r[0] in ("money", "interventions", "zone", "hour", "period")]
+    assert machine == [(r[0], r[1]) for r in zh if r[0] in ("money", "interventions", "zone", "hour", "period")]

@@ -16,9 +16,9 @@ from app.core.db import make_engine, make_session_factory
 from app.models import Decision
 from app.reports import collect_report_data
 from app.reports.describe import feature_names, saliency_map
-from audit.labels import feature_label
 from audit.report import render_report
 from audit.report.heatmap import SECTION_TITLE
+from audit.wording import feature_name
 from twin.spec import ObservationSpec
 
 T0 = datetime(2026, 7, 1, tzinfo=UTC)
@@ -102,10 +102,11 @@ def test_low_confidence_decisions_get_a_heat_map(url: str) -> None:
     assert set(first.features) == {*STRONG.values(), *WEAK.values()}
     section = _section(text)
     for name in (*STRONG.values(), *WEAK.values()):  # rows named as the dashboard numbers zones
-        assert feature_label(name) in section, name
-    assert "Zone 2 moisture" in section and "Zone 3 irrigation 24h" in section and "moisture[1]" not in section
+        assert feature_name(name) in section, name
+    assert "Zone 2 soil moisture" in section and "Zone 3 irrigation over 24 h" in section
+    assert "moisture[1]" not in section
     for name in ABSENT:
-        assert feature_label(name) not in section, name
+        assert feature_name(name) not in section, name
     assert "t-9" in section and "attribution" in section
     assert section.count("confidence 0.35") == len(LOW_AT)
     assert '"saliency"' not in text and "saliency of its lead-up recorded" in " ".join(text.split())  # cells wrap
@@ -126,7 +127,7 @@ def test_report_without_low_confidence_decisions_says_so(url: str) -> None:
     assert data.decisions_low_confidence == 0 and not data.saliency_maps
     section = _section(text)
     assert "No low-confidence decisions in this period, so there are no saliency heat maps." in section
-    assert "Zone 2 moisture" not in section
+    assert "Zone 2 soil moisture" not in section
 
 
 def test_feature_names_follow_the_recorded_layout() -> None:

@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import anyio
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
@@ -25,6 +25,8 @@ from app.core.db import SchemaOutOfDate
 from app.models import Greenhouse
 from app.runtime import Runtime
 from audit.report.data import ReportData
+from audit.wording import DEFAULT_LANGUAGE, text
+from audit.wording import language as language_of
 
 router = APIRouter(prefix="/api/greenhouses", tags=["reports"], dependencies=[Depends(get_current_user)])
 
@@ -45,35 +47,35 @@ def validate_period(start: datetime, end: datetime) -> None:
         raise HTTPException(status_code=422, detail=f"period longer than {MAX_PERIOD.days} days: split it")
 
 
-def _verification(runtime: Runtime, gh: str) -> str:
+def _verification(runtime: Runtime, gh: str, lang: str = DEFAULT_LANGUAGE) -> str:
     """The audit-trail line of the report, from the service's own keys (worded like ``greentwin report``)."""
+    from app.cli.report import verification_words
+
     if runtime.audit is None:
-        return "not performed: the service has no audit trail configured"
+        return text("report.verification.no_trail", lang)
     try:
         [result] = runtime.audit.store.verify(gh)
     except Exception as exc:  # the report still goes out, saying verification did not complete
-        return f"not completed: {type(exc).__name__}: {exc}"
-    if result.records_checked == 0 and result.ok:
-        return "no sealed audit records for this greenhouse"
-    if result.ok:
-        return f"passed: {result.records_checked} records verified (head seq {result.head_seq})"
-    return f"FAILED: first bad record seq={result.first_bad_seq}: {result.reason}"
+        return text("report.verification.not_completed", lang, error=f"{type(exc).__name__}: {exc}")
+    return verification_words(result, lang)
 
 
-def report_data(runtime: Runtime, gh: str, start: datetime, end: datetime) -> ReportData:
-    """The period's data, with the audit verdict and the verify line the dashboard shows (blocking)."""
+def report_data(runtime: Runtime, gh: str, start: datetime, end: datetime,
+                lang: str = DEFAULT_LANGUAGE) -> ReportData:
+    """The period's data in ``lang``, with the audit verdict and the verify line the dashboard shows (blocking)."""
     from app.cli import report as report_cli
     from app.reports import collect_report_data, site_energy_model
 
-    verification = _verification(runtime, gh)
+    verification = _verification(runtime, gh, lang)
     with runtime.sessions() as session:
         return collect_report_data(session, gh, start, end, verification=verification,
                                    energy=site_energy_model(runtime.settings),
                                    verify_command=report_cli.verify_command(runtime.settings.report_cert,
-                                                                            runtime.state_dir))
+                                                                            runtime.state_dir), language=lang)
 
 
-def build_signed_report(runtime: Runtime, gh: str, start: datetime, end: datetime, generated_by: str) -> bytes:
+def build_signed_report(runtime: Runtime, gh: str, start: datetime, end: datetime, generated_by: str,
+                        lang: str = DEFAULT_LANGUAGE) -> bytes:
     """Collect, render and sign (blocking: run it in a worker thread). ``LookupError`` for an unknown greenhouse."""
     from app.cli import report as report_cli
     from audit.report import render_report
@@ -87,7 +89,7 @@ def build_signed_report(runtime: Runtime, gh: str, start: datetime, end: datetim
             identity = report_cli.load_signing_identity(argparse.Namespace(state_dir=str(runtime.state_dir)))
     except (ValueError, OSError) as exc:
         raise SigningUnavailable(f"report cannot be signed: {exc}") from exc
-    data = report_data(runtime, gh, start, end)
+    data = report_data(runtime, gh, start, end, lang)
     pdf = render_report(data, generated_by=generated_by, generated_at=datetime.now(UTC), report_id=str(uuid.uuid4()))
     return sign_pdf(pdf, identity.key, identity.cert)
 
@@ -110,6 +112,8 @@ def report_period(
 
 
 Period = Annotated[tuple[datetime, datetime], Depends(report_period)]
+LanguageQuery = Annotated[Literal["en", "zh-Hans"] | None, Query(
+    description="the language of the PDF's words (en or zh-Hans); default: the caller's own (PUT /api/me)")]
 _T = TypeVar("_T")
 
 
@@ -130,18 +134,23 @@ def _attachment(gh: str, start: datetime, end: datetime, ext: str) -> dict[str, 
 
 @router.get("/{gh}/report.pdf", response_class=Response,
             responses={200: {"content": {"application/pdf": {}}, "description": "the signed PDF report"}})
-async def report_pdf(gh: str, request: Request, runtime: RuntimeDep, user: ReportReader, period: Period) -> Response:
-    """The signed PDF report of ``[from, to)`` (agronomist or admin); check it with ``greentwin report verify``."""
+async def report_pdf(gh: str, request: Request, runtime: RuntimeDep, user: ReportReader, period: Period,
+                     language: LanguageQuery = None) -> Response:
+    """The signed PDF report of ``[from, to)`` (agronomist or admin) in the caller's language, or the one
+    ``language`` names; check it with ``greentwin report verify``."""
     start, end = period
+    lang = language or language_of(user.language)
     pdf = await _in_worker(request, functools.partial(build_signed_report, runtime, gh, start, end,
-                                                      f"{user.username} via the greentwin API"))
+                                                      f"{user.username} via the greentwin API", lang))
     return Response(pdf, media_type="application/pdf", headers=_attachment(gh, start, end, "pdf"))
 
 
 def _csv(runtime: Runtime, gh: str, start: datetime, end: datetime) -> str:
+    """The CSV is for spreadsheets and scripts: its columns, sections and items are stable machine names and
+    its words English whatever the caller reads, so one integration reads every user's export."""
     from audit.report import report_csv
 
-    return report_csv(report_data(runtime, gh, start, end))
+    return report_csv(report_data(runtime, gh, start, end, DEFAULT_LANGUAGE))
 
 
 @router.get("/{gh}/report.csv", response_class=Response,

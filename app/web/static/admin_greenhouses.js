@@ -12,7 +12,7 @@ document.addEventListener("DOMContentLoaded", () => {
       const last = GT.el("td"); GT.time(last, g.last_decision ? g.last_decision.ts : null);
       const tr = GT.el("tr"); tr.dataset.gh = g.id;
       const name = GT.el("td"); const a = GT.el("a", "gh-link", g.name); a.href = "/greenhouses/" + g.id; name.append(a);
-      tr.append(name, GT.el("td", "mono", g.id), GT.el("td", "", String(g.zones)), GT.el("td", "", g.mode),
+      tr.append(name, GT.el("td", "mono", g.id), GT.el("td", "", String(g.zones)), GT.el("td", "", GT.label("badge.mode.", g.mode)),
         GT.el("td", "mono", g.policy_version), last);
       body.append(tr);
     }
@@ -24,7 +24,7 @@ document.addEventListener("DOMContentLoaded", () => {
     if (value("gh-name")) { body.name = value("gh-name"); }
     try {
       const g = await GT.api("POST", "/api/greenhouses", body);
-      say(`Registered ${g.id} (${g.name}, ${g.zones} zones); it is controlled from the next lease round, no restart.`);
+      say(GT.t("page.registration.done", { id: g.id, name: g.name, zones: g.zones }));
       load().catch(() => {});
     } catch (e) { say(e.message, true); }
   });

@@ -34,19 +34,20 @@ document.addEventListener("DOMContentLoaded", () => {
     if (a.acknowledged) {
       td.textContent = `${a.acknowledged_by} · ${GT.timeText(a.acknowledged_at)}` + (a.ack_comment ? ` · “${a.ack_comment}”` : "");
     } else if (operator) {
-      const comment = GT.el("input"); comment.placeholder = "comment (optional)"; comment.maxLength = 500;
+      const comment = GT.el("input"); comment.placeholder = t("page.alarms.comment"); comment.maxLength = 500;
       const b = GT.el("button", "btn btn-small ack", t("alarms.acknowledge")); b.type = "button";
       b.addEventListener("click", () => act(b, "POST", `/api/alarms/${a.id}/ack`, { comment: comment.value }));
       td.append(comment, b);
     } else { td.textContent = t("alarms.open"); }
     if (operator) {
-      const box = GT.el("details", "shelve"); box.append(GT.el("summary", "", "Shelve…"));
-      const reason = GT.el("input"); reason.placeholder = "reason"; reason.maxLength = 500;
+      const box = GT.el("details", "shelve"); box.append(GT.el("summary", "", t("page.alarms.shelve_open")));
+      const reason = GT.el("input"); reason.placeholder = t("page.alarms.reason"); reason.maxLength = 500;
       const minutes = GT.el("select");
-      for (const [m, label] of [[60, "1 h"], [240, "4 h"], [720, "12 h"], [1440, "1 day"], [10080, "7 days"]]) {
+      for (const [m, label] of [[60, t("page.alarms.1h")], [240, t("page.alarms.4h")], [720, t("page.alarms.12h")],
+        [1440, t("page.alarms.1d")], [10080, t("page.days7")]]) {
         const o = GT.el("option", "", label); o.value = String(m); minutes.append(o);
       }
-      const b = GT.el("button", "btn btn-small", "Shelve"); b.type = "button";
+      const b = GT.el("button", "btn btn-small", t("page.alarms.shelve")); b.type = "button";
       b.addEventListener("click", () => act(b, "POST", `/api/alarms/${a.id}/shelve`, { reason: reason.value, minutes: Number(minutes.value) }));
       box.append(reason, minutes, b);
       td.append(box);
@@ -74,8 +75,8 @@ document.addEventListener("DOMContentLoaded", () => {
       const until = GT.el("td"); GT.time(until, a.shelved_until);
       const td = GT.el("td");
       if (operator) {
-        const reason = GT.el("input"); reason.placeholder = "reason"; reason.maxLength = 500;
-        const b = GT.el("button", "btn btn-small", "Unshelve"); b.type = "button";
+        const reason = GT.el("input"); reason.placeholder = t("page.alarms.reason"); reason.maxLength = 500;
+        const b = GT.el("button", "btn btn-small", t("page.alarms.unshelve")); b.type = "button";
         b.addEventListener("click", () => act(b, "POST", `/api/alarms/${a.id}/unshelve`, { reason: reason.value }));
         td.append(reason, b);
       }

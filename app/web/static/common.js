@@ -10,6 +10,12 @@ const GT = (() => {
     const template = Object.prototype.hasOwnProperty.call(words, key) ? words[key] : key;
     return template.replace(/\{(\w+)\}/g, (m, name) => (values && name in values ? String(values[name]) : m));
   }
+  // A code the service sends (a mode, a soil, a probe's status) in words; the code itself when the catalogue
+  // has none for it, so a new code still shows rather than a bare key.
+  function label(prefix, code) {
+    const key = prefix + code;
+    return Object.prototype.hasOwnProperty.call(words, key) ? words[key] : String(code);
+  }
   const fmt = new Intl.DateTimeFormat("sv-SE", { timeZone: tz, year: "numeric", month: "2-digit", day: "2-digit",
     hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
 
@@ -43,10 +49,10 @@ const GT = (() => {
   }
   function timeText(iso) { return iso ? fmt.format(new Date(iso)).replace(",", "") : "–"; }
   function age(seconds) {
-    if (seconds === null || seconds === undefined) { return "never"; }
-    if (seconds < 90) { return `${Math.round(seconds)} s ago`; }
-    if (seconds < 5400) { return `${Math.round(seconds / 60)} min ago`; }
-    return `${(seconds / 3600).toFixed(1)} h ago`;
+    if (seconds === null || seconds === undefined) { return t("page.age.never"); }
+    if (seconds < 90) { return t("page.age.s", { n: Math.round(seconds) }); }
+    if (seconds < 5400) { return t("page.age.min", { n: Math.round(seconds / 60) }); }
+    return t("page.age.h", { n: (seconds / 3600).toFixed(1) });
   }
   function num(v, digits, unit) {
     if (v === null || v === undefined) { return "–"; }
@@ -74,7 +80,7 @@ const GT = (() => {
       if (connected) { banner.hidden = true; return; }
       banner.hidden = false;
       const secs = Math.round((Date.now() - lastUpdate) / 1000);
-      banner.textContent = `Disconnected: last update ${secs} s ago. Reconnecting…`;
+      banner.textContent = t("page.disconnected", { s: secs });
     }
     function open() {
       source = new EventSource(url);
@@ -118,5 +124,5 @@ const GT = (() => {
       tick(); setInterval(tick, 1000);
     }
   });
-  return { api, time, timeText, age, num, eur, el, stream, tz, t };
+  return { api, time, timeText, age, num, eur, el, stream, tz, t, label };
 })();

@@ -20,15 +20,17 @@ document.addEventListener("DOMContentLoaded", () => {
   // A clip in words, in the user's language; the rule's own reason (or its id) from an older service.
   function clipWords(c) { return c.text || (c.why ? `${c.why} (${c.rule})` : c.rule); }
 
+  // A zone without a name reads as the catalogue counts zones, in the user's language.
+  function zoneLabel(z) { return z.label === `Zone ${z.index + 1}` ? t("zone", { n: z.index + 1 }) : z.label; }
+
   function zoneTile(z) {
     const tile = GT.el("article", "tile");
     tile.dataset.zone = String(z.index);
     const inBand = z.in_band === null ? "unknown" : z.in_band ? "in" : (z.moisture_vwc < z.band_low_vwc ? "dry" : "wet");
     tile.classList.add("band-" + inBand);
     if (z.valve_failed) { tile.classList.add("failed"); }
-    // A zone without a name reads as the catalogue counts zones, in the user's language.
-    const title = z.label === `Zone ${z.index + 1}` ? t("zone", { n: z.index + 1 }) : z.label;
-    const head = GT.el("header"); head.append(GT.el("h3", "", title), GT.el("span", "muted", z.soil));
+    const title = zoneLabel(z);
+    const head = GT.el("header"); head.append(GT.el("h3", "", title), GT.el("span", "muted", GT.label("soil.", z.soil)));
     const big = GT.el("div", "big");
     big.append(GT.el("span", "value moisture", z.moisture_vwc === null ? "–" : (100 * z.moisture_vwc).toFixed(1)), GT.el("span", "unit", "% VWC"));
     const band = GT.el("div", "band");
@@ -41,7 +43,8 @@ document.addEventListener("DOMContentLoaded", () => {
     const probes = GT.el("ul", "probes");
     z.probes_vwc.forEach((p, i) => {
       const st = z.probe_status[i] || "–";
-      const li = GT.el("li", "probe-" + st, t("tile.probe", { n: i + 1, value: p === null ? t("tile.no_reading") : (100 * p).toFixed(1) + " %", status: st }));
+      const li = GT.el("li", "probe-" + st, t("tile.probe", { n: i + 1, value: p === null ? t("tile.no_reading") : (100 * p).toFixed(1) + " %",
+        status: GT.label("badge.probe.", st) }));
       probes.append(li);
     });
     const valve = GT.el("div", "valve");
@@ -62,8 +65,8 @@ document.addEventListener("DOMContentLoaded", () => {
     state = s;
     $("gh-name").textContent = s.name;
     const mode = s.estop_latched ? "estop" : s.mode;
-    $("mode-badge").className = "badge mode-" + mode; $("mode-badge").textContent = s.estop_latched ? "E-STOP" : s.mode;
-    $("edge-badge").className = "badge edge-" + s.edge; $("edge-badge").textContent = "edge " + s.edge;
+    $("mode-badge").className = "badge mode-" + mode; $("mode-badge").textContent = s.estop_latched ? t("badge.estop") : GT.label("badge.mode.", s.mode);
+    $("edge-badge").className = "badge edge-" + s.edge; $("edge-badge").textContent = t("badge.edge", { state: GT.label("badge.edge.", s.edge) });
     const age = $("tel-age"); age.textContent = GT.age(s.telemetry_age_s); age.title = s.last_telemetry_at || "";
     age.className = s.telemetry_age_s === null || s.telemetry_age_s > 120 ? "stale" : "";
     $("policy").textContent = s.policy_version;
@@ -95,9 +98,10 @@ document.addEventListener("DOMContentLoaded", () => {
       [t("kv.dli"), GT.num(cr.dli_today_mol_m2, 2, "mol/m²")], [t("kv.lamp_hours"), GT.num(cr.lamp_hours_today, 1, "h")],
       [t("kv.lai"), GT.num(cr.lai, 2, "")], [t("kv.fruit"), GT.num(cr.fruit_load_g_m2, 0, "g/m²")],
       [t("kv.yield"), GT.num(cr.yield_kg_m2, 3, "kg/m²")]]);
-    const old = (v) => (v === null ? "" : `, ${GT.num(v / 60, 0, "min")} old`);
+    const old = (v) => (v === null ? "" : ", " + t("page.gh.min_old", { n: (v / 60).toFixed(0) }));
     const cheapest = o.price_eur_mwh.indexOf(Math.min(...o.price_eur_mwh));
-    kv($("outlook"), [[t("kv.weather"), o.weather_source + old(o.weather_age_s)], [t("kv.prices"), o.price_source + old(o.price_age_s)],
+    kv($("outlook"), [[t("kv.weather"), GT.label("page.source.", o.weather_source) + old(o.weather_age_s)],
+      [t("kv.prices"), GT.label("page.source.", o.price_source) + old(o.price_age_s)],
       [t("kv.price_now"), GT.num(o.price_eur_mwh[0], 0, "EUR/MWh")],
       [t("kv.cheapest"), `+${cheapest} h: ${GT.num(o.price_eur_mwh[cheapest], 0, "EUR/MWh")}`],
       [t("kv.published"), `${o.price_published.reduce((x, y) => x + y, 0)} / 24`],
@@ -109,43 +113,50 @@ document.addEventListener("DOMContentLoaded", () => {
 
   // ---- today's economics and the outlook -------------------------------------------------------
   function moneyTile(key, label, value, unit, sub, estimated) {
-    const t = GT.el("div", "money-tile" + (estimated ? " estimated" : ""));
-    t.dataset.key = key;
+    const tile = GT.el("div", "money-tile" + (estimated ? " estimated" : ""));
+    tile.dataset.key = key;
     const v = GT.el("div", "money-value"); v.append(GT.el("b", "value", value));
     if (unit) { v.append(GT.el("span", "unit", unit)); }
-    if (estimated) { v.append(GT.el("span", "est", "est.")); }
-    t.append(GT.el("div", "money-label", label), v);
-    if (sub) { t.append(GT.el("div", "muted money-sub", sub)); }
-    return t;
+    if (estimated) { v.append(GT.el("span", "est", t("page.gh.est"))); }
+    tile.append(GT.el("div", "money-label", label), v);
+    if (sub) { tile.append(GT.el("div", "muted money-sub", sub)); }
+    return tile;
   }
   function renderEconomics(e) {
     const box = $("economics");
-    if (!e) { box.replaceChildren(GT.el("p", "muted", "no telemetry yet today")); $("econ-day").textContent = ""; return; }
+    if (!e) { box.replaceChildren(GT.el("p", "muted", t("page.gh.econ_none"))); $("econ-day").textContent = ""; return; }
     $("econ-day").textContent = e.day;
     const est = (k) => e.estimated.includes(k);
-    const tariff = { recorded: "", tariff: " (tariff)", mixed: " (partly tariff)" }[e.price_source] ?? "";
+    const tariff = tariffNote(e.price_source);
     box.replaceChildren(
-      moneyTile("dli", "DLI so far", e.dli_mol_m2.toFixed(1), "mol/m²", "PAR at the canopy, lamps included"),
-      moneyTile("lights", "Lights today", e.lights_hours.toFixed(1), "h", `${e.lamp_kwh.toFixed(0)} kWh`),
-      moneyTile("energy", "Energy cost", GT.eur(e.energy_cost_eur), "", `${e.lamp_kwh.toFixed(0)} kWh at ${e.lamp_price_eur_mwh.toFixed(0)} €/MWh${tariff}`),
-      moneyTile("water", "Water cost", GT.eur(e.water_cost_eur), "", `${e.water_l.toFixed(0)} L at ${e.water_price_eur_m3.toFixed(2)} €/m³`),
-      moneyTile("yield", "Yield today", e.yield_kg === null ? "–" : e.yield_kg.toFixed(1), "kg",
-        e.revenue_eur === null ? "no trend data yet" : `worth ${GT.eur(e.revenue_eur)} at ${e.fruit_price_eur_kg.toFixed(2)} €/kg`, est("yield_kg")),
-      moneyTile("profit", "Profit today", GT.eur(e.profit_eur), "", "revenue less energy and water", est("profit_eur")));
+      moneyTile("dli", t("page.gh.dli"), e.dli_mol_m2.toFixed(1), "mol/m²", t("page.gh.dli_sub")),
+      moneyTile("lights", t("page.gh.lights"), e.lights_hours.toFixed(1), "h", `${e.lamp_kwh.toFixed(0)} kWh`),
+      moneyTile("energy", t("page.gh.energy_cost"), GT.eur(e.energy_cost_eur), "",
+        t("page.gh.energy_sub", { kwh: e.lamp_kwh.toFixed(0), price: e.lamp_price_eur_mwh.toFixed(0) }) + tariff),
+      moneyTile("water", t("page.gh.water_cost"), GT.eur(e.water_cost_eur), "",
+        t("page.gh.water_sub", { litres: e.water_l.toFixed(0), price: e.water_price_eur_m3.toFixed(2) })),
+      moneyTile("yield", t("page.gh.yield"), e.yield_kg === null ? "–" : e.yield_kg.toFixed(1), "kg",
+        e.revenue_eur === null ? t("page.gh.no_trend") : t("page.gh.worth", { eur: GT.eur(e.revenue_eur), price: e.fruit_price_eur_kg.toFixed(2) }), est("yield_kg")),
+      moneyTile("profit", t("page.gh.profit"), GT.eur(e.profit_eur), "", t("page.gh.profit_sub"), est("profit_eur")));
+  }
+  // Where the tariff stood in for a price no decision recorded: said after the figure it affects.
+  function tariffNote(source) {
+    if (source === "tariff") { return " " + t("page.gh.tariff"); }
+    return source === "mixed" ? " " + t("page.gh.partly_tariff") : "";
   }
   let outlookKey = null;
   function renderOutlook(o) {
-    if (!o) { $("outlook-note").textContent = "no decision yet"; return; }
+    if (!o) { $("outlook-note").textContent = t("page.gh.no_decision"); return; }
     const key = JSON.stringify([o.hours[0], o.price_eur_mwh, o.temp_c, o.solar_w_m2, o.published]);
     if (key === outlookKey) { return; }
     outlookKey = key;
     const published = o.published.filter(Boolean).length;
-    $("outlook-note").textContent = published === o.published.length ? "prices published"
-      : `${published} of ${o.published.length} prices published, the rest forecast`;
-    const x = o.hours.map((t) => new Date(t).getTime() / 1000);
-    chart("chart-outlook", "Price, outside temperature and sun ahead", [{},
-      { label: "price €/MWh", stroke: "#7c3aed", width: 2, paths: uPlot.paths.stepped({ align: 1 }) },
-      { label: "outside °C", stroke: "#dc2626" }, { label: "sun ÷10 W/m²", stroke: "#d97706" }],
+    $("outlook-note").textContent = published === o.published.length ? t("page.gh.prices_published")
+      : t("page.gh.prices_partly", { n: published, total: o.published.length });
+    const x = o.hours.map((ts) => new Date(ts).getTime() / 1000);
+    chart("chart-outlook", t("page.gh.chart.outlook"), [{},
+      { label: t("page.gh.chart.price"), stroke: "#7c3aed", width: 2, paths: uPlot.paths.stepped({ align: 1 }) },
+      { label: t("page.gh.chart.outside"), stroke: "#dc2626" }, { label: t("page.gh.chart.sun"), stroke: "#d97706" }],
       [x, o.price_eur_mwh, o.temp_c, o.solar_w_m2.map((v) => v === null ? null : v / 10)], "");
   }
 
@@ -159,12 +170,12 @@ document.addEventListener("DOMContentLoaded", () => {
       const tr = GT.el("tr"); const when = GT.el("td"); GT.time(when, d.ts);
       // Sentences in the user's language from the API; the stored codes stay on hover.
       const cmd = GT.el("td", "command", d.command_text);
-      cmd.title = `valves ${d.valves.join("")} · pump ${d.pump_pct.toFixed(0)} % · light ${d.light_pct.toFixed(0)} %`;
+      cmd.title = t("page.gh.command_codes", { valves: d.valves.join(""), pump: d.pump_pct.toFixed(0), light: d.light_pct.toFixed(0) });
       const why = GT.el("td", "why");
       const ol = GT.el("ol"); d.explanation_text.forEach((s) => ol.append(GT.el("li", "", s))); why.append(ol);
       const cl = GT.el("td", d.clips_text.length ? "clip-cell" : "");
       if (d.clips_text.length) { const ul = GT.el("ul"); d.clips_text.forEach((s) => ul.append(GT.el("li", "", s))); cl.append(ul); } else { cl.textContent = "–"; }
-      tr.append(when, GT.el("td", "mono", d.actor), cmd, GT.el("td", "", (100 * d.confidence).toFixed(0) + " %"), why, cl, GT.el("td", "", d.ack_status || "–"));
+      tr.append(when, GT.el("td", "mono", d.actor), cmd, GT.el("td", "", (100 * d.confidence).toFixed(0) + " %"), why, cl, GT.el("td", "", d.ack_status ? GT.label("badge.ack.", d.ack_status) : "–"));
       body.append(tr);
     }
     if (state) { $("zones").replaceChildren(...state.zones.map(zoneTile)); }
@@ -176,28 +187,29 @@ document.addEventListener("DOMContentLoaded", () => {
     const host = $(id);
     const width = Math.max(300, host.clientWidth || 600);
     if (charts[id]) { charts[id].destroy(); }
+    series[0] = { label: t("col.time") };  // uPlot's own legend says "Time" otherwise
     charts[id] = new uPlot({ title, width, height: 220, series, axes: [{}, { label: yLabel }],
       scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), GT.tz) }, data, host);
   }
   const palette = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2", "#4d7c0f", "#be185d"];
   async function loadHistory() {
     const h = await GT.api("GET", `/api/greenhouses/${gh}/history?hours=${hours}&points=${hours > 24 ? 336 : 288}`);
-    const x = h.ts.map((t) => new Date(t).getTime() / 1000);
+    const x = h.ts.map((ts) => new Date(ts).getTime() / 1000);
     const pct = (arr) => arr.map((v) => v === null ? null : 100 * v);
     const lo = Math.min(...h.band_low_vwc), hi = Math.max(...h.band_high_vwc);
     const mSeries = [{}], mData = [x];
-    h.moisture_vwc.forEach((s, i) => { mSeries.push({ label: h.zone_labels[i], stroke: palette[i % palette.length], width: 1.5 }); mData.push(pct(s)); });
-    mSeries.push({ label: "band low", stroke: "#64748b", dash: [6, 4] }, { label: "band high", stroke: "#64748b", dash: [6, 4] });
+    h.moisture_vwc.forEach((s, i) => { mSeries.push({ label: zoneLabel({ label: h.zone_labels[i], index: i }), stroke: palette[i % palette.length], width: 1.5 }); mData.push(pct(s)); });
+    mSeries.push({ label: t("page.gh.chart.band_low"), stroke: "#64748b", dash: [6, 4] }, { label: t("page.gh.chart.band_high"), stroke: "#64748b", dash: [6, 4] });
     mData.push(x.map(() => 100 * lo), x.map(() => 100 * hi));
-    chart("chart-moisture", "Soil moisture (% VWC) with the target band", mSeries, mData, "% VWC");
-    chart("chart-water", "Irrigation and lights", [{}, { label: "flow L/min", stroke: "#2563eb", width: 1.5 },
-      { label: "pump %", stroke: "#0891b2" }, { label: "lights %", stroke: "#d97706" }], [x, h.flow_l_min, h.pump_pct, h.light_pct], "");
-    chart("chart-climate", "Climate", [{}, { label: "air °C", stroke: "#dc2626", width: 1.5 }, { label: "RH %", stroke: "#2563eb" },
-      { label: "PAR ÷10 µmol/m²/s", stroke: "#16a34a" }], [x, h.air_temp_c, h.air_rh_pct, h.par_umol_m2_s.map((v) => v === null ? null : v / 10)], "");
+    chart("chart-moisture", t("page.gh.chart.moisture"), mSeries, mData, "% VWC");
+    chart("chart-water", t("page.gh.chart.water"), [{}, { label: t("page.gh.chart.flow"), stroke: "#2563eb", width: 1.5 },
+      { label: t("page.gh.chart.pump"), stroke: "#0891b2" }, { label: t("page.gh.chart.lights"), stroke: "#d97706" }], [x, h.flow_l_min, h.pump_pct, h.light_pct], "");
+    chart("chart-climate", t("gh.climate"), [{}, { label: t("page.gh.chart.air"), stroke: "#dc2626", width: 1.5 }, { label: t("page.gh.chart.rh"), stroke: "#2563eb" },
+      { label: t("page.gh.chart.par"), stroke: "#16a34a" }], [x, h.air_temp_c, h.air_rh_pct, h.par_umol_m2_s.map((v) => v === null ? null : v / 10)], "");
     // Marked where no decision recorded the price of its hour and the tariff's stands in.
-    const priceTitle = `Electricity price${{ tariff: " (tariff)", mixed: " (partly tariff)" }[h.price_source] ?? ""} and lights`;
-    chart("chart-price", priceTitle, [{}, { label: "price €/MWh", stroke: "#7c3aed", width: 1.5 },
-      { label: "lights %", stroke: "#d97706" }], [x, h.price_eur_mwh, h.light_pct], "");
+    const priceTitle = t("page.gh.chart.price_title", { tariff: tariffNote(h.price_source) });
+    chart("chart-price", priceTitle, [{}, { label: t("page.gh.chart.price"), stroke: "#7c3aed", width: 1.5 },
+      { label: t("page.gh.chart.lights"), stroke: "#d97706" }], [x, h.price_eur_mwh, h.light_pct], "");
   }
   document.querySelectorAll("[data-hours]").forEach((b) => b.addEventListener("click", () => {
     hours = Number(b.dataset.hours);
@@ -217,14 +229,14 @@ document.addEventListener("DOMContentLoaded", () => {
       const box = $("manual-valves");
       s.zones.forEach((z) => {
         const label = GT.el("label", "switch"); const input = GT.el("input"); input.type = "checkbox"; input.id = `valve-${z.index}`;
-        label.append(input, GT.el("span", "", ` ${z.label}`)); box.append(label);
+        label.append(input, GT.el("span", "", ` ${zoneLabel(z)}`)); box.append(label);
       });
       manualBuilt = true;
     }
   }
   function reason() {
     const r = $("reason").value.trim();
-    if (r.length < 3) { msg("Give a reason (at least 3 characters): it is recorded in the audit trail.", true); $("reason").focus(); return null; }
+    if (r.length < 3) { msg(t("page.need_reason"), true); $("reason").focus(); return null; }
     return r;
   }
   function manualAction(fromForm) {
@@ -239,7 +251,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const r = reason(); if (!r) { return; }
     const body = { mode, reason: r };
     if (mode === "manual") { body.manual_action = action; }
-    try { await GT.api("POST", `/api/greenhouses/${gh}/mode`, body); msg(`Mode ${mode} set; the next decision applies it.`); }
+    try { await GT.api("POST", `/api/greenhouses/${gh}/mode`, body); msg(t("page.gh.mode_set", { mode: GT.label("badge.mode.", mode) })); }
     catch (e) { msg(e.message, true); }
   }
   if (operator) {
@@ -260,7 +272,7 @@ document.addEventListener("DOMContentLoaded", () => {
       const r = $("estop-reason").value.trim();
       if (r.length < 3) { return; }
       dialog.close();
-      try { await GT.api("POST", `/api/greenhouses/${gh}/estop`, { reason: r }); msg("E-stop latched."); } catch (e) { msg(e.message, true); }
+      try { await GT.api("POST", `/api/greenhouses/${gh}/estop`, { reason: r }); msg(t("page.gh.estop_done")); } catch (e) { msg(e.message, true); }
     });
     $("reset-form").addEventListener("submit", async (ev) => {
       ev.preventDefault();
@@ -270,7 +282,7 @@ document.addEventListener("DOMContentLoaded", () => {
       try {
         await GT.api("POST", `/api/greenhouses/${gh}/estop/reset`, { reason: r, mode });
         $("reset-reason").value = "";
-        msg(mode === "auto" ? "E-stop reset: the policy controls again." : "E-stop reset: manual, everything off until you act.");
+        msg(t(mode === "auto" ? "page.gh.reset_auto_done" : "page.gh.reset_manual_done"));
       }
       catch (e) { msg(e.message, true); }
     });
@@ -294,8 +306,8 @@ document.addEventListener("DOMContentLoaded", () => {
     });
     GT.api("GET", `/api/greenhouses/${gh}/audit-status`).then((a) => {
       const el = $("audit-status");
-      el.textContent = a.ok ? `verified, ${a.records_checked} records (checked ${GT.timeText(a.checked_at)})`
-        : `BROKEN at record ${a.first_bad_seq}: ${a.reason}`;
+      el.textContent = a.ok ? t("page.gh.audit_ok", { n: a.records_checked, time: GT.timeText(a.checked_at) })
+        : t("page.gh.audit_broken", { seq: a.first_bad_seq, reason: a.reason });
       el.className = a.ok ? "ok-text" : "bad-text";
     }).catch((e) => { $("audit-status").textContent = e.message; });
   }

@@ -7,6 +7,7 @@
   if (!root) { return; }
   const gh = root.dataset.gh;
   const $ = (id) => document.getElementById(id);
+  const t = GT.t;
   const palette = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2", "#4d7c0f", "#be185d"];
   let plot = null;
   let shown = null;
@@ -16,44 +17,51 @@
 
   function draw(f) {
     const host = $("chart-forecast");
-    const x = f.times.map((t) => new Date(t).getTime() / 1000);
-    const series = [{}];
+    const x = f.times.map((ts) => new Date(ts).getTime() / 1000);
+    const series = [{ label: t("col.time") }];  // uPlot's own legend says "Time" otherwise
     const data = [x];
     const [base, other] = f.variants;
     base.moisture_vwc.forEach((m, i) => {
-      series.push({ label: `Zone ${i + 1}`, stroke: palette[i % palette.length], width: 2 });
+      series.push({ label: t("zone", { n: i + 1 }), stroke: palette[i % palette.length], width: 2 });
       data.push(m.map((v) => 100 * v));
     });
     other.moisture_vwc.forEach((m, i) => {
-      series.push({ label: `Zone ${i + 1} (${other.name.replace("_", " ")})`, stroke: palette[i % palette.length], dash: [6, 4], width: 1 });
+      series.push({ label: t("page.forecast.series_other", { zone: t("zone", { n: i + 1 }), variant: variantName(other) }), stroke: palette[i % palette.length], dash: [6, 4], width: 1 });
       data.push(m.map((v) => 100 * v));
     });
     base.bands.forEach((b, i) => {
-      series.push({ label: `band Zone ${i + 1}`, stroke: "#9ca3af", dash: [2, 4], width: 1, show: i === 0 });
+      series.push({ label: t("page.forecast.series_band", { zone: t("zone", { n: i + 1 }) }), stroke: "#9ca3af", dash: [2, 4], width: 1, show: i === 0 });
       data.push(x.map(() => 100 * b[0]));
     });
     const width = Math.max(300, host.clientWidth || 600);
     if (plot) { plot.destroy(); }
-    plot = new uPlot({ title: "Predicted moisture per zone (% VWC): forecast solid, what-if dashed", width, height: 240,
+    plot = new uPlot({ title: t("page.forecast.chart"), width, height: 240,
       series, axes: [{}, { label: "% VWC" }], scales: { x: { time: true } },
       tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), GT.tz) }, data, host);
   }
 
+  // A variant as people name it: the forecast, the form's what-if, or the lamps run another way.
+  function variantName(v) {
+    if (v.name === "forecast") { return t("page.forecast.name.forecast"); }
+    if (v.name === "what_if") { return t("page.forecast.name.what_if"); }
+    return t(v.lamps === "rule" ? "page.forecast.name.lamps_rule" : "page.forecast.name.lamps_policy");
+  }
+
   function totals(f) {
     const [a, b] = f.variants;
-    $("fc-name-0").textContent = "forecast";
-    $("fc-name-1").textContent = b.name === "what_if" ? "what-if" : b.lamps === "rule" ? "lamps as the rule runs them" : "lamps as the policy runs them";
+    $("fc-name-0").textContent = t("page.forecast.name.forecast");
+    $("fc-name-1").textContent = variantName(b);
     const rows = [
-      ["Water", (v) => GT.num(v.totals.water_l, 0, "L")],
-      ["Lamp hours", (v) => GT.num(v.totals.lamp_hours, 1, "h")],
-      ["Energy", (v) => GT.num(v.totals.energy_kwh, 0, "kWh")],
-      ["Energy cost", (v) => GT.eur(v.totals.energy_cost_eur)],
-      ["Water cost", (v) => GT.eur(v.totals.water_cost_eur)],
-      ["Fruit", (v) => GT.num(v.totals.fruit_kg, 1, "kg")],
-      ["Profit (fruit less energy and water)", (v) => GT.eur(v.totals.profit_eur)],
-      ["Hours below band (zones summed)", (v) => GT.num(v.totals.hours_dry.reduce((s, h) => s + h, 0), 1, "h")],
-      ["Hours above band (zones summed)", (v) => GT.num(v.totals.hours_wet.reduce((s, h) => s + h, 0), 1, "h")],
-      ["Bands", (v) => v.bands.map((bd) => `${pct(bd[0])}–${pct(bd[1])}`).join(", ") + " %"],
+      [t("page.forecast.row.water"), (v) => GT.num(v.totals.water_l, 0, "L")],
+      [t("page.forecast.row.lamp_hours"), (v) => GT.num(v.totals.lamp_hours, 1, "h")],
+      [t("page.forecast.row.energy"), (v) => GT.num(v.totals.energy_kwh, 0, "kWh")],
+      [t("page.forecast.row.energy_cost"), (v) => GT.eur(v.totals.energy_cost_eur)],
+      [t("page.forecast.row.water_cost"), (v) => GT.eur(v.totals.water_cost_eur)],
+      [t("page.forecast.row.fruit"), (v) => GT.num(v.totals.fruit_kg, 1, "kg")],
+      [t("page.forecast.row.profit"), (v) => GT.eur(v.totals.profit_eur)],
+      [t("page.forecast.row.hours_dry"), (v) => GT.num(v.totals.hours_dry.reduce((s, h) => s + h, 0), 1, "h")],
+      [t("page.forecast.row.hours_wet"), (v) => GT.num(v.totals.hours_wet.reduce((s, h) => s + h, 0), 1, "h")],
+      [t("page.forecast.row.bands"), (v) => v.bands.map((bd) => `${pct(bd[0])}–${pct(bd[1])}`).join(", ") + " %"],
     ];
     const body = document.querySelector("#forecast-totals tbody");
     body.replaceChildren(...rows.map(([label, f2]) => {
@@ -63,22 +71,25 @@
     }));
   }
 
-  function render(f, note) {
+  function render(f, kind) {
     shown = f;
     draw(f);
     totals(f);
-    const t = GT.timeText(f.issued);
-    $("forecast-note").textContent = `${note} from ${t} (greenhouse clock), policy ${f.policy_version}, computed in ${f.compute_s.toFixed(1)} s`;
+    $("forecast-note").textContent = t("page.forecast.note", { kind: t("page.forecast.kind." + kind), time: GT.timeText(f.issued),
+      policy: f.policy_version, seconds: f.compute_s.toFixed(1) });
     $("forecast-note").title = f.issued;
   }
 
-  function renderError(t) {
+  function renderError(track) {
     const p = $("forecast-error");
-    if (!t || !t.samples) { return; }
-    const leads = t.by_lead.filter((b) => b.samples).map((b) => `${b.from_h}–${b.to_h} h ahead ${b.mae_pct_vwc.toFixed(2)}`).join(", ");
-    let text = `Forecast error (moisture, predicted vs estimated, mean absolute): ${t.mae_pct_vwc.toFixed(2)} % VWC over ${t.samples} checks (${leads}); bias ${t.bias_pct_vwc >= 0 ? "+" : ""}${t.bias_pct_vwc.toFixed(2)} % VWC.`;
-    if (t.water && t.water.predicted_l !== null) {
-      text += ` Water since ${GT.timeText(t.water.issued)}: planned ${t.water.predicted_l.toFixed(0)} L, metered ${t.water.metered_l.toFixed(0)} L.`;
+    if (!track || !track.samples) { return; }
+    const leads = track.by_lead.filter((b) => b.samples)
+      .map((b) => t("page.forecast.lead", { from_h: b.from_h, to_h: b.to_h, mae: b.mae_pct_vwc.toFixed(2) })).join(", ");
+    let text = t("page.forecast.error", { mae: track.mae_pct_vwc.toFixed(2), n: track.samples, leads,
+      bias: (track.bias_pct_vwc >= 0 ? "+" : "") + track.bias_pct_vwc.toFixed(2) });
+    if (track.water && track.water.predicted_l !== null) {
+      text += " " + t("page.forecast.water", { time: GT.timeText(track.water.issued),
+        planned: track.water.predicted_l.toFixed(0), metered: track.water.metered_l.toFixed(0) });
     }
     p.textContent = text;
   }
@@ -87,8 +98,8 @@
     const s = await GT.api("GET", `/api/greenhouses/${gh}/forecast`).catch(() => null);
     if (!s) { return; }
     renderError(s.tracking);
-    if (!s.forecast) { $("forecast-note").textContent = s.why || "no forecast yet"; return; }
-    if (whatIf === null) { render(s.forecast, "Forecast"); }
+    if (!s.forecast) { $("forecast-note").textContent = s.why || t("page.forecast.none_yet"); return; }
+    if (whatIf === null) { render(s.forecast, "forecast"); }
     else if (s.state !== "ok") { $("forecast-note").textContent = s.why; }
   }
 
@@ -96,7 +107,7 @@
     const sel = $("whatif-zone");
     if (!shown || sel.options.length > 1) { return; }
     shown.variants[0].bands.forEach((b, i) => {
-      const o = GT.el("option", "", `Zone ${i + 1}`); o.value = String(i); sel.append(o);
+      const o = GT.el("option", "", t("zone", { n: i + 1 })); o.value = String(i); sel.append(o);
     });
   }
 
@@ -116,13 +127,13 @@
       body.zones = [{ index: Number(zone), target_low_vwc: Number($("whatif-low").value) / 100,
         target_high_vwc: Number($("whatif-high").value) / 100 }];
     }
-    $("whatif-msg").textContent = "The twin is running the what-if…";
+    $("whatif-msg").textContent = t("page.forecast.running");
     $("whatif-msg").classList.remove("error");
     try {
       const f = await GT.api("POST", `/api/greenhouses/${gh}/forecast/what-if`, body);
       whatIf = f;
-      render(f, "What-if");
-      $("whatif-msg").textContent = "What-if shown beside the forecast (dashed); nothing was changed.";
+      render(f, "what_if");
+      $("whatif-msg").textContent = t("page.forecast.shown");
     } catch (e) {
       $("whatif-msg").textContent = e.message;
       $("whatif-msg").classList.add("error");

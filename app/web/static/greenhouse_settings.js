@@ -5,6 +5,7 @@ document.addEventListener("DOMContentLoaded", () => {
   const gh = document.getElementById("gh").dataset.gh;
   const $ = (id) => document.getElementById(id);
   const say = (text, bad) => { $("settings-msg").textContent = text; $("settings-msg").className = "msg" + (bad ? " bad-text" : ""); };
+  const t = GT.t;
   const pct = (v) => Math.round(v * 1000) / 10;  // m3/m3 -> % VWC, one decimal
   let current = null;
 
@@ -17,7 +18,7 @@ document.addEventListener("DOMContentLoaded", () => {
 
   function render(s) {
     current = s;
-    $("settings-version").textContent = `version ${s.version}`;
+    $("settings-version").textContent = t("page.settings.version", { version: s.version });
     $("set-name").value = s.name;
     $("set-lamps").checked = s.lamps_ours;
     $("set-lamp-hours").max = String(s.lamp_hours_max);
@@ -27,13 +28,17 @@ document.addEventListener("DOMContentLoaded", () => {
     for (const z of s.zones) {
       const tr = GT.el("tr"); tr.dataset.zone = String(z.index);
       const soil = GT.el("select");
-      for (const name of ["sand", "loam", "clay"]) { const o = GT.el("option", "", name); o.selected = name === z.soil; soil.append(o); }
+      for (const name of ["sand", "loam", "clay"]) {
+        const o = GT.el("option", "", GT.label("soil.", name)); o.value = name; o.selected = name === z.soil; soil.append(o);
+      }
       soil.dataset.field = "soil";
-      const name = input("text", z.name || "", { maxlength: 200, placeholder: `Zone ${z.index + 1}` }); name.dataset.field = "name";
+      const name = input("text", z.name || "", { maxlength: 200, placeholder: t("zone", { n: z.index + 1 }) }); name.dataset.field = "name";
       const low = input("number", pct(z.target_low_vwc), { min: 0.1, max: pct(z.band_high_max_vwc), step: 0.1 }); low.dataset.field = "low";
       const high = input("number", pct(z.target_high_vwc), { min: 0.1, max: pct(z.band_high_max_vwc), step: 0.1 }); high.dataset.field = "high";
       const cap = input("number", z.daily_water_cap_l, { min: 1, max: z.water_cap_max_l, step: "any" }); cap.dataset.field = "cap";
-      tr.append(GT.el("th", "", z.label), cell(name), cell(soil), cell(low), cell(high), cell(cap));
+      // An unnamed zone reads as the catalogue counts zones; a name is the agronomist's own words.
+      const label = z.label === `Zone ${z.index + 1}` ? t("zone", { n: z.index + 1 }) : z.label;
+      tr.append(GT.el("th", "", label), cell(name), cell(soil), cell(low), cell(high), cell(cap));
       body.append(tr);
     }
   }
@@ -63,11 +68,11 @@ document.addEventListener("DOMContentLoaded", () => {
   $("settings-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const body = patch();
-    if (body.reason.length < 3) { say("Give a reason (at least 3 characters): it is recorded in the audit trail.", true); $("set-reason").focus(); return; }
+    if (body.reason.length < 3) { say(t("page.need_reason"), true); $("set-reason").focus(); return; }
     try {
       const s = await GT.api("PATCH", `/api/greenhouses/${gh}/settings`, body);
       const n = Object.keys(s.changed).length;
-      say(n ? `Saved as version ${s.version} (${n} change${n > 1 ? "s" : ""}); the next decision uses it.` : "Nothing changed.");
+      say(n === 0 ? t("page.settings.nothing") : t(n > 1 ? "page.settings.saved_many" : "page.settings.saved_one", { version: s.version, n }));
       $("set-reason").value = "";
       render(s);
     } catch (e) { say(e.message, true); }

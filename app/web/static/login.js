@@ -10,7 +10,8 @@ document.addEventListener("DOMContentLoaded", () => {
       headers: { "Content-Type": "application/json", "Accept": "application/json" }, body: JSON.stringify(body) });
     if (r.ok) { location.href = form.dataset.next || "/"; return; }
     const data = await r.json().catch(() => ({}));
-    error.textContent = r.status === 401 ? "Wrong user name or password." : (data.detail || `Login failed (${r.status}).`);
+    // The page's words in the reader's language come with the form (login.js loads no catalogue).
+    error.textContent = r.status === 401 ? form.dataset.wrong : (data.detail || form.dataset.failed.replace("{status}", String(r.status)));
     error.hidden = false;
   });
 });

@@ -2,8 +2,8 @@
 document.addEventListener("DOMContentLoaded", () => {
   const body = document.querySelector("#overview tbody");
   function modeBadge(row) {
-    const b = GT.el("span", "badge mode-" + (row.estop_latched ? "estop" : row.mode), row.estop_latched ? "E-STOP" : row.mode);
-    return b;
+    return GT.el("span", "badge mode-" + (row.estop_latched ? "estop" : row.mode),
+      row.estop_latched ? GT.t("badge.estop") : GT.label("badge.mode.", row.mode));
   }
   function render(rows) {
     body.replaceChildren();
@@ -14,8 +14,8 @@ document.addEventListener("DOMContentLoaded", () => {
       if (row.name !== row.id) { name.append(GT.el("small", "muted", " " + row.id)); }
       const mode = GT.el("td"); mode.append(modeBadge(row));
       const alarms = GT.el("td"); alarms.append(GT.el("span", "badge " + (row.alarms_unacknowledged ? "bad" : "ok"),
-        row.alarms_unacknowledged ? `${row.alarms_unacknowledged} open` : "none"));
-      const edge = GT.el("td"); edge.append(GT.el("span", "badge edge-" + row.edge, row.edge));
+        row.alarms_unacknowledged ? GT.t("badge.alarms_open", { n: row.alarms_unacknowledged }) : GT.t("badge.alarms_none")));
+      const edge = GT.el("td"); edge.append(GT.el("span", "badge edge-" + row.edge, GT.label("badge.edge.", row.edge)));
       const tel = GT.el("td", "tel-age"); tel.textContent = GT.age(row.telemetry_age_s);
       if (row.last_telemetry_at) { tel.title = row.last_telemetry_at; }
       if (row.telemetry_age_s === null || row.telemetry_age_s > 120) { tel.classList.add("stale"); }
@@ -26,9 +26,9 @@ document.addEventListener("DOMContentLoaded", () => {
       bar.append(fill); water.append(bar); fill.style.width = pct + "%";
       const band = GT.el("td", "", row.time_in_band_pct === null ? "–" : row.time_in_band_pct.toFixed(1) + " %");
       const e = row.economics;
-      const yld = GT.el("td", "yield", e && e.yield_kg !== null ? `${e.yield_kg.toFixed(1)} kg est.` : "–");
-      const profit = GT.el("td", "profit", e && e.profit_eur !== null ? `${GT.eur(e.profit_eur)} est.` : "–");
-      if (e) { profit.title = `energy ${GT.eur(e.energy_cost_eur)}, water ${GT.eur(e.water_cost_eur)}`; }
+      const yld = GT.el("td", "yield", e && e.yield_kg !== null ? GT.t("page.est", { value: `${e.yield_kg.toFixed(1)} kg` }) : "–");
+      const profit = GT.el("td", "profit", e && e.profit_eur !== null ? GT.t("page.est", { value: GT.eur(e.profit_eur) }) : "–");
+      if (e) { profit.title = GT.t("page.overview.costs", { energy: GT.eur(e.energy_cost_eur), water: GT.eur(e.water_cost_eur) }); }
       const pol = GT.el("td", "mono", row.policy_version);
       tr.append(name, mode, alarms, edge, tel, water, band, yld, profit, pol);
       body.append(tr);

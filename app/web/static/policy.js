@@ -3,6 +3,7 @@
 "use strict";
 document.addEventListener("DOMContentLoaded", async () => {
   const msg = document.getElementById("policy-msg");
+  const t = GT.t;
   const fixed = (v, d) => (v === null || v === undefined ? "–" : v.toFixed(d));
   try {
     const p = await GT.api("GET", "/api/policy");
@@ -22,10 +23,11 @@ document.addEventListener("DOMContentLoaded", async () => {
     const last = p.last_retrain;
     if (last) {
       document.getElementById("retrain-last").textContent =
-        `Run ${last.id}: ${last.status}` + (last.candidate ? ` (candidate ${last.candidate})` : "") +
+        t("page.policy.retrain_run", { id: last.id, status: last.status }) +
+        (last.candidate ? " " + t("page.policy.candidate", { candidate: last.candidate }) : "") +
         (last.reason ? ` — ${last.reason}` : "");
     }
-    if (!p.ensemble) { msg.textContent = p.problem || "No ensemble."; return; }
+    if (!p.ensemble) { msg.textContent = p.problem || t("page.policy.no_ensemble"); return; }
     const e = p.ensemble;
     document.getElementById("ens-version").textContent = e.policy_version;
     GT.time(document.getElementById("ens-created"), e.created_at);
