@@ -271,3 +271,9 @@ def run_keygen(args: argparse.Namespace) -> int:
     print(f"wrote {folder / KEYRING_FILE} (key {keyring.current_key_id}) and {folder / SIGNING_KEY_FILE}; "
           f"set GREENTWIN_AUDIT_KEY={folder / KEYRING_FILE} and GREENTWIN_AUDIT_SIGNING_KEY={folder / SIGNING_KEY_FILE}")
     return EXIT_OK
+
+
+def main(args: argparse.Namespace) -> int:
+    """``greentwin audit SUBCOMMAND``."""
+    runs = {"verify": run_verify, "keygen": run_keygen, "baseline-access": run_baseline_access, "purge": run_purge}
+    return runs[args.audit_command](args)

@@ -136,3 +136,11 @@ def run_init(args: argparse.Namespace) -> int:
     print(f"wrote {len(written)} files under {state.resolve()} (owner-only); "
           f"load the settings from {env_file} (systemd EnvironmentFile=, or `set -a; . {env_file}`)")
     return EXIT_OK
+
+
+def run_settings(args: argparse.Namespace) -> int:
+    """``greentwin settings``: the settings table of deploy/README.md, from the settings themselves."""
+    from app.core.settings_doc import settings_markdown
+
+    print(settings_markdown(), end="")
+    return 0
