@@ -117,6 +117,8 @@ class DecisionPublic(BaseModel):
         "why, as sentences in the caller's language: who decided, the top factors with labels and units"))
     command_text: str = Field("", description="the command in words, e.g. 'Zone 2 open, others closed; pump 40 %; lamps on'")
     clips_text: list[str] = Field(default_factory=list, description="each safety clip as a sentence")
+    alarms_text: list[str] = Field(default_factory=list, description=(
+        "each of ``alarms`` in words (a held reading, an alarm kind's title), in the caller's language"))
 
 
 class EconomicsToday(BaseModel):

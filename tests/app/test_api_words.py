@@ -22,6 +22,7 @@ from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
 from app.models import Decision
+from app.services.greenhouses import add_greenhouse
 from audit.wording import LANGUAGES, has
 
 SECRET = "words-api-secret-" + "5e1a7c3b" * 4
@@ -54,6 +55,7 @@ ROWS = [
          rules_fired=[{"rule": None}, {"actuator": "valve[7]", "before": "open"}], estimate={"price_eur_mwh": "x"}),
     _row(4, actor="watchdog", explanation={"error": "explanation failed: ValueError"},
          rules_fired=[{"rule": "pump.needs_open_valve", "actuator": "pump", "before": math.inf, "after": 0.0}]),
+    _row(5, explanation={"alarms": ["held:co2", "outlook_prices:stale", 7], "low_confidence": False}),
 ]
 
 
@@ -63,7 +65,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     root: Path = tmp_path_factory.mktemp("words")
     url = f"sqlite:///{root / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, GH, zones=3, soil="loam")
+    add_greenhouse(url, GH, zones=3, soil="loam")
     engine = make_engine(url)
     sessions = make_session_factory(engine)
     with sessions() as session:
@@ -137,11 +139,24 @@ def test_decisions_carry_their_sentences_in_the_callers_language(client: TestCli
 def test_recent_decisions_put_each_clip_beside_its_actuator(client: TestClient, lang: Any) -> None:
     lang("zh-Hans")
     recent = {d["seq"]: d for d in client.get(f"/api/greenhouses/{GH}/recent-decisions").json()}
-    assert set(recent) == {1, 2, 3, 4}  # odd rows are shown, not a 500
+    assert set(recent) == {1, 2, 3, 4, 5}  # odd rows are shown, not a 500
     clip = recent[1]["clips"][0]
     assert clip["actuator"] == "valve[0]" and clip["text"] == recent[1]["clips_text"][0]
     assert recent[4]["clips"][0]["text"].startswith("水泵关闭")
     assert recent[1]["command_text"].startswith("2号区（north bed）开启")
+
+
+def test_what_a_decision_was_made_without_reads_as_words(client: TestClient, lang: Any) -> None:
+    """A held reading and a stale outlook, recorded as codes, read as the alarm list and the report say them;
+    the codes stay beside the words, and an odd entry is shown as it is rather than failing the list."""
+    row = {d["seq"]: d for d in client.get(f"/api/greenhouses/{GH}/recent-decisions").json()}[5]
+    assert row["alarms"] == ["held:co2", "outlook_prices:stale", "7"]
+    assert row["alarms_text"] == ["CO₂ held at its last reading (the sensor gave none)",
+                                  describe("outlook_prices:stale").title, "7"]
+    assert {d["seq"]: d for d in client.get(f"/api/greenhouses/{GH}/recent-decisions").json()}[1]["alarms_text"] == []
+    lang("zh-Hans")
+    row = {d["seq"]: d for d in client.get(f"/api/greenhouses/{GH}/decisions").json()}[5]
+    assert all(CJK.search(s) for s in row["alarms_text"][:2]) and "held" not in "".join(row["alarms_text"])
 
 
 def test_alarm_kinds_and_the_page_follow_the_language(client: TestClient, lang: Any) -> None:

@@ -124,6 +124,7 @@ class DecisionRow(BaseModel):
     explanation_text: list[str] = Field(description="why, as sentences in the caller's language (GET/PATCH /api/me)")
     command_text: str = Field(description="the command in words: zones by name open or closed, pump and lamps")
     clips_text: list[str] = Field(description="each safety clip as a sentence, in the order applied")
+    alarms_text: list[str] = Field(description="each alarm the decision recorded, in words")
 
 
 class ModeChangeRow(BaseModel):

@@ -173,6 +173,8 @@ document.addEventListener("DOMContentLoaded", () => {
       cmd.title = t("page.gh.command_codes", { valves: d.valves.join(""), pump: d.pump_pct.toFixed(0), light: d.light_pct.toFixed(0) });
       const why = GT.el("td", "why");
       const ol = GT.el("ol"); d.explanation_text.forEach((s) => ol.append(GT.el("li", "", s))); why.append(ol);
+      // What the decision was made without (a held reading, a stale outlook), in words; codes on hover.
+      if (d.alarms_text.length) { const note = GT.el("p", "meta", d.alarms_text.join("; ")); note.title = d.alarms.join(", "); why.append(note); }
       const cl = GT.el("td", d.clips_text.length ? "clip-cell" : "");
       if (d.clips_text.length) { const ul = GT.el("ul"); d.clips_text.forEach((s) => ul.append(GT.el("li", "", s))); cl.append(ul); } else { cl.textContent = "–"; }
       tr.append(when, GT.el("td", "mono", d.actor), cmd, GT.el("td", "", (100 * d.confidence).toFixed(0) + " %"), why, cl, GT.el("td", "", d.ack_status ? GT.label("badge.ack.", d.ack_status) : "–"));
