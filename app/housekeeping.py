@@ -17,7 +17,7 @@ from app.alarms.watch import ProcessAlarms
 from app.dispatch import Dispatcher
 from app.intake import Intake
 from app.metrics import Metrics
-from app.outlook_feed import OutlookFeed
+from app.outlook.feed import OutlookFeed
 from app.snapshots import SnapshotStore
 from app.writer import WriterProcess
 from control import GreenhouseController

@@ -2,42 +2,63 @@
 
 Every ``GREENTWIN_POLICY_POLL_S`` the watcher reads the promoted version; when it changed, it
 loads that ensemble for every zone count the service controls (off the event loop), then, on the
-loop between two batches, gives every controller the new proposer and journals a ``policy_swap``
-record per greenhouse it holds (from and to version, who promoted it), sealed in that greenhouse's
-chain by the writer, which explains later decisions with the new ensemble. A version that cannot be
-loaded leaves every greenhouse on the ensemble it has and raises an alarm per greenhouse, once
-per version; the service never stops over it.
+loop between two batches, the fleet gives every controller the new proposer and journals a
+``policy_swap`` record per greenhouse it holds (:mod:`app.policy_swap`), and the proposers in force
+(:mod:`app.proposers`) and the writer's configuration follow. A version that cannot be loaded leaves
+every greenhouse on the ensemble it has and raises an alarm per greenhouse, once per version; the
+service never stops over it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+from sqlalchemy.orm import Session, sessionmaker
 
 from app import registry
-from app.writer import Job
-from control import Proposer, load_proposer
-
-if TYPE_CHECKING:
-    from app.runtime import Runtime
+from app.policy_swap import PolicySwap
+from app.proposers import ProposerCache
 
 log = logging.getLogger(__name__)
 
 
-class PolicyWatcher:
-    """Polls the registry for one runtime and swaps its ensembles."""
+class Fleet(Protocol):
+    """The greenhouses a swap concerns (:class:`app.policy_swap.FleetSwap` in the service)."""
 
-    def __init__(self, runtime: Runtime, poll_s: float,
-                 loader: Callable[[Path, int], Proposer] = load_proposer) -> None:
-        self.runtime = runtime
+    def zone_counts(self) -> Iterable[int]:
+        """The zone counts a new ensemble must be loaded for."""
+        ...
+
+    def alarm_all(self, kind: str) -> None:
+        """One alarm per greenhouse."""
+        ...
+
+    async def apply(self, swap: PolicySwap) -> int:
+        """Hand every controller its new proposer between two batches and journal the switch;
+        returns how many greenhouses journaled one."""
+        ...
+
+
+class PolicyWatcher:
+    """Polls the registry and swaps the ensembles in force."""
+
+    def __init__(self, sessions: sessionmaker[Session], configured: Path, proposers: ProposerCache, fleet: Fleet,
+                 *, poll_s: float, on_swapped: Callable[[Path], None] | None = None) -> None:
+        self.sessions = sessions
+        self.configured = Path(configured)
+        """The ensemble the settings name: the registry adopts it when empty, and it serves when
+        the promoted one cannot be loaded at start."""
+        self.proposers = proposers
+        self.fleet = fleet
         self.poll_s = poll_s
-        self.loader = loader
+        self.on_swapped = on_swapped
+        """Told the new directory after each swap (the writer's configuration: a restarted writer
+        explains with the ensemble in force)."""
         self.version: str | None = None
         """The registry version the service runs (None before the first successful read)."""
         self.failed: set[str] = set()
@@ -47,39 +68,29 @@ class PolicyWatcher:
     def adopt(self) -> registry.VersionInfo | None:
         """At start: the promoted version (the registry adopts the configured ensemble when empty);
         None when the registry cannot be read, and the configured ensemble serves meanwhile."""
-        rt = self.runtime
         try:
-            info = registry.ensure_seeded(rt.sessions, Path(rt.settings.policy_dir))
+            info = registry.ensure_seeded(self.sessions, self.configured)
         except Exception as exc:  # noqa: BLE001 - an old schema or a database hiccup must not stop the start
             log.warning("policy registry unreadable at start (%s): serving %s", exc.__class__.__name__,
-                        rt.settings.policy_dir)
+                        self.configured)
             return None
         if info is None:
             return None
         self.version = info.version
         if (Path(info.directory) / "ensemble.json").exists():
-            rt.policy_dir = Path(info.directory)
+            self.proposers.point_at(Path(info.directory))
         else:
             log.error("promoted policy %s has no ensemble at %s: serving %s until the next promotion",
-                      info.version, info.directory, rt.policy_dir)
+                      info.version, info.directory, self.proposers.directory)
         return info
 
-    def load_at_start(self, zones: int) -> Proposer:
-        """The ensemble in force for ``zones``; a promoted one that cannot be loaded gives way to the
-        configured one (and is not retried until another version is promoted)."""
-        rt = self.runtime
-        try:
-            return self.loader(rt.policy_dir, zones)
-        except Exception as exc:
-            configured = Path(rt.settings.policy_dir)
-            if rt.policy_dir == configured:
-                raise
-            log.error("promoted policy %s at %s not loadable (%s: %s): serving %s", self.version, rt.policy_dir,
-                      exc.__class__.__name__, exc, configured)
-            if self.version is not None:
-                self.failed.add(self.version)
-            rt.policy_dir = configured
-            return self.loader(configured, zones)
+    def fell_back(self, directory: Path, exc: Exception) -> None:
+        """The promoted ensemble at ``directory`` failed to load at start and the configured one
+        serves: that version is not retried until another is promoted."""
+        log.error("promoted policy %s at %s not loadable (%s: %s): serving %s", self.version, directory,
+                  exc.__class__.__name__, exc, self.configured)
+        if self.version is not None:
+            self.failed.add(self.version)
 
     async def run(self) -> None:
         while True:
@@ -89,18 +100,17 @@ class PolicyWatcher:
 
     async def check(self) -> bool:
         """One poll: True when the service swapped to a newly promoted version."""
-        rt = self.runtime
         try:
-            info = await asyncio.to_thread(registry.promoted, rt.sessions)
+            info = await asyncio.to_thread(registry.promoted, self.sessions)
         except Exception as exc:  # noqa: BLE001 - the next poll tries again
             log.warning("policy registry unreadable (%s); keeping %s", exc.__class__.__name__, self.version)
             return False
         if info is None or info.version == self.version or info.version in self.failed:
             return False
         directory = Path(info.directory)
-        zones = sorted({ctl.z for ctl in rt.controllers.values()})
+        zones = sorted(self.fleet.zone_counts())
         try:
-            fresh = await asyncio.to_thread(lambda: {z: self.loader(directory, z) for z in zones})
+            fresh = await asyncio.to_thread(self.proposers.load, directory, zones)
             wrong = [p.policy_version for p in fresh.values() if p.policy_version != info.version]
             if wrong:
                 raise ValueError(f"{directory} holds {wrong[0]}, the registry says {info.version}")
@@ -108,34 +118,16 @@ class PolicyWatcher:
             self.failed.add(info.version)
             log.error("policy %s promoted but not loadable (%s: %s): keeping %s", info.version,
                       exc.__class__.__name__, exc, self.version)
-            for gh in sorted(rt.controllers):
-                rt.dispatch.alarm(gh, f"policy_load_failed:{info.version}")
+            self.fleet.alarm_all(f"policy_load_failed:{info.version}")
             return False
-        while rt.intake.in_flight:  # a batch proposes with one ensemble and finishes with the same
-            await asyncio.sleep(0.005)
-        self._swap(info, directory, fresh)
-        return True
-
-    def _swap(self, info: registry.VersionInfo, directory: Path, fresh: dict[int, Proposer]) -> None:
-        """On the event loop, between batches: every controller at once, each switch journaled."""
-        rt = self.runtime
         before = self.version
-        now = datetime.now(UTC)
-        entries = []
-        for gh, ctl in sorted(rt.controllers.items()):
-            old = ctl.proposer.policy_version
-            ctl.proposer = fresh[ctl.z]
-            if not rt.dispatch.may_command(gh):  # its lease holder seals the switch in its chain
-                continue
-            payload = {"from_version": old, "to_version": info.version, "registry_from": before,
-                       "directory": str(directory), "promoted_by": info.promoted_by, "note": info.note}
-            entries.append(Job.policy_swap(gh, now, payload, f"registry:{info.promoted_by or 'unknown'}").entry())
-        rt.replace_proposers(directory, fresh)
-        if entries:
-            rt.writer.appended(rt.journal.append(entries))
-        if rt.writer.cfg is not None:  # a restarted writer explains with the ensemble in force
-            rt.writer.cfg = dataclasses.replace(rt.writer.cfg, policy_dir=directory)
+        journaled = await self.fleet.apply(PolicySwap(info, directory, fresh, before))
+        # No await from here on: the controllers, the proposers in force and the writer switch together.
+        self.proposers.swap(directory, fresh)
+        if self.on_swapped is not None:
+            self.on_swapped(directory)
         self.version = info.version
         self.swaps += 1
         log.warning("policy swapped %s -> %s on %d greenhouses (promoted by %s)", before, info.version,
-                    len(entries), info.promoted_by)
+                    journaled, info.promoted_by)
+        return True

@@ -46,9 +46,11 @@ from app.loop_calls import call_on_loop, running_loop
 from app.metrics import Metrics
 from app.mqtt.admission import RateLimit
 from app.mqtt.bridge import MqttBridge
-from app.outlook_feed import OutlookFeed
+from app.outlook.feed import OutlookFeed
+from app.policy_swap import FleetSwap
 from app.policy_watch import PolicyWatcher
 from app.private_files import private_dir
+from app.proposers import ProposerCache
 from app.recorder import DecisionRecorder
 from app.settings_watch import SettingsWatch
 from app.snapshots import SnapshotStore
@@ -87,10 +89,9 @@ class Runtime:
         self.metrics.audit_unsealed.set_function(lambda: self.writer.audit_pending)
         self.metrics.audit_last_seal.set_function(lambda: self.writer.audit_last_seal_at or 0.0)
         self.limits = limits or SafetyLimits.default()
-        self._proposer = proposer
-        self._proposers: dict[int, Proposer] = {}
-        self.policy_dir = Path(settings.policy_dir)  # the ensemble in force (the registry's, app.policy_watch)
-        self.policy_watch = PolicyWatcher(self, settings.policy_poll_s)
+        configured = Path(settings.policy_dir)
+        self.proposers = ProposerCache(configured, fixed=proposer, fallback=configured,
+                                       on_fallback=lambda d, exc: self.policy_watch.fell_back(d, exc))
         self.settings_watch = SettingsWatch(self, settings.settings_poll_s)
         """New registrations and settings changes, live (:mod:`app.settings_watch`)."""
         self.controllers: dict[str, GreenhouseController] = {}
@@ -100,10 +101,13 @@ class Runtime:
         self.bridge: MqttBridge | None = None
         self.dispatch = Dispatcher(self.controllers, self.journal, self.writer, self.snapshots, self.metrics)
         self.outlook = outlook or OutlookFeed.from_settings(settings)
-        """The site's weather and prices, shared by every greenhouse's decisions (:mod:`app.outlook_feed`)."""
+        """The site's weather and prices, shared by every greenhouse's decisions (:mod:`app.outlook.feed`)."""
         self.intake = Intake(self.controllers, self.dispatch.emit, max_batch, max_waiting=settings.inbox_per_greenhouse,
                              on_shed=self._on_shed, outlook=self.outlook.for_decisions)
         self._shed_alarmed: dict[str, float] = {}
+        self.policy_watch = PolicyWatcher(sessions, configured, self.proposers, FleetSwap(
+            self.controllers, self.intake, self.dispatch, self.journal, self.writer),
+            poll_s=settings.policy_poll_s, on_swapped=self.writer.follow_policy)
         self.housekeeping = Housekeeping(self.controllers, self.intake, self.dispatch, self.writer, self.snapshots,
                                          self.metrics, outlook=self.outlook, sessions=sessions)
         holder = settings.replica_id or default_holder(self.state_dir)
@@ -137,20 +141,17 @@ class Runtime:
         return self.intake.decided
 
     # ---- set-up ----------------------------------------------------------------------------
+    @property
+    def policy_dir(self) -> Path:
+        """The policy directory in force."""
+        return self.proposers.directory
+
     def proposer_for(self, zones: int) -> Proposer:
         """One proposer per zone count, shared by its greenhouses: their batches share one forward."""
-        if self._proposer is not None:
-            return self._proposer
-        if zones not in self._proposers:
-            self._proposers[zones] = self.policy_watch.load_at_start(zones)
-        return self._proposers[zones]
-
-    def replace_proposers(self, directory: Path, proposers: dict[int, Proposer]) -> None:
-        """A promoted ensemble swapped in (the watcher has handed it to the controllers)."""
-        self.policy_dir, self._proposers = directory, dict(proposers)
+        return self.proposers.get(zones)
 
     def load_greenhouses(self) -> None:
-        if self._proposer is None:
+        if self.proposers.fixed is None:
             self.policy_watch.adopt()
         self.controllers.update(build_controllers(self.sessions, self.settings, self.limits, self.proposer_for,
                                                   self.snapshots))
@@ -167,8 +168,8 @@ class Runtime:
             store = self.audit.store
             keys = (store.keyring.to_json(), store.signer.to_pem())  # the same keys, rebuilt in the writer
         return WriterConfig(database_url=url, spool_path=self.recorder.spool_path, journal=self.journal.folder,
-                            policy_dir=self.policy_dir,
-                            proposer=None if self._proposer is None else pickle.dumps(self._proposer),
+                            policy_dir=self.proposers.directory,
+                            proposer=None if self.proposers.fixed is None else pickle.dumps(self.proposers.fixed),
                             audit_keys=keys, resume=self.writer_resume, zones=tuple(sorted({c.z for c in self.controllers.values()})))
 
     async def start(self) -> None:
@@ -208,7 +209,7 @@ class Runtime:
         self._tasks.append(asyncio.create_task(self.keeper.run()))
         self._tasks.append(asyncio.create_task(self.outlook.run()))
         self._tasks.append(asyncio.create_task(self.settings_watch.run()))
-        if self._proposer is None:
+        if self.proposers.fixed is None:
             self._tasks.append(asyncio.create_task(self.policy_watch.run()))
         # Everything loaded so far (libraries, models, controllers) lives as long as the service: a
         # full garbage collection would walk all of it (~0.3 M objects, hundreds of ms, every so

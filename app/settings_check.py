@@ -13,7 +13,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from app.cli.db import SOIL_DEFAULTS
+from app.services.greenhouses import SOIL_DEFAULTS
 from audit.labels import zone_label
 from control.records import ZoneSetup
 from control.setup import GreenhouseSetup, per_zone

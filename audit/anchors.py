@@ -35,8 +35,9 @@ ANCHOR_FILE_NAME = "audit-anchors.jsonl"
 def anchor_line(cp: SignedCheckpoint, key_id: str) -> dict[str, Any]:
     """The JSON object of one exported head (also what is posted to an anchoring URL); ``key_id`` is
     the id of the key that signed it."""
-    return {"type": CHECKPOINT_TYPE, "greenhouse_id": cp.greenhouse_id, "seq": cp.seq, "head_hash": cp.head_hash,
-            "ts": cp.ts, "key_id": key_id, "signature": base64.b64encode(cp.signature).decode()}
+    return {"type": CHECKPOINT_TYPE, "greenhouse_id": cp.greenhouse_id, "seq": cp.seq,
+            "head_hash": cp.head_hash, "ts": cp.ts, "key_id": key_id,
+            "signature": base64.b64encode(cp.signature).decode()}
 
 
 def sign_heads(signer: Signer, heads: Iterable[tuple[str, int, str]],
@@ -51,7 +52,8 @@ def append_anchors(path: Path, checkpoints: list[SignedCheckpoint], key_id: str)
     if not checkpoints:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = "".join(json.dumps(anchor_line(cp, key_id), separators=(",", ":")) + "\n" for cp in checkpoints).encode()
+    data = "".join(json.dumps(anchor_line(cp, key_id), separators=(",", ":")) + "\n"
+                   for cp in checkpoints).encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         end = os.fstat(fd).st_size
@@ -94,8 +96,9 @@ def read_anchors(path: Path, public_keys: Ed25519PublicKey | Sequence[Ed25519Pub
                 problems.append(f"{path.name} line {n}: not an anchor ({exc})")
                 continue
             if key_id is not None and str(key_id) not in by_id:
-                problems.append(f"{path.name} line {n}: signed by key {str(key_id)[:16]!r}, neither the signing "
-                                f"key nor a retired one ({cp.greenhouse_id} seq {cp.seq})")
+                problems.append(f"{path.name} line {n}: signed by key {str(key_id)[:16]!r}, "
+                                f"neither the signing key nor a retired one "
+                                f"({cp.greenhouse_id} seq {cp.seq})")
                 continue
             key = keys if key_id is None else by_id[str(key_id)]
             if not verify_signature(key, cp.signature, cp.message()):
@@ -121,7 +124,8 @@ class AnchorCheck:
 
     def describe(self) -> str:
         if self.ok:
-            return f"ok   {self.greenhouse_id}: holds the head anchored at {self.anchored_at} (seq {self.seq})"
+            return (f"ok   {self.greenhouse_id}: holds the head anchored at {self.anchored_at} "
+                    f"(seq {self.seq})")
         return f"FAIL {self.greenhouse_id}: {self.problem} (anchored at {self.anchored_at})"
 
 

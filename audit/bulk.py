@@ -122,7 +122,8 @@ class _SqliteExecutemany(BulkWriter):
     def __init__(self, dialect: Dialect) -> None:
         prep = dialect.identifier_preparer
         self._sql = (f"INSERT INTO {prep.format_table(AuditRecord.__table__)} "
-                     f"({', '.join(prep.quote(c) for c in _COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})")
+                     f"({', '.join(prep.quote(c) for c in _COLUMNS)}) "
+                     f"VALUES ({', '.join('?' * len(_COLUMNS))})")
         to_db = AuditRecord.__table__.c.ts_at.type.dialect_impl(dialect).bind_processor(dialect)
 
         def processed(ts: str) -> Any:

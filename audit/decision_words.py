@@ -70,9 +70,11 @@ def factor_text(factor: Any, lang: str = DEFAULT_LANGUAGE, zone_names: Sequence[
     feature, unit = factor["feature"], _str(factor.get("unit"))
     base = feature.split("[", 1)[0]
     share = finite(factor.get("share_pct"))
-    words = {"feature": feature_name(feature, lang, zone_names), "share": "–" if share is None else _pct(share),
+    words = {"feature": feature_name(feature, lang, zone_names),
+             "share": "–" if share is None else _pct(share),
              "value": feature_value(feature, factor.get("value"), unit, lang)}
-    value, low, high = finite(factor.get("value")), finite(factor.get("band_low")), finite(factor.get("band_high"))
+    value = finite(factor.get("value"))
+    low, high = finite(factor.get("band_low")), finite(factor.get("band_high"))
     if base in _NO_VALUE_FEATURES:
         return text("explain.factor_share", lang, **words)
     if base == "moisture" and value is not None and low is not None and high is not None:
@@ -82,8 +84,8 @@ def factor_text(factor: Any, lang: str = DEFAULT_LANGUAGE, zone_names: Sequence[
     if value is None or delta is None or delta == 0:
         return text("explain.factor_plain", lang, **words)
     reference = feature_value(feature, value - delta, unit, lang)
-    return text("explain.factor", lang, direction=text("explain.above" if delta > 0 else "explain.below", lang),
-                reference=reference, **words)
+    direction = text("explain.above" if delta > 0 else "explain.below", lang)
+    return text("explain.factor", lang, direction=direction, reference=reference, **words)
 
 
 def _actor_sentence(actor: str, confidence: float | None, lang: str) -> str:
@@ -95,7 +97,8 @@ def _actor_sentence(actor: str, confidence: float | None, lang: str) -> str:
     if actor in fixed:
         return text(fixed[actor], lang)
     if actor == "expert:low_confidence":
-        return text("explain.low_confidence", lang, confidence="–" if confidence is None else _pct(100 * confidence))
+        return text("explain.low_confidence", lang,
+                    confidence="–" if confidence is None else _pct(100 * confidence))
     return ""
 
 
@@ -114,7 +117,8 @@ def _lamp_sentence(estimate: Any, clipped: Any, lang: str) -> str:
     if not on and price >= even:
         return text("explain.lamps_off", lang, **words)
     # Lamps against the price's verdict: a safety rule, the dark period or the lamp budget decided it.
-    return text("explain.lamps_price", lang, state=text("value.on" if on else "value.off", lang), price=words["price"])
+    return text("explain.lamps_price", lang, state=text("value.on" if on else "value.off", lang),
+                price=words["price"])
 
 
 _SETTING_FIELD = re.compile(r"zones\[(\d+)\]\.(\w+)")
@@ -153,11 +157,13 @@ def _settings_sentence(estimate: Any, lang: str, zone_names: Sequence[object] = 
     if not isinstance(change, Mapping):
         return ""
     changed = change.get("changed")
-    fields = text("list.sep", lang).join(_setting_change(_str(k), v, lang, zone_names) for k, v in changed.items()) \
+    fields = text("list.sep", lang).join(_setting_change(_str(k), v, lang, zone_names)
+                                         for k, v in changed.items()) \
         if isinstance(changed, Mapping) else ""
     version = change.get("version")
     return text("explain.settings_change", lang, version=str(version) if type(version) is int else "?",
-                actor=_str(change.get("actor", "?")), reason=_str(change.get("reason", "")), fields=fields or "–")
+                actor=_str(change.get("actor", "?")), reason=_str(change.get("reason", "")),
+                fields=fields or "–")
 
 
 @_never_raise(list)
@@ -198,7 +204,8 @@ def command_text(clipped: Any, lang: str = DEFAULT_LANGUAGE, zone_names: Sequenc
             parts.append(text("command.all_closed", lang))
     pump = finite(clipped.get("pump_pct"))
     if pump is not None:
-        parts.append(text("command.pump_off", lang) if pump <= 0 else text("command.pump", lang, pct=_pct(pump)))
+        parts.append(text("command.pump_off", lang) if pump <= 0
+                     else text("command.pump", lang, pct=_pct(pump)))
     light = finite(clipped.get("light_pct"))
     if light is not None:
         parts.append(text("command.lamps_off", lang) if light <= 0 else text("command.lamps_on", lang)
@@ -241,13 +248,15 @@ def clip_text(firing: Any, lang: str = DEFAULT_LANGUAGE, zone_names: Sequence[ob
         reason = text("clip.detail", lang, text=reason, detail=why)
     name = actuator_name(actuator, lang, zone_names) if actuator else "–"
     if "before" in firing or "after" in firing:
-        return _capital(text("clip", lang, actuator=name, before=_setting(actuator, firing.get("before"), lang),
+        return _capital(text("clip", lang, actuator=name,
+                             before=_setting(actuator, firing.get("before"), lang),
                              after=_setting(actuator, firing.get("after"), lang), reason=reason))
     return _capital(text("clip.changed", lang, actuator=name, reason=reason))
 
 
 @_never_raise(list)
-def clips_text(rules_fired: Any, lang: str = DEFAULT_LANGUAGE, zone_names: Sequence[object] = ()) -> list[str]:
+def clips_text(rules_fired: Any, lang: str = DEFAULT_LANGUAGE,
+               zone_names: Sequence[object] = ()) -> list[str]:
     """Every clip of a decision as a sentence, in the order the clipper applied them."""
     if not isinstance(rules_fired, list):
         return []
@@ -263,11 +272,11 @@ class DecisionWords:
     clips: list[str] = field(default_factory=list)
 
 
-def decision_words(*, explanation: Any = None, clipped: Any = None, rules_fired: Any = None, actor: object = "",
-                   confidence: object = None, estimate: Any = None, lang: str = DEFAULT_LANGUAGE,
-                   zone_names: Sequence[object] = ()) -> DecisionWords:
+def decision_words(*, explanation: Any = None, clipped: Any = None, rules_fired: Any = None,
+                   actor: object = "", confidence: object = None, estimate: Any = None,
+                   lang: str = DEFAULT_LANGUAGE, zone_names: Sequence[object] = ()) -> DecisionWords:
     """All of a stored decision in sentences, from its columns as stored."""
     return DecisionWords(
-        explanation_text(explanation, lang, actor=actor, confidence=confidence, estimate=estimate, clipped=clipped,
-                         zone_names=zone_names),
+        explanation_text(explanation, lang, actor=actor, confidence=confidence, estimate=estimate,
+                         clipped=clipped, zone_names=zone_names),
         command_text(clipped, lang, zone_names), clips_text(rules_fired, lang, zone_names))

@@ -33,7 +33,8 @@ class AuditTamperError(AuditError):
     def _message(self) -> str:
         if self.greenhouse_id is None and self.seq is None:
             return f"audit data failed verification: {self.reason}"
-        return f"audit record greenhouse={self.greenhouse_id!r} seq={self.seq} failed verification: {self.reason}"
+        return (f"audit record greenhouse={self.greenhouse_id!r} seq={self.seq} "
+                f"failed verification: {self.reason}")
 
     def __reduce__(self) -> tuple[object, ...]:
         # Keyword-only arguments need a custom reduce to survive pickling (multiprocessing, logging queues).

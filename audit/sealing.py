@@ -97,7 +97,8 @@ def record_aad(greenhouse_id: str, seq: int, ts: str, prev_hash: str) -> bytes:
     """
     if type(seq) is int and type(greenhouse_id) is str and type(ts) is str and type(prev_hash) is str:
         enc = encode_str
-        return f'{{"greenhouse_id":{enc(greenhouse_id)},"prev_hash":{enc(prev_hash)},"seq":{seq},"ts":{enc(ts)}}}'.encode()
+        return (f'{{"greenhouse_id":{enc(greenhouse_id)},"prev_hash":{enc(prev_hash)},'
+                f'"seq":{seq},"ts":{enc(ts)}}}').encode()
     return canonical_json({"greenhouse_id": greenhouse_id, "seq": seq, "ts": ts, "prev_hash": prev_hash})
 
 
@@ -155,8 +156,8 @@ def _hashed_fields(record: SealedRecord) -> dict[str, Any]:
 def seal_entry(keyring: Keyring, entry: AuditEntry, prev_hash: str) -> SealedRecord:
     """Seal ``entry`` as the successor of the record whose hash is ``prev_hash``."""
     require_hash("prev_hash", prev_hash)
-    return _seal_fields(keyring, entry.greenhouse_id, entry.seq, entry.ts, entry.kind, entry.actor, entry.payload,
-                        prev_hash)
+    return _seal_fields(keyring, entry.greenhouse_id, entry.seq, entry.ts, entry.kind, entry.actor,
+                        entry.payload, prev_hash)
 
 
 def open_record(keyring: Keyring, record: SealedRecord) -> AuditEntry:
@@ -178,7 +179,8 @@ def _seal_fields(keyring: Keyring, greenhouse_id: str, seq: int, ts: str, kind: 
     hash is computed from the fields before the (immutable) record is built.
     """
     plaintext = canonical_json(
-        {"greenhouse_id": greenhouse_id, "seq": seq, "ts": ts, "kind": kind, "actor": actor, "payload": payload}
+        {"greenhouse_id": greenhouse_id, "seq": seq, "ts": ts, "kind": kind, "actor": actor,
+         "payload": payload}
     )
     box = seal(keyring, plaintext, record_aad(greenhouse_id, seq, ts, prev_hash))
     record_hash = _record_hash(greenhouse_id, seq, ts, kind, actor, box.key_id, box.nonce, box.ciphertext,
@@ -224,7 +226,8 @@ class AuditChain:
 
     @classmethod
     def resume(cls, greenhouse_id: str, keyring: Keyring, last: SealedRecord | Anchor | None) -> AuditChain:
-        """Continue after the newest stored record (or the anchor, if everything was purged; None: genesis)."""
+        """Continue after the newest stored record (or the anchor, if everything was purged; None:
+        genesis)."""
         if last is None:
             return cls(greenhouse_id, keyring)
         if last.greenhouse_id != greenhouse_id:
@@ -233,7 +236,8 @@ class AuditChain:
         return cls(greenhouse_id, keyring, last.seq, head_hash)
 
     def __repr__(self) -> str:
-        return f"AuditChain({self._greenhouse_id!r}, head_seq={self._head_seq}, head_hash={self._head_hash[:12]}...)"
+        return (f"AuditChain({self._greenhouse_id!r}, head_seq={self._head_seq}, "
+                f"head_hash={self._head_hash[:12]}...)")
 
     @property
     def greenhouse_id(self) -> str:
@@ -274,8 +278,8 @@ class AuditChain:
             raise TypeError("payload must be a mapping")
         require_text("kind", kind)
         require_text("actor", actor)
-        return _seal_fields(self._keyring, self._greenhouse_id, seq, coerce_ts(ts), kind, actor, dict(payload),
-                            prev_hash)
+        return _seal_fields(self._keyring, self._greenhouse_id, seq, coerce_ts(ts), kind, actor,
+                            dict(payload), prev_hash)
 
     def append(
         self, kind: str, actor: str, payload: Mapping[str, Any], *, ts: str | datetime | None = None

@@ -81,7 +81,8 @@ def generate_identity(common_name: str = DEFAULT_COMMON_NAME, *, valid_days: int
     return SigningIdentity(key, cert)
 
 
-def load_identity(key_pem: Path | str, cert_pem: Path | str, password: bytes | None = None) -> SigningIdentity:
+def load_identity(key_pem: Path | str, cert_pem: Path | str,
+                  password: bytes | None = None) -> SigningIdentity:
     """Key and certificate from PEM files; refuses anything but an EC key matching the certificate."""
     key = serialization.load_pem_private_key(Path(key_pem).read_bytes(), password=password)
     cert = load_certificate(cert_pem)

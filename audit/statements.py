@@ -73,7 +73,8 @@ def _sign(cls: type[S], signer: Signer, greenhouse_id: str, seq: int, head_hash:
     require_seq(seq, 1)
     require_hash("head_hash", head_hash)
     ts = coerce_ts(ts)
-    return cls(greenhouse_id, seq, head_hash, ts, signer.sign(_statement(cls.TYPE, greenhouse_id, seq, head_hash, ts)))
+    return cls(greenhouse_id, seq, head_hash, ts,
+               signer.sign(_statement(cls.TYPE, greenhouse_id, seq, head_hash, ts)))
 
 
 def _verify(public_key: Ed25519PublicKey, st: _Statement, what: str) -> None:

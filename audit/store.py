@@ -89,7 +89,8 @@ _RECORD_COLUMNS = (
 
 
 def _sealed(row: Sequence[Any]) -> SealedRecord:
-    """A row of ``_RECORD_COLUMNS`` as the record it stores (the columns are the record's fields, in order)."""
+    """A row of ``_RECORD_COLUMNS`` as the record it stores (the columns are the record's fields, in
+    order)."""
     return SealedRecord(*row)
 
 
@@ -134,7 +135,8 @@ class AuditStore:
     """The audit trail of every greenhouse in one database; share one instance per process.
 
     ``keyring`` seals and opens records, ``signer`` signs checkpoints and anchors (its public
-    key verifies them, and ``retired_keys`` those signed before the signing key was rotated). Thread-safe: writes to one greenhouse are serialised.
+    key verifies them, and ``retired_keys`` those signed before the signing key was rotated).
+    Thread-safe: writes to one greenhouse are serialised.
 
     ``seal_ahead=N`` seals batches longer than N records one chunk of N ahead of the write, in a
     worker thread that lives for that call only, where the database leaves the GIL free while it
@@ -207,7 +209,8 @@ class AuditStore:
         after_seq: int | None = None,
     ) -> SealedRecord:
         """Seal and store one entry (its own transaction); ``ts`` defaults to now."""
-        [record] = self.append_many(greenhouse_id, [AuditEvent(kind, actor, payload, ts)], after_seq=after_seq)
+        [record] = self.append_many(greenhouse_id, [AuditEvent(kind, actor, payload, ts)],
+                                    after_seq=after_seq)
         return record
 
     def append_many(
@@ -274,7 +277,8 @@ class AuditStore:
                 held.enter_context(self._lock(gh))
             return self._write_racing(list(todo), write, retries=self.race_retries)
 
-    def append_in(self, conn: Connection, greenhouse_id: str, events: Iterable[AuditEvent]) -> list[SealedRecord]:
+    def append_in(self, conn: Connection, greenhouse_id: str,
+                  events: Iterable[AuditEvent]) -> list[SealedRecord]:
         """Seal and insert a batch inside the caller's open transaction: it commits with the caller's
         own changes, or neither does (the caller commits or rolls back).
 
@@ -299,12 +303,14 @@ class AuditStore:
             except IntegrityError:
                 if attempt == self.race_retries or not self._moved(conn, {greenhouse_id: records[0].seq - 1}):
                     raise
-                log.info("another writer took seq %d of %s; sealing again after it", records[0].seq, greenhouse_id)
+                log.info("another writer took seq %d of %s; sealing again after it", records[0].seq,
+                         greenhouse_id)
                 continue
             return records
         raise AssertionError("unreachable")
 
-    def _write_racing(self, chain_ids: Sequence[str], write: Callable[[Connection], _T], *, retries: int) -> _T:
+    def _write_racing(self, chain_ids: Sequence[str], write: Callable[[Connection], _T], *,
+                      retries: int) -> _T:
         """Run ``write`` in a transaction of its own (the caller holds the chains' locks). When it fails,
         the cached heads are dropped (they may have moved past records that were not stored); when it
         failed on a seq another writer took, it runs again on the stored heads, up to ``retries`` times."""
@@ -454,7 +460,8 @@ class AuditStore:
         newest = (select(AuditRecord.greenhouse_id, func.max(AuditRecord.seq).label("seq"))
                   .group_by(AuditRecord.greenhouse_id).subquery())
         stmt = (select(AuditRecord.greenhouse_id, AuditRecord.seq, AuditRecord.record_hash)
-                .join(newest, (AuditRecord.greenhouse_id == newest.c.greenhouse_id) & (AuditRecord.seq == newest.c.seq))
+                .join(newest, (AuditRecord.greenhouse_id == newest.c.greenhouse_id)
+                      & (AuditRecord.seq == newest.c.seq))
                 .order_by(AuditRecord.greenhouse_id))
         with self._engine.connect() as conn:
             return [(gid, int(seq), str(h)) for gid, seq, h in conn.execute(stmt)]
@@ -467,7 +474,8 @@ class AuditStore:
         return None if row is None else _sealed(row)
 
     def latest_anchor(self, greenhouse_id: str, conn: Connection | None = None) -> Anchor | None:
-        """The newest purge anchor: verification of what remains starts from it (read on ``conn`` when given)."""
+        """The newest purge anchor: verification of what remains starts from it (read on ``conn`` when
+        given)."""
         if conn is not None:
             return self._latest_anchor(conn, greenhouse_id)
         with self._engine.connect() as own:
@@ -550,8 +558,8 @@ class AuditStore:
         when the tables compared with it were read. ``on_entry`` gets each record that passed with its
         entry; ``after`` (seq, record_hash) checks only the records after a head verified before."""
         r = self._verify_range(conn, greenhouse_id, on_entry=on_entry, after=after)
-        return GreenhouseVerifyResult(r.ok, r.records_checked, r.first_bad_seq, r.reason, r.head_seq, r.head_hash,
-                                      greenhouse_id)
+        return GreenhouseVerifyResult(r.ok, r.records_checked, r.first_bad_seq, r.reason, r.head_seq,
+                                      r.head_hash, greenhouse_id)
 
     def _verify_range(
         self,

@@ -65,7 +65,8 @@ class AuditCheckpoint(AuditBase):
     __tablename__ = "audit_checkpoint"
     __table_args__ = (
         PrimaryKeyConstraint("greenhouse_id", "kind", "seq", name="pk_audit_checkpoint"),
-        CheckConstraint(f"kind IN ({', '.join(repr(k) for k in STATEMENT_KINDS)})", name="ck_audit_checkpoint_kind"),
+        CheckConstraint(f"kind IN ({', '.join(repr(k) for k in STATEMENT_KINDS)})",
+                        name="ck_audit_checkpoint_kind"),
         CheckConstraint("seq >= 1", name="ck_audit_checkpoint_seq_pos"),
     )
 

@@ -47,7 +47,8 @@ def _envelope_matches(plaintext: bytes, record: SealedRecord) -> bool:
     which dominates verification; a False answer only means "parse and compare".
     """
     enc = encode_str
-    head = f'{{"actor":{enc(record.actor)},"greenhouse_id":{enc(record.greenhouse_id)},"kind":{enc(record.kind)},"payload":{{'
+    head = (f'{{"actor":{enc(record.actor)},"greenhouse_id":{enc(record.greenhouse_id)},'
+            f'"kind":{enc(record.kind)},"payload":{{')
     tail = f'}},"seq":{record.seq},"ts":{enc(record.ts)}}}'
     return plaintext.startswith(head.encode()) and plaintext.endswith(tail.encode())
 

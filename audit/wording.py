@@ -1,4 +1,5 @@
-"""One catalogue of the words people read: labels, units and message templates in English and Simplified Chinese.
+"""One catalogue of the words people read: labels, units and message templates in English and
+Simplified Chinese.
 
 The dashboard, the API and the signed report must name a feature, a zone, a safety rule or an alarm the
 same way, in the reader's language, so every label and sentence template lives in ``wording.json`` beside
@@ -24,7 +25,8 @@ _DATA = Path(__file__).with_name("wording.json")
 _INDEXED = re.compile(r"^([a-z][a-z0-9_]*)\[(\+?)(\d+)(h?)\]$")
 _SCALED: dict[str, tuple[float, str]] = {"m3/m3": (100.0, "m3/m3")}
 """Stored unit -> (factor, display unit): moisture is kept as a fraction and read in percent."""
-_FEATURE_UNITS: dict[str, tuple[float, str]] = {"pump_current": (100.0, "rating"), "growth_stage": (100.0, "season")}
+_FEATURE_UNITS: dict[str, tuple[float, str]] = {"pump_current": (100.0, "rating"),
+                                                 "growth_stage": (100.0, "season")}
 """Features whose stored unit is a bare ratio ("1") but which read as a percentage of something."""
 _YES_NO = frozenset({"valve_failed", "price_published", "lamps_ours"})
 
@@ -72,7 +74,8 @@ def texts(prefixes: Iterable[str], lang: str) -> dict[str, str]:
     """Every key under ``prefixes`` in ``lang`` with its placeholders unfilled: what a page's script needs
     to label itself (it fills ``{n}`` and the like as it renders)."""
     chosen, lang = tuple(prefixes), language(lang)
-    return {k: v.get(lang) or v.get(DEFAULT_LANGUAGE) or k for k, v in catalogue().items() if k.startswith(chosen)}
+    return {k: v.get(lang) or v.get(DEFAULT_LANGUAGE) or k for k, v in catalogue().items()
+            if k.startswith(chosen)}
 
 
 def number(value: float) -> str:
@@ -122,7 +125,8 @@ def zone_list(indices: Iterable[int], lang: str = DEFAULT_LANGUAGE) -> str:
 
 
 def zone_title(index: int, lang: str = DEFAULT_LANGUAGE, zone_names: Sequence[object] = ()) -> str:
-    """:func:`zone_name` with the name ``zone_names`` gives the zone, if any (settings may name some zones)."""
+    """:func:`zone_name` with the name ``zone_names`` gives the zone, if any (settings may name some
+    zones)."""
     name: object = None
     try:
         name = zone_names[index] if index >= 0 else None

@@ -163,9 +163,9 @@ def generate(cfg: dict[str, Any], conn: Any) -> None:
 
 def _register(url: str, ghs: list[str]) -> None:
     """Greenhouses as ``greentwin greenhouse add`` registers them, in one transaction."""
-    from app.cli.db import DEFAULT_DAILY_WATER_CAP_L, SOIL_DEFAULTS
     from app.core.db import make_engine, make_session_factory
     from app.models import Greenhouse, Zone
+    from app.services.greenhouses import DEFAULT_DAILY_WATER_CAP_L, SOIL_DEFAULTS
     from twin.config import DEFAULT_ZONES
 
     d = SOIL_DEFAULTS["loam"]

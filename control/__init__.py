@@ -20,9 +20,9 @@ Read in this order; each module imports only modules above it (type hints aside)
 from control.batch import DecisionBatch
 from control.controller import GreenhouseController
 from control.explain import explain_decisions
-from control.proposal import ExpertProposer, Proposer, load_proposer, propose_many
+from control.proposal import ExpertProposer, Proposer, load_proposer
 from control.records import ControlDecision, ExplainRequest, Mode, ModeEvent, ZoneSetup
 from control.step import Pending
 
 __all__ = ["ControlDecision", "DecisionBatch", "ExpertProposer", "ExplainRequest", "GreenhouseController", "Mode",
-           "ModeEvent", "Pending", "Proposer", "ZoneSetup", "explain_decisions", "load_proposer", "propose_many"]
+           "ModeEvent", "Pending", "Proposer", "ZoneSetup", "explain_decisions", "load_proposer"]

@@ -36,7 +36,9 @@ def explain_decisions(proposer: Proposer, requests: list[ExplainRequest]) -> lis
 
     if not requests:
         return []
-    ensemble: Any = proposer
+    ensemble = proposer.ensemble
+    if ensemble is None:
+        raise ValueError(f"{proposer.policy_version} is a rule: it has no members to attribute a decision to")
     out = [e.to_dict() for e in explain_many(ensemble, np.stack([r.obs for r in requests]),
                                              [r.confidence for r in requests])]
     with_history = [i for i, r in enumerate(requests) if r.history is not None]

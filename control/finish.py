@@ -91,7 +91,7 @@ def lamp_break_even(ctl: GreenhouseController, obs: np.ndarray) -> float | None:
     break-even rule (fruit a lamp MWh grows x fruit price, less the share natural light already gives).
     Recorded so a decision can say 'lamps on: 42 EUR/MWh is below the break-even of 61'; None when the
     expert lights by the clock rather than the price, or the site runs the lamps (nothing here chose them)."""
-    c0, par_sat = getattr(ctl.expert, "c0", None), getattr(ctl.expert, "par_sat", None)
+    c0, par_sat = ctl.expert.c0, ctl.expert.par_sat
     if c0 is None or not par_sat or not ctl.setup.lamps_ours:
         return None
     value = float(break_even_price(np, np.asarray(obs, np.float64)[None, :], ctl.obs_builder.spec, c0, par_sat)[0])
@@ -117,7 +117,7 @@ def finish(step: Step, choice: Choice) -> ControlDecision:
     if ctl.estop_latched:
         safe = safe_state(ctl.z)
     request = None
-    if len(choice.members) and hasattr(ctl.proposer, "members"):
+    if len(choice.members) and ctl.proposer.ensemble is not None:
         request = capture(ctl, obs, safe, choice.confidence)
     ctl.track_valves(safe, ts)
     ctl.prev_action = np.array(safe, dtype=np.float64)

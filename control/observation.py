@@ -4,7 +4,7 @@ The layout is the twin's (:class:`twin.spec.ObservationSpec`), filled from what 
 reports instead of from simulated state: moisture from the Kalman estimate, climate from the
 readings (a missing reading holds its last value and is reported as held), irrigation from the
 flow meter, the weather forecast and the day-ahead prices from the site's :class:`Outlook`
-(:mod:`app.outlook_feed`), the crop's age, its pools and today's light from the greenhouse's crop twin.
+(:mod:`app.outlook.feed`), the crop's age, its pools and today's light from the greenhouse's crop twin.
 
 Without an outlook (a controller driven alone) the forecast is flat and the price slots hold the
 configured time-of-use tariff marked unpublished, never a made-up zero that would make every lamp

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -21,19 +21,36 @@ from policy.tuning import served_expert
 from safety import safe_state, vote
 from safety.interlock import interlock_one
 
+if TYPE_CHECKING:
+    from policy.ensemble import Ensemble
+
 log = logging.getLogger(__name__)
 
 
 class Proposer(Protocol):
-    """An ensemble as the controller sees it."""
+    """An ensemble as the controller, the writer and the forecast see it.
+
+    The threshold expert serves behind the same face (:class:`ExpertProposer`), so no caller asks
+    which kind it holds: what differs is declared here.
+    """
 
     @property
     def policy_version(self) -> str:
         """The ensemble's version, as its decisions record it."""
         ...
 
+    @property
+    def ensemble(self) -> Ensemble | None:
+        """The trained members an explanation attributes a decision to; None for a rule, whose
+        decisions need no attribution (the expert)."""
+        ...
+
     def propose(self, obs: np.ndarray) -> np.ndarray:
         """(D,) observation -> (K, Z + 2) member actions."""
+        ...
+
+    def propose_many(self, obs: np.ndarray) -> np.ndarray:
+        """(N, D) observations -> (K, N, Z + 2): a micro-batch in one forward."""
         ...
 
 
@@ -43,6 +60,11 @@ class ExpertProposer:
 
     expert: ThresholdExpert
     policy_version: str = "expert"
+
+    @property
+    def ensemble(self) -> None:
+        """A rule explains itself: its decisions carry no attribution."""
+        return None
 
     def propose(self, obs: np.ndarray) -> np.ndarray:
         return np.asarray(self.expert(obs[None, :].astype(np.float32)), dtype=np.float64)
@@ -62,14 +84,6 @@ def load_proposer(policy_dir: Path, zones: int) -> Proposer:
     return ExpertProposer(served_expert(zones))
 
 
-def propose_many(proposer: Proposer, obs: np.ndarray) -> np.ndarray:
-    """(N, D) observations -> (K, N, Z + 2): one call when the proposer takes a batch (the ensemble does)."""
-    many = getattr(proposer, "propose_many", None)
-    if many is not None:
-        return np.asarray(many(obs))
-    return np.stack([np.asarray(proposer.propose(o)) for o in obs], axis=1)
-
-
 # ---- 4. proposal --------------------------------------------------------------------------------
 
 
@@ -80,7 +94,7 @@ def propose(steps: list[Step]) -> None:
         if step.ctl.wants_policy:
             groups.setdefault(id(step.ctl.proposer), []).append(step)
     for group in groups.values():
-        proposals = propose_many(group[0].ctl.proposer, np.stack([s.obs for s in group]))  # type: ignore[misc]
+        proposals = np.asarray(group[0].ctl.proposer.propose_many(np.stack([s.obs for s in group])))  # type: ignore[misc]
         for k, step in enumerate(group):
             step.members = proposals[:, k]
 

@@ -56,7 +56,8 @@ class GreenhouseState:
     failsafe: bool = False
     estop: bool = False
     held_seq: int | None = None
-    """The command whose set-points the box holds (reported as telemetry's ``cmd_seq``); None in its safe state."""
+    """The command whose set-points the box holds (reported as telemetry's ``cmd_seq``); None in its safe
+    state."""
     outcomes: OrderedDict[UUID, Outcome] = field(default_factory=OrderedDict)
     nan_zone: int | None = None
     drift_vwc: float = 0.0
@@ -121,6 +122,18 @@ class GreenhouseState:
         self.held_seq = cmd.seq
         self.applied_count += 1
         return "applied", None
+
+    def drop_link(self, seconds: float) -> None:
+        """Cut the socket without DISCONNECT (so the broker fires the will) and hold off reconnecting."""
+        delay = max(1, math.ceil(seconds))
+        self.client.reconnect_delay_set(min_delay=delay, max_delay=delay)
+        sock = self.client.socket()
+        if sock is None:
+            return
+        try:
+            sock.shutdown(2)  # socket.SHUT_RDWR: paho's thread sees the loss and reconnects after `delay`
+        except OSError as exc:
+            logger.warning("%s: could not drop the link: %s", self.gh, exc)
 
     def telemetry(self, r: dict[str, np.ndarray], i: int, action: np.ndarray, ts: datetime,
                   rated_current_a: float) -> Telemetry:

@@ -61,7 +61,8 @@ def handle(sim: PlantSim, path: str, raw: bytes) -> tuple[int, dict[str, Any]]:
             return 200, {"cleared": clear.greenhouse}
         return 404, {"error": "not found: POST /v1/faults or /v1/faults/clear"}
     except ValidationError as exc:
-        return 422, {"error": "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())}
+        return 422, {"error": "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
+                                        for e in exc.errors())}
 
 
 class FaultServer(LocalJsonServer):

@@ -25,7 +25,7 @@ import numpy as np
 
 from plantsim.http import LocalJsonServer
 from twin.weather import RAIN, RH, SOLAR, TEMP, WIND
-from twin.weather_provider import WIND_10M_TO_2M
+from twin.weather_data import WIND_10M_TO_2M
 
 if TYPE_CHECKING:
     from plantsim.sim import PlantSim
@@ -49,7 +49,9 @@ def forecast_payload(sim: PlantSim, days: int = 3) -> dict[str, Any]:
     times = [day0 + timedelta(hours=h) for h in range(24 * days)]
     b = sim.twin.backend
     year, hours = _twin_hours(sim, times)
-    rows = np.asarray(b.to_numpy(sim.twin.model.weather.at(b, b.asarray(year), b.asarray(hours))), dtype=np.float64)
+    rows = np.asarray(b.to_numpy(sim.twin.model.weather.at(b, b.asarray(year), b.asarray(hours))),
+                      dtype=np.float64)
+    wind_10m = np.clip(rows[:, WIND], 0.0, 50.0) / WIND_10M_TO_2M
     return {"latitude": 0.0, "longitude": 0.0, "utc_offset_seconds": 0, "timezone": "UTC",
             "hourly_units": {"time": "iso8601", "temperature_2m": "°C", "relative_humidity_2m": "%",
                              "shortwave_radiation": "W/m²", "wind_speed_10m": "m/s", "precipitation": "mm"},
@@ -57,7 +59,7 @@ def forecast_payload(sim: PlantSim, days: int = 3) -> dict[str, Any]:
                        "temperature_2m": np.round(rows[:, TEMP], 2).tolist(),
                        "relative_humidity_2m": np.round(np.clip(rows[:, RH], 0.0, 100.0), 1).tolist(),
                        "shortwave_radiation": np.round(np.clip(rows[:, SOLAR], 0.0, 1500.0), 1).tolist(),
-                       "wind_speed_10m": np.round(np.clip(rows[:, WIND], 0.0, 50.0) / WIND_10M_TO_2M, 2).tolist(),
+                       "wind_speed_10m": np.round(wind_10m, 2).tolist(),
                        "precipitation": np.round(np.clip(rows[:, RAIN], 0.0, 500.0), 2).tolist()}}
 
 
@@ -67,10 +69,12 @@ def prices_payload(sim: PlantSim) -> dict[str, Any]:
     times = [day0 + timedelta(hours=h) for h in range(-24, 48)]
     b = sim.twin.backend
     year, hours = _twin_hours(sim, times)
-    spot = np.asarray(b.to_numpy(sim.twin.model.prices.at(b, b.asarray(year), b.asarray(hours))), dtype=np.float64)
+    spot = np.asarray(b.to_numpy(sim.twin.model.prices.at(b, b.asarray(year), b.asarray(hours))),
+                      dtype=np.float64)
     spot = spot * float(sim.twin.params.price_scale[0])
+    clipped = np.clip(spot, -1000.0, 6000.0)
     return {"unit": "EUR/MWh", "prices": [{"start": t.isoformat(), "eur_mwh": round(float(p), 2)}
-                                          for t, p in zip(times, np.clip(spot, -1000.0, 6000.0), strict=True)]}
+                                          for t, p in zip(times, clipped, strict=True)]}
 
 
 class OutlookServer(LocalJsonServer):

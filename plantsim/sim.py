@@ -15,7 +15,6 @@ service's time-of-day features, the plant's light and the forecast agree.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 import uuid
@@ -78,10 +77,11 @@ class PlantSim:
     they never depend on wall-clock pacing.
     """
 
-    def __init__(self, url: str | MqttTarget, greenhouses: list[str], *, speed: float = 1.0, dt_s: float = 60, seed: int = 0,
-                 zones: int = DEFAULT_ZONES, clock: Callable[[], float] = time.time, start_time: datetime | None = None,
-                 twin_overrides: dict[str, Any] | None = None, tls: TlsFiles | None = None,
-                 site_timezone: str = "UTC", clock_offset_s: float = 0.0, topic_root: str = TOPIC_ROOT) -> None:
+    def __init__(self, url: str | MqttTarget, greenhouses: list[str], *, speed: float = 1.0, dt_s: float = 60,
+                 seed: int = 0, zones: int = DEFAULT_ZONES, clock: Callable[[], float] = time.time,
+                 start_time: datetime | None = None, twin_overrides: dict[str, Any] | None = None,
+                 tls: TlsFiles | None = None, site_timezone: str = "UTC", clock_offset_s: float = 0.0,
+                 topic_root: str = TOPIC_ROOT) -> None:
         if not greenhouses:
             raise ValueError("at least one greenhouse is needed")
         if len(set(greenhouses)) != len(greenhouses):
@@ -94,10 +94,11 @@ class PlantSim:
         self.dt_s = float(dt_s)
         self.zones = int(zones)
         self.target = url if isinstance(url, MqttTarget) else parse_mqtt_url(url)
-        self.twin = GreenhouseTwin(num_instances=len(greenhouses), seed=seed, zones=self.zones, dt_s=self.dt_s,
-                                   **(twin_overrides or {}))
+        self.twin = GreenhouseTwin(num_instances=len(greenhouses), seed=seed, zones=self.zones,
+                                   dt_s=self.dt_s, **(twin_overrides or {}))
         self.twin.reset()
-        self._lamps_ours_drawn = np.asarray(self.twin.backend.to_numpy(self.twin.params.lamps_ours), dtype=np.float64)
+        self._lamps_ours_drawn = np.asarray(self.twin.backend.to_numpy(self.twin.params.lamps_ours),
+                                            dtype=np.float64)
         self.rated_current_a = self.twin.config.hydraulics.pump_rated_current_a
         self.clock_offset_s = float(clock_offset_s)
         """How far this box's clock runs ahead of the real one (behind when negative): its telemetry,
@@ -115,7 +116,8 @@ class PlantSim:
         self._started = False
         self.state: dict[str, GreenhouseState] = {}
         for gh in self.greenhouses:
-            client = make_client(self.target, f"greentwin-edge-{gh}-{uuid.uuid4().hex[:6]}", status_topic(gh, self.topic_root), tls)
+            client = make_client(self.target, f"greentwin-edge-{gh}-{uuid.uuid4().hex[:6]}",
+                                 status_topic(gh, self.topic_root), tls)
             st = GreenhouseState(gh=gh, zones=self.zones, client=client)
             client.user_data_set(st)
             client.on_connect = self._on_connect
@@ -143,7 +145,8 @@ class PlantSim:
         for st in self.state.values():
             try:
                 if st.client.is_connected():
-                    st.client.publish(status_topic(st.gh, self.topic_root), b"offline", qos=QOS, retain=True).wait_for_publish(2.0)
+                    st.client.publish(status_topic(st.gh, self.topic_root), b"offline", qos=QOS,
+                                      retain=True).wait_for_publish(2.0)
             except (RuntimeError, ValueError) as exc:
                 logger.warning("%s: could not publish offline: %s", st.gh, exc)
             st.client.disconnect()
@@ -227,9 +230,11 @@ class PlantSim:
         params.start_hour[:] = b.asarray(start, dtype=b.float)
 
     def _hand_lamps_to_site(self) -> None:
-        """Instances whose last command left the lamps to the site run on its schedule (``lamps_ours`` off)."""
+        """Instances whose last command left the lamps to the site run on its schedule
+        (``lamps_ours`` off)."""
         site = np.array([self.state[gh].site_lamps for gh in self.greenhouses])
-        self.twin.params.lamps_ours[:] = self.twin.backend.asarray(np.where(site, 0.0, self._lamps_ours_drawn))
+        self.twin.params.lamps_ours[:] = self.twin.backend.asarray(
+            np.where(site, 0.0, self._lamps_ours_drawn))
 
     def _effective_action(self, st: GreenhouseState) -> np.ndarray:
         """What the plant really does: the set-points, with stuck valves holding their position."""
@@ -304,7 +309,7 @@ class PlantSim:
             elif kind == "stuck_valve":
                 st.stuck[zone] = float(st.action[zone])
         if kind == "broker_disconnect":
-            self._drop_link(st, seconds)
+            st.drop_link(seconds)
 
     def clear_faults(self, gh: str) -> None:
         """Remove sensor and valve faults (a disconnect heals by itself)."""
@@ -312,18 +317,6 @@ class PlantSim:
         with self._lock:
             st.nan_zone, st.drifting, st.drift_vwc = None, False, 0.0
             st.stuck.clear()
-
-    def _drop_link(self, st: GreenhouseState, seconds: float) -> None:
-        """Cut the socket without DISCONNECT (so the broker fires the will) and hold off reconnecting."""
-        delay = max(1, math.ceil(seconds))
-        st.client.reconnect_delay_set(min_delay=delay, max_delay=delay)
-        sock = st.client.socket()
-        if sock is None:
-            return
-        try:
-            sock.shutdown(2)  # socket.SHUT_RDWR: paho's thread sees the loss and reconnects after `delay`
-        except OSError as exc:
-            logger.warning("%s: could not drop the link: %s", st.gh, exc)
 
     # --- paho callbacks ----------------------------------------------------------------------
 

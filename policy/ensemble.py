@@ -52,6 +52,12 @@ class Ensemble:
     def __len__(self) -> int:
         return len(self.members)
 
+    @property
+    def ensemble(self) -> Ensemble:
+        """The members an explanation attributes a decision to: all of them (the service's
+        :class:`control.proposal.Proposer` asks every proposer, the expert answers None)."""
+        return self
+
     def propose(self, obs: ArrayLike | torch.Tensor) -> np.ndarray:
         """Every member's deterministic action, clipped to the actuator ranges.
 
@@ -145,9 +151,9 @@ class StackedMembers:
         self._experts: list[ThresholdExpert] = list(dict.fromkeys(e for e in experts if e is not None))
         self._which = torch.tensor([self._experts.index(e) for e in experts if e is not None], dtype=torch.long,
                                    device=self.device)
-        self._prior_logit = torch.tensor([float(m.residual_cfg[4]) for m in members],
-                                         device=self.device)[:, None, None]
-        self._lamp_logit = torch.tensor([float(m.residual_cfg[8]) for m in members],
+        settings = [m.residual_settings() for m in members]
+        self._prior_logit = torch.tensor([s.prior_logit for s in settings], device=self.device)[:, None, None]
+        self._lamp_logit = torch.tensor([s.lamp_logit for s in settings],
                                         device=self.device)[:, None, None] if members[0].lamp_switch else None
 
     def prior(self, obs: torch.Tensor) -> ExpertPrior | None:

@@ -11,7 +11,8 @@ expert's decision instead of absolute actions. Valve logits are the head's outpu
 is the expert's setting moved by the head on the logit scale. With the near-zero initial
 head, :meth:`ActorCritic.act` reproduces the expert. The expert's settings live in the
 ``residual_cfg`` buffer, so a saved state_dict restores the same policy under the same
-architecture (the head has the same shape in both modes).
+architecture (the head has the same shape in both modes). The settings are one named value,
+:class:`~policy.residual_settings.ResidualSettings`, which alone reads and writes that buffer.
 
 Lamp switch (residual mode with ``lamp_logit`` > 0): the lamps become an on/off decision like a
 valve, a Bernoulli at ``±lamp_logit`` from the expert's on/off plus the head's lights adjustment.
@@ -33,6 +34,7 @@ from torch.distributions import Bernoulli, Beta, kl_divergence
 from policy.baselines import ThresholdExpert
 from policy.normalize import RunningMeanStd
 from policy.residual import ExpertPrior, expert_prior, interlock
+from policy.residual_settings import ResidualSettings, complete_stored
 
 BETA_EPS = 1e-4
 """Scaled continuous actions are clamped into (eps, 1 - eps): Beta log-densities are infinite at 0 and 1."""
@@ -211,11 +213,6 @@ def _run(layers: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-_PRICE_BLIND_LIGHTS = (-1.0, ThresholdExpert.par_sat, ThresholdExpert.h_max)
-"""(c0, par_sat, h_max) of an expert without break-even lighting: a negative c0 (never a valid
-one) stands for the growers' price-blind rule, and keeps the buffer equal to itself (NaN would not)."""
-
-
 class ActorCritic(nn.Module):
     """Policy and value function over observations [B, obs_dim]; actions are [B, zones + 2]."""
 
@@ -226,17 +223,13 @@ class ActorCritic(nn.Module):
                  lamp_logit: float = 0.0, lamp_torso: bool = False) -> None:
         super().__init__()
         self.obs_dim, self.zones = obs_dim, zones
-        # (enabled, refill, stop, pump_pct, prior_logit, c0, par_sat, h_max, lamp_logit): a buffer so
-        # checkpoints carry the expert, its break-even lighting included (c0 < 0: the price-blind
-        # growers' rule), and the lamp switch (lamp_logit 0: lamps on a Beta like the pump).
+        # A buffer, so checkpoints carry the expert (its break-even lighting included) and the lamp switch.
         if lamp_logit < 0.0 or (lamp_logit > 0.0 and residual is None):
             raise ValueError(f"lamp_logit must be >= 0 and needs a residual expert, got {lamp_logit}")
-        cfg = [0.0] * 5 + list(_PRICE_BLIND_LIGHTS) + [0.0] if residual is None else \
-            [1.0, residual.refill, residual.stop, residual.pump_pct, prior_logit,
-             _PRICE_BLIND_LIGHTS[0] if residual.c0 is None else residual.c0, residual.par_sat, residual.h_max,
-             lamp_logit]
-        self.register_buffer("residual_cfg", torch.tensor(cfg, dtype=torch.float64))
-        self._residual_cache: tuple[torch.Tensor, int, ThresholdExpert | None, float, float | None] | None = None
+        settings = ResidualSettings() if residual is None else \
+            ResidualSettings.of_expert(residual, prior_logit, lamp_logit)
+        self.register_buffer("residual_cfg", settings.to_tensor())
+        self._residual_cache: tuple[torch.Tensor, int, ResidualSettings, ThresholdExpert | None] | None = None
         self.obs_rms = RunningMeanStd((obs_dim,))
         self.actor_torso = mlp(obs_dim, hidden)
         self.critic_torso = self.actor_torso if shared_torso else mlp(obs_dim, hidden)
@@ -256,52 +249,45 @@ class ActorCritic(nn.Module):
             if self.lamp_torso is not None and self.lamp_head is not None else None
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
-        """Checkpoints from before residual mode lack the buffer: they are plain policies. Those from
-        before break-even lighting carry five settings: their expert lit by the price-blind rule, so
-        they load with that rule's settings appended. Those from before the lamp switch carry eight:
-        their lamps were a Beta (lamp logit 0)."""
+        """Checkpoints from before residual mode lack the buffer: they are plain policies. Older ones
+        carry fewer settings and load with the defaults of the rest (:func:`complete_stored`)."""
         key = prefix + "residual_cfg"
-        state_dict.setdefault(key, torch.zeros(5, dtype=torch.float64))
-        old = state_dict.get(key)
-        if old is not None and old.shape == (5,):
-            old = state_dict[key] = torch.cat([old, torch.tensor(_PRICE_BLIND_LIGHTS, dtype=old.dtype)])
-        if old is not None and old.shape == (8,):
-            state_dict[key] = torch.cat([old, old.new_zeros(1)])
+        state_dict[key] = complete_stored(state_dict.get(key))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def update_obs_stats(self, obs: torch.Tensor) -> None:
         """Fold a batch of raw observations into the normaliser (call on rollouts, not on updates)."""
         self.obs_rms.update(obs)
 
-    def _residual_settings(self) -> tuple[ThresholdExpert | None, float, float | None]:
-        """(expert, prior logit, lamp logit or None) read from the ``residual_cfg`` buffer, once per
-        change of it.
+    def residual_settings(self) -> ResidualSettings:
+        """The residual's settings as the ``residual_cfg`` buffer holds them now."""
+        return self._residual()[0]
+
+    def _residual(self) -> tuple[ResidualSettings, ThresholdExpert | None]:
+        """(settings, expert) read from the ``residual_cfg`` buffer, once per change of it.
 
         Every forward needs them; reading the buffer each time would cost a device sync.
         """
         buf = self.residual_cfg
-        cache = getattr(self, "_residual_cache", None)  # absent on modules unpickled from older versions
-        if cache is None or cache[0] is not buf or cache[1] != buf._version:  # replaced, or changed in place
-            enabled, refill, stop, pump, logit, c0, par_sat, h_max, lamp_logit = buf.tolist()
-            expert = ThresholdExpert(zones=self.zones, refill=refill, stop=stop, pump_pct=pump,
-                                     c0=None if c0 < 0.0 else c0, par_sat=par_sat, h_max=h_max) \
-                if enabled > 0.5 else None
-            cache = self._residual_cache = (buf, buf._version, expert, logit,
-                                            lamp_logit if expert is not None and lamp_logit > 0.0 else None)
-        return cache[2], cache[3], cache[4]
+        # Absent, or of another shape, on modules unpickled from older versions.
+        cache = getattr(self, "_residual_cache", None)
+        if cache is None or len(cache) != 4 or cache[0] is not buf or cache[1] != buf._version:  # replaced or changed
+            settings = ResidualSettings.from_tensor(buf)
+            cache = self._residual_cache = (buf, buf._version, settings, settings.expert(self.zones))
+        return cache[2], cache[3]
 
     @property
     def is_residual(self) -> bool:
-        return self._residual_settings()[0] is not None
+        return self._residual()[1] is not None
 
     def expert(self) -> ThresholdExpert | None:
         """The expert a residual policy adjusts (None in the plain mode)."""
-        return self._residual_settings()[0]
+        return self._residual()[1]
 
     @property
     def lamp_switch(self) -> bool:
         """The lamps are an on/off decision (a Bernoulli), not a Beta (see :func:`action_parameters`)."""
-        return self._residual_settings()[2] is not None
+        return self._residual()[0].switch_logit is not None
 
     def prior(self, obs: torch.Tensor) -> ExpertPrior | None:
         """The expert's decision a residual policy adjusts, for raw observations (None in the plain
@@ -338,19 +324,20 @@ class ActorCritic(nn.Module):
     def _distributions(self, obs: torch.Tensor, x: torch.Tensor, prior: ExpertPrior | None
                        ) -> tuple[Bernoulli, Beta]:
         """:meth:`distributions` given ``x``, the normalised ``obs`` (the value head shares it)."""
-        expert, prior_logit, lamp_logit = self._residual_settings()
+        settings, expert = self._residual()
         if expert is not None and prior is None:
             prior = expert_prior(expert, obs)
-        return _distributions_of(action_parameters(self._actor_out(x), self.zones,
-                                                   prior if expert is not None else None, prior_logit, lamp_logit))
+        return _distributions_of(action_parameters(self._actor_out(x), self.zones, prior if expert is not None else None,
+                                                   settings.prior_logit, settings.switch_logit))
 
     def prior_distributions(self, prior: ExpertPrior) -> tuple[Bernoulli, Beta]:
         """The untrained residual policy's distributions (zero adjustments) for the expert's decision:
         the reference of :meth:`evaluate_actions`' ``prior_kl``."""
-        _, prior_logit, lamp_logit = self._residual_settings()
+        settings = self.residual_settings()
         zeros = torch.zeros((prior.valves.shape[0], self.zones + 4), dtype=prior.cont.dtype,
                             device=prior.cont.device)
-        return _distributions_of(action_parameters(zeros, self.zones, prior, prior_logit, lamp_logit))
+        return _distributions_of(action_parameters(zeros, self.zones, prior, settings.prior_logit,
+                                                   settings.switch_logit))
 
     def evaluate_actions(self, obs: torch.Tensor, action: torch.Tensor, prior: ExpertPrior | None = None,
                          prior_kl_rows: int = 0, reference: ActorCritic | None = None) -> ActionEvaluation:
@@ -436,6 +423,7 @@ class ActorCritic(nn.Module):
         """Deterministic action for serving: valve (and switched lamps) on iff p >= 0.5, pump and lights
         at the Beta mean (the mode in residual mode, so the untrained policy is the expert), then the
         pump interlock."""
-        expert, prior_logit, lamp_logit = self._residual_settings()
+        settings, expert = self._residual()
         prior = None if expert is None else expert_prior(expert, obs)
-        return interlock(deterministic_action(self(obs), self.zones, prior, prior_logit, lamp_logit), self.zones, obs)
+        return interlock(deterministic_action(self(obs), self.zones, prior, settings.prior_logit, settings.switch_logit),
+                         self.zones, obs)

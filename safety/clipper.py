@@ -191,7 +191,8 @@ def _zone_limits(plan: _Plan, rc: ResolvedContext, limits: SafetyLimits) -> np.n
             f"moisture {rc.moisture_vwc[zone]:.3f} >= {wet_above[zone]:.3f} m3/m3",
         )
     for zone in np.flatnonzero(rc.valve_failed).tolist():
-        plan.set_valve(zone, False, RuleId.VALVE_FAILED, "stayed closed when told to open; closed until seen open")
+        plan.set_valve(zone, False, RuleId.VALVE_FAILED,
+                       "stayed closed when told to open; closed until seen open")
     return capped | wet | rc.valve_failed | (unobserved & ~rc.fallback_valves)
 
 
@@ -271,7 +272,8 @@ def _lights(plan: _Plan, rc: ResolvedContext, limits: SafetyLimits) -> tuple[Not
     notes: tuple[Note, ...] = ()
     par = rc.natural_par_umol
     if math.isnan(par):
-        notes = (Note(RuleId.LIGHTS_STRONG_SUN.value, "lights", "natural PAR unknown; strong-sun rule not applied"),)
+        notes = (Note(RuleId.LIGHTS_STRONG_SUN.value, "lights",
+                      "natural PAR unknown; strong-sun rule not applied"),)
     elif par >= limits.strong_sun_par_umol:
         plan.set_lights(
             0.0,

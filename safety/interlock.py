@@ -13,7 +13,8 @@ from safety.limits import PUMP_MIN_RUNNING_PCT, SINGLE_VALVE_PUMP_CAP
 from twin.config import LightingConfig, in_window
 from twin.spec import observation_spec
 
-__all__ = ["DARK_PERIOD_H", "PUMP_MIN_RUNNING_PCT", "SINGLE_VALVE_PUMP_CAP", "hour_from_phase", "interlock_one"]
+__all__ = ["DARK_PERIOD_H", "PUMP_MIN_RUNNING_PCT", "SINGLE_VALVE_PUMP_CAP", "hour_from_phase",
+           "interlock_one"]
 
 DARK_PERIOD_H = (LightingConfig().dark_start_h, LightingConfig().dark_end_h)
 """Local clock window [start, end) in which the lamps are off: the crop's dark period (the twin's

@@ -41,7 +41,8 @@ class SafetyLimits(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     zones: int = Field(DEFAULT_ZONES, ge=1, le=256, description="irrigation zones [count]")
-    pump_min_pct: float = Field(PUMP_MIN_RUNNING_PCT, ge=0.0, le=100.0, description="lowest running pump speed [%]")
+    pump_min_pct: float = Field(PUMP_MIN_RUNNING_PCT, ge=0.0, le=100.0,
+                                description="lowest running pump speed [%]")
     pump_max_pct: float = Field(100.0, gt=0.0, le=100.0, description="highest pump speed [%]")
     pump_single_valve_max_pct: float = Field(
         SINGLE_VALVE_PUMP_CAP, gt=0.0, le=100.0,
@@ -63,7 +64,8 @@ class SafetyLimits(BaseModel):
     strong_sun_par_umol: float = Field(
         1000.0, gt=0.0, description="natural PAR above which lights are off [umol/m2/s]"
     )
-    dark_start_h: float = Field(23.0, ge=0.0, lt=24.0, description="local hour the crop's dark period starts [h]")
+    dark_start_h: float = Field(23.0, ge=0.0, lt=24.0,
+                                description="local hour the crop's dark period starts [h]")
     dark_end_h: float = Field(5.0, ge=0.0, lt=24.0, description="local hour the dark period ends [h]")
 
     @model_validator(mode="after")

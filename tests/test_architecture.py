@@ -59,6 +59,38 @@ def test_type_hints_keep_the_floors_too() -> None:
         assert _violations(with_types, lower, forbidden) == [], lower
 
 
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+SERVICE_LAYER_MAY_NOT_IMPORT = ("app.api", "app.web", "app.cli")
+
+
+def _service_layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Edges into the command line from outside it, and from ``app.services`` into its callers."""
+    into_cli = [f"{m} -> {t}" for m, targets in graph.items() if not _within(m, "app.cli")
+                for t in targets if _within(t, "app.cli")]
+    upward = [f"{m} -> {t}" for m, targets in graph.items() if _within(m, "app.services")
+              for t in targets if any(_within(t, above) for above in SERVICE_LAYER_MAY_NOT_IMPORT)]
+    return sorted(into_cli + upward)
+
+
+def test_routes_commands_and_retraining_meet_in_the_service_layer(graph: dict[str, set[str]]) -> None:
+    """The API, the pages, the retraining pipeline and the rest call ``app.services``; only ``app.cli``
+    itself imports the command line (its argument parsing and printing are no one else's), and the
+    services know none of their callers."""
+    assert "app.services.greenhouses" in graph["app.api.routes.greenhouses"]
+    assert _service_layer_violations(graph) == []
+    assert _service_layer_violations(import_graph(type_only=True)) == []
+
+
+def test_the_service_layer_rule_sees_both_directions() -> None:
+    graph = {"app.api.routes.reports": {"app.cli.report"}, "app.cli": {"app.cli.db"},
+             "app.services.reports": {"app.web.pages", "app.core.db"}, "app.clinic": {"app.cli"}}
+    assert _service_layer_violations(graph) == ["app.api.routes.reports -> app.cli.report",
+                                                "app.clinic -> app.cli", "app.services.reports -> app.web.pages"]
+
+
 def test_graph_sees_the_real_imports(graph: dict[str, set[str]]) -> None:
     """Guards the checks above against an empty or blind graph."""
     assert {"twin.env", "safety.clipper", "audit.store", "app.cli", "policy.baselines", "wire.topics",
@@ -102,3 +134,41 @@ def test_import_graph_resolves_every_import_form(tmp_path: Path) -> None:
     assert import_graph(tmp_path)["safety"] == set()
     assert import_graph(tmp_path, type_only=True)["safety"] == {"app.models"}
     assert _violations(import_graph(tmp_path, type_only=True), "safety", ("app",)) == ["safety -> app.models"]
+
+
+NETWORK_MODULES = ("httpx", "requests", "urllib.request", "socket")
+"""Clients that reach outside the process: the twin computes, the service (``app/outlook/``) fetches."""
+
+
+def _network_imports(root: Path) -> list[str]:
+    """``module: imported`` for every import of a :data:`NETWORK_MODULES` module in ``root``'s ``*.py``,
+    type-only ones included (a client's types tie the twin to the client too)."""
+    import ast
+
+    def reaches_out(name: str) -> bool:
+        return any(name == m or name.startswith(m + ".") for m in NETWORK_MODULES)
+
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module] if reaches_out(node.module) else \
+                    [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            found += [f"{path.relative_to(root).as_posix()}: {n}" for n in names if reaches_out(n)]
+    return found
+
+
+def test_the_twin_holds_no_network_client() -> None:
+    from tests.import_graph import REPO_ROOT
+
+    assert _network_imports(REPO_ROOT / "twin") == []
+
+
+def test_the_network_scan_sees_every_import_form(tmp_path: Path) -> None:
+    _write(tmp_path, {"a.py": "import httpx\n", "b.py": "from urllib import request\n", "c.py": "import urllib.parse\n",
+                      "sub/d.py": "def f():\n    from socket import socket\n", "e.py": "import requests_toolbelt\n"})
+    assert _network_imports(tmp_path) == ["a.py: httpx", "b.py: urllib.request", "sub/d.py: socket"]

@@ -97,11 +97,13 @@ def no_delay(client: mqtt.Client, userdata: Any, sock: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def make_client(target: MqttTarget, client_id: str, will_topic: str, tls: TlsFiles | None = None) -> mqtt.Client:
+def make_client(target: MqttTarget, client_id: str, will_topic: str,
+                tls: TlsFiles | None = None) -> mqtt.Client:
     """A VERSION2 client with a retained ``offline`` will, capped exponential reconnect back-off and
     no Nagle delay; over TLS (``mqtts://``) it verifies the broker against ``tls.ca_file`` (the system's
     CAs without one) and presents its client certificate when given."""
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311, clean_session=True)
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311,
+                         clean_session=True)
     client.on_socket_open = no_delay
     if target.username is not None:
         client.username_pw_set(target.username, target.password)

@@ -88,7 +88,9 @@ DbText = Annotated[str, AfterValidator(check_db_text)]
 """Text without control characters (length limits come on top, per field)."""
 ShortText = Annotated[str, Field(min_length=1, max_length=SHORT_TEXT_MAX_LEN), AfterValidator(check_db_text)]
 AckReason = Annotated[str, Field(max_length=ACK_REASON_MAX_LEN), AfterValidator(check_free_text)]
-EstopSource = Annotated[str, Field(min_length=1, max_length=ESTOP_SOURCE_MAX_LEN), AfterValidator(check_db_text)]
-Reason = Annotated[str, Field(min_length=REASON_MIN_LEN, max_length=REASON_MAX_LEN), AfterValidator(check_reason)]
+EstopSource = Annotated[str, Field(min_length=1, max_length=ESTOP_SOURCE_MAX_LEN),
+                        AfterValidator(check_db_text)]
+Reason = Annotated[str, Field(min_length=REASON_MIN_LEN, max_length=REASON_MAX_LEN),
+                   AfterValidator(check_reason)]
 Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX_LEN), AfterValidator(check_db_text)]
 DbTimestamp = Annotated[AwareDatetime, AfterValidator(check_db_timestamp)]

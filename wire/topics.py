@@ -58,7 +58,8 @@ class PayloadError(ValueError):
 
 
 def validate_gh_id(gh_id: str) -> str:
-    """Return ``gh_id`` if it is a valid greenhouse slug, else raise ValueError (keeps wildcards out of topics)."""
+    """Return ``gh_id`` if it is a valid greenhouse slug, else raise ValueError (keeps wildcards out of
+    topics)."""
     if not isinstance(gh_id, str) or GH_ID_RE.fullmatch(gh_id) is None:
         raise ValueError(f"invalid greenhouse id {gh_id!r}: expected [a-z0-9][a-z0-9_-]{{0,62}}")
     if gh_id in RESERVED_GH_IDS:

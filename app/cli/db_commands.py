@@ -1,5 +1,5 @@
 """What ``greentwin db`` and ``greentwin greenhouse add`` do, print and exit with (the work is
-:mod:`app.cli.db`'s, which the API shares)."""
+:mod:`app.cli.db`'s and, for a registration, :mod:`app.services.greenhouses`', which the API shares)."""
 
 from __future__ import annotations
 
@@ -46,15 +46,15 @@ def run_greenhouse_add(args: argparse.Namespace) -> int:
     from app.access_seal import ChangeNotSealed
     from app.cli.user import AccessTrail
     from app.core.db import SchemaOutOfDate
+    from app.services.greenhouses import add_greenhouse
     from audit.errors import AuditKeyError
 
     trail = None
     try:
         # The keys first: a registration that could not be sealed is not made.
         trail = AccessTrail(args.url, args.state_dir)
-        gh = db_cli.add_greenhouse(args.url, args.gh_id, zones=args.zones, soil=args.soil, name=args.name,
-                                   daily_water_cap_l=args.daily_water_cap_l,
-                                   seal=trail.sealing("greenhouse_register"))
+        gh = add_greenhouse(args.url, args.gh_id, zones=args.zones, soil=args.soil, name=args.name,
+                            daily_water_cap_l=args.daily_water_cap_l, seal=trail.sealing("greenhouse_register"))
     except ChangeNotSealed as exc:  # the registration was rolled back with its record
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -1,8 +1,9 @@
-"""``greentwin demos export``: operator overrides from the decision log as training demonstrations.
+"""``greentwin demos export|hindsight|daily``: demonstrations for training, written as :mod:`policy.bc`'s
+files that ``greentwin train`` takes.
 
-A decision taken in manual mode carries the observation the operator acted on (see
-``ControlDecision.record``); its safe, clipped action is what the operator demonstrated. The
-file is :mod:`policy.bc`'s demonstration format, so ``greentwin train --demos FILE`` takes it.
+``export`` writes the operator overrides from the decision log (the work is
+:mod:`app.services.demonstrations`', which the retraining pipeline shares); ``hindsight`` and ``daily``
+label lamp settings on the twin's training scenarios.
 """
 
 from __future__ import annotations
@@ -10,13 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-from sqlalchemy import select
 
 from twin.config import DEFAULT_ZONES
 
@@ -52,50 +49,6 @@ def _lamp_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--days", type=float, default=30.0)
     parser.add_argument("--stride", type=int, default=3, help="keep every n-th control step (default %(default)s)")
     parser.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per usable core)")
-
-
-@dataclass(frozen=True)
-class ExportResult:
-    count: int
-    skipped: int
-    """Override decisions without a stored observation (recorded before it was kept) or of another layout."""
-
-
-def export_demos(url: str, out: Path, zones: int = DEFAULT_ZONES, greenhouse: str | None = None,
-                 since: datetime | None = None, until: datetime | None = None) -> ExportResult:
-    """Write the operator overrides in range to ``out``; ValueError if there are none."""
-    from app.core.db import migrated_session
-    from app.models import Decision
-    from policy.bc import make_demo_batch, save_demos
-    from twin.spec import ObservationSpec
-
-    spec = ObservationSpec(zones)
-    stmt = select(Decision.ts, Decision.actor, Decision.estimate, Decision.clipped).where(
-        Decision.mode == "manual", Decision.actor.like("operator:%"))
-    if greenhouse is not None:
-        stmt = stmt.where(Decision.greenhouse_id == greenhouse)
-    if since is not None:
-        stmt = stmt.where(Decision.ts >= since)
-    if until is not None:
-        stmt = stmt.where(Decision.ts < until)
-    with migrated_session(url) as session:
-        rows = session.execute(stmt.order_by(Decision.ts, Decision.id)).all()
-    obs, act, who, when, skipped = [], [], [], [], 0
-    for ts, actor, estimate, clipped in rows:
-        o = (estimate or {}).get("observation")
-        valves = clipped.get("valves", [])
-        if o is None or len(o) != spec.dim or len(valves) != zones:
-            skipped += 1
-            continue
-        obs.append(o)
-        act.append([*valves, clipped["pump_pct"], clipped["light_pct"]])
-        who.append(actor.removeprefix("operator:"))
-        when.append(ts.isoformat())
-    if not obs:
-        raise ValueError(f"no operator overrides with {zones} zones in range ({skipped} skipped)")
-    batch = make_demo_batch(np.asarray(obs), np.asarray(act), who, when)
-    save_demos(out, batch, spec)
-    return ExportResult(batch.size, skipped)
 
 
 def _lamp_demos(args: argparse.Namespace, build: Callable[[list[Any], int], Any]) -> int:
@@ -151,6 +104,7 @@ def main(args: argparse.Namespace) -> int:
         return daily(args)
     from app.core.config import get_settings
     from app.core.db import SchemaOutOfDate
+    from app.services.demonstrations import export_demos
 
     try:
         result = export_demos(args.url or get_settings().database_url, Path(args.out), args.zones,

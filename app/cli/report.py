@@ -1,14 +1,6 @@
-"""Handlers behind ``greentwin report`` (build and sign a PDF) and ``greentwin report verify``.
-
-Signing identity, in order: the PEM files named by ``GREENTWIN_REPORT_KEY`` and
-``GREENTWIN_REPORT_CERT``; else (dev/demo only) a P-256 key and self-signed certificate kept in
-``<state dir>/report-signing/`` and generated on first use, with a note saying so. Verification
-trusts ``--cert``, else ``GREENTWIN_REPORT_CERT``, else that stored certificate.
-
-The report embeds the sealed audit trail's verification result when audit keys are configured
-(``GREENTWIN_AUDIT_KEYS`` / ``GREENTWIN_AUDIT_KEY`` and ``GREENTWIN_AUDIT_SIGNING_KEY``); unlike
-``greentwin audit verify`` it never invents keys, because throw-away keys would print a false
-"tampered" verdict into a signed document.
+"""Handlers behind ``greentwin report`` (build and sign a PDF) and ``greentwin report verify``: arguments
+in, lines and exit codes out. The work is :mod:`app.services.reports` and
+:mod:`app.services.report_signing`, which the API shares (signing identity, verdict, verify line).
 
 Heavy imports (reportlab, pyHanko) happen inside the handlers, so ``greentwin --help`` stays fast.
 """
@@ -17,23 +9,19 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import shlex
 import socket
 import sys
-import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from app.services.report_signing import CERT_ENV, verify_command
 
 if TYPE_CHECKING:
     from app.core.config import Settings
     from audit.signing import SigningIdentity
-    from audit.store import GreenhouseVerifyResult
 
-KEY_ENV = "GREENTWIN_REPORT_KEY"
-CERT_ENV = "GREENTWIN_REPORT_CERT"
 STATE_DIR_ENV = "GREENTWIN_STATE_DIR"
-SIGNING_SUBDIR = "report-signing"
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 REPORT_LANGUAGES = ("en", "zh-Hans")
 """What ``--language`` takes: the catalogue's languages (audit.wording.LANGUAGES, not imported here so that
@@ -77,11 +65,6 @@ def _state_dir(args: argparse.Namespace) -> Path:
     return Path(getattr(args, "state_dir", None) or _settings().state_dir)
 
 
-def _dev_paths(args: argparse.Namespace) -> tuple[Path, Path]:
-    base = _state_dir(args) / SIGNING_SUBDIR
-    return base / "report-key.pem", base / "report-cert.pem"
-
-
 def _parse_iso(name: str, value: str | None) -> datetime:
     if not value:
         raise ValueError(f"--{name} is required")
@@ -95,63 +78,12 @@ def _parse_iso(name: str, value: str | None) -> datetime:
 
 
 def load_signing_identity(args: argparse.Namespace) -> SigningIdentity:
-    """Configured key and certificate; in dev/demo, the stored (or a newly generated) self-signed pair."""
-    from audit.signing import generate_identity, load_identity, save_identity
+    """The signing identity for the state directory ``args`` names, saying so on stderr when a dev/demo
+    pair was generated (verifiers must be told where its certificate is)."""
+    from app.services.report_signing import signing_identity
 
-    settings = _settings()
-    key_path, cert_path = settings.report_key, settings.report_cert
-    if key_path and cert_path:
-        return load_identity(key_path, cert_path)
-    if key_path or cert_path:
-        raise ValueError(f"set both {KEY_ENV} and {CERT_ENV}, or neither")
-    env = settings.environment
-    if env == "prod":
-        raise ValueError(f"report signing key not configured: set {KEY_ENV} and {CERT_ENV}")
-    dev_key, dev_cert = _dev_paths(args)
-    if dev_key.is_file() and dev_cert.is_file():
-        return load_identity(dev_key, dev_cert)
-    identity = generate_identity()
-    save_identity(identity, dev_key, dev_cert)
-    print(f"note: no {KEY_ENV}/{CERT_ENV}; generated a self-signed report signing key in {dev_key.parent} "
-          f"({env} only). Verifiers need {dev_cert}.", file=sys.stderr)
-    return identity
-
-
-def audit_verification(url: str, greenhouse_id: str, language: str = "en") -> str:
-    """One line on the sealed audit trail of ``greenhouse_id``, for the report, in ``language`` (never raises)."""
-    from app.audit_keys import load_keyring, load_retired_keys, load_signer
-    from app.core.config import get_settings
-    from app.core.db import make_engine
-    from audit.errors import AuditError
-    from audit.store import AuditStore
-    from audit.wording import text
-
-    try:
-        settings = get_settings()
-        keyring, signer, retired = load_keyring(settings), load_signer(settings), load_retired_keys(settings)
-    except (AuditError, ValueError) as exc:
-        return text("report.verification.unusable", language, error=exc)
-    if keyring is None or signer is None:
-        return text("report.verification.not_configured", language)
-    engine = make_engine(url)
-    try:
-        [result] = AuditStore(engine, keyring, signer, retired_keys=retired).verify(greenhouse_id)
-    except Exception as exc:  # the report still goes out, saying verification did not complete
-        return text("report.verification.not_completed", language, error=f"{type(exc).__name__}: {exc}")
-    finally:
-        engine.dispose()
-    return verification_words(result, language)
-
-
-def verification_words(result: GreenhouseVerifyResult, language: str = "en") -> str:
-    """The audit trail's verdict as the report prints it (the CLI and the API word it alike)."""
-    from audit.wording import text
-
-    if result.records_checked == 0 and result.ok:
-        return text("report.verification.empty", language)
-    if result.ok:
-        return text("report.verification.passed", language, n=result.records_checked, head=result.head_seq)
-    return text("report.verification.failed", language, seq=result.first_bad_seq, reason=result.reason)
+    return signing_identity(_settings(), _state_dir(args),
+                            note=lambda line: print(f"note: {line}", file=sys.stderr))
 
 
 def _generated_by() -> str:
@@ -166,9 +98,7 @@ def run_report(args: argparse.Namespace) -> int:
     """``greentwin report --greenhouse GH --from ISO --to ISO --out FILE.pdf [--url URL] [--language LANG]``."""
     from app.core.config import get_settings
     from app.core.db import SchemaOutOfDate, make_engine, make_session_factory, require_current_schema
-    from app.reports import collect_report_data, site_energy_model
-    from audit.report import render_report
-    from audit.signing import sign_pdf
+    from app.services.reports import audit_verification, report_data, sign_report
 
     try:
         if not args.greenhouse or not args.out:
@@ -192,39 +122,28 @@ def run_report(args: argparse.Namespace) -> int:
         lang = getattr(args, "language", None) or "en"
         verification = audit_verification(url, args.greenhouse, lang)
         with make_session_factory(engine)() as session:
-            data = collect_report_data(session, args.greenhouse, start, end, verification=verification,
-                                       energy=site_energy_model(settings),
-                                       verify_command=check, language=lang)
+            data = report_data(session, args.greenhouse, start, end, settings, verification=verification,
+                               verify_command=check, language=lang)
     except (SchemaOutOfDate, LookupError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         engine.dispose()
-    report_id = str(uuid.uuid4())
-    pdf = render_report(data, generated_by=_generated_by(), generated_at=datetime.now(UTC), report_id=report_id)
-    signed = sign_pdf(pdf, identity.key, identity.cert)
+    signed = sign_report(data, identity, _generated_by())
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(signed)
-    print(f"wrote {out} (report {report_id}, {data.decision_count} decisions, signed by "
+    out.write_bytes(signed.pdf)
+    print(f"wrote {out} (report {signed.report_id}, {data.decision_count} decisions, signed by "
           f"{identity.cert.subject.rfc4514_string()}); check it with: {check}")
     return EXIT_OK
 
 
-def verify_command(report_cert: Path | None, state_dir: Path) -> str:
-    """The ``greentwin report verify`` line that checks a report of the service configured so (the
-    dashboard shows it): the configured certificate, else the state directory that keeps the dev/demo
-    one. Without either the command looks in ``$GREENTWIN_STATE_DIR`` or ``./state``, which is not
-    where a service started with ``--state-dir`` (``greentwin demo`` among them) keeps it."""
-    source = f"--cert {shlex.quote(str(report_cert))}" if report_cert else f"--state-dir {shlex.quote(str(state_dir))}"
-    return f"greentwin report verify FILE.pdf {source}"
-
-
 def run_report_verify(args: argparse.Namespace) -> int:
     """``greentwin report verify FILE.pdf [--cert PEM]``: 0 valid, 1 invalid, 2 usage error."""
+    from app.services.report_signing import trusted_certificate
     from audit.signing import load_certificate, verify_pdf
 
-    cert_path = getattr(args, "cert", None) or _settings().report_cert or _dev_paths(args)[1]
+    cert_path = getattr(args, "cert", None) or trusted_certificate(_settings(), _state_dir(args))
     try:
         trusted = load_certificate(cert_path)
         pdf = Path(args.pdf).read_bytes()

@@ -119,15 +119,16 @@ def _demo_database(url: str, state_dir: Path) -> dict[str, str]:
     """Migrate the demo's database, register its greenhouses (once) and make its logins."""
     from app.cli import db as db_cli
     from app.cli.user import AccessTrail
+    from app.services.greenhouses import GreenhouseExists, add_greenhouse
 
     db_cli.upgrade(url)
     trail = AccessTrail(url, str(state_dir))  # the demo's own audit keys; registrations are sealed
     try:
         for gh in ("gh1", "gh2"):
             try:
-                db_cli.add_greenhouse(url, gh, zones=DEFAULT_ZONES, soil="loam",
-                                      seal=trail.sealing("greenhouse_register"))
-            except db_cli.GreenhouseExists:  # registered on an earlier run
+                add_greenhouse(url, gh, zones=DEFAULT_ZONES, soil="loam",
+                               seal=trail.sealing("greenhouse_register"))
+            except GreenhouseExists:  # registered on an earlier run
                 continue
         return demo_logins(url, trail)
     finally:

@@ -1,7 +1,7 @@
 """Run the served policy forward 24 hours in the greenhouse's own twin, every variant in one batch.
 
 Each step does what a decision in the service does, batched over the variants: one forward of the
-ensemble (:func:`control.proposal.propose_many`), each variant's vote with the served expert when
+ensemble (:meth:`control.proposal.Proposer.propose_many`), each variant's vote with the served expert when
 the members disagree, the pump interlock, and the safety clipper under the variant's own settings
 (its daily water caps and lamp budget, counted over the variant's own day), then one twin step for
 all of them. What each variant did and earned is summed per hour (:mod:`app.forecast.summary`).
@@ -19,7 +19,7 @@ import numpy as np
 from app.forecast import drive
 from app.forecast.scene import Scene
 from app.forecast.summary import Forecast, Tally, summarise
-from control.proposal import Proposer, propose_many
+from control.proposal import Proposer
 from policy.tuning import served_expert
 from safety import ClipContext, SafetyLimits, clip, safe_state, vote
 from safety.interlock import interlock_one
@@ -62,7 +62,7 @@ def _decide(proposer: Proposer, scene: Scene, rules: _Rules, obs: np.ndarray, pl
             natural_par: float) -> np.ndarray:
     """(B, D) observations -> (B, Z + 2) clipped actions, as the service would command them."""
     z = scene.zones
-    members = propose_many(proposer, obs)
+    members = np.asarray(proposer.propose_many(obs))
     sl = observation_spec(z).slices
     local_hour = hour_of_year % 24.0
     out = np.zeros((obs.shape[0], z + 2))

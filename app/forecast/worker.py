@@ -27,7 +27,7 @@ from app.forecast.scene import Scene, Variant, scene_of
 from app.forecast.summary import Forecast
 from app.forecast.tracking import ForecastTracker
 from app.loop_calls import call_on_loop
-from app.outlook_feed import OutlookFeed
+from app.outlook.feed import OutlookFeed
 from control import GreenhouseController, Proposer
 from safety import SafetyLimits
 

@@ -195,7 +195,7 @@ def _window(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts
 
 def _export_demos(sessions: sessionmaker[Session], out: Path, since: datetime, until: datetime
                   ) -> tuple[int, str | None]:
-    from app.cli.demos import export_demos
+    from app.services.demonstrations import export_demos
 
     bind = sessions.kw["bind"]
     try:

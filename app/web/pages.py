@@ -18,7 +18,7 @@ from fastapi.templating import Jinja2Templates
 from app.api.deps import SESSION_COOKIE
 from app.auth.service import AuthService, Principal
 from app.auth.tokens import TokenError
-from app.cli import report as report_cli
+from app.services.report_signing import verify_command
 from app.web.security import csrf_token
 from audit import wording
 
@@ -109,7 +109,7 @@ def greenhouse_page(gh: str, request: Request) -> Response:
         raise HTTPException(status_code=404, detail=f"unknown greenhouse {gh!r}")
     runtime = request.app.state.runtime
     return _page(request, "greenhouse.html", page="greenhouse", gh=gh, gh_name=runtime.controllers[gh].setup.name or gh,
-                 verify_command=report_cli.verify_command(runtime.settings.report_cert, runtime.state_dir))
+                 verify_command=verify_command(runtime.settings.report_cert, runtime.state_dir))
 
 
 @router.get("/alarms", response_class=HTMLResponse)

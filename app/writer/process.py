@@ -31,6 +31,7 @@ from typing import Any
 from app.audit_sink import AuditSink
 from app.deadletter import OnDeadLetter
 from app.journal import JournalReader
+from app.proposers import ProposerCache
 from app.recorder import DecisionRecorder
 from app.writer.jobs import Job, Key
 from app.writer.store import DecisionStore
@@ -68,6 +69,14 @@ class WriterConfig:
     """Zone counts of the registered greenhouses: their proposers are loaded before the first round."""
 
 
+def _load_one_thread(directory: Path, zones: int) -> Proposer:
+    """:func:`control.load_proposer`, then torch on one thread: this process must not crowd the control loop."""
+    proposer = load_proposer(directory, zones)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+    return proposer
+
+
 def _serve(cfg: WriterConfig, conn: Any) -> None:
     """The writer process: tail the journal, store each round, report, until told to stop."""
     # Ctrl-C reaches the whole process group: the service stops this process itself ("stop"), after
@@ -89,36 +98,18 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
 
         audit = AuditSink(AuditStore(engine, Keyring.from_json(cfg.audit_keys[0]), Signer.from_pem(cfg.audit_keys[1])),
                           recorder.dead_letters)
-    given = pickle.loads(cfg.proposer) if cfg.proposer is not None else None
-    loaded: dict[int, Proposer] = {}
-    current_dir = [cfg.policy_dir]
+    proposers = ProposerCache(cfg.policy_dir, loader=_load_one_thread,
+                              fixed=pickle.loads(cfg.proposer) if cfg.proposer is not None else None)
+    for zones in cfg.zones:
+        proposers.get(zones)
 
     def proposer_for(zones: int | None) -> Proposer | None:
-        if given is not None or zones is None:
-            return given
-        if zones not in loaded:
-            loaded[zones] = load_proposer(current_dir[0], zones)
-            if "torch" in sys.modules:  # one thread: this process should not crowd the control loop
-                sys.modules["torch"].set_num_threads(1)
-        return loaded[zones]
+        return proposers.fixed if zones is None else proposers.get(zones)
 
-    for zones in cfg.zones:
-        proposer_for(zones)
-    def switch(directory: Path) -> None:
-        """Decisions journaled after a policy swap were taken by the new ensemble: explain them with it."""
-        if given is not None or directory == current_dir[0]:
-            return
-        try:
-            fresh = {z: load_proposer(directory, z) for z in loaded}
-        except Exception:  # explanations stay with the old ensemble; the decisions are stored anyway
-            log.exception("writer: cannot load the ensemble at %s for explanations", directory)
-            return
-        loaded.clear()
-        loaded.update(fresh)
-        current_dir[0] = directory
-
+    # Decisions journaled after a policy swap were taken by the new ensemble: explain them with it
+    # (one that cannot be loaded here leaves the explanations to the old one; the rows are stored anyway).
     store = DecisionStore(recorder, proposer_for, audit=audit,
-                          on_swap=lambda job: switch(Path(str(job.row["directory"]))))
+                          on_swap=lambda job: proposers.follow(Path(str(job.row["directory"]))))
     reader = JournalReader(cfg.journal)
     gc.collect()
     gc.freeze()  # what is loaded now stays: full collections need not walk it (see Runtime.start)
@@ -297,6 +288,12 @@ class WriterProcess:
             elif msg[0] == "bye":
                 self._bye.set()
                 return
+
+    def follow_policy(self, directory: Path) -> None:
+        """A promoted ensemble is in force: a restarted writer explains with it (the running one
+        follows the journal's ``policy_swap`` records)."""
+        if self.cfg is not None:
+            self.cfg = dataclasses.replace(self.cfg, policy_dir=directory)
 
     def restart_if_dead(self) -> bool:
         """Start a new writer if the process died; it resumes from the journal. True if restarted."""

@@ -124,7 +124,7 @@ class DecisionStore:
             if j.request is None:
                 continue
             proposer = self.proposer_for(j.zones)
-            if proposer is None or not hasattr(proposer, "members"):
+            if proposer is None or proposer.ensemble is None:  # a rule's decisions carry no attribution
                 continue
             groups.setdefault(id(proposer), (proposer, []))[1].append(j)
         for proposer, group in groups.values():

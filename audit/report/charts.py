@@ -31,8 +31,8 @@ _HOURS_UP_TO = 2.0
 
 
 def _line_chart(title: str, series: Sequence[tuple[str, list[tuple[float, float]], Any, bool]],
-                y_label: str, span: float, x_label: str, lk: Look, width: float = 180 * mm, height: float = 55 * mm,
-                legend: bool = True) -> Drawing:
+                y_label: str, span: float, x_label: str, lk: Look, width: float = 180 * mm,
+                height: float = 55 * mm, legend: bool = True) -> Drawing:
     """One LinePlot over time since the period start; ``series`` = (name, points, colour, dashed).
 
     The title takes the top band, the y axis's label the line under it and the plot starts below
@@ -62,7 +62,8 @@ def _line_chart(title: str, series: Sequence[tuple[str, list[tuple[float, float]
     plot.yValueAxis.labels.fontSize = 7
     plot.xValueAxis.labelTextFormat = "%.0f" if span >= 5 else "%.1f"
     drawing.add(plot)
-    drawing.add(String(plot.x + plot.width / 2, 4, x_label, fontName=lk.regular, fontSize=7, textAnchor="middle"))
+    drawing.add(String(plot.x + plot.width / 2, 4, x_label, fontName=lk.regular, fontSize=7,
+                       textAnchor="middle"))
     if legend:
         key = Legend()
         key.x, key.y = plot.x + plot.width + 12, plot.y + plot.height
@@ -79,7 +80,8 @@ def zone_title(index: int, name: str | None, lang: str = DEFAULT_LANGUAGE) -> st
 
 
 def charts(data: ReportData) -> list[Flowable]:
-    """The charts section: moisture against its band per zone, two to a row; cumulative water per zone; lights."""
+    """The charts section: moisture against its band per zone, two to a row; cumulative water per zone;
+    lights."""
     lang = data.language
     lk = look(lang)
     span_days = (data.period_to - data.period_from).total_seconds() / 86400.0
@@ -116,9 +118,10 @@ def charts(data: ReportData) -> list[Flowable]:
         for h in data.hours:
             total += h.water_l[i]
             pts.append((x(h) + unit / 24, total))
-        cumulative.append((zone_title(zs.index, zs.name, lang), pts, _ZONE_COLORS[i % len(_ZONE_COLORS)], False))
-    out.append(_line_chart(text("report.chart.water", lang), cumulative, text("report.chart.water_axis", lang),
-                           span, x_label, lk, height=46 * mm))
+        cumulative.append((zone_title(zs.index, zs.name, lang), pts, _ZONE_COLORS[i % len(_ZONE_COLORS)],
+                           False))
+    out.append(_line_chart(text("report.chart.water", lang), cumulative,
+                           text("report.chart.water_axis", lang), span, x_label, lk, height=46 * mm))
     lights = [(x(h) + unit / 48, m) for h in data.hours if (m := h.light_pct_mean) is not None]
     out.append(_line_chart(text("report.chart.lights", lang),
                            [(text("report.chart.lights_series", lang), lights, colors.orange, False)],

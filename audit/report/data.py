@@ -282,7 +282,8 @@ class ReportData:
     alarms: list[AlarmSummary] = field(default_factory=list)
     alarm_actions: list[AlarmActionEntry] = field(default_factory=list)
     alarm_action_counts: dict[str, int] = field(default_factory=dict)
-    """Operators' alarm actions in the period by action (ack, shelve, unshelve); all of them, listed or not."""
+    """Operators' alarm actions in the period by action (ack, shelve, unshelve); all of them, listed or
+    not."""
     settings_changes: list[SettingsChangeEntry] = field(default_factory=list)
     verify_command: str | None = None
     """The ``greentwin report verify`` line that checks this report's signature, when the signer knows it."""

@@ -44,7 +44,8 @@ def row_unit(data: ReportData) -> str:
 
 
 def bucket_start(data: ReportData, start: datetime) -> datetime:
-    """The row a clock hour belongs to: itself, its UTC day, or its week counted from the period's first day."""
+    """The row a clock hour belongs to: itself, its UTC day, or its week counted from the period's first
+    day."""
     start, unit = utc(start), row_unit(data)
     if unit == "hour":
         return start
@@ -105,8 +106,10 @@ def decision_log(data: ReportData) -> list[Flowable]:
     out: list[Flowable] = [Paragraph(text("report.h.log", lang), lk.h2), p(intro_words(data, per), lk.body),
                            Paragraph(text("report.h.by_event", lang), lk.h3)]
     if data.events:
-        out += tables([text(f"report.event_col.{c}", lang) for c in ("event", "decisions", "first", "last", "latest")],
-                      ([p(e.event, lk.small), f"{e.count}", when(e.first), when(e.last), p(e.example or "-", lk.small)]
+        out += tables([text(f"report.event_col.{c}", lang)
+                       for c in ("event", "decisions", "first", "last", "latest")],
+                      ([p(e.event, lk.small), f"{e.count}", when(e.first), when(e.last),
+                        p(e.example or "-", lk.small)]
                        for e in data.events),
                       [48 * mm, 16 * mm, 25 * mm, 25 * mm, 66 * mm], lk.grid)
         if data.events_other:

@@ -38,15 +38,18 @@ def rows(data: ReportData) -> Iterator[Row]:
     yield _row("period", "decisions", f"{data.decision_count}")
     yield _row("period", "audit_verification", data.verification)
     for item, value, unit in (("yield", e.yield_kg, "kg"), ("revenue", e.revenue_eur, "EUR"),
-                              ("energy", data.energy_total_kwh, "kWh"), ("energy_cost", e.energy_cost_eur, "EUR"),
+                              ("energy", data.energy_total_kwh, "kWh"),
+                              ("energy_cost", e.energy_cost_eur, "EUR"),
                               ("water", data.water_total_l, "L"), ("water_cost", e.water_cost_eur, "EUR"),
                               ("profit", e.profit_eur, "EUR")):
         yield _row("money", item, _n(value), unit)
     acts = data.alarm_action_counts
     for item, count in (("operator_mode_changes", data.operator_mode_changes), ("estops", data.estops),
                         ("operator_commands", data.operator_commands), ("alarm_acks", acts.get("ack", 0)),
-                        ("alarm_shelvings", acts.get("shelve", 0)), ("settings_changes", len(data.settings_changes)),
-                        ("expert_fallbacks", data.decisions_fallback), ("decisions_clipped", data.decisions_clipped)):
+                        ("alarm_shelvings", acts.get("shelve", 0)),
+                        ("settings_changes", len(data.settings_changes)),
+                        ("expert_fallbacks", data.decisions_fallback),
+                        ("decisions_clipped", data.decisions_clipped)):
         yield _row("interventions", item, f"{count}", "count")
     for z in data.zones:
         zone, name = f"{zone_number(z.index)}", z.name or ""
@@ -72,19 +75,23 @@ def rows(data: ReportData) -> Iterator[Row]:
 def _log_rows(data: ReportData) -> Iterator[Row]:
     for ev in data.events:
         yield _row("event", ev.event, f"{ev.count}", "decisions", start=iso(ev.first))
-    for h in data.hours:  # every hour, whatever the period: the PDF condenses long periods, a spreadsheet need not
+    # every hour, whatever the period: the PDF condenses long periods, a spreadsheet need not
+    for h in data.hours:
         start = iso(h.start)
-        for item, value, unit in (("decisions", f"{h.decisions}", "count"), ("water", _n(sum(h.water_l)), "L"),
-                                  ("light", _n(h.light_pct_mean, 1), "%"), ("safety_clips", f"{h.clipped}", "count"),
+        for item, value, unit in (("decisions", f"{h.decisions}", "count"),
+                                  ("water", _n(sum(h.water_l)), "L"),
+                                  ("light", _n(h.light_pct_mean, 1), "%"),
+                                  ("safety_clips", f"{h.clipped}", "count"),
                                   ("expert_fallbacks", f"{h.fallback}", "count"),
-                                  ("operator_commands", f"{h.operator}", "count"), ("estop", f"{h.estop}", "count")):
+                                  ("operator_commands", f"{h.operator}", "count"),
+                                  ("estop", f"{h.estop}", "count")):
             yield _row("hour", item, value, unit, start=start)
         for rule, n in sorted(h.rules.items()):
             yield _row("hour", f"clip {rule}", f"{n}", "count", start=start)
         for i, z in enumerate(data.zones):
             mean = h.theta_mean(i)
-            yield _row("hour", "moisture", _n(None if mean is None else 100.0 * mean, 1), "% VWC", start=start,
-                       zone=f"{zone_number(z.index)}", name=z.name or "")
+            yield _row("hour", "moisture", _n(None if mean is None else 100.0 * mean, 1), "% VWC",
+                       start=start, zone=f"{zone_number(z.index)}", name=z.name or "")
 
 
 def report_csv(data: ReportData) -> str:

@@ -33,7 +33,8 @@ def money_rows(data: ReportData) -> list[tuple[str, str]]:
     prices, water at the site's price."""
     e, lang = data.economics, data.language
     return [(text(f"report.money.{key}", lang), value) for key, value in (
-        ("yield", fmt(e.yield_kg, 2)), ("revenue", fmt(e.revenue_eur, 2)), ("energy", fmt(data.energy_total_kwh, 1)),
+        ("yield", fmt(e.yield_kg, 2)), ("revenue", fmt(e.revenue_eur, 2)),
+        ("energy", fmt(data.energy_total_kwh, 1)),
         ("energy_cost", fmt(e.energy_cost_eur, 2)), ("water", fmt(data.water_total_l, 1)),
         ("water_cost", fmt(e.water_cost_eur, 2)), ("profit", fmt(e.profit_eur, 2)))]
 
@@ -67,7 +68,8 @@ def alarm_header(lang: str) -> list[str]:
 def period_words(data: ReportData) -> str:
     """The period with its length in hours or days, and that it is UTC with its end left out."""
     hours, lang = data.span_hours, data.language
-    length = text("report.hours", lang, n=f"{hours:g}") if hours < 48 else text("report.days", lang, n=f"{hours / 24:g}")
+    length = (text("report.hours", lang, n=f"{hours:g}") if hours < 48
+              else text("report.days", lang, n=f"{hours / 24:g}"))
     return text("report.period", lang, start=iso(data.period_from), end=iso(data.period_to), length=length)
 
 
@@ -98,7 +100,8 @@ def first_page(data: ReportData, *, generated_by: str, generated_at: str, report
     ], colWidths=[28 * mm, 152 * mm], style=lk.grid)
     out: list[Flowable] = [p(text("report.title", lang, name=data.greenhouse_name), lk.title), head,
                            Paragraph(text("report.h.money", lang), lk.h3_tight),
-                           Table([[_pairs(money_rows(data), half, lk), _pairs(intervention_rows(data), half, lk)]],
+                           Table([[_pairs(money_rows(data), half, lk),
+                                   _pairs(intervention_rows(data), half, lk)]],
                                  colWidths=[half + 4 * mm, half], style=_BARE),
                            Paragraph(text("report.h.zones", lang), lk.h3_tight),
                            Table([zone_header(lang), *zone_rows(data)], style=lk.grid, repeatRows=1,
@@ -108,7 +111,8 @@ def first_page(data: ReportData, *, generated_by: str, generated_at: str, report
         out += [Paragraph(text("report.h.settings", lang), lk.h3_tight), *_settings(data, lk)]
     out += [Paragraph(text("report.h.policies", lang), lk.h3_tight), _policies(data, lk),
             Paragraph(text("report.h.audit", lang), lk.h3_tight),
-            p(text("report.audit_verdict", lang, verdict=data.verification), lk.small), p(verify_words(data), lk.small)]
+            p(text("report.audit_verdict", lang, verdict=data.verification), lk.small),
+            p(verify_words(data), lk.small)]
     return out
 
 
@@ -142,7 +146,8 @@ def _settings(data: ReportData, lk: Look) -> list[Flowable]:
     out: list[Flowable] = [Table([header, *rows], style=lk.grid, repeatRows=1,
                                  colWidths=[26 * mm, 30 * mm, 80 * mm, 44 * mm])]
     if len(data.settings_changes) > FIRST_PAGE_ROWS:
-        out.append(p(text("report.more_in_details", lang, n=len(data.settings_changes) - FIRST_PAGE_ROWS), lk.small))
+        out.append(p(text("report.more_in_details", lang, n=len(data.settings_changes) - FIRST_PAGE_ROWS),
+                     lk.small))
     return out
 
 

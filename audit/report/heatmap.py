@@ -66,7 +66,8 @@ def heatmap(m: SaliencyMap, width: float = 170 * mm, lk: Look | None = None) -> 
     d = Drawing(width, height)
     top = height - 9
     d.add(String(0, top, text("report.heatmap.head", lang, ts=iso(m.ts), seq=m.seq,
-                              confidence=f"{m.confidence:.2f}", actor=actor_words(m.actor, lang)), fontName=lk.bold, fontSize=8))
+                              confidence=f"{m.confidence:.2f}", actor=actor_words(m.actor, lang)),
+                 fontName=lk.bold, fontSize=8))
     d.add(String(0, top - 10, text("report.heatmap.rows", lang, rows=rows, total=m.total_features,
                                    share=f"{m.shown_share_pct:.0f}"), fontName=lk.regular, fontSize=6.5))
     grid_top = height - title_h - header_h
@@ -113,11 +114,13 @@ def heatmap_section(data: ReportData) -> list[Flowable]:
         if data.decisions_low_confidence == 0:
             out.append(p(text("report.heatmap.none", lang), lk.body))
         else:
-            out.append(p(text("report.heatmap.none_recorded", lang, n=data.decisions_low_confidence), lk.body))
+            out.append(p(text("report.heatmap.none_recorded", lang, n=data.decisions_low_confidence),
+                         lk.body))
         return out
     intro = text("report.heatmap.intro", lang, n=data.saliency_total)
     if data.saliency_omitted:
-        intro += text("report.heatmap.omitted", lang, shown=len(data.saliency_maps), more=data.saliency_omitted)
+        intro += text("report.heatmap.omitted", lang, shown=len(data.saliency_maps),
+                      more=data.saliency_omitted)
     out.append(p(intro, lk.body))
     for m in data.saliency_maps:
         out += [Spacer(1, 3 * mm), heatmap(m, lk=lk)]

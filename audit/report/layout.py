@@ -55,16 +55,19 @@ def _details(data: ReportData) -> list[Flowable]:
         ("water_total", fmt(data.water_total_l)),
         ("water_unattributed", fmt(data.water_unattributed_l)),
         ("lamp_hours", fmt(data.lamp_hours, 2)),
-        ("energy", f"{fmt(data.energy_lamps_kwh, 2)} / {fmt(data.energy_pump_kwh, 2)} / {fmt(data.energy_total_kwh, 2)}"),
+        ("energy", f"{fmt(data.energy_lamps_kwh, 2)} / {fmt(data.energy_pump_kwh, 2)} / "
+                   f"{fmt(data.energy_total_kwh, 2)}"),
         ("manual_estop", f"{data.decisions_manual} / {data.decisions_estop}"),
         ("low_confidence", f"{data.decisions_low_confidence}"),
         ("rule_firings", f"{sum(data.clips_by_rule.values())}"))]
     out: list[Flowable] = [Paragraph(text("report.h.details", lang), lk.h2),
                            Table(rows, colWidths=[80 * mm, 100 * mm], style=lk.grid),
-                           Spacer(1, 3 * mm), *_economics(data), Paragraph(text("report.h.clips", lang), lk.h3)]
+                           Spacer(1, 3 * mm), *_economics(data),
+                           Paragraph(text("report.h.clips", lang), lk.h3)]
     # The rule's words, then its id: the id is what the hourly rows and the CSV count clips by.
     out += tables([text(f"report.col.{c}", lang) for c in ("rule_words", "rule", "firings")],
-                  ([p(_rule_words(r, lang), lk.small), p(r, lk.small), f"{n}"] for r, n in data.clips_by_rule.items()),
+                  ([p(_rule_words(r, lang), lk.small), p(r, lk.small), f"{n}"]
+                   for r, n in data.clips_by_rule.items()),
                   [110 * mm, 50 * mm, 20 * mm], lk.grid)
     out += [Paragraph(text("report.h.modes", lang), lk.h3)]
     out += tables([text(f"report.col.{c}", lang) for c in ("time", "seq", "actor", "from", "to", "reason")],
@@ -73,20 +76,23 @@ def _details(data: ReportData) -> list[Flowable]:
                   [26 * mm, 12 * mm, 34 * mm, 16 * mm, 16 * mm, 76 * mm], lk.grid)
     out += [Paragraph(text("report.h.alarm_actions", lang), lk.h3)]
     out += tables([text(f"report.col.{c}", lang) for c in ("time", "operator", "action", "alarm", "comment")],
-                  ([when(a.ts), p(a.actor, lk.small), p(action_words(a.action, lang), lk.small), p(a.title, lk.small),
-                    p(a.comment, lk.small)] for a in data.alarm_actions),
+                  ([when(a.ts), p(a.actor, lk.small), p(action_words(a.action, lang), lk.small),
+                    p(a.title, lk.small), p(a.comment, lk.small)] for a in data.alarm_actions),
                   [26 * mm, 32 * mm, 22 * mm, 50 * mm, 50 * mm], lk.grid)
     if len(data.settings_changes) > FIRST_PAGE_ROWS:
         out += [Paragraph(text("report.h.settings", lang), lk.h3)]
-        out += tables([text(f"report.col.{c}", lang) for c in ("time", "version", "by", "what_changed", "why")],
-                      ([when(c.ts), f"{c.version}", p(c.actor, lk.small), p(c.changes, lk.small), p(c.reason, lk.small)]
+        out += tables([text(f"report.col.{c}", lang)
+                       for c in ("time", "version", "by", "what_changed", "why")],
+                      ([when(c.ts), f"{c.version}", p(c.actor, lk.small), p(c.changes, lk.small),
+                        p(c.reason, lk.small)]
                        for c in data.settings_changes),
                       [26 * mm, 14 * mm, 30 * mm, 70 * mm, 40 * mm], lk.grid)
     return out
 
 
 def mode_words(mode: str | None, lang: str) -> str:
-    """A control mode code (``auto``, ``manual``, ``estop``) in words; '-' for none, an unknown one as it is."""
+    """A control mode code (``auto``, ``manual``, ``estop``) in words; '-' for none, an unknown one as it
+    is."""
     if not mode:
         return "-"
     return text(f"report.mode.{mode}", lang) if has(f"report.mode.{mode}") else mode
@@ -169,8 +175,8 @@ def catalogue_template(key: str, lang: str) -> str:
 
 
 def render_report(data: ReportData, *, generated_by: str, generated_at: datetime, report_id: str) -> bytes:
-    """The report as PDF bytes, in ``data.language``: the first page (the period's answer), details, charts, the
-    decision log by event and hour, saliency heat maps, the audit trail's verdict."""
+    """The report as PDF bytes, in ``data.language``: the first page (the period's answer), details, charts,
+    the decision log by event and hour, saliency heat maps, the audit trail's verdict."""
     generated_at = require_aware("generated_at", generated_at)
     lang = data.language
     lk = look(lang)

@@ -28,7 +28,8 @@ GRID = TableStyle([
     ("VALIGN", (0, 0), (-1, -1), "TOP"),
 ])
 
-COMPACT = TableStyle([*GRID.getCommands(), ("FONTSIZE", (0, 1), (-1, -1), 7), ("LEADING", (0, 1), (-1, -1), 8.6),
+COMPACT = TableStyle([*GRID.getCommands(), ("FONTSIZE", (0, 1), (-1, -1), 7),
+                      ("LEADING", (0, 1), (-1, -1), 8.6),
                       ("TOPPADDING", (0, 1), (-1, -1), 1.5), ("BOTTOMPADDING", (0, 1), (-1, -1), 1.5)])
 """A table of many short rows (the hourly log): tighter, so a week of hours takes a few pages."""
 PAIRS = TableStyle([("GRID", (0, 0), (-1, -1), 0.25, colors.grey), ("FONTSIZE", (0, 0), (-1, -1), 7.5),
@@ -92,8 +93,10 @@ def _cjk_table(base: TableStyle) -> TableStyle:
 def look(lang: str) -> Look:
     """The look of a report in ``lang`` (English for an unknown language)."""
     if language(lang) != "zh-Hans":
-        return Look("en", "Helvetica", "Helvetica-Bold", BODY, SMALL, TITLE, H2, H3, H3_TIGHT, GRID, COMPACT, PAIRS)
+        return Look("en", "Helvetica", "Helvetica-Bold", BODY, SMALL, TITLE, H2, H3, H3_TIGHT, GRID, COMPACT,
+                    PAIRS)
     if CJK_FONT not in pdfmetrics.getRegisteredFontNames():
         pdfmetrics.registerFont(UnicodeCIDFont(CJK_FONT))
-    return Look("zh-Hans", CJK_FONT, CJK_FONT, *(_cjk_style(s) for s in (BODY, SMALL, TITLE, H2, H3, H3_TIGHT)),
+    return Look("zh-Hans", CJK_FONT, CJK_FONT,
+                *(_cjk_style(s) for s in (BODY, SMALL, TITLE, H2, H3, H3_TIGHT)),
                 *(_cjk_table(t) for t in (GRID, COMPACT, PAIRS)))

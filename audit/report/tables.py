@@ -15,7 +15,8 @@ TABLE_CHUNK = 60
 
 def tables(header: Sequence[Any], rows: Iterable[Sequence[Any]], widths: Sequence[float],
            style: TableStyle = GRID) -> list[Flowable]:
-    """``rows`` under ``header`` as consecutive tables of at most :data:`TABLE_CHUNK` rows (one, empty, if none)."""
+    """``rows`` under ``header`` as consecutive tables of at most :data:`TABLE_CHUNK` rows (one, empty, if
+    none)."""
     out: list[Flowable] = []
     chunk: list[Sequence[Any]] = []
     for row in rows:

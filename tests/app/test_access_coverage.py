@@ -24,6 +24,7 @@ from app.audit_sink import ACCESS_CHAIN
 from app.auth.users import create_user, disable_user, set_roles
 from app.cli import db as db_cli
 from app.core.db import make_engine
+from app.services.greenhouses import add_greenhouse
 from audit import AuditEntry, Keyring, Signer, iso_utc
 from audit.store import AuditStore
 
@@ -56,7 +57,7 @@ def test_sealed_changes_account_for_the_tables_and_unsealed_ones_are_named(trail
         create_user(session=s, username="ivan", password=PW, roles=["operator"], seal=sealer.sealing("user_add"))
         set_roles(session=s, username="olga", roles=["agronomist", "operator"], seal=sealer.sealing("user_roles"))
         disable_user(session=s, username="ivan", seal=sealer.sealing("user_disable"))
-    db_cli.add_greenhouse(url, "gh1", zones=2, seal=sealer.sealing("greenhouse_register"))
+    add_greenhouse(url, "gh1", zones=2, seal=sealer.sealing("greenhouse_register"))
     store.append(ACCESS_CHAIN, "login", "adam", {"username": "adam", "roles": ["admin"]})
     found = _checked(url, store)
     assert found.ok, found.describe()
@@ -67,7 +68,7 @@ def test_sealed_changes_account_for_the_tables_and_unsealed_ones_are_named(trail
     with Session(engine) as s:
         set_roles(session=s, username="olga", roles=["admin"])
         create_user(session=s, username="eve", password=PW, roles=["admin"])
-    db_cli.add_greenhouse(url, "gh-quiet", zones=1)
+    add_greenhouse(url, "gh-quiet", zones=1)
     with engine.begin() as conn:
         conn.execute(text("UPDATE app_user SET disabled_at = NULL WHERE username = 'ivan'"))
         conn.execute(text("DELETE FROM app_user WHERE username = 'adam'"))

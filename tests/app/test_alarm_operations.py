@@ -27,6 +27,7 @@ from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
 from app.runtime import Alarm
+from app.services.greenhouses import add_greenhouse
 from tests.app.alarm_receivers import Hook
 from tests.app.procs import wait_until
 
@@ -55,7 +56,7 @@ class Clock:
 def book_setup(tmp_path: Path, hook: Hook) -> Iterator[tuple[AlarmBook, SimpleNamespace, Clock]]:
     url = f"sqlite:///{tmp_path / 'book.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
+    add_greenhouse(url, "gh1", zones=3, soil="loam")
     engine = make_engine(url)
     tracker = ConditionTracker()
     runtime = SimpleNamespace(alarms=[], audit=None,
@@ -162,7 +163,7 @@ def client(tmp_path_factory: pytest.TempPathFactory, hook: Hook) -> Iterator[Tes
     root = tmp_path_factory.mktemp("alarm-ops")
     url = f"sqlite:///{root / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
+    add_greenhouse(url, "gh1", zones=3, soil="loam")
     engine = make_engine(url)
     with make_session_factory(engine)() as session:
         for role in ROLES:

@@ -24,11 +24,12 @@ from app.auth.service import ACCESS_CHAIN, AuthConfigError
 from app.auth.tokens import TokenSigner
 from app.auth.users import create_user, disable_user
 from app.cli import db as db_cli
-from app.cli import report as report_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
 from app.runtime import Runtime
+from app.services.greenhouses import add_greenhouse
+from app.services.report_signing import verify_command
 from app.web.security import csrf_token
 from audit import iter_verified
 from audit.signing import load_certificate, verify_pdf
@@ -79,7 +80,7 @@ def api(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.Mon
     url = f"sqlite:///{root / 'gt.sqlite3'}"
     db_cli.upgrade(url)
     for gh, name in (("gh1", "North house"), ("gh2", "South house"), ("gh3", "East house")):
-        db_cli.add_greenhouse(url, gh, zones=3, soil="loam", name=name)
+        add_greenhouse(url, gh, zones=3, soil="loam", name=name)
     engine = make_engine(url)
     with make_session_factory(engine)() as session:
         for name, roles in USERS.items():
@@ -219,7 +220,7 @@ def test_agronomist_downloads_a_signed_report_naming_the_greenhouse(api: Api) ->
     assert "North house (gh1)" in text and "anna via the greentwin API" in text
     assert not verify_pdf(r.content[:-200] + b"0" * 200, cert).ok
     # The first page names the line that checks it: the dashboard's, with the service's state directory.
-    assert report_cli.verify_command(None, api.state_dir) in " ".join(text.split())
+    assert verify_command(None, api.state_dir) in " ".join(text.split())
 
 
 def test_the_report_is_in_the_readers_language_unless_the_request_names_one(api: Api) -> None:

@@ -20,6 +20,7 @@ from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
 from app.models import Decision, ModeChange
+from app.services.greenhouses import add_greenhouse
 from app.writer.jobs import Job
 from tests.conftest import temporary_pg_database
 
@@ -58,7 +59,7 @@ def database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 def client(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     root = tmp_path_factory.mktemp("decisions-app")
     db_cli.upgrade(database)
-    db_cli.add_greenhouse(database, GH, zones=2, soil="loam")
+    add_greenhouse(database, GH, zones=2, soil="loam")
     engine = make_engine(database)
     with make_session_factory(engine)() as session:
         create_user(session=session, username="viewer", password=PW, roles=["agronomist"])

@@ -20,6 +20,7 @@ from app.audit_sink import ACCESS_CHAIN
 from app.auth.users import create_user
 from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
+from app.services.greenhouses import add_greenhouse
 from app.web.security import csrf_token
 from audit.store import AuditStore
 from tests.app.procs import MOSQUITTO, AuditKeys, Mosquitto, Service, running, service_env
@@ -72,7 +73,7 @@ def door(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Door
     keys = AuditKeys.generate(root / "keys")
     with temporary_pg_database(pg_url, "greentwin_door") as url, running(Mosquitto(root / "broker")) as broker:
         db_cli.upgrade(url)
-        db_cli.add_greenhouse(url, "gh1", zones=2, soil="loam")
+        add_greenhouse(url, "gh1", zones=2, soil="loam")
         engine = make_engine(url)
         with make_session_factory(engine)() as session:
             for name, roles in USERS.items():

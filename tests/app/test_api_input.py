@@ -23,6 +23,7 @@ from app.cli import db as db_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
+from app.services.greenhouses import add_greenhouse
 
 try:
     from fastapi.routing import iter_route_contexts
@@ -53,7 +54,7 @@ def client(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Te
     root = tmp_path_factory.mktemp("input")
     with temporary_pg_database(pg_url, "greentwin_input") as url:
         db_cli.upgrade(url)
-        db_cli.add_greenhouse(url, "gh1", zones=2, soil="loam")
+        add_greenhouse(url, "gh1", zones=2, soil="loam")
         engine = make_engine(url)
         with make_session_factory(engine)() as session:
             create_user(session=session, username="root", password=PW, roles=list(ROLES))

@@ -19,6 +19,7 @@ from app.cli import db as db_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
+from app.services.greenhouses import add_greenhouse
 
 PW = "correct horse battery"
 MAX_BYTES = 4096
@@ -31,7 +32,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     root = tmp_path_factory.mktemp("limits")
     url = f"sqlite:///{root / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
+    add_greenhouse(url, "gh1", zones=3, soil="loam")
     engine = make_engine(url)
     with make_session_factory(engine)() as session:
         for name in ("maya", "nina", "lena", "ivan"):

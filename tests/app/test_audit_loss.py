@@ -16,6 +16,7 @@ from app.cli import db as db_cli
 from app.core.db import make_engine
 from app.deadletter import DeadLetters
 from app.journal import DecisionJournal, segments
+from app.services.greenhouses import add_greenhouse
 from app.writer import Job
 from audit import Keyring, Signer
 from audit.store import AuditStore
@@ -28,8 +29,8 @@ T0 = datetime(2026, 6, 1, tzinfo=UTC)
 def url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "ga", zones=6, soil="loam")
-    db_cli.add_greenhouse(url, "gb", zones=6, soil="loam")
+    add_greenhouse(url, "ga", zones=6, soil="loam")
+    add_greenhouse(url, "gb", zones=6, soil="loam")
     return url
 
 

@@ -208,7 +208,7 @@ def test_a_decision_stored_before_a_crash_is_sealed_as_stored(url, keys, tmp_pat
     version = {"v": "before the crash"}
     monkeypatch.setattr(writer_store, "explain_decisions",
                         lambda proposer, requests: [{"top_factors": [version["v"]]} for _ in requests])
-    ensemble = SimpleNamespace(members=[])
+    ensemble = SimpleNamespace(ensemble="members")  # explained (the explanation is faked above)
 
     def jobs() -> list[Job]:
         out = [decision_job(1), decision_job(2)]

@@ -24,6 +24,7 @@ from app.cli import main
 from app.core.config import Settings
 from app.core.db import make_engine
 from app.main import create_app
+from app.services.greenhouses import add_greenhouse
 from audit import Keyring, Signer
 from audit.store import AuditStore
 from tests.app.test_audit_verify import (  # noqa: F401 (database, keys: fixtures)
@@ -109,7 +110,7 @@ def _access_site(url: str, audit_keys: tuple[Keyring, Signer]) -> None:
     engine = make_engine(url)
     try:
         sealer = AccessSealer(AuditStore(engine, *audit_keys), "cli:root")
-        db_cli.add_greenhouse(url, "ga", zones=2, seal=sealer.sealing("greenhouse_register"))
+        add_greenhouse(url, "ga", zones=2, seal=sealer.sealing("greenhouse_register"))
         with Session(engine) as s:
             create_user(session=s, username="adam", password=PW, roles=["admin"], seal=sealer.sealing("user_added"))
     finally:
@@ -140,7 +141,7 @@ def test_a_tampered_access_record_is_the_chain_s_failure_not_a_traceback(databas
 def _pre_sealing_site(url: str, audit_keys: tuple[Keyring, Signer]) -> None:
     """What a site made before accounts were sealed holds: accounts and a greenhouse without records, and
     an access chain of logins only."""
-    db_cli.add_greenhouse(url, "ga", zones=2)
+    add_greenhouse(url, "ga", zones=2)
     engine = make_engine(url)
     try:
         with Session(engine) as s:

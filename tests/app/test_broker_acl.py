@@ -247,11 +247,12 @@ def test_greentwin_serve_runs_over_tls_with_its_client_certificate(site: Site, t
     """The real service process, configured only through its settings, decides for an edge box
     that speaks to it through the shipped broker config over TLS."""
     from app.cli import db as db_cli
+    from app.services.greenhouses import add_greenhouse
     from tests.app.procs import AuditKeys, Service, service_env
 
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, GH_A, zones=6, soil="loam")
+    add_greenhouse(url, GH_A, zones=6, soil="loam")
     files = site.tls_files(SERVICE_USER)
     env = service_env(database_url=url, mqtt_url=site.tls_url, keys=AuditKeys.generate(tmp_path / "keys"),
                       policy_dir=tmp_path / "no-policy",

@@ -15,6 +15,7 @@ from app.api.cell_cache import CellCache, Cells
 from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, TrendCell, TrendProgress
+from app.services.greenhouses import add_greenhouse
 from tests.app.test_trend_rollup import START, _rows
 
 WIDTH = roll.width(3)
@@ -50,7 +51,7 @@ def _equal(a: Cells | None, b: Cells) -> None:
 def test_the_cache_answers_as_the_table_does_as_rounds_move_on(url: str) -> None:
     db_cli.upgrade(url)
     for gh in ("gh1", "gh2"):
-        db_cli.add_greenhouse(url, gh, zones=3, soil="loam")
+        add_greenhouse(url, gh, zones=3, soil="loam")
     engine = make_engine(url)
     sessions = make_session_factory(engine)
     with sessions() as s:
@@ -88,7 +89,7 @@ def test_the_cache_answers_as_the_table_does_as_rounds_move_on(url: str) -> None
 def test_the_window_moves_with_the_reads_and_keeps_a_bounded_size(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'w.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
+    add_greenhouse(url, "gh1", zones=3, soil="loam")
     engine = make_engine(url)
     sessions = make_session_factory(engine)
     with sessions() as s:
@@ -109,7 +110,7 @@ def test_the_window_moves_with_the_reads_and_keeps_a_bounded_size(tmp_path: Path
 def test_a_reader_does_not_queue_behind_a_round_in_progress(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'q.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
+    add_greenhouse(url, "gh1", zones=3, soil="loam")
     engine = make_engine(url)
     sessions = make_session_factory(engine)
     with sessions() as s:

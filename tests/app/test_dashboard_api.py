@@ -32,11 +32,12 @@ from app.api import history as hist
 from app.auth.roles import ROLES
 from app.auth.users import create_user
 from app.cli import db as db_cli
-from app.cli import report as report_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
 from app.models import Decision
+from app.services.greenhouses import add_greenhouse
+from app.services.report_signing import verify_command
 from app.web.security import CSP, csrf_token
 from audit.labels import band_label, zone_label
 from wire.topics import Telemetry
@@ -81,7 +82,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     root = tmp_path_factory.mktemp("dash-api")
     url = f"sqlite:///{root / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam", name="North house")
+    add_greenhouse(url, "gh1", zones=3, soil="loam", name="North house")
     engine = make_engine(url)
     with make_session_factory(engine)() as session:
         for role in ROLES:
@@ -219,7 +220,7 @@ def test_the_report_panel_names_the_state_directory_verify_needs(client: TestCli
     assert csv_link == "/api/greenhouses/gh1/report.csv", "the CSV of the same summary, beside the PDF"
     [hint] = re.findall(r'<code id="report-verify-command">([^<]*)</code>', html)
     assert shlex.split(unescape(hint)) == ["greentwin", "report", "verify", "FILE.pdf", "--state-dir", str(state_dir)]
-    spaced = report_cli.verify_command(Path("/etc/green twin/report cert.pem"), state_dir)
+    spaced = verify_command(Path("/etc/green twin/report cert.pem"), state_dir)
     assert shlex.split(spaced)[-2:] == ["--cert", "/etc/green twin/report cert.pem"], "a configured certificate wins"
 
 
@@ -309,7 +310,7 @@ def test_costs_and_the_price_trend_use_the_price_each_decision_recorded(tmp_path
     500; an hour recorded without a price is filled from the tariff, and the API says which is which."""
     url = f"sqlite:///{tmp_path / 'price.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
+    add_greenhouse(url, "gh1", zones=3, soil="loam")
     engine = make_engine(url)
     with make_session_factory(engine)() as session:
         create_user(session=session, username="agronomist", password=PW, roles=["agronomist"])
@@ -360,7 +361,7 @@ def history_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
 def test_history_averages_a_week_of_minutes_into_hourly_buckets(history_url: str) -> None:
     url = history_url
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=6, soil="loam")
+    add_greenhouse(url, "gh1", zones=6, soil="loam")
     start = datetime(2026, 6, 1, tzinfo=UTC)
     minutes = 7 * 24 * 60
     rng = np.random.default_rng(0)
@@ -581,7 +582,7 @@ def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> 
 
     url = f"sqlite:///{tmp_path / 'alarms.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=3, soil="loam")
+    add_greenhouse(url, "gh1", zones=3, soil="loam")
     engine = make_engine(url)
     sessions = make_session_factory(engine)
     t0 = datetime(2026, 6, 1, tzinfo=UTC)

@@ -27,6 +27,7 @@ import pytest
 from app.auth.users import create_user
 from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
+from app.services.greenhouses import add_greenhouse
 from audit.signing import load_certificate, verify_pdf
 from tests.app.procs import (
     MOSQUITTO,
@@ -65,7 +66,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("dash")
     url = f"sqlite:///{root / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, GH, zones=ZONES, soil="loam", name="North house")
+    add_greenhouse(url, GH, zones=ZONES, soil="loam", name="North house")
     engine = make_engine(url)
     with make_session_factory(engine)() as session:
         create_user(session=session, username="olga", password=PW, roles=["operator"])

@@ -14,6 +14,7 @@ from app.api import trend_rollup as roll
 from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision
+from app.services.greenhouses import add_greenhouse
 from control import ExpertProposer, GreenhouseController, ZoneSetup
 from control.outlook import Outlook
 from policy.baselines import ThresholdExpert
@@ -101,7 +102,7 @@ def test_cells_of_today_give_the_lamp_weighted_price_and_a_yield(tmp_path: Path)
     """Decisions stored, rolled up into cells, read back as the dashboard does."""
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=6, soil="loam")
+    add_greenhouse(url, "gh1", zones=6, soil="loam")
     ctl = _controller()
     rows = []
     # 02:00-03:00 local (off-peak) lamps at 100 %, 10:00-11:00 (peak) at 50 %; one decision a minute.
@@ -169,7 +170,7 @@ def test_lamps_cost_the_price_their_decisions_recorded_and_the_tariff_only_fills
     an hour whose records hold no price (stored before prices were kept) is priced at the tariff."""
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=6, soil="loam")
+    add_greenhouse(url, "gh1", zones=6, soil="loam")
     ctl = _controller()
     cfg = PriceConfig()
     recorded, peak = 400.0 + cfg.adder_eur_mwh, cfg.tou_peak_eur_mwh + cfg.adder_eur_mwh

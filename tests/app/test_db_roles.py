@@ -24,6 +24,7 @@ from app import registry
 from app.auth.users import create_user, disable_user
 from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
+from app.services.greenhouses import add_greenhouse
 from audit import Keyring, Signer
 from audit.store import AuditStore
 from tests.app.pg_roles import RoleDatabase, owner_and_app_roles
@@ -42,7 +43,7 @@ def roles(pg_url: str) -> Iterator[RoleDatabase]:
         assert f"{rdb.app}: SELECT, INSERT on audit_record" in out.stdout.splitlines()
         assert f"{rdb.app}: SELECT, INSERT, UPDATE (ack_status) on decision" in out.stdout.splitlines()
         assert f"{rdb.app}: SELECT, INSERT on mode_change" in out.stdout.splitlines()
-        db_cli.add_greenhouse(rdb.owner_url, "gh1", zones=2)
+        add_greenhouse(rdb.owner_url, "gh1", zones=2)
         yield rdb
 
 
@@ -127,7 +128,7 @@ def test_what_the_service_role_may_still_change_is_caught_by_verify(roles, keys,
                                                                    monkeypatch) -> None:
     """The ack status is the service's to write, so its role may set it to anything: verify compares it with
     the sealed command_ack and names the row, run as that same role (as the scheduled verify runs)."""
-    db_cli.add_greenhouse(roles.owner_url, "ga", zones=2)
+    add_greenhouse(roles.owner_url, "ga", zones=2)
     write_as_the_service(roles.app_url, keys, [decision_job(7), ack_job(7, "applied")], tmp_path)
     assert verify(capsys, roles.app_url, "--greenhouse", "ga")[0] == 0
     engine = create_engine(roles.app_url)

@@ -15,6 +15,7 @@ from sqlalchemy import select, text
 from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, ModeChange
+from app.services.greenhouses import add_greenhouse
 from wire.fields import check_db_timestamp
 
 CEST = timezone(timedelta(hours=2))
@@ -33,12 +34,12 @@ def sessions(request, tmp_path):
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
         db_cli.upgrade(url)
-        db_cli.add_greenhouse(url, "gh1", zones=6)
+        add_greenhouse(url, "gh1", zones=6)
         yield make_session_factory(make_engine(url))
         return
     with request.getfixturevalue("make_pg_database")("gt_ts") as url:
         db_cli.upgrade(url)
-        db_cli.add_greenhouse(url, "gh1", zones=6)
+        add_greenhouse(url, "gh1", zones=6)
         engine = make_engine(url)
         yield make_session_factory(engine)
         engine.dispose()

@@ -12,6 +12,7 @@ from app.cli import db as db_cli
 from app.cli import main as cli_main
 from app.core.db import make_engine, make_session_factory
 from app.recorder import DecisionRecorder
+from app.services.greenhouses import add_greenhouse
 from control import ExpertProposer, GreenhouseController, ZoneSetup
 from policy.baselines import ThresholdExpert
 from policy.bc import load_demos
@@ -35,7 +36,7 @@ def _telemetry(k: int, valves: list[int], pump: float) -> Telemetry:
 def test_overrides_are_exported_as_demonstrations_and_feed_training(tmp_path: Path, capsys) -> None:
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=6)
+    add_greenhouse(url, "gh1", zones=6)
     recorder = DecisionRecorder(make_session_factory(make_engine(url)), tmp_path / "spool.jsonl")
     ctl = GreenhouseController("gh1", ZONES, ExpertProposer(ThresholdExpert()), SafetyLimits.default(), step_s=60.0)
     decisions = [ctl.on_telemetry(_telemetry(0, [0] * 6, 0.0))]  # auto: not a demonstration

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from app.cli import db as db_cli
 from app.core.db import make_engine
 from app.models import Decision, ModeChange
+from app.services.greenhouses import add_greenhouse
 from audit.store import AuditStore
 from plantsim.sim import PlantSim
 from tests.app.procs import (
@@ -66,7 +67,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("db") / "template.sqlite3"
     url = f"sqlite:///{path}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, GH, zones=6, soil="loam")
+    add_greenhouse(url, GH, zones=6, soil="loam")
     return path
 
 
@@ -190,7 +191,7 @@ def pg_behind_proxy(make_pg_database: Any) -> Iterator[tuple[str, str, CuttableP
     """(direct URL, URL through the proxy, proxy) of a fresh, migrated PostgreSQL database with ``gh1``."""
     with make_pg_database("gt_faults") as url:
         db_cli.upgrade(url)
-        db_cli.add_greenhouse(url, GH, zones=6, soil="loam")
+        add_greenhouse(url, GH, zones=6, soil="loam")
         target = make_url(url)
         proxy = CuttableProxy((target.host or "127.0.0.1", target.port or 5432))
         try:
@@ -324,7 +325,7 @@ def test_ten_thousand_hostile_telemetry_messages_are_each_rejected_with_a_reason
     with make_pg_database("gt_fuzz") as url, \
             running(_mosquitto(tmp_path / "broker", "max_queued_messages 0\n")) as broker:
         db_cli.upgrade(url)
-        db_cli.add_greenhouse(url, GH, zones=6, soil="loam")
+        add_greenhouse(url, GH, zones=6, soil="loam")
         # Every message parsed, so every refusal has its reason: a byte budget that 10,000 messages fit.
         service = Service(tmp_path, _env(tmp_path, url, broker, keys, GREENTWIN_MAX_AGE_S=str(MAX_AGE_S),
                                          GREENTWIN_TELEMETRY_BYTES_BURST=str(256 * 1024 * 1024)))

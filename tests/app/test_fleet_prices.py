@@ -12,6 +12,7 @@ from app.cli import db as db_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.fleet import build_controllers
+from app.services.greenhouses import add_greenhouse
 from app.snapshots import SnapshotStore
 from control import ExpertProposer
 from policy.tuning import served_expert
@@ -22,7 +23,7 @@ from wire.topics import Telemetry
 def test_the_observation_sees_the_configured_fruit_price(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=3)
+    add_greenhouse(url, "gh1", zones=3)
     engine = make_engine(url)
     try:
         settings = Settings(database_url=url, fruit_price_eur_kg=2.5)

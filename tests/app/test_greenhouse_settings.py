@@ -31,6 +31,7 @@ from app.fleet import build_controllers
 from app.greenhouse_settings import SettingsEdit, change_settings
 from app.main import create_app
 from app.models import Decision
+from app.services.greenhouses import add_greenhouse
 from app.snapshots import SnapshotStore
 from control import ExpertProposer, GreenhouseController, ZoneSetup
 from control.setup import GreenhouseSetup
@@ -95,7 +96,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     root = tmp_path_factory.mktemp("settings")
     url = f"sqlite:///{root / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=ZONES, soil="loam", name="North house")
+    add_greenhouse(url, "gh1", zones=ZONES, soil="loam", name="North house")
     engine = make_engine(url)
     with make_session_factory(engine)() as session:
         for name, roles in {"pia": ["agronomist"], "olga": ["operator"], "adam": ["admin"]}.items():

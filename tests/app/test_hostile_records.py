@@ -22,6 +22,7 @@ from app.deadletter import DeadLetters
 from app.journal import DecisionJournal
 from app.models import Decision, ModeChange
 from app.recorder import DecisionRecorder
+from app.services.greenhouses import add_greenhouse
 from app.writer import Job
 from tests.app.test_runtime_batch import _runtime
 from wire.fields import ACTOR_MAX_LEN, ESTOP_SOURCE_MAX_LEN, REASON_MAX_LEN
@@ -72,12 +73,12 @@ def db_url(request, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
         db_cli.upgrade(url)
-        db_cli.add_greenhouse(url, "ga", zones=6, soil="loam")
+        add_greenhouse(url, "ga", zones=6, soil="loam")
         yield url
         return
     with request.getfixturevalue("make_pg_database")("gt_hostile") as url:
         db_cli.upgrade(url)
-        db_cli.add_greenhouse(url, "ga", zones=6, soil="loam")
+        add_greenhouse(url, "ga", zones=6, soil="loam")
         yield url
 
 

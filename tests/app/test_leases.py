@@ -19,6 +19,7 @@ from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.leases import LeaseBook, catch_up, default_holder, seq_floor
 from app.models import GreenhouseLease
+from app.services.greenhouses import add_greenhouse
 from plantsim.edge import GreenhouseState
 from safety import SafetyLimits
 from wire.topics import Command, encode, parse_payload
@@ -32,7 +33,7 @@ def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     def build(url: str) -> Iterator[Any]:
         db_cli.upgrade(url)
         for gh in GHS:
-            db_cli.add_greenhouse(url, gh, zones=2, soil="loam")
+            add_greenhouse(url, gh, zones=2, soil="loam")
         engine = make_engine(url)
         try:
             yield make_session_factory(engine)
@@ -200,7 +201,7 @@ def test_the_runtime_ignores_and_refuses_what_another_replica_holds(tmp_path: Pa
 
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=6, soil="loam")
+    add_greenhouse(url, "gh1", zones=6, soil="loam")
     settings = Settings(database_url=url, policy_dir=tmp_path / "no-policy", replica_id="r1")
     engine = make_engine(url)
     try:

@@ -15,6 +15,7 @@ from app.api.live_feed import LiveFeed
 from app.cli import db as db_cli
 from app.core.config import Settings
 from app.main import create_app
+from app.services.greenhouses import add_greenhouse
 from wire.topics import Telemetry
 
 
@@ -24,7 +25,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     url = f"sqlite:///{root / 'gt.sqlite3'}"
     db_cli.upgrade(url)
     for gh in ("gh1", "gh2"):
-        db_cli.add_greenhouse(url, gh, zones=2, soil="loam")
+        add_greenhouse(url, gh, zones=2, soil="loam")
     settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1", policy_dir=root / "no-policy",
                         environment="demo", secret_key="live-feed-secret-" + "4c" * 16)
     with TestClient(create_app(settings, state_dir=root / "state")) as c:

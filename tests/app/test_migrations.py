@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate, head_revisions, make_engine, schema_is_current
 from app.models import SCHEMA, Decision, Greenhouse, ModeChange, Zone
+from app.services.greenhouses import GreenhouseExists, add_greenhouse
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -142,7 +143,7 @@ def test_user_language_keeps_existing_accounts_in_english_and_downgrades(db_url:
 
 def test_add_greenhouse_refuses_unmigrated_db(db_url: str) -> None:
     with pytest.raises(SchemaOutOfDate, match="greentwin db upgrade"):
-        db_cli.add_greenhouse(db_url, "gh-1")
+        add_greenhouse(db_url, "gh-1")
 
 
 def _decision(gh: str, seq: int, cmd_id: str | None = None) -> Decision:
@@ -168,11 +169,11 @@ def _decision(gh: str, seq: int, cmd_id: str | None = None) -> Decision:
 
 def test_greenhouse_decisions_and_constraints(db_url: str, engine: Engine) -> None:
     db_cli.upgrade(db_url)
-    gh = db_cli.add_greenhouse(db_url, "gh-1", zones=3, soil="clay", name="North house")
+    gh = add_greenhouse(db_url, "gh-1", zones=3, soil="clay", name="North house")
     assert (gh.id, gh.name, gh.zones) == ("gh-1", "North house", 3)
-    db_cli.add_greenhouse(db_url, "gh-2")
-    with pytest.raises(db_cli.GreenhouseExists):
-        db_cli.add_greenhouse(db_url, "gh-1")
+    add_greenhouse(db_url, "gh-2")
+    with pytest.raises(GreenhouseExists):
+        add_greenhouse(db_url, "gh-1")
 
     with Session(engine) as s:
         zones = s.scalars(select(Zone).where(Zone.greenhouse_id == "gh-1").order_by(Zone.index)).all()
@@ -217,4 +218,4 @@ def test_greenhouse_decisions_and_constraints(db_url: str, engine: Engine) -> No
 def test_add_greenhouse_validates_input(kwargs: dict[str, object], match: str, tmp_path: Path) -> None:
     args: dict[str, object] = {"gh_id": "gh-1", **kwargs}
     with pytest.raises(ValueError, match=match):
-        db_cli.add_greenhouse(f"sqlite:///{tmp_path / 'x.sqlite3'}", **args)  # type: ignore[arg-type]
+        add_greenhouse(f"sqlite:///{tmp_path / 'x.sqlite3'}", **args)  # type: ignore[arg-type]

@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.outlook_feed import OutlookFeed
+from app.outlook.feed import OutlookFeed
+from app.outlook.price_provider import PriceProvider
+from app.outlook.weather_provider import WeatherProvider
 from control import ExpertProposer, GreenhouseController, ZoneSetup
 from control.outlook import SOLAR_LEADS, Outlook
 from policy.tuning import served_expert
 from safety import SafetyLimits
 from twin.config import PriceConfig
-from twin.price_provider import PriceProvider
-from twin.weather_provider import WeatherProvider
 from wire.topics import Telemetry
 
 NOW = datetime(2026, 12, 2, 14, 20, tzinfo=UTC)  # after 13:00: tomorrow's prices are published
@@ -193,10 +193,11 @@ def test_runtime_decides_on_the_feeds_outlook(site: Site, tmp_path: Path) -> Non
     from app.core.config import Settings
     from app.core.db import make_engine, make_session_factory
     from app.runtime import Runtime
+    from app.services.greenhouses import add_greenhouse
 
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh-outlook", zones=6, soil="loam")
+    add_greenhouse(url, "gh-outlook", zones=6, soil="loam")
     settings = Settings(database_url=url, policy_dir=tmp_path / "no-policy", max_age_s=3600.0)
     f = feed(site.url, site.url)
     f.refresh()

@@ -11,13 +11,15 @@ import httpx
 import numpy as np
 import pytest
 
-from app.outlook_feed import OutlookFeed
+from app.outlook.feed import OutlookFeed
+from app.outlook.price_provider import PriceProvider
+from app.outlook.weather_provider import WeatherProvider
 from plantsim.outlook import OutlookServer, forecast_payload
 from plantsim.sim import PlantSim
 from twin.config import PriceConfig
-from twin.price_provider import PriceProvider, parse_day_ahead
+from twin.price_data import parse_day_ahead
 from twin.weather import SOLAR
-from twin.weather_provider import WeatherProvider, parse_open_meteo
+from twin.weather_data import parse_open_meteo
 
 START = datetime(2026, 6, 1, 4, 30, tzinfo=UTC)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from app import registry
 from app.audit_sink import AuditSink
-from app.core.config import DEFAULT_POLICY_DIR
-from app.core.db import make_engine
+from app.core.config import DEFAULT_POLICY_DIR, Settings
+from app.core.db import make_engine, make_session_factory
 from app.runtime import Runtime
 from audit import Keyring, Signer, open_record
 from audit.store import AuditStore
@@ -33,9 +33,9 @@ def _ensemble_copy(tmp_path: Path, version: str, *, corrupt: bool = False) -> Pa
 
 
 def _service(url: str, state: Path, policy_dir: Path, store: AuditStore) -> Runtime:
-    rt = _runtime(url, state, audit=AuditSink(store))
-    rt.settings = rt.settings.model_copy(update={"policy_dir": policy_dir})
-    rt.policy_dir = policy_dir
+    settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1883", policy_dir=policy_dir,
+                        max_age_s=3600.0, ack_timeout_s=300.0)  # as _runtime's, with this ensemble configured
+    rt = Runtime(settings, make_session_factory(make_engine(url)), state_dir=state, audit=AuditSink(store))
     rt.load_greenhouses()
     return rt
 
@@ -107,12 +107,12 @@ def test_the_writer_explains_decisions_after_a_swap_with_the_new_ensemble(monkey
         return [{"top": proposer.policy_version} for _ in requests]
 
     monkeypatch.setattr(store_mod, "explain_decisions", fake_explain)
-    current = {"v": SimpleNamespace(policy_version="old", members=[])}
+    current = {"v": SimpleNamespace(policy_version="old", ensemble="members")}
     stored: list[tuple[str, dict]] = []
     recorder = SimpleNamespace(record_many=lambda items: stored.extend(items) or True)
     store = DecisionStore(recorder, lambda zones: current["v"],  # type: ignore[arg-type]
                           on_swap=lambda job: current.update(v=SimpleNamespace(policy_version=job.row["to_version"],
-                                                                               members=[])))
+                                                                               ensemble="members")))
     ts = datetime(2026, 6, 1, tzinfo=UTC)
 
     def decision(seq: int) -> Job:

@@ -10,6 +10,7 @@ from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision
 from app.recorder import DecisionRecorder
+from app.services.greenhouses import add_greenhouse
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -29,7 +30,7 @@ def _count(factory) -> int:
 def test_spool_while_down_then_flush_once(tmp_path):
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=6)
+    add_greenhouse(url, "gh1", zones=6)
     live = make_session_factory(make_engine(url))
     dead = make_session_factory(make_engine(f"sqlite:///{tmp_path / 'missing' / 'nope.sqlite3'}"))
     rec = DecisionRecorder(live, tmp_path / "spool" / "decisions.jsonl")
@@ -56,7 +57,7 @@ def test_spool_while_down_then_flush_once(tmp_path):
 def test_flush_stops_at_a_dead_database_and_keeps_the_rest(tmp_path):
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=6)
+    add_greenhouse(url, "gh1", zones=6)
     dead = make_session_factory(make_engine(f"sqlite:///{tmp_path / 'missing' / 'nope.sqlite3'}"))
     rec = DecisionRecorder(dead, tmp_path / "decisions.jsonl")
     for seq in (1, 2):
@@ -70,7 +71,7 @@ def test_the_newest_commands_of_each_greenhouse_are_read_back_in_one_query(tmp_p
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
     for gh in ("gh1", "gh2"):
-        db_cli.add_greenhouse(url, gh, zones=6)
+        add_greenhouse(url, gh, zones=6)
     rec = DecisionRecorder(make_session_factory(make_engine(url)), tmp_path / "spool.jsonl")
     for seq in range(1, 6):
         rec.record_decision(_row(seq))

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from app.cli import db as db_cli
 from app.core.db import make_engine
 from app.models import Decision, GreenhouseLease
+from app.services.greenhouses import add_greenhouse
 from plantsim.sim import PlantSim
 from tests.app.procs import AuditKeys, Mosquitto, Service, running, service_env, wait_until
 from wire.topics import Command
@@ -74,7 +75,7 @@ def test_two_replicas_command_each_greenhouse_once_and_take_over_a_killed_ones_w
     with make_pg_database("gt_replicas") as url, running(Mosquitto(tmp_path / "broker")) as broker:
         db_cli.upgrade(url)
         for gh in GHS:
-            db_cli.add_greenhouse(url, gh, zones=6, soil="loam")
+            add_greenhouse(url, gh, zones=6, soil="loam")
         replicas = {}
         for rid in ("r1", "r2"):
             (tmp_path / rid).mkdir()

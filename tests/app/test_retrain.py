@@ -26,6 +26,7 @@ from app.retraining.gate import run_gate, worse_metrics
 from app.retraining.lock import Locked, lock_path, run_lock
 from app.retraining.pipeline import RetrainOptions, run_retrain
 from app.retraining.runs import last_run
+from app.services.greenhouses import add_greenhouse
 from policy.checkpoint import member_dir, read_meta, sha256_file, write_ensemble_manifest
 from twin.calibration import SoilLog, simulate_zone
 from twin.config import TwinConfig
@@ -75,7 +76,7 @@ def _window_rows(gh: str, steps: int = 96, dt_s: float = 1800.0) -> list[Decisio
 def url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=6, soil="loam")
+    add_greenhouse(url, "gh1", zones=6, soil="loam")
     engine = make_engine(url)
     with make_session_factory(engine)() as s:
         s.add_all(_window_rows("gh1"))

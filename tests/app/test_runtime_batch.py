@@ -20,6 +20,7 @@ from app.core.db import make_engine, make_session_factory
 from app.models import Decision, ModeChange
 from app.recorder import DecisionRecorder
 from app.runtime import Runtime
+from app.services.greenhouses import add_greenhouse
 from control import Pending
 from tests.control.test_decision_batch import _ensemble
 from wire.topics import EstopEvent, Telemetry, encode, estop_topic, telemetry_topic
@@ -38,7 +39,7 @@ def _database(tmp_path: Path, ghs: list[str]) -> str:
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
     for gh in ghs:
-        db_cli.add_greenhouse(url, gh, zones=6, soil="loam")
+        add_greenhouse(url, gh, zones=6, soil="loam")
     return url
 
 

@@ -14,6 +14,7 @@ from app.cli import db as db_cli
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.main import create_app
+from app.services.greenhouses import add_greenhouse
 from audit.errors import AuditKeyError
 from audit.store import AuditStore
 from plantsim.sim import PlantSim
@@ -43,7 +44,7 @@ def service_env(tmp_path, mqtt_available):
     gh = "t" + uuid.uuid4().hex[:10]
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, gh, zones=6, soil="loam")
+    add_greenhouse(url, gh, zones=6, soil="loam")
     engine = make_engine(url)
     with make_session_factory(engine)() as session:
         create_user(session=session, username="op1", password=OPERATOR_PW, roles=["operator"])

@@ -15,6 +15,7 @@ from app.api import trend_rollup as roll
 from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, TrendCell
+from app.services.greenhouses import add_greenhouse
 
 START = datetime(2026, 6, 1, tzinfo=UTC)
 BANDS = [(0.2, 0.25)] * 3
@@ -53,7 +54,7 @@ def _same(a: hist.HistoryResponse, b: hist.HistoryResponse) -> None:
 def test_cells_answer_as_the_decisions_do_and_take_in_late_rows(url: str) -> None:
     db_cli.upgrade(url)
     for gh in ("gh1", "gh2"):
-        db_cli.add_greenhouse(url, gh, zones=3, soil="loam")
+        add_greenhouse(url, gh, zones=3, soil="loam")
     engine = make_engine(url)
     sessions = make_session_factory(engine)
     with sessions() as s:

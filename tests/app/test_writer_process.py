@@ -15,6 +15,7 @@ from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.journal import DecisionJournal
 from app.models import Decision
+from app.services.greenhouses import add_greenhouse
 from app.writer import Job, WriterConfig, WriterProcess
 from audit import Keyring, Signer
 from audit.store import AuditStore
@@ -45,7 +46,7 @@ def _start(tmp_path: Path, writer: WriterProcess, rotate_every: int, **cfg: floa
     """A migrated database with greenhouse ``ga``, audit keys, a journal and ``writer`` tailing it."""
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "ga", zones=6)
+    add_greenhouse(url, "ga", zones=6)
     keyring, signer = Keyring.generate(), Signer.generate()
     journal = DecisionJournal(tmp_path / "journal", rotate_every=rotate_every)
     writer.start(WriterConfig(database_url=url, spool_path=tmp_path / "spool.jsonl", journal=journal.folder,

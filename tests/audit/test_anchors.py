@@ -64,7 +64,8 @@ def _cut_tail(engine: Engine, gh: str, from_seq: int) -> None:
             conn.execute(text("ALTER TABLE audit_record DISABLE TRIGGER USER"))
         else:
             conn.execute(text("DROP TRIGGER IF EXISTS audit_record_purge_only"))
-        conn.execute(text("DELETE FROM audit_record WHERE greenhouse_id = :g AND seq >= :s"), {"g": gh, "s": from_seq})
+        conn.execute(text("DELETE FROM audit_record WHERE greenhouse_id = :g AND seq >= :s"),
+                     {"g": gh, "s": from_seq})
         if conn.dialect.name == "postgresql":
             conn.execute(text("ALTER TABLE audit_record ENABLE TRIGGER USER"))
 
@@ -113,12 +114,14 @@ def test_a_cut_tail_and_a_vanished_chain_are_found(engine: Engine, keys: tuple[K
     assert "the chain is gone" in str(checks["gh-b"].problem)
 
 
-def test_forged_or_damaged_lines_anchor_nothing(engine: Engine, keys: tuple[Keyring, Signer], tmp_path: Path) -> None:
+def test_forged_or_damaged_lines_anchor_nothing(engine: Engine, keys: tuple[Keyring, Signer],
+                                                tmp_path: Path) -> None:
     store = _store(engine, keys)
     path = tmp_path / "anchors.jsonl"
     other = Signer.generate()
     append_anchors(path, sign_heads(other, [("gh-a", 20, "0" * 64)]), other.key_id)  # someone else's key
-    append_anchors(path, sign_heads(other, [("gh-a", 20, "0" * 64)]), keys[1].key_id)  # ... claiming to be ours
+    # ... claiming to be ours
+    append_anchors(path, sign_heads(other, [("gh-a", 20, "0" * 64)]), keys[1].key_id)
     _export(store, keys[1], path)
     line = json.loads(path.read_text().splitlines()[-1])
     line["seq"] = 19  # a genuine line, edited
@@ -160,9 +163,11 @@ def test_lines_written_before_anchors_named_their_key_still_verify(
     path = tmp_path / "anchors.jsonl"
     _export(store, keys[1], path)
     lines = [json.loads(ln) for ln in path.read_text().splitlines()]
-    path.write_text("".join(json.dumps({k: v for k, v in ln.items() if k != "key_id"}) + "\n" for ln in lines))
+    path.write_text("".join(json.dumps({k: v for k, v in ln.items() if k != "key_id"}) + "\n"
+                            for ln in lines))
     old = Signer.generate()
     anchors, problems = read_anchors(path, [old.public_key, keys[1].public_key])
-    assert problems == [] and set(anchors) == {"gh-a", "gh-b"}, "checked against every key it may be signed by"
+    assert problems == [] and set(anchors) == {"gh-a", "gh-b"}, \
+        "checked against every key it may be signed by"
     _, problems = read_anchors(path, old.public_key)
     assert len(problems) == 2 and all("signature invalid" in p for p in problems)

@@ -12,7 +12,8 @@ from audit.crypto import Keyring, Signer
 
 
 def _greentwin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True,
+                          timeout=60)
 
 
 def test_keygen_writes_owner_only_keys_and_refuses_to_overwrite(tmp_path: Path) -> None:

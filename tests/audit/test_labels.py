@@ -39,4 +39,5 @@ def test_actuators_and_features_name_their_zone_as_people_count() -> None:
     assert actuator_label("pump") == "pump" and actuator_label("lights") == "lights"
     assert feature_label("moisture[0]") == "Zone 1 moisture"
     assert feature_label("irrigation_24h[2]") == "Zone 3 irrigation 24h"
-    assert feature_label("air_temp") == "air temp" and feature_label("forecast_temp[+3h]") == "forecast temp[+3h]"
+    assert feature_label("air_temp") == "air temp" \
+        and feature_label("forecast_temp[+3h]") == "forecast temp[+3h]"

@@ -1,5 +1,5 @@
-"""SealAhead: chunks come out in chain order with their prepared rows, errors surface in the caller, the worker
-never outlives the block."""
+"""SealAhead: chunks come out in chain order with their prepared rows, errors surface in the caller, the
+worker never outlives the block."""
 
 from __future__ import annotations
 

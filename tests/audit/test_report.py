@@ -23,6 +23,8 @@ from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, ModeChange
 from app.reports import collect_report_data, site_energy_model
+from app.services.greenhouses import add_greenhouse
+from app.services.report_signing import CERT_ENV, KEY_ENV, verify_command
 from audit.report import render_report, watermark_text
 from audit.signing import generate_identity, sign_pdf, verify_pdf
 
@@ -52,8 +54,9 @@ EXPLAINED = {
     "top": [{"feature": "moisture[2]", "value": 0.1704, "unit": "m3/m3", "delta_vs_baseline": -0.05,
              "share_pct": 61.4, "attribution": 0.12,
              "sentence": "zone 2 moisture 0.17 m3/m3, 0.02 below its target band: 61 %"},
-            {"feature": "air_temp", "value": 24.0, "unit": "degC", "delta_vs_baseline": 2.0, "share_pct": 20.0,
-             "attribution": 0.04, "sentence": "air_temp 24.0 degC, 2.0 above the reference 22.0: 20 %"}],
+            {"feature": "air_temp", "value": 24.0, "unit": "degC", "delta_vs_baseline": 2.0,
+             "share_pct": 20.0, "attribution": 0.04,
+             "sentence": "air_temp 24.0 degC, 2.0 above the reference 22.0: 20 %"}],
     "alarms": [], "low_confidence": False}
 
 
@@ -91,7 +94,8 @@ def _decision(seq: int, i: int, ts: datetime) -> dict:
     return {"greenhouse_id": "gh1", "seq": seq, "ts": ts, "actor": actor, "mode": mode,
             "telemetry": {"flow_l_min": flow, "valve_open": feedback, "light_pct": 50.0 if i % 2 else 0.0,
                           "pump_pct": 40.0 if flow else 0.0},
-            "estimate": {"theta": theta, "price_eur_mwh": _price(i), "crop_twin": {"yield_kg_m2": 0.001 * (i + 1)}},
+            "estimate": {"theta": theta, "price_eur_mwh": _price(i),
+                         "crop_twin": {"yield_kg_m2": 0.001 * (i + 1)}},
             "member_actions": [], "voted": {},
             "clipped": {"valves": valves, "pump_pct": 40.0, "light_pct": 0.0}, "rules_fired": _rules(i),
             "reward_terms": None, "confidence": conf, "explanation": expl, "cmd_id": None, "ack_status": None}
@@ -104,7 +108,8 @@ MODE_CHANGES = [
     (T0 + timedelta(seconds=70 * STEP_S - 1), "operator:alice", "manual", "auto", "done"),
     (T0 + timedelta(seconds=120 * STEP_S - 1), "operator:bob", "auto", "estop", HOSTILE),
     (T0 + timedelta(seconds=130 * STEP_S - 1), "operator:bob", "estop", "auto", "cleared"),
-    (T0 + timedelta(seconds=200 * STEP_S - 1), "edge:estop", "auto", "estop", "telemetry reports the e-stop pressed"),
+    (T0 + timedelta(seconds=200 * STEP_S - 1), "edge:estop", "auto", "estop",
+     "telemetry reports the e-stop pressed"),
     (T0 + timedelta(seconds=200 * STEP_S + 30), "operator:carol", "estop", "auto", "checked pump"),
 ]
 
@@ -112,7 +117,7 @@ MODE_CHANGES = [
 def _seed(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=3, name=GH_NAME)  # loam band 0.195-0.27
+    add_greenhouse(url, "gh1", zones=3, name=GH_NAME)  # loam band 0.195-0.27
     rows = [_decision(0, -1, T0 - timedelta(seconds=STEP_S))]  # before the period: starts the first interval
     rows += [_decision(i + 1, i, T0 + timedelta(seconds=STEP_S * i)) for i in range(N)]
     rows.append(_decision(N + 1, N, END))  # at the exclusive end: outside
@@ -130,7 +135,8 @@ def _collect(url: str, **kwargs):
     engine = make_engine(url)
     try:
         with make_session_factory(engine)() as s:
-            return collect_report_data(s, "gh1", T0, END, verification="passed: 42 records verified", **kwargs)
+            return collect_report_data(s, "gh1", T0, END, verification="passed: 42 records verified",
+                                       **kwargs)
     finally:
         engine.dispose()
 
@@ -171,8 +177,8 @@ def identity():
 @pytest.fixture(scope="module")
 def signed_report(seeded: str, identity) -> tuple[bytes, object]:
     data = _collect(seeded)
-    pdf = render_report(data, generated_by="agronomist <ann@farm>", generated_at=datetime(2026, 6, 3, 8, tzinfo=UTC),
-                        report_id=REPORT_ID)
+    pdf = render_report(data, generated_by="agronomist <ann@farm>",
+                        generated_at=datetime(2026, 6, 3, 8, tzinfo=UTC), report_id=REPORT_ID)
     return sign_pdf(pdf, identity.key, identity.cert), data
 
 
@@ -187,7 +193,8 @@ def test_collected_numbers_match_the_rows(seeded: str) -> None:
     expected_rules = Counter(f["rule"] for i in range(N) for f in _rules(i))
     assert data.clips_by_rule == dict(expected_rules)
     assert data.decisions_manual == 20 and data.decisions_estop == 10
-    assert data.decisions_low_confidence == sum(1 for i in range(N) if _actor_mode(i)[0] == "expert:low_confidence")
+    assert data.decisions_low_confidence == sum(1 for i in range(N)
+                                                if _actor_mode(i)[0] == "expert:low_confidence")
     assert [(p.version, p.decisions) for p in data.policies] == [
         ("v1", sum(1 for i in range(N) if _actor_mode(i)[0] == "policy:v1")),
         ("v2", sum(1 for i in range(N) if _actor_mode(i)[0] == "policy:v2")),
@@ -233,14 +240,15 @@ def test_the_decision_log_says_why_in_words(signed_report) -> None:
     log = _log_section("\n".join(_pages(pdf)))
     assert "{" not in log and '"' not in log, "no stored JSON in the log"
     events = {e.event: e for e in data.events}
-    # A safety clip: what the rule does, the zone's valve numbered as on the dashboard, the change and its reason.
+    # A safety clip: what the rule does, the zone's valve numbered as on the dashboard, the change and its
+    # reason.
     capped = events["Safety rule changed the Zone 2 valve: the zone has had its daily water cap"]
     assert capped.count == sum(1 for i in range(N) if i % 11 == 0)
     assert capped.example == ("Zone 2 valve closed instead of open: the zone has had its daily water cap "
                               "(251.9 L used today; cap 250.0 L)")
     assert capped.example in log
-    assert events["Safety rule changed the Zone 1 valve: a valve may not switch again before its minimum on/off "
-                  "time"].count == sum(1 for i in range(N) if i % 7 == 0)
+    assert events["Safety rule changed the Zone 1 valve: a valve may not switch again before its "
+                  "minimum on/off time"].count == sum(1 for i in range(N) if i % 7 == 0)
     # An ensemble decision: its strongest factor in words and % VWC, the rest of the record left out.
     factor = events["The policy's strongest factor was Zone 3 soil moisture"]
     assert factor.count == sum(1 for i in range(N) if _actor_mode(i)[3] is EXPLAINED)
@@ -337,12 +345,13 @@ def test_rejects_naive_or_empty_periods(seeded: str) -> None:
 
 
 def test_cli_writes_and_verifies_a_signed_report(seeded: str, tmp_path: Path, monkeypatch, capsys) -> None:
-    for var in (report_cli.KEY_ENV, report_cli.CERT_ENV, "GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY",
+    for var in (KEY_ENV, CERT_ENV, "GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY",
                 "GREENTWIN_AUDIT_SIGNING_KEY", "GREENTWIN_ENVIRONMENT"):
         monkeypatch.delenv(var, raising=False)
     out, state = tmp_path / "r.pdf", tmp_path / "state"
-    args = argparse.Namespace(report_command=None, greenhouse="gh1", period_from="2026-06-01T02:00:00+02:00",
-                              period_to="2026-06-03T00:00:00Z", out=str(out), url=seeded, state_dir=str(state))
+    args = argparse.Namespace(report_command=None, greenhouse="gh1",
+                              period_from="2026-06-01T02:00:00+02:00", period_to="2026-06-03T00:00:00Z",
+                              out=str(out), url=seeded, state_dir=str(state))
     assert report_cli.main(args) == 0
     printed_out = capsys.readouterr()
     assert "generated a self-signed report signing key" in printed_out.err
@@ -350,7 +359,7 @@ def test_cli_writes_and_verifies_a_signed_report(seeded: str, tmp_path: Path, mo
     text = "\n".join(_pages(out.read_bytes()))
     assert _row(text, "Decisions", str(N)) and "not performed: audit keys not configured" in text
     # The first page names the line that checks it, with the state directory that holds the certificate.
-    printed = report_cli.verify_command(None, state.resolve())
+    printed = verify_command(None, state.resolve())
     assert printed in " ".join(text.split()) and printed in printed_out.out
 
     verify = argparse.Namespace(report_command="verify", pdf=str(out), cert=None, state_dir=str(state))
@@ -359,7 +368,7 @@ def test_cli_writes_and_verifies_a_signed_report(seeded: str, tmp_path: Path, mo
     monkeypatch.delenv(report_cli.STATE_DIR_ENV, raising=False)
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    line = report_cli.verify_command(None, state).replace("FILE.pdf", shlex.quote(str(out)))
+    line = verify_command(None, state).replace("FILE.pdf", shlex.quote(str(out)))
     argv = shlex.split(line)
     assert argv[:3] == ["greentwin", "report", "verify"]
     assert cli_main(argv[1:]) == 0 and capsys.readouterr().out.startswith("ok")
@@ -379,7 +388,7 @@ def test_cli_writes_and_verifies_a_signed_report(seeded: str, tmp_path: Path, mo
 def test_thirty_days_of_minute_decisions(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'big.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=6)
+    add_greenhouse(url, "gh1", zones=6)
     engine = make_engine(url)
     n = 30 * 24 * 60
     with make_session_factory(engine).begin() as s:
@@ -405,8 +414,9 @@ def test_thirty_days_of_minute_decisions(tmp_path: Path) -> None:
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     engine.dispose()
     pages = len(pypdf.PdfReader(io.BytesIO(signed)).pages)
-    print(f"\n43,200 decisions: collect {collected:.1f} s, collect+render+sign {elapsed:.1f} s, {pages} pages, "
-          f"{len(signed) / 1e6:.2f} MB; max RSS {rss_after / 1024:.0f} MiB (+{(rss_after - rss_before) / 1024:.0f})")
+    print(f"\n43,200 decisions: collect {collected:.1f} s, collect+render+sign {elapsed:.1f} s, "
+          f"{pages} pages, {len(signed) / 1e6:.2f} MB; max RSS {rss_after / 1024:.0f} MiB "
+          f"(+{(rss_after - rss_before) / 1024:.0f})")
     assert data.decision_count == n and len(data.hours) == 720
     assert elapsed < 30
     assert verify_pdf(signed, ident.cert).ok
@@ -441,14 +451,15 @@ def test_economics_at_the_sites_configured_prices(seeded: str, tmp_path: Path, m
     assert e.fruit_price_eur_kg == 2.5 and e.water_price_eur_m3 == 1.2
     assert e.revenue_eur == pytest.approx(e.yield_kg * 2.5) and e.yield_kg > 0
     assert e.water_cost_eur == pytest.approx((sum(zones) + unattributed) / 1000 * 1.2)
-    for var in (report_cli.KEY_ENV, report_cli.CERT_ENV, "GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY",
+    for var in (KEY_ENV, CERT_ENV, "GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY",
                 "GREENTWIN_AUDIT_SIGNING_KEY", "GREENTWIN_ENVIRONMENT"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("GREENTWIN_FRUIT_PRICE_EUR_KG", "2.5")
     monkeypatch.setenv("GREENTWIN_WATER_PRICE_EUR_M3", "1.2")
     out = tmp_path / "r.pdf"
     args = argparse.Namespace(report_command=None, greenhouse="gh1", period_from=T0.isoformat(),
-                              period_to=END.isoformat(), out=str(out), url=seeded, state_dir=str(tmp_path / "state"))
+                              period_to=END.isoformat(), out=str(out), url=seeded,
+                              state_dir=str(tmp_path / "state"))
     assert report_cli.main(args) == 0
     text = " ".join(" ".join(_pages(out.read_bytes())).split())
     assert "2.50 EUR/kg" in text and "1.20 EUR/m3" in text
@@ -458,14 +469,15 @@ def test_economics_at_the_sites_configured_prices(seeded: str, tmp_path: Path, m
 
 def test_cli_writes_a_chinese_report_that_signs_and_verifies(seeded: str, tmp_path: Path, monkeypatch,
                                                              capsys) -> None:
-    """``--language zh-Hans``: every section in Chinese (in reportlab's built-in CJK font), recorded codes such
-    as a held reading in words, and the signature checks as any other report's."""
-    for var in (report_cli.KEY_ENV, report_cli.CERT_ENV, "GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY",
+    """``--language zh-Hans``: every section in Chinese (in reportlab's built-in CJK font), recorded codes
+    such as a held reading in words, and the signature checks as any other report's."""
+    for var in (KEY_ENV, CERT_ENV, "GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY",
                 "GREENTWIN_AUDIT_SIGNING_KEY", "GREENTWIN_ENVIRONMENT"):
         monkeypatch.delenv(var, raising=False)
     out, state = tmp_path / "zh.pdf", tmp_path / "state"
     assert cli_main(["report", "--greenhouse", "gh1", "--from", T0.isoformat(), "--to", END.isoformat(),
-                     "--out", str(out), "--url", seeded, "--state-dir", str(state), "--language", "zh-Hans"]) == 0
+                     "--out", str(out), "--url", seeded, "--state-dir", str(state),
+                     "--language", "zh-Hans"]) == 0
     capsys.readouterr()
     pdf = out.read_bytes()
     text = "".join("".join(_pages(pdf)).split())  # Chinese wraps anywhere: compare without whitespace

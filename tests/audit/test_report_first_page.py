@@ -25,6 +25,7 @@ from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, ModeChange, Zone
 from app.reports import collect_report_data
+from app.services.greenhouses import add_greenhouse
 from audit.report import render_report, report_csv
 
 T0 = datetime(2026, 9, 1, tzinfo=UTC)
@@ -66,8 +67,8 @@ def _theta(i: int, n: int) -> list[float]:
 def _rules(i: int) -> list[dict]:
     fired = []
     if i % 9 == 0:
-        fired.append({"rule": "zone_daily_water_cap", "actuator": f"valve[{i % ZONES}]", "before": 1.0, "after": 0.0,
-                      "why": "251.9 L used today; cap 250.0 L"})
+        fired.append({"rule": "zone_daily_water_cap", "actuator": f"valve[{i % ZONES}]", "before": 1.0,
+                      "after": 0.0, "why": "251.9 L used today; cap 250.0 L"})
     if i % 13 == 0:
         fired.append({"rule": "valve_min_dwell", "actuator": "valve[0]", "before": 1.0, "after": 0.0})
     return fired
@@ -80,12 +81,14 @@ def _price(i: int) -> float:
 def _row(i: int, n: int, ts: datetime) -> dict:
     actor, mode, conf = _actor(i, n)
     flow, feedback = _flow(i)
-    estimate: dict = {"theta": _theta(i, n), "price_eur_mwh": _price(i), "crop_twin": {"yield_kg_m2": 1e-5 * (i + 1)}}
+    estimate: dict = {"theta": _theta(i, n), "price_eur_mwh": _price(i),
+                      "crop_twin": {"yield_kg_m2": 1e-5 * (i + 1)}}
     if i == n // 2:
         estimate["settings_change"] = CHANGE
     explanation = None
     if i % 25 == 3 and actor.startswith("policy:"):
-        explanation = {"top": [{"feature": "moisture[2]", "value": 0.1704, "unit": "m3/m3", "share_pct": 61.4}],
+        explanation = {"top": [{"feature": "moisture[2]", "value": 0.1704, "unit": "m3/m3",
+                                "share_pct": 61.4}],
                        "alarms": [], "low_confidence": False}
     return {"greenhouse_id": "gh1", "seq": i + 2, "ts": ts, "actor": actor, "mode": mode,
             "telemetry": {"flow_l_min": flow, "valve_open": feedback, "light_pct": 50.0 if i % 2 else 0.0,
@@ -96,21 +99,24 @@ def _row(i: int, n: int, ts: datetime) -> dict:
             "cmd_id": None, "ack_status": None}
 
 
-def _episode(kind: str, severity: str, raised: datetime, cleared: datetime | None, acked: datetime | None) -> dict:
-    return {"group_id": kind[:16], "greenhouse_id": "gh1", "kind": kind, "severity": severity, "raised_at": raised,
-            "last_at": raised, "count": 1, "cleared_at": cleared, "acknowledged_by": "operator:olga" if acked else None,
-            "acknowledged_at": acked, "ack_comment": "seen" if acked else None}
+def _episode(kind: str, severity: str, raised: datetime, cleared: datetime | None,
+             acked: datetime | None) -> dict:
+    return {"group_id": kind[:16], "greenhouse_id": "gh1", "kind": kind, "severity": severity,
+            "raised_at": raised, "last_at": raised, "count": 1, "cleared_at": cleared,
+            "acknowledged_by": "operator:olga" if acked else None, "acknowledged_at": acked,
+            "ack_comment": "seen" if acked else None}
 
 
 def _action(kind: str, action: str, at: datetime, comment: str) -> dict:
-    return {"group_id": kind[:16], "greenhouse_id": "gh1", "kind": kind, "action": action, "actor": "operator:olga",
-            "at": at, "comment": comment, "shelved_until": at + timedelta(hours=1) if action == "shelve" else None}
+    return {"group_id": kind[:16], "greenhouse_id": "gh1", "kind": kind, "action": action,
+            "actor": "operator:olga", "at": at, "comment": comment,
+            "shelved_until": at + timedelta(hours=1) if action == "shelve" else None}
 
 
 def _seed(root: Path, n: int, step_s: int) -> str:
     url = f"sqlite:///{root / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=ZONES, name="Glasshouse 4")  # loam: band 19.5-27 %
+    add_greenhouse(url, "gh1", zones=ZONES, name="Glasshouse 4")  # loam: band 19.5-27 %
     rows = [_row(-1, n, T0 - timedelta(seconds=step_s))]  # before the period: opens the first interval
     rows += [_row(i, n, T0 + timedelta(seconds=step_s * i)) for i in range(n)]
     h = timedelta(hours=1)
@@ -131,10 +137,12 @@ def _seed(root: Path, n: int, step_s: int) -> str:
             _action("probe_fault:2", "shelve", T0 + 2.2 * h, "technician on the way"),
             _action("zone_dry:0", "ack", T0 + 100 * 24 * h, "after the period")])
         for seq, (i, actor, frm, to) in enumerate(
-                [(n // 6, "operator:olga", "auto", "manual"), (n // 6 + 30, "operator:olga", "manual", "auto"),
-                 (n // 3, "operator:olga", "auto", "estop"), (n // 3 + 10, "operator:olga", "estop", "auto")], 1):
-            s.add(ModeChange(greenhouse_id="gh1", seq=seq, ts=T0 + timedelta(seconds=step_s * i - 1), actor=actor,
-                             from_mode=frm, to_mode=to, reason="by hand"))
+                [(n // 6, "operator:olga", "auto", "manual"),
+                 (n // 6 + 30, "operator:olga", "manual", "auto"),
+                 (n // 3, "operator:olga", "auto", "estop"),
+                 (n // 3 + 10, "operator:olga", "estop", "auto")], 1):
+            s.add(ModeChange(greenhouse_id="gh1", seq=seq, ts=T0 + timedelta(seconds=step_s * i - 1),
+                             actor=actor, from_mode=frm, to_mode=to, reason="by hand"))
     engine.dispose()
     return url
 
@@ -143,12 +151,15 @@ def _report(url: str, hours: float, language: str = "en") -> tuple[object, bytes
     engine = make_engine(url)
     try:
         with make_session_factory(engine)() as s:
-            data = collect_report_data(s, "gh1", T0, T0 + timedelta(hours=hours), verification="passed: 7 records",
-                                       verify_command="greentwin report verify FILE.pdf --state-dir /srv/gt/state",
+            data = collect_report_data(s, "gh1", T0, T0 + timedelta(hours=hours),
+                                       verification="passed: 7 records",
+                                       verify_command="greentwin report verify FILE.pdf "
+                                                      "--state-dir /srv/gt/state",
                                        language=language)
     finally:
         engine.dispose()
-    return data, render_report(data, generated_by="anna", generated_at=T0 + timedelta(days=30), report_id="r6")
+    return data, render_report(data, generated_by="anna", generated_at=T0 + timedelta(days=30),
+                               report_id="r6")
 
 
 @pytest.fixture(scope="module")
@@ -189,8 +200,9 @@ def _expected(n: int, step_s: int) -> dict[str, float]:
             energy_cost += kwh * _price(i) / 1000.0
     yield_kg = 1e-5 * (n - 1) * FLOOR_M2
     water_cost = sum(water) / 1000.0 * 0.75
-    return {"yield": yield_kg, "revenue": yield_kg * 1.0, "energy": lamp_kwh + pump_kwh, "energy_cost": energy_cost,
-            "water": sum(water), "water_cost": water_cost, "profit": yield_kg - energy_cost - water_cost,
+    return {"yield": yield_kg, "revenue": yield_kg * 1.0, "energy": lamp_kwh + pump_kwh,
+            "energy_cost": energy_cost, "water": sum(water), "water_cost": water_cost,
+            "profit": yield_kg - energy_cost - water_cost,
             **{f"water{z}": w for z, w in enumerate(water)}}
 
 
@@ -206,8 +218,10 @@ def test_the_first_page_answers_the_period_with_the_rows_numbers(six_hours, pdft
         [printed] = [line.removeprefix(label + " ") for line in lines if line.startswith(label + " ")]
         # As printed (to the digit; a value on a rounding boundary may round either way).
         assert printed.count(".") == 1 and len(printed.split(".")[1]) == digits, printed
-        assert float(printed.replace(",", "")) == pytest.approx(e[key], abs=0.51 * 10**-digits), (label, printed)
-    for label, value in (("Mode changes by operators", 4), ("E-stops", 1), ("Operators' commands (manual mode)", 30),
+        assert float(printed.replace(",", "")) == pytest.approx(e[key], abs=0.51 * 10**-digits), \
+            (label, printed)
+    for label, value in (("Mode changes by operators", 4), ("E-stops", 1),
+                         ("Operators' commands (manual mode)", 30),
                          ("Alarm acknowledgements", 2), ("Alarm shelvings", 1), ("Settings changes", 1),
                          ("Expert fallbacks (ensemble disagreed)",
                           sum(1 for i in range(SIX_H) if _actor(i, SIX_H)[0] == "expert:low_confidence")),
@@ -242,9 +256,10 @@ def test_the_decision_log_is_summarised_by_event_and_hour_in_words(six_hours) ->
     assert "{" not in log and '"' not in log, "no stored JSON in the log"
     events = {e.event: e.count for e in data.events}
     capped_z4 = sum(1 for i in range(SIX_H) if i % 9 == 0 and i % ZONES == 3)
-    assert events["Safety rule changed the Zone 4 valve: the zone has had its daily water cap"] == capped_z4 > 0
-    assert events["Safety rule changed the Zone 1 valve: a valve may not switch again before its minimum on/off "
-                  "time"] == sum(1 for i in range(SIX_H) if i % 13 == 0)
+    assert events["Safety rule changed the Zone 4 valve: the zone has had its daily water cap"] \
+        == capped_z4 > 0
+    assert events["Safety rule changed the Zone 1 valve: a valve may not switch again before its "
+                  "minimum on/off time"] == sum(1 for i in range(SIX_H) if i % 13 == 0)
     assert events["Operator's command in manual mode (olga)"] == 30
     assert events["E-stop latched: everything off"] == 10
     assert events["The policy's strongest factor was Zone 3 soil moisture"] == \
@@ -253,7 +268,8 @@ def test_the_decision_log_is_summarised_by_event_and_hour_in_words(six_hours) ->
             "(251.9 L used today; cap 250.0 L)") in log
     assert "main factor: Zone 3 soil moisture 17.0 % VWC: 61 % of the decision" in log
     assert len(data.hours) == 6 and sum(h.decisions for h in data.hours) == SIX_H
-    assert sum(h.operator for h in data.hours) == 30 and sum(h.fallback for h in data.hours) == data.decisions_fallback
+    assert sum(h.operator for h in data.hours) == 30 \
+        and sum(h.fallback for h in data.hours) == data.decisions_fallback
     assert sum(sum(h.rules.values()) for h in data.hours) == sum(len(_rules(i)) for i in range(SIX_H))
     for h in data.hours:  # each hour's row: its time, decision count, and its clips by rule
         assert f"{h.start:%Y-%m-%d %H:%M} {h.decisions} " in log
@@ -276,7 +292,8 @@ def test_the_csv_holds_the_first_pages_numbers(six_hours) -> None:
     assert value("alarm", f"{dry}: open_at_end") == 1
     [change] = [r for r in rows if r["section"] == "settings_change"]
     assert change["item"] == "agronomist:anna: Zone 2 band low 19.5 % -> 21.0 %"
-    assert change["value"] == "wetter band for fruit set" and change["start"] == (T0 + timedelta(hours=3)).isoformat()
+    assert change["value"] == "wetter band for fruit set" \
+        and change["start"] == (T0 + timedelta(hours=3)).isoformat()
     for z in range(ZONES):
         assert value("zone", "water", str(z + 1)) == pytest.approx(e[f"water{z}"], abs=1e-3)
         assert value("zone", "band_low", str(z + 1)) == pytest.approx(19.5)
@@ -285,7 +302,8 @@ def test_the_csv_holds_the_first_pages_numbers(six_hours) -> None:
     hours = [r for r in rows if r["section"] == "hour" and r["item"] == "decisions"]
     assert [r["start"] for r in hours] == [(T0 + timedelta(hours=k)).isoformat() for k in range(6)]
     assert sum(int(r["value"]) for r in hours) == SIX_H
-    first_hour_z1 = [r for r in rows if r["section"] == "hour" and r["item"] == "moisture" and r["zone"] == "1"][0]
+    first_hour_z1 = [r for r in rows
+                     if r["section"] == "hour" and r["item"] == "moisture" and r["zone"] == "1"][0]
     assert float(first_hour_z1["value"]) == pytest.approx(15.0) and first_hour_z1["unit"] == "% VWC"
 
 
@@ -313,16 +331,18 @@ def test_people_text_in_the_csv_never_runs_as_a_formula(six_hours) -> None:
     rows = list(csv.DictReader(io.StringIO(report_csv(hostile))))
     [name] = [r["value"] for r in rows if r["item"] == "greenhouse_name"]
     assert name == "'" + hostile.greenhouse_name
-    assert any(r["value"].startswith("-") for r in rows if r["item"] == "profit"), "a negative number stays a number"
+    assert any(r["value"].startswith("-") for r in rows if r["item"] == "profit"), \
+        "a negative number stays a number"
 
 
-def test_a_chinese_report_reads_in_chinese_with_the_same_numbers(six_hours, six_hours_zh, pdftotext: str) -> None:
-    """The same period in zh-Hans: page one read back as a viewer shows it has the Chinese headings, labels and
-    alarm titles beside the English report's numbers, and no code a reader would have to decode."""
+def test_a_chinese_report_reads_in_chinese_with_the_same_numbers(six_hours, six_hours_zh,
+                                                                 pdftotext: str) -> None:
+    """The same period in zh-Hans: page one read back as a viewer shows it has the Chinese headings, labels
+    and alarm titles beside the English report's numbers, and no code a reader would have to decode."""
     lines = _page_one(pdftotext, six_hours_zh[1])
     text = "\n".join(lines)
-    for heading in ("温室报告：Glasshouse 4", "收支，以及人员和安全层的操作", "分区：灌溉水量与达标时间", "报警",
-                    "设置变更", "使用中的策略版本", "审计记录与签名"):
+    for heading in ("温室报告：Glasshouse 4", "收支，以及人员和安全层的操作", "分区：灌溉水量与达标时间",
+                    "报警", "设置变更", "使用中的策略版本", "审计记录与签名"):
         assert heading in lines, (heading, text)
     english = _page_one(pdftotext, six_hours[1])
     for en_label, zh_label in (("Profit (EUR)", "利润（欧元）"), ("Water (L)", "灌溉用水（升）"),
@@ -338,7 +358,8 @@ def test_a_chinese_report_reads_in_chinese_with_the_same_numbers(six_hours, six_
         assert english_word not in text, english_word
     # Every page: the decision log's events in words, no stored code (a held reading, a rule id as an event).
     # Chinese wraps anywhere in a cell, so the text is compared with every space and line break taken out.
-    pages = "".join("".join(p.extract_text() for p in pypdf.PdfReader(io.BytesIO(six_hours_zh[1])).pages).split())
+    pdf_pages = pypdf.PdfReader(io.BytesIO(six_hours_zh[1])).pages
+    pages = "".join("".join(p.extract_text() for p in pdf_pages).split())
     log = pages[pages.index("决策日志摘要") :]
     assert "安全规则调整了4号区阀门：该区已达到每日灌溉用水上限" in log
     assert "4号区阀门关闭（原为开启）：该区已达到每日灌溉用水上限" in log
@@ -357,4 +378,5 @@ def test_the_csv_keeps_machine_names_in_every_language(six_hours, six_hours_zh) 
     zh = list(csv.reader(io.StringIO(report_csv(six_hours_zh[0]))))
     assert en[0] == zh[0] == ["section", "item", "zone", "zone_name", "start", "value", "unit"]
     machine = [(r[0], r[1]) for r in en if r[0] in ("money", "interventions", "zone", "hour", "period")]
-    assert machine == [(r[0], r[1]) for r in zh if r[0] in ("money", "interventions", "zone", "hour", "period")]
+    assert machine == [(r[0], r[1]) for r in zh
+                       if r[0] in ("money", "interventions", "zone", "hour", "period")]

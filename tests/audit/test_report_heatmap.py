@@ -1,4 +1,5 @@
-"""Saliency heat maps in the PDF report: drawn for low-confidence decisions that carry their lead-up, else said so."""
+"""Saliency heat maps in the PDF report: drawn for low-confidence decisions that carry their lead-up, else
+said so."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from app.core.db import make_engine, make_session_factory
 from app.models import Decision
 from app.reports import collect_report_data
 from app.reports.describe import feature_names, saliency_map
+from app.services.greenhouses import add_greenhouse
 from audit.report import render_report
 from audit.report.heatmap import SECTION_TITLE
 from audit.wording import feature_name
@@ -50,7 +52,8 @@ def _decision(minute: int, rng: np.random.Generator) -> dict:
             "confidence": 0.35, "top": [{"feature": "moisture[1]", "share_pct": 61.0}], "score": 1.2,
             "baseline_score": 0.4, "attributed": 0.8, "members": 5, "steps": 32,
             "history": {"observations": rng.uniform(0, 1, (STEPS, DIM)).tolist(),
-                        "actions": rng.uniform(0, 1, (STEPS, ZONES + 2)).tolist(), "saliency": _saliency(rng)},
+                        "actions": rng.uniform(0, 1, (STEPS, ZONES + 2)).tolist(),
+                        "saliency": _saliency(rng)},
             "alarms": [], "low_confidence": True,
         }
     return {"greenhouse_id": "gh1", "seq": minute + 1, "ts": T0 + timedelta(minutes=minute),
@@ -66,7 +69,7 @@ def _decision(minute: int, rng: np.random.Generator) -> dict:
 def url(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('heatmap') / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    db_cli.add_greenhouse(url, "gh1", zones=ZONES)
+    add_greenhouse(url, "gh1", zones=ZONES)
     rng = np.random.default_rng(7)
     engine = make_engine(url)
     with make_session_factory(engine).begin() as s:
@@ -109,7 +112,8 @@ def test_low_confidence_decisions_get_a_heat_map(url: str) -> None:
         assert feature_name(name) not in section, name
     assert "t-9" in section and "attribution" in section
     assert section.count("confidence 0.35") == len(LOW_AT)
-    assert '"saliency"' not in text and "saliency of its lead-up recorded" in " ".join(text.split())  # cells wrap
+    # cells wrap
+    assert '"saliency"' not in text and "saliency of its lead-up recorded" in " ".join(text.split())
 
 
 def test_many_heat_maps_are_condensed(url: str) -> None:
@@ -118,7 +122,8 @@ def test_many_heat_maps_are_condensed(url: str) -> None:
     data, text = _report(url, T0 + timedelta(hours=1))
     assert data.saliency_total == len(LOW_AT) and [m.seq for m in data.saliency_maps] == [31, 41, 42]
     section = _section(text)
-    assert f"The first 3 are drawn; {len(LOW_AT) - 3} more are in the audit trail" in " ".join(section.split())
+    assert f"The first 3 are drawn; {len(LOW_AT) - 3} more are in the audit trail" in \
+        " ".join(section.split())
     assert section.count("confidence 0.35") == 3
 
 
@@ -146,5 +151,6 @@ def test_missing_values_stay_missing() -> None:
     steps = [[0.5, float("nan"), 0.0], [0.25, 0.1, "bad"]]
     m = saliency_map(SimpleNamespace(explanation={"history": {"saliency": steps}}, seq=3, actor="a",
                                      confidence=0.2), T0, ZONES, 16)
-    assert m is not None and m.features == ("feature 0", "feature 1") and m.values == ((0.5, 0.25), (None, 0.1))
+    assert m is not None and m.features == ("feature 0", "feature 1") \
+        and m.values == ((0.5, 0.25), (None, 0.1))
     assert m.total_features == 3 and m.shown_share_pct == pytest.approx(100.0)

@@ -15,7 +15,8 @@ from pathlib import Path
 from audit import wording
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = [*sorted((REPO / "audit" / "report").glob("*.py")), *sorted((REPO / "app" / "reports").glob("*.py")),
+SOURCES = [*sorted((REPO / "audit" / "report").glob("*.py")),
+           *sorted((REPO / "app" / "reports").glob("*.py")),
            REPO / "app" / "alarms" / "notify.py", REPO / "app" / "cli" / "report.py",
            REPO / "app" / "api" / "routes" / "reports.py"]
 PREFIXES = ("report.", "notify.")
@@ -38,7 +39,8 @@ def test_every_report_and_notification_key_has_both_languages_alike() -> None:
         assert set(entry) == set(wording.LANGUAGES), key
         assert entry["en"].strip() and entry["zh-Hans"].strip(), key
         assert _fields(entry["en"]) == _fields(entry["zh-Hans"]), key
-        words = re.sub(r"\{\w+\}|greentwin|GREENTWIN_\w+|`[^`]*`|GET /\S+|CSV|UTC|VWC|FAILED", "", entry["en"])
+        words = re.sub(r"\{\w+\}|greentwin|GREENTWIN_\w+|`[^`]*`|GET /\S+|CSV|UTC|VWC|FAILED", "",
+                       entry["en"])
         if re.search(r"[A-Za-z]{3}", words):
             assert CJK.search(entry["zh-Hans"]), key
 

@@ -1,4 +1,5 @@
-"""AuditStore on SQLite and PostgreSQL: round trip, tampering names the first bad seq, triggers, purge, resume."""
+"""AuditStore on SQLite and PostgreSQL: round trip, tampering names the first bad seq, triggers, purge,
+resume."""
 
 from __future__ import annotations
 
@@ -284,7 +285,8 @@ def test_purge_refuses_to_anchor_a_tampered_chain(store: AuditStore, engine: Eng
 
 @contextmanager
 def _failing_insert(engine: Engine, seq: int) -> Iterator[None]:
-    """A real database failure: inserting the record with ``seq`` raises 'disk full' (whatever the insert path)."""
+    """A real database failure: inserting the record with ``seq`` raises 'disk full' (whatever the insert
+    path)."""
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(text("CREATE FUNCTION audit_test_fail() RETURNS trigger LANGUAGE plpgsql AS "
@@ -307,7 +309,8 @@ def _failing_insert(engine: Engine, seq: int) -> Iterator[None]:
 
 def _stored(engine: Engine, gh: str) -> int:
     with engine.connect() as conn:
-        return conn.execute(text("SELECT count(*) FROM audit_record WHERE greenhouse_id = :gh"), {"gh": gh}).scalar_one()
+        return conn.execute(text("SELECT count(*) FROM audit_record WHERE greenhouse_id = :gh"),
+                            {"gh": gh}).scalar_one()
 
 
 def _seal_workers() -> list[threading.Thread]:
@@ -328,7 +331,8 @@ def test_failed_insert_does_not_fork_the_chain(
     assert result.ok and result.records_checked == 8
 
 
-def test_an_append_after_another_process_lands_after_its_record(engine: Engine, keys: tuple[Keyring, Signer]) -> None:
+def test_an_append_after_another_process_lands_after_its_record(engine: Engine,
+                                                                 keys: tuple[Keyring, Signer]) -> None:
     """Two stores over one database stand for two processes (the service and `greentwin user add`): each
     caches the head of the chains it wrote; an append after the other's is retried against the stored head
     instead of failing on the seq the other took."""
@@ -338,7 +342,8 @@ def test_an_append_after_another_process_lands_after_its_record(engine: Engine, 
     assert service.append("_access", "login", "adam", {"roles": ["admin"]}).seq == 3
     cli.append_many("_access", [AuditEvent("user_roles", "cli:root", {"username": "olga"})])
     service.append_many("gh-a", _events(2))
-    out = service.append_batches({"_access": [AuditEvent("alarm_ack", "operator:olga", {})], "gh-a": _events(1, 2)})
+    out = service.append_batches({"_access": [AuditEvent("alarm_ack", "operator:olga", {})],
+                                  "gh-a": _events(1, 2)})
     assert out["_access"][0].seq == 5 and out["gh-a"][0].seq == 3
     # A caller whose record depends on what the chain held (a start-up record) appends only right after
     # the head it decided on, and reads again when another writer appended first: whether the other's
@@ -353,12 +358,14 @@ def test_an_append_after_another_process_lands_after_its_record(engine: Engine, 
     fresh = AuditStore(engine, *keys)
     with pytest.raises(AuditChainMoved):
         fresh.append("_access", "key_in_use", "system", {}, after_seq=decided_on)
-    assert service.append("_access", "key_in_use", "system", {}, after_seq=service.head_seq("_access")).seq == 7
+    assert service.append("_access", "key_in_use", "system", {},
+                          after_seq=service.head_seq("_access")).seq == 7
     assert [(r.ok, r.records_checked) for r in service.verify()] == [(True, 7), (True, 3)]
 
 
 def test_chunked_batch_is_one_transaction(engine: Engine, keys: tuple[Keyring, Signer]) -> None:
-    """With seal_ahead (a worker on PostgreSQL) a batch is written in chunks: still all or nothing, in order."""
+    """With seal_ahead (a worker on PostgreSQL) a batch is written in chunks: still all or nothing, in
+    order."""
     store = AuditStore(engine, *keys, checkpoint_every=CHECKPOINT_EVERY, seal_ahead=16)
     records = store.append_many("gh-a", _events(100))
     assert [r.seq for r in records] == list(range(1, 101))
@@ -388,11 +395,13 @@ def test_text_fields_survive_the_bulk_insert(store: AuditStore) -> None:
     assert stored == written and {(r.greenhouse_id, r.kind, r.actor) for r in stored} == {(gh, kind, actor)}
     [result] = store.verify(gh)
     assert result.ok and result.records_checked == 3
-    # ts_at (what purges and reports select on) is the instant the sealed ts names, as insert() would store it.
+    # ts_at (what purges and reports select on) is the instant the sealed ts names, as insert() would
+    # store it.
     with store._engine.connect() as conn:
         stored_at = conn.execute(select(AuditRecord.ts_at).where(AuditRecord.greenhouse_id == gh)
                                  .order_by(AuditRecord.seq)).scalars().all()
-    assert [t if t.tzinfo else t.replace(tzinfo=UTC) for t in stored_at] == [parse_iso_utc(r.ts) for r in written]
+    assert [t if t.tzinfo else t.replace(tzinfo=UTC) for t in stored_at] == \
+        [parse_iso_utc(r.ts) for r in written]
 
 
 @pytest.mark.postgres
@@ -449,13 +458,15 @@ def _registered(engine: Engine) -> list[str]:
         return list(conn.execute(text("SELECT id FROM greenhouse ORDER BY id")).scalars())
 
 
-def test_append_in_commits_with_the_callers_change_or_not_at_all(engine: Engine, keys: tuple[Keyring, Signer]) -> None:
+def test_append_in_commits_with_the_callers_change_or_not_at_all(engine: Engine,
+                                                                 keys: tuple[Keyring, Signer]) -> None:
     store, other = AuditStore(engine, *keys), AuditStore(engine, *keys)
     store.append("_access", "login", "adam", {})
     other.append("_access", "user_added", "cli:root", {})  # this store's cached head is stale now
     with engine.begin() as conn:
         _register(conn, "gh-x")
-        [record] = store.append_in(conn, "_access", [AuditEvent("greenhouse_register", "admin:adam", {"id": "gh-x"})])
+        [record] = store.append_in(conn, "_access",
+                                   [AuditEvent("greenhouse_register", "admin:adam", {"id": "gh-x"})])
     assert record.seq == 3
     # The caller rolls back: its record goes with its change.
     with pytest.raises(RuntimeError, match="caller"), engine.begin() as conn:
@@ -468,15 +479,15 @@ def test_append_in_commits_with_the_callers_change_or_not_at_all(engine: Engine,
         _register(conn, "gh-z")
         store.append_in(conn, "_access", [AuditEvent("greenhouse_register", "admin:adam", {"id": "gh-z"})])
     assert _registered(engine) == ["gh-x"] and _stored(engine, "_access") == 3
-    assert store.append("_access", "login", "adam", {}).seq == 4 and other.append("_access", "login", "x", {}).seq == 5
+    assert store.append("_access", "login", "adam", {}).seq == 4 \
+        and other.append("_access", "login", "x", {}).seq == 5
     [result] = store.verify("_access")
     assert result.ok and result.records_checked == 5
 
 
 @pytest.mark.postgres
-def test_append_in_lands_after_a_record_that_commits_while_it_waits(make_pg_database: Any,
-                                                                     keys: tuple[Keyring, Signer],
-                                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_append_in_lands_after_a_record_that_commits_while_it_waits(
+        make_pg_database: Any, keys: tuple[Keyring, Signer], caplog: pytest.LogCaptureFixture) -> None:
     """The other process's record is not committed yet when this one reads the head: its insert waits on
     that seq, fails when the other commits, and is sealed again after it, the caller's change kept."""
     with make_pg_database("greentwin_audit_race") as url:
@@ -487,13 +498,15 @@ def test_append_in_lands_after_a_record_that_commits_while_it_waits(make_pg_data
             service.append("_access", "login", "adam", {})
             with engine.connect() as cli_conn:
                 cli_tx = cli_conn.begin()
-                cli.append_in(cli_conn, "_access", [AuditEvent("user_added", "cli:root", {"username": "olga"})])
+                cli.append_in(cli_conn, "_access",
+                              [AuditEvent("user_added", "cli:root", {"username": "olga"})])
                 commit_later = threading.Timer(0.5, cli_tx.commit)
                 commit_later.start()
                 with caplog.at_level("INFO", logger="audit.store"), engine.begin() as conn:
                     _register(conn, "gh-x")
-                    [record] = service.append_in(conn, "_access", [AuditEvent("greenhouse_register", "admin:adam",
-                                                                              {"id": "gh-x"})])
+                    [record] = service.append_in(conn, "_access",
+                                                 [AuditEvent("greenhouse_register", "admin:adam",
+                                                             {"id": "gh-x"})])
                 commit_later.join()
             assert "another writer took seq 2 of _access" in caplog.text
             assert record.seq == 3 and _registered(engine) == ["gh-x"]
@@ -518,11 +531,13 @@ def test_a_conditional_append_that_waits_on_another_writers_seq_reports_the_chai
             decided_on = service.head_seq("_access")
             with engine.connect() as cli_conn:
                 cli_tx = cli_conn.begin()
-                cli.append_in(cli_conn, "_access", [AuditEvent("policy_in_use", "system", {"to_versions": ["x"]})])
+                cli.append_in(cli_conn, "_access",
+                              [AuditEvent("policy_in_use", "system", {"to_versions": ["x"]})])
                 commit_later = threading.Timer(0.5, cli_tx.commit)
                 commit_later.start()
                 with pytest.raises(AuditChainMoved) as moved:
-                    service.append("_access", "policy_in_use", "system", {"to_versions": ["x"]}, after_seq=decided_on)
+                    service.append("_access", "policy_in_use", "system", {"to_versions": ["x"]},
+                                   after_seq=decided_on)
                 commit_later.join()
             assert (moved.value.expected_seq, moved.value.stored_seq) == (1, 2)
             assert [e.kind for e in service.tail_entries("_access", 5)] == ["login", "policy_in_use"]

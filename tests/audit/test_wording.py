@@ -62,7 +62,8 @@ def test_every_clip_rule_observation_feature_and_unit_has_words() -> None:
 
 def test_labels_and_units_read_as_people_count() -> None:
     assert wording.feature_name("moisture[3]", "en") == "Zone 4 soil moisture"
-    assert wording.feature_name("moisture[1]", "zh-Hans", ["", "north bed"]) == "2号区（north bed）土壤体积含水量"
+    assert wording.feature_name("moisture[1]", "zh-Hans", ["", "north bed"]) == \
+        "2号区（north bed）土壤体积含水量"
     assert wording.feature_name("price[+0h]", "en") == "all-in electricity price this hour"
     assert wording.feature_name("forecast_temp[+3h]", "zh-Hans") == "3 小时后室外气温预报"
     assert wording.feature_value("moisture[0]", 0.1704, "m3/m3", "en") == "17.0 % VWC"
@@ -71,9 +72,11 @@ def test_labels_and_units_read_as_people_count() -> None:
     assert wording.feature_value("air_temp", math.nan, "degC", "en") == "–"
     assert wording.actuator_name("valve[1]", "en", [None, "north bed"]) == "Zone 2 (north bed) valve"
     assert wording.zone_list([0, 3], "en") == "zones 1, 4" and wording.zone_list([2], "zh-Hans") == "3号区"
-    assert wording.language("zh") == "zh-Hans" and wording.language("fr") == "en" and wording.language(None) == "en"
+    assert wording.language("zh") == "zh-Hans" and wording.language("fr") == "en" \
+        and wording.language(None) == "en"
     assert wording.text("no.such.key", "zh-Hans") == "no.such.key"
-    assert wording.text("zone", "zh-Hans") == "{n}号区"  # a template missing its value stays unfilled, no error
+    # a template missing its value stays unfilled, no error
+    assert wording.text("zone", "zh-Hans") == "{n}号区"
 
 
 def test_a_decision_in_both_languages() -> None:
@@ -85,8 +88,8 @@ def test_a_decision_in_both_languages() -> None:
         "All valves closed; pump off; lamps off"
     firing = {"rule": "zone.daily_water_cap", "actuator": "valve[1]", "before": 1.0, "after": 0.0,
               "why": "251.9 L used today; cap 250.0 L"}
-    assert clip_text(firing, "en") == ("Zone 2 valve closed instead of open: the zone has had its daily water cap "
-                                       "(251.9 L used today; cap 250.0 L)")
+    assert clip_text(firing, "en") == ("Zone 2 valve closed instead of open: the zone has had its daily "
+                                       "water cap (251.9 L used today; cap 250.0 L)")
     assert clip_text(firing, "zh-Hans") == "2号区阀门关闭（原为开启）：该区已达到每日灌溉用水上限"
     dark = {"rule": "lights.dark_period", "actuator": "lights", "before": 100.0, "after": 0.0}
     assert clip_text(dark, "en") == "Lamps off instead of 100 %: it is the crop's daily dark period"
@@ -95,11 +98,13 @@ def test_a_decision_in_both_languages() -> None:
     estimate = {"price_eur_mwh": 42.0, "lamp_break_even_eur_mwh": 61.4}
     words = explanation_text({"alarms": []}, "en", actor="policy:expert", estimate=estimate, clipped=clipped)
     assert words[-1] == "Lamps on: all-in price 42 EUR/MWh is below this crop's break-even of 61 EUR/MWh"
-    zh = explanation_text({"alarms": []}, "zh-Hans", actor="policy:expert", estimate=estimate, clipped=clipped)
+    zh = explanation_text({"alarms": []}, "zh-Hans", actor="policy:expert", estimate=estimate,
+                          clipped=clipped)
     assert zh[-1] == "补光灯开启：综合电价 42 欧元/兆瓦时，低于该作物的盈亏平衡电价 61 欧元/兆瓦时"
     factor = {"feature": "moisture[3]", "value": 0.17, "unit": "m3/m3", "delta_vs_baseline": -0.06,
               "share_pct": 41.2, "band_low": 0.195, "band_high": 0.27}
-    assert factor_text(factor, "en") == "Zone 4 soil moisture 17.0 % VWC, below its band 19.5–27 %: 41 % of the decision"
+    assert factor_text(factor, "en") == ("Zone 4 soil moisture 17.0 % VWC, below its band 19.5–27 %: "
+                                         "41 % of the decision")
     old = {"feature": "pump_current", "value": 0.12, "unit": "1", "delta_vs_baseline": 0.115, "share_pct": 8}
     assert factor_text(old, "en") == \
         "pump current 12.0 % of rating, above the typical 0.50 % of rating: 8 % of the decision"
@@ -113,7 +118,8 @@ HOSTILE: list[Any] = [
              {"feature": "moisture[2]", "value": "0.2", "band_low": math.nan, "band_high": None},
              {"feature": "price[+99999999999999999999h]", "value": math.inf, "share_pct": math.nan,
               "delta_vs_baseline": -math.inf, "unit": 7},
-             {"feature": "zz[3]", "value": 1e308, "unit": "{unit}", "share_pct": 1e308, "delta_vs_baseline": 1e-308}]},
+             {"feature": "zz[3]", "value": 1e308, "unit": "{unit}", "share_pct": 1e308,
+              "delta_vs_baseline": 1e-308}]},
     {"error": "explanation failed: ValueError"}, {"valves": "101", "pump_pct": "40", "light_pct": None},
     {"valves": [math.nan, None, "1", {}, 2, -1], "pump_pct": math.nan, "light_pct": -math.inf},
     [{"rule": None, "actuator": None}, {"rule": "x{0}", "actuator": "valve[-1]", "before": "a", "after": []},
@@ -153,9 +159,10 @@ def test_the_first_decision_under_new_settings_says_who_changed_what_and_why() -
               "changed": {"zones[1].target_high_vwc": [0.27, 0.3]}}
     [en] = [s for s in explanation_text(None, "en", actor="policy:x", estimate={"settings_change": change})
             if "settings" in s]
-    assert en == ("First decision under settings version 3, changed by agronomist:pia (zone 2 drains into the "
-                  "path): Zone 2 band high 27 % → 30 %")
+    assert en == ("First decision under settings version 3, changed by agronomist:pia (zone 2 drains into "
+                  "the path): Zone 2 band high 27 % → 30 %")
     zh = explanation_text(None, "zh-Hans", actor="policy:x", estimate={"settings_change": change})
-    assert any("设置版本 3" in s and "agronomist:pia" in s and "2号区 目标区间上限 27 % → 30 %" in s for s in zh)
+    assert any("设置版本 3" in s and "agronomist:pia" in s and "2号区 目标区间上限 27 % → 30 %" in s
+               for s in zh)
     later = explanation_text(None, "en", actor="policy:x", estimate={"settings_version": 3})
     assert not any("settings" in s for s in later)

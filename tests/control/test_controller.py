@@ -161,12 +161,16 @@ def test_manual_mode_still_goes_through_interlocks():
 @dataclass
 class SplitProposer:
     policy_version: str = "split"
+    ensemble: None = None
 
     def propose(self, obs: np.ndarray) -> np.ndarray:
         a = np.zeros((4, 8))
         a[:2, :6] = 1.0
         a[:2, 6] = 80.0
         return a
+
+    def propose_many(self, obs: np.ndarray) -> np.ndarray:
+        return np.stack([self.propose(o) for o in obs], axis=1)
 
 
 def test_low_confidence_falls_back_to_expert():

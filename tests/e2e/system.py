@@ -41,6 +41,7 @@ from app.cli.db_grant import grant
 from app.core.db import make_engine
 from app.deadletter import count_lines
 from app.models import AlarmGroup, Decision, ModeChange
+from app.services.greenhouses import add_greenhouse
 from audit import open_record
 from audit.store import AuditStore
 from plantsim.sim import PlantSim
@@ -410,7 +411,7 @@ def running_system(folder: Path, pg_url: str) -> Iterator[System]:
             # As `greentwin greenhouse add` and `greentwin user add` make them: each sealed in the access chain.
             sealer = AccessSealer(AuditStore(engine, *keys.open()), "cli:e2e-setup")
             for gh in (*PLANTS, HOSTILE):
-                db_cli.add_greenhouse(roles.owner_url, gh, zones=6, soil="loam",
+                add_greenhouse(roles.owner_url, gh, zones=6, soil="loam",
                                       seal=sealer.sealing("greenhouse_register"))
             with Session(engine) as session:
                 for u, r in users.items():

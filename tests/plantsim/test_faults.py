@@ -25,7 +25,8 @@ def test_a_posted_fault_reaches_the_box_and_clear_undoes_it(sim_and_url: tuple[P
     r = httpx.post(f"{url}/v1/faults", json={"greenhouse": "gh2", "fault": "sensor_nan", "zone": 3})
     assert r.status_code == 200 and r.json() == {"injected": "sensor_nan", "greenhouse": "gh2", "zone": 3}
     assert sim.state["gh2"].nan_zone == 2 and sim.state["gh1"].nan_zone is None, "zone 3 is index 2"
-    assert httpx.post(f"{url}/v1/faults", json={"greenhouse": "gh2", "fault": "stuck_valve", "zone": 1}).status_code == 200
+    assert httpx.post(f"{url}/v1/faults",
+                      json={"greenhouse": "gh2", "fault": "stuck_valve", "zone": 1}).status_code == 200
     assert 0 in sim.state["gh2"].stuck
     assert httpx.post(f"{url}/v1/faults/clear", json={"greenhouse": "gh2"}).json() == {"cleared": "gh2"}
     assert sim.state["gh2"].nan_zone is None and not sim.state["gh2"].stuck

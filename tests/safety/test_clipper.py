@@ -365,7 +365,8 @@ def limits_st(draw: st.DrawFn) -> SafetyLimits:
         lights_daily_hours_cap=draw(st.floats(0.0, 24.0)),
         strong_sun_par_umol=draw(st.floats(100.0, 2000.0)),
         dark_start_h=(start := draw(st.floats(0.0, 23.9))),
-        dark_end_h=(start + draw(st.floats(6.001, 20.0))) % 24.0,  # (start + 6) % 24 can round to just under 6 h
+        # (start + 6) % 24 can round to just under 6 h
+        dark_end_h=(start + draw(st.floats(6.001, 20.0))) % 24.0,
     )
 
 

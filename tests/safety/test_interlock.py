@@ -23,7 +23,8 @@ def test_numpy_interlock_equals_the_batched_torch_one() -> None:
     obs[:, sl["moisture"]] = rng.uniform(0.1, 0.4, (n, ZONES))
     obs[:, sl["valve_failed"]] = rng.random((n, ZONES)) < 0.2
     obs[:50, sl["valve_failed"]] = 1.0
-    action = np.concatenate([(rng.random((n, ZONES)) < 0.25), rng.uniform(0, 100, (n, 2))], axis=1).astype(np.float32)
+    action = np.concatenate([(rng.random((n, ZONES)) < 0.25), rng.uniform(0, 100, (n, 2))],
+                            axis=1).astype(np.float32)
     action[::7, ZONES] = 0.0
     # Local hours on a 10-min grid, the dark window's edges included (23:00 and 05:00).
     hour = rng.integers(0, 144, n) / 6.0

@@ -83,7 +83,8 @@ def test_topics() -> None:
     assert parse_topic("greentwin/gh-1/ack") == ("gh-1", "ack")
 
 
-@pytest.mark.parametrize("gh", ["", "GH1", "-gh", "_gh", "gh/1", "gh+", "gh#", "+", "#", "gh 1", "a" * 64, "gh\x00", "é"])
+@pytest.mark.parametrize("gh", ["", "GH1", "-gh", "_gh", "gh/1", "gh+", "gh#", "+", "#", "gh 1", "a" * 64,
+                                "gh\x00", "é"])
 def test_invalid_gh_ids(gh: str) -> None:
     with pytest.raises(ValueError, match="invalid greenhouse id"):
         validate_gh_id(gh)
@@ -92,7 +93,8 @@ def test_invalid_gh_ids(gh: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["greentwin/gh-1", "greentwin/gh-1/telemetry/x", "other/gh-1/ack", "greentwin/gh-1/debug", "greentwin/+/ack"]
+    "name", ["greentwin/gh-1", "greentwin/gh-1/telemetry/x", "other/gh-1/ack", "greentwin/gh-1/debug",
+             "greentwin/+/ack"]
 )
 def test_parse_topic_rejects_foreign(name: str) -> None:
     with pytest.raises(ValueError):
@@ -217,7 +219,8 @@ def test_command_round_trip() -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"ttl_s": 0}, {"mode": "turbo"}, {"cmd_id": "not-a-uuid"}, {"valves": []}, {"ts": "2026-05-01T12:00:00"}],
+    [{"ttl_s": 0}, {"mode": "turbo"}, {"cmd_id": "not-a-uuid"}, {"valves": []},
+     {"ts": "2026-05-01T12:00:00"}],
 )
 def test_command_rejects(change: dict[str, Any]) -> None:
     body = {
@@ -236,17 +239,20 @@ def test_ack_and_estop() -> None:
     assert ack.cmd_id == cid and ack.reason is None
     with pytest.raises(PayloadError):
         parse_payload(raw({"cmd_id": str(cid), "ts": "2026-05-01T12:00:00Z", "status": "ok"}), Ack)
-    ev = parse_payload(raw({"ts": "2026-05-01T12:00:00+00:00", "pressed": True, "source": "panel"}), EstopEvent)
+    ev = parse_payload(raw({"ts": "2026-05-01T12:00:00+00:00", "pressed": True, "source": "panel"}),
+                       EstopEvent)
     assert ev.pressed is True
     with pytest.raises(PayloadError):
-        parse_payload(raw({"ts": "2026-05-01T12:00:00+00:00", "pressed": "yes", "source": "panel"}), EstopEvent)
+        parse_payload(raw({"ts": "2026-05-01T12:00:00+00:00", "pressed": "yes", "source": "panel"}),
+                      EstopEvent)
 
 
 # --- fuzz -----------------------------------------------------------------------------------
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    lambda children: (st.lists(children, max_size=4)
+                      | st.dictionaries(st.text(max_size=6), children, max_size=4)),
     max_leaves=8,
 )
 # Generation, not parsing (~0.2 ms), dominates; sizes are kept small so 1,000 examples stay fast.

@@ -22,9 +22,9 @@ from app.access_seal import AccessSealer, ChangeNotSealed
 from app.api.decision_text import sentences, zone_names
 from app.api.deps import AdminUser, CurrentUser, OperatorUser, RuntimeDep, SessionDep, get_current_user
 from app.api.instants import Instant, as_utc, parse_instant
-from app.cli import db as db_cli
 from app.core.db import SchemaOutOfDate
 from app.models import Decision, ModeChange
+from app.services.greenhouses import DEFAULT_DAILY_WATER_CAP_L, GreenhouseExists, add_greenhouse
 from wire.fields import ACTOR_MAX_LEN, DAILY_WATER_CAP_MAX_L, Name, Reason
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class GreenhouseCreate(_Strict):
     daily_water_cap_l: Annotated[float, Field(
         gt=0, le=DAILY_WATER_CAP_MAX_L,
         description=f"each zone's irrigation per day, litres (a safety limit: at most {DAILY_WATER_CAP_MAX_L:,.0f})",
-    )] = db_cli.DEFAULT_DAILY_WATER_CAP_L
+    )] = DEFAULT_DAILY_WATER_CAP_L
 
 
 class GreenhousePublic(BaseModel):
@@ -268,9 +268,9 @@ def register_greenhouse(body: GreenhouseCreate, runtime: RuntimeDep, user: Admin
         raise HTTPException(status_code=503, detail="no audit trail configured: registrations must be sealed")
     seal = AccessSealer(runtime.audit.store, f"admin:{user.username}").sealing("greenhouse_register")
     try:
-        gh = db_cli.add_greenhouse(runtime.settings.database_url, body.id, zones=body.zones, soil=body.soil,
-                                   name=body.name, daily_water_cap_l=body.daily_water_cap_l, seal=seal)
-    except db_cli.GreenhouseExists as exc:
+        gh = add_greenhouse(runtime.settings.database_url, body.id, zones=body.zones, soil=body.soil,
+                            name=body.name, daily_water_cap_l=body.daily_water_cap_l, seal=seal)
+    except GreenhouseExists as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from exc
     except (SchemaOutOfDate, ChangeNotSealed) as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from exc

@@ -1,17 +1,15 @@
 """Signed PDF report of one greenhouse's period, and its summary as CSV, for agronomists (and admins).
 
-The document is built by the same code as ``greentwin report`` (``app.reports`` to collect,
-``audit.report`` to render, ``audit.signing`` to sign, the signing identity of ``app.cli.report``),
-in a worker thread so the event loop keeps serving the control loops; at most two builds run at
-once. The CSV is the same collected data (:func:`audit.report.report_csv`), unsigned.
+The document is built by the same services as ``greentwin report`` (:mod:`app.services.reports` to
+collect, render and sign, :mod:`app.services.report_signing` for the signing identity), in a worker
+thread so the event loop keeps serving the control loops; at most two builds run at once. The CSV is
+the same collected data (:func:`audit.report.report_csv`), unsigned.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-import threading
-import uuid
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal, TypeVar
@@ -21,19 +19,21 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from app.api.deps import ReportReader, RuntimeDep, get_current_user
 from app.api.instants import parse_instant
+from app.core.config import get_settings
 from app.core.db import SchemaOutOfDate
 from app.models import Greenhouse
 from app.runtime import Runtime
+from app.services import reports as report_service
+from app.services.report_signing import signing_identity, verify_command
 from audit.report.data import ReportData
-from audit.wording import DEFAULT_LANGUAGE, text
+from audit.wording import DEFAULT_LANGUAGE
 from audit.wording import language as language_of
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/greenhouses", tags=["reports"], dependencies=[Depends(get_current_user)])
 
 MAX_PERIOD = timedelta(days=400)
 MAX_CONCURRENT_BUILDS = 2
-# Two first downloads must not each generate a dev/demo signing key and overwrite the other's.
-_identity_lock = threading.Lock()
 
 
 class SigningUnavailable(RuntimeError):
@@ -47,51 +47,29 @@ def validate_period(start: datetime, end: datetime) -> None:
         raise HTTPException(status_code=422, detail=f"period longer than {MAX_PERIOD.days} days: split it")
 
 
-def _verification(runtime: Runtime, gh: str, lang: str = DEFAULT_LANGUAGE) -> str:
-    """The audit-trail line of the report, from the service's own keys (worded like ``greentwin report``)."""
-    from app.cli.report import verification_words
-
-    if runtime.audit is None:
-        return text("report.verification.no_trail", lang)
-    try:
-        [result] = runtime.audit.store.verify(gh)
-    except Exception as exc:  # the report still goes out, saying verification did not complete
-        return text("report.verification.not_completed", lang, error=f"{type(exc).__name__}: {exc}")
-    return verification_words(result, lang)
-
-
 def report_data(runtime: Runtime, gh: str, start: datetime, end: datetime,
                 lang: str = DEFAULT_LANGUAGE) -> ReportData:
     """The period's data in ``lang``, with the audit verdict and the verify line the dashboard shows (blocking)."""
-    from app.cli import report as report_cli
-    from app.reports import collect_report_data, site_energy_model
-
-    verification = _verification(runtime, gh, lang)
+    store = runtime.audit.store if runtime.audit is not None else None
+    verification = report_service.store_verification(store, gh, lang)
     with runtime.sessions() as session:
-        return collect_report_data(session, gh, start, end, verification=verification,
-                                   energy=site_energy_model(runtime.settings),
-                                   verify_command=report_cli.verify_command(runtime.settings.report_cert,
-                                                                            runtime.state_dir), language=lang)
+        return report_service.report_data(
+            session, gh, start, end, runtime.settings, verification=verification,
+            verify_command=verify_command(runtime.settings.report_cert, runtime.state_dir), language=lang)
 
 
 def build_signed_report(runtime: Runtime, gh: str, start: datetime, end: datetime, generated_by: str,
                         lang: str = DEFAULT_LANGUAGE) -> bytes:
     """Collect, render and sign (blocking: run it in a worker thread). ``LookupError`` for an unknown greenhouse."""
-    from app.cli import report as report_cli
-    from audit.report import render_report
-    from audit.signing import sign_pdf
-
     with runtime.sessions() as session:
         if session.get(Greenhouse, gh) is None:
             raise LookupError(f"unknown greenhouse {gh!r}")
     try:
-        with _identity_lock:
-            identity = report_cli.load_signing_identity(argparse.Namespace(state_dir=str(runtime.state_dir)))
+        # The key is the environment's, as `greentwin report` reads it; only the dev/demo pair is per state dir.
+        identity = signing_identity(get_settings(), runtime.state_dir, note=log.warning)
     except (ValueError, OSError) as exc:
         raise SigningUnavailable(f"report cannot be signed: {exc}") from exc
-    data = report_data(runtime, gh, start, end, lang)
-    pdf = render_report(data, generated_by=generated_by, generated_at=datetime.now(UTC), report_id=str(uuid.uuid4()))
-    return sign_pdf(pdf, identity.key, identity.cert)
+    return report_service.sign_report(report_data(runtime, gh, start, end, lang), identity, generated_by).pdf
 
 
 def _build_limiter(request: Request) -> anyio.CapacityLimiter:

@@ -27,11 +27,13 @@ from datetime import UTC, datetime
 import numpy as np
 
 from app.core.config import Settings
+from app.outlook.price_provider import PriceProvider
+from app.outlook.weather_provider import WeatherProvider
 from control.outlook import SOLAR_LEADS, Outlook
 from twin.config import PriceConfig
-from twin.price_provider import PriceOutlook, PriceProvider
+from twin.price_data import PriceOutlook
 from twin.spec import FORECAST_HOURS
-from twin.weather_provider import WeatherProvider, climatology
+from twin.weather_data import climatology
 
 log = logging.getLogger(__name__)
 

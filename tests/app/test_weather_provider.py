@@ -18,13 +18,13 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 import pytest
 
-from twin.weather_provider import (
+from app.outlook.weather_provider import WeatherProvider
+from twin.weather_data import (
     NOISE_STD,
     RANGES,
     WIND_10M_TO_2M,
     HourlyWeather,
     WeatherDataError,
-    WeatherProvider,
     climatology,
     parse_open_meteo,
 )
@@ -207,7 +207,7 @@ def test_trickling_body_is_cut_at_the_attempt_deadline(server: FakeOpenMeteo) ->
 
 
 def test_server_down_falls_back_without_raising(closed_port_url: str, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="twin.weather_provider"), make(closed_port_url) as wp:
+    with caplog.at_level(logging.WARNING, logger="app.outlook.weather_provider"), make(closed_port_url) as wp:
         w = wp.forecast(hours=4)
     assert w.source == "fallback" and len(w.times) == 4
     assert wp.stats.errors == {"transport": 3} and wp.stats.fallback == 1
@@ -410,4 +410,4 @@ def test_no_base_url_asks_nothing_and_serves_the_fallback_quietly(caplog: pytest
         w = wp.forecast(hours=48)
         assert not wp.configured and w.source == "fallback" and len(w.times) == 48
         assert wp.stats.requests == 0 and wp.stats.fallback == 1 and wp.age_s is None
-    assert not [r for r in caplog.records if r.name == "twin.weather_provider"]
+    assert not [r for r in caplog.records if r.name == "app.outlook.weather_provider"]

@@ -15,12 +15,10 @@ from typing import Any
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from twin.source_data import SourceDataError
+
 MAX_BODY = 1 << 20
 """Largest response body read [bytes]: a day of hourly data is a few kB."""
-
-
-class SourceDataError(ValueError):
-    """A payload is malformed or implausible; callers fall back rather than trust it."""
 
 
 def get_json(client: httpx.Client, url: str, timeout_s: float, error: type[SourceDataError],

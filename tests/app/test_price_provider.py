@@ -13,8 +13,9 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pytest
 
+from app.outlook.price_provider import PriceProvider
 from twin.config import PriceConfig
-from twin.price_provider import PriceDataError, PriceProvider, parse_day_ahead, published_mask
+from twin.price_data import PriceDataError, parse_day_ahead, published_mask
 from twin.prices import tou_price
 
 DAY0 = datetime(2026, 12, 1, tzinfo=UTC)  # a Tuesday; the served prices run from here for three days
