@@ -1,6 +1,6 @@
 """Regenerate the README's pictures in ``docs/`` from the browser tests' screenshots.
 
-The browser tests (``tests/app/test_dashboard_browser.py``) run a real service, plant simulator and
+The browser tests (``tests/app/web/test_dashboard_browser.py``) run a real service, plant simulator and
 broker and leave screenshots in ``test-artifacts/dashboard/``: the greenhouse page at 1280 px with live
 data on every panel (``docs/dashboard.png``), the alarm list after an acknowledgement
 (``docs/alarms.png``), the settings panel after a band was edited (``docs/settings.png``) and the twin's
@@ -29,7 +29,7 @@ PICTURES = {"greenhouse-economics.png": "dashboard.png", "alarms.png": "alarms.p
 """Screenshot the browser tests leave -> picture in docs/."""
 DOCS = ROOT / "docs"
 MAX_BYTES = 400_000
-TESTS = ["tests/app/test_dashboard_browser.py::" + name for name in (
+TESTS = ["tests/app/web/test_dashboard_browser.py::" + name for name in (
     "test_economic_tiles_and_the_outlook_chart", "test_alarm_acknowledge_records_the_operator",
     "test_a_band_edited_on_the_page_is_used_and_explained_by_the_next_decision",
     "test_the_twins_forecast_and_a_what_if_beside_it")]

@@ -27,6 +27,7 @@ from app.models import Decision, ModeChange
 from app.services.greenhouses import add_greenhouse
 from audit.store import AuditStore
 from plantsim.sim import PlantSim
+from tests.app.mqtt.telemetry_fuzz import TelemetryFuzzer, expected_counts
 from tests.app.procs import (
     MOSQUITTO,
     AuditKeys,
@@ -41,7 +42,6 @@ from tests.app.procs import (
     service_env,
     wait_until,
 )
-from tests.app.telemetry_fuzz import TelemetryFuzzer, expected_counts
 from wire.topics import Command
 
 pytestmark = [pytest.mark.mqtt, pytest.mark.slow]

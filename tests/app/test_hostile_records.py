@@ -140,7 +140,7 @@ def test_a_restart_with_a_refused_row_in_the_journal_starts(db_url: str, tmp_pat
 def test_the_writer_process_dead_letters_a_refused_row_and_raises_its_alarm(db_url: str, tmp_path: Path) -> None:
     from app.writer import WriterConfig, WriterProcess
     from audit import Keyring, Signer
-    from tests.app.test_writer_process import _wait
+    from tests.app.writer.test_writer_process import _wait
 
     alarms: list[tuple[str, str]] = []
     writer = WriterProcess(on_dead_letter=lambda gh, kind, reason: alarms.append((gh, kind)))

@@ -45,10 +45,10 @@ from app.services.greenhouses import add_greenhouse
 from audit import open_record
 from audit.store import AuditStore
 from plantsim.sim import PlantSim
-from tests.app.broker_pki import TestCA
+from tests.app.mqtt.broker_pki import TestCA
+from tests.app.mqtt.test_broker_acl import deployed_config
 from tests.app.pg_roles import RoleDatabase, owner_and_app_roles
 from tests.app.procs import AuditKeys, CuttableProxy, Mosquitto, Service, free_port, service_env, wait_until
-from tests.app.test_broker_acl import deployed_config
 from tests.e2e.plant_log import PlantStep, violations
 from wire.topics import Command
 

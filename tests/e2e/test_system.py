@@ -35,8 +35,8 @@ from app.core.db import make_engine
 from app.models import AlarmGroup, Decision
 from audit.store import AuditStore
 from tests.app.disk_full import disk_full_at
+from tests.app.mqtt.telemetry_fuzz import TelemetryFuzzer, expected_counts
 from tests.app.procs import MOSQUITTO, wait_until
-from tests.app.telemetry_fuzz import TelemetryFuzzer, expected_counts
 from tests.e2e import summary
 from tests.e2e.system import (
     ADMIN,

@@ -306,7 +306,7 @@ def test_rollback_after_a_promotion(url: str, tmp_path: Path) -> None:
 def test_the_demo_schedule_runs_the_command_end_to_end(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         caplog: pytest.LogCaptureFixture) -> None:
     """The demo's scheduler runs `greentwin retrain` as a child process (JSON lines, an exit code).
-    About a minute or two: `pytest tests/app/test_retrain.py` (part of the default run)."""
+    About a minute or two: `pytest tests/app/retraining/test_retrain.py` (part of the default run)."""
     import asyncio
     import logging
 

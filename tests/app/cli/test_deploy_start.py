@@ -26,7 +26,7 @@ from app.core.config import Settings, get_settings
 from tests.app.procs import free_port
 from tests.conftest import MQTT_HOST, MQTT_PORT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _env_lines(state: Path) -> dict[str, str]:

@@ -190,7 +190,7 @@ def test_what_if_beside_the_forecast(worker: Any) -> None:
 def test_the_decision_path_never_imports_the_forecast() -> None:
     from tests.import_graph import import_graph
 
-    graph = import_graph(Path(__file__).resolve().parents[2])
+    graph = import_graph(Path(__file__).resolve().parents[3])
     path = [m for m in graph if m.startswith(("control", "app.intake", "app.dispatch", "app.runtime"))]
     reach: set[str] = set()
     todo = list(path)

@@ -19,7 +19,7 @@ import pytest
 from app.web.pages import PAGE_WORDS
 from audit import wording
 
-WEB = Path(__file__).resolve().parents[2] / "app" / "web"
+WEB = Path(__file__).resolve().parents[3] / "app" / "web"
 SCRIPTS = sorted((WEB / "static").glob("*.js"))
 TEMPLATES = sorted((WEB / "templates").glob("*.html"))
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -27,7 +27,7 @@ from app.core.db import make_engine, make_session_factory
 from app.core.notify_settings import NotifySettings
 from app.metrics import Metrics
 from app.models import User
-from tests.app.alarm_receivers import Hook, Inbox, free_port
+from tests.app.alarms.alarm_receivers import Hook, Inbox, free_port
 
 SECRET = b"webhook shared secret"
 T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)

@@ -16,7 +16,7 @@ from app.cli import db as db_cli
 from app.core.db import make_engine, make_session_factory
 from app.models import Decision, TrendCell, TrendProgress
 from app.services.greenhouses import add_greenhouse
-from tests.app.test_trend_rollup import START, _rows
+from tests.app.api.test_trend_rollup import START, _rows
 
 WIDTH = roll.width(3)
 

@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 from app.core.config import Settings
 from app.main import create_app
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WEB = ROOT / "app" / "web"
 VENDOR = WEB / "static" / "vendor"
 SECRET = "api-docs-secret-" + "3f6a9b0c" * 4

@@ -3,7 +3,7 @@ and the overview, the greenhouse page's settings and forecast panels, the users 
 Chinese from the catalogue (audit/wording.json), with none of their English left; switching back restores
 English. The login page, before anyone is known, follows the browser's preferred language.
 
-The broker, service and plant simulator are the browser tests' own (tests/app/test_dashboard_browser.py),
+The broker, service and plant simulator are the browser tests' own (tests/app/web/test_dashboard_browser.py),
 started once for this module.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from audit import wording
-from tests.app.test_dashboard_browser import GH, Page, browser, stack  # noqa: F401 (browser, stack: fixtures)
+from tests.app.web.test_dashboard_browser import GH, Page, browser, stack  # noqa: F401 (browser, stack: fixtures)
 
 pytestmark = [pytest.mark.mqtt, pytest.mark.slow]
 

@@ -624,7 +624,7 @@ def test_policy_overview_for_admins_with_the_shipped_ensembles_metrics(client: T
     assert body["ensemble"] is None and "no readable ensemble" in body["problem"]
     operator = {"Authorization": f"Bearer {_login(client, 'operator')}"}
     assert client.get("/api/policy", headers=operator).status_code == 403
-    shipped = Path(__file__).resolve().parents[2] / "policy" / "shipped"
+    shipped = Path(__file__).resolve().parents[3] / "policy" / "shipped"
     ensemble = read_ensemble(shipped)
     manifest = __import__("json").loads((shipped / "ensemble.json").read_text())
     assert ensemble.policy_version == manifest["policy_version"] and len(ensemble.members) == len(manifest["members"])
@@ -655,7 +655,7 @@ def test_policy_overview_shows_the_registry_and_the_last_retraining_run(client: 
     from app.retraining.runs import record_run
 
     runtime = client.app.state.runtime  # type: ignore[attr-defined]
-    shipped = Path(__file__).resolve().parents[2] / "policy" / "shipped"
+    shipped = Path(__file__).resolve().parents[3] / "policy" / "shipped"
     folder = tmp_path / "cand"
     shutil.copytree(shipped, folder)
     registry.add_candidate(runtime.sessions, "ppo-api-cand", folder, parent=None, status="refused",

@@ -21,9 +21,9 @@ from app.retraining.launch import command
 from app.retraining.pipeline import RetrainOptions, run_retrain
 from app.retraining.runs import RunDir, last_run
 from policy.checkpoint import read_meta
-from tests.app.test_retrain import TINY, url  # noqa: F401 - the seeded window's database fixture
+from tests.app.retraining.test_retrain import TINY, url  # noqa: F401 - the seeded window's database fixture
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TORCHRUN = f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-node 2"
 
 

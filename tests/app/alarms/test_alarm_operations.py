@@ -28,7 +28,7 @@ from app.core.db import make_engine, make_session_factory
 from app.main import create_app
 from app.runtime import Alarm
 from app.services.greenhouses import add_greenhouse
-from tests.app.alarm_receivers import Hook
+from tests.app.alarms.alarm_receivers import Hook
 from tests.app.procs import wait_until
 
 SECRET = "alarm-ops-secret-" + "4c2e9a1b" * 4

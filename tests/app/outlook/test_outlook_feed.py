@@ -174,7 +174,7 @@ def test_a_served_decision_follows_the_price_outlook(proposer: str) -> None:
     else:
         pytest.importorskip("torch")
         from control import load_proposer
-        shipped = load_proposer(Path(__file__).resolve().parents[2] / "policy" / "shipped", 6)
+        shipped = load_proposer(Path(__file__).resolve().parents[3] / "policy" / "shipped", 6)
         make = lambda: shipped  # noqa: E731
     ts = datetime(2026, 12, 2, 19, 5, tzinfo=UTC)
     lights, named = {}, set()

@@ -24,14 +24,14 @@ import pytest
 
 from app.mqtt.bridge import MqttBridge
 from plantsim.sim import PlantSim
-from tests.app.broker_pki import TestCA
+from tests.app.mqtt.broker_pki import TestCA
 from tests.app.procs import MOSQUITTO, Mosquitto, free_port, running, wait_until
 from wire.connection import TlsFiles, make_client, parse_mqtt_url
 from wire.topics import Ack, Command, command_topic, telemetry_topic
 
 pytestmark = [pytest.mark.mqtt]
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 SERVICE_USER = "greentwin-service"
 GH_A, GH_B = "gh-a", "gh-b"
 PASSWORDS = {SERVICE_USER: "service-pw-1", GH_A: "gh-a-pw-2", GH_B: "gh-b-pw-3"}

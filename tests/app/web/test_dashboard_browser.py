@@ -49,7 +49,7 @@ GH = "gh1"
 ZONES = 6
 PW = "dashboard test password"
 CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
+ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "dashboard"
 
 
 def _unavailable(reason: str) -> None:
