@@ -55,5 +55,4 @@ def continue_after_records(controllers: dict[str, GreenhouseController], last_se
         if recorded > ctl.seq:
             log.warning("controller %s: snapshot at seq %d, records up to %d: continuing after them",
                         gh, ctl.seq, recorded)
-            ctl.cmd_seq += recorded - ctl.seq
-            ctl.seq = recorded
+            ctl.continue_after(recorded)

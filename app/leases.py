@@ -208,13 +208,10 @@ def catch_up(ctl: GreenhouseController, recorded_seq: int, last_mode: str | None
     floor (never reuse a seq) and honour an e-stop it latched; this process's controller state may
     be older than both. A latch is never lifted here: a reset made under another replica is made
     again under this one."""
-    start = max(recorded_seq, seq_floor(token))
-    if start > ctl.seq:
-        ctl.cmd_seq += start - ctl.seq
-        ctl.seq = start
+    ctl.continue_after(max(recorded_seq, seq_floor(token)))
     if last_mode == "estop" and not ctl.estop_latched:
         log.warning("controller %s: taken over with an e-stop latched by its previous holder", ctl.gh)
-        ctl.estop_latched, ctl.mode = True, "estop"
+        ctl.adopt_estop()
 
 
 def last_mode(sessions: sessionmaker[Session], gh: str) -> str | None:

@@ -5,6 +5,7 @@ Read in this order; each module imports only modules above it (type hints aside)
 * :mod:`~control.records` - zones, mode events, decisions: the plain records every stage shares;
 * :mod:`~control.setup` - a greenhouse's operator settings as one value, and the limits under them;
 * :mod:`~control.valve_evidence` - the commands sent and when valve feedback is evidence of a fault;
+* :mod:`~control.state` - a controller's modes, counters and memory as one immutable value;
 * :mod:`~control.outlook` - the site's weather forecast and prices as a decision sees them;
 * :mod:`~control.crop_twin` - the crop beside the greenhouse: what no sensor measures;
 * :mod:`~control.step` - a message waiting (``Pending``) and between stages (``Step``);
@@ -14,7 +15,7 @@ Read in this order; each module imports only modules above it (type hints aside)
 * :mod:`~control.explain` - what an ensemble decision's explanation needs, computed later;
 * :mod:`~control.finish` - the safety clipper, the command, the decision record;
 * :mod:`~control.batch` - the stages in order for several greenhouses at once;
-* :mod:`~control.controller` - one greenhouse's state and modes; ``on_telemetry``.
+* :mod:`~control.controller` - one greenhouse's controller: set-up, state, modes; ``on_telemetry``.
 """
 
 from control.batch import DecisionBatch

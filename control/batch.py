@@ -9,7 +9,9 @@
               finish.finish         safety clipper, command, decision record
 
 The vectorisable stages (estimate, propose) run once for the whole batch; the others per
-greenhouse. Each greenhouse's state changes exactly as its own ``on_telemetry`` would change it.
+greenhouse. Each greenhouse's state changes exactly as its own ``on_telemetry`` would change it:
+``begin`` and ``finish`` each replace its :class:`~control.state.ControllerState` once, with the value
+their stage computed from the one before (a mode change in between is the controller's own).
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ class DecisionBatch:
         self.steps = []
         for item in self.items:
             try:
-                self.steps.append(estimation.begin(item))
+                item.ctl.state, step = estimation.begin(item, item.ctl.state)
+                self.steps.append(step)
             except Exception as exc:
                 if self.strict:
                     raise
@@ -65,8 +68,11 @@ class DecisionBatch:
         self._vectorised(proposal.propose)
 
     def finish(self, i: int) -> ControlDecision:
+        """The last stage, on the controller's state as it stands now (an e-stop since counts)."""
         step = self.steps[i]
-        return finish(step, proposal.choose(step))
+        state = step.ctl.state
+        step.ctl.state, decision = finish(step, state, proposal.choose(step, state))
+        return decision
 
     def run(self) -> list[ControlDecision]:
         """Every stage in one go (tests, benchmarks, the single-message path)."""

@@ -9,12 +9,16 @@ greenhouses at once, and :meth:`GreenhouseController.on_telemetry` is a batch of
 The controller does no I/O: a decision is returned, to be published and recorded by the caller,
 so the same code runs under the MQTT service, the benchmarks and the tests, and its state can be
 snapshotted and restored after a restart (e-stop latch, mode, estimator, dwell timers, daily totals).
+Modes, counters and daily totals are one immutable :class:`~control.state.ControllerState`, which the
+stages and the mode changes replace whole; the estimator, the crop twin and the observation builder
+are still objects changed in place.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -31,6 +35,7 @@ from control.outlook import Outlook
 from control.proposal import Proposer
 from control.records import ControlDecision, Mode, ModeEvent, ZoneSetup
 from control.setup import GreenhouseSetup, SetupChange, effective_limits
+from control.state import ControllerState, StateField
 from control.step import Pending
 from control.valve_evidence import ValveEvidence
 from policy.tuning import served_expert
@@ -45,6 +50,22 @@ SNAPSHOT_VERSION = 1
 
 class GreenhouseController:
     """Decisions for one greenhouse; see the module docstring for the pipeline."""
+
+    # The state's fields read as the controller's own, for the code around the control path.
+    mode = StateField[Mode]()
+    estop_latched = StateField[bool]()
+    manual_action = StateField[np.ndarray]()
+    manual_actor = StateField[str]()
+    seq = StateField[int]()
+    cmd_seq = StateField[int]()
+    prev_action = StateField[np.ndarray]()
+    valve_failed = StateField[np.ndarray]()
+    valve_evidence = StateField[ValveEvidence]()
+    valve_changed_at = StateField[tuple[datetime | None, ...]]()
+    water_today_l = StateField[np.ndarray]()
+    lights_hours_today = StateField[float]()
+    day = StateField[str | None]()
+    last_ts = StateField[datetime | None]()
 
     def __init__(self, greenhouse_id: str, zones: list[ZoneSetup], proposer: Proposer, limits: SafetyLimits, *,
                  probes_per_zone: int = 2, step_s: float = 60.0, disagreement_threshold: float = 0.35,
@@ -73,27 +94,10 @@ class GreenhouseController:
                                               np.array([z.target_high for z in zones]), crop=self.crop,
                                               growth=twin_cfg.crop_growth)
         self.saturation = np.array([z.saturation for z in zones])
-        self.mode: Mode = "auto"
-        self.estop_latched = False
-        self.manual_action = safe_state(self.z)
-        self.manual_actor = "operator:manual"
-        """Who set the manual action: its decisions are that operator's demonstrations."""
-        self.seq = 0
-        self.cmd_seq = 0
-        self.prev_action = safe_state(self.z)
-        self.valve_failed = np.zeros(self.z)
-        """1.0 for a valve the edge box held open that stayed closed, until it is seen open (as in the twin)."""
-        self.valve_evidence = ValveEvidence()
-        """The commands sent and what the box was seen holding: when feedback is evidence (:mod:`control.valve_evidence`)."""
-        self.valve_changed_at: list[datetime | None] = [None] * self.z
-        self.water_today_l = np.zeros(self.z)
-        self.lights_hours_today = 0.0
-        """Lamp hours since site-local midnight: the one count the safety cap, the observation and the
-        API read (the crop twin keeps none of its own)."""
+        self.state = ControllerState.initial(self.z)
+        """Modes, counters and memory between decisions: replaced whole by each stage and mode change."""
         self.crop_twin = CropTwin(crop=self.crop, growth=twin_cfg.crop_growth)
         """The crop beside this greenhouse: crop age, today's light and lamp hours, yield to date."""
-        self.day: str | None = None
-        self.last_ts: datetime | None = None
         self.history: Any = None  # policy.explain.ExplanationHistory, created with the first explanation
         self.setup = GreenhouseSetup(name=greenhouse_id, zones=tuple(zones))
         """The operator settings in force (:meth:`apply_setup`); the limits above already hold them."""
@@ -114,29 +118,30 @@ class GreenhouseController:
     @property
     def wants_policy(self) -> bool:
         """The ensemble decides: auto mode and no e-stop."""
-        return not self.estop_latched and self.mode == "auto"
+        return not self.state.estop_latched and self.state.mode == "auto"
 
     @property
     def effective_mode(self) -> Mode:
         """The mode a command carries: a latched e-stop overrides the selected mode."""
-        return "estop" if self.estop_latched else self.mode
+        return self.state.effective_mode
 
     def watchdog(self, now: datetime) -> ControlDecision | None:
         """Stale telemetry: send the safe state and raise an alarm (None while telemetry is fresh).
 
         A last timestamp further ahead of ``now`` than the skew bound vouches for nothing: it came
         from a wrong clock, and must not keep the watchdog quiet until the wall clock catches up."""
-        if self.last_ts is None:
+        if self.state.last_ts is None:
             return None
-        age = now - self.last_ts
+        age = now - self.state.last_ts
         if timedelta(seconds=-self.max_future_s) <= age <= timedelta(seconds=self.max_age_s):
             return None
-        return watchdog_decision(self, now)
+        self.state, decision = watchdog_decision(self, self.state, now)
+        return decision
 
     def forget_held_commands(self) -> None:
         """What the box was seen holding vouches for nothing any more (commands queued during an outage
         may reach it late): valve feedback is judged afresh."""
-        self.valve_evidence = self.valve_evidence.unseen()
+        self.state = replace(self.state, valve_evidence=self.state.valve_evidence.unseen())
 
     def after_reconnect(self, repeat: bool) -> ControlDecision | None:
         """The service reconnected to the broker. Commands queued meanwhile may reach the box late, so
@@ -144,12 +149,16 @@ class GreenhouseController:
         ``repeat`` (the caller's clock says the last command is younger than its TTL) that command's
         action goes out again as a new one. None otherwise: the next telemetry decides."""
         self.forget_held_commands()
-        return repeat_decision(self) if repeat and self.last_ts is not None else None
+        if not repeat or self.state.last_ts is None:
+            return None
+        self.state, decision = repeat_decision(self, self.state)
+        return decision
 
     def safe_command(self, ts: datetime) -> Command:
         """Everything off, as a fresh command (watchdog, e-stop): also becomes the previous action."""
-        self.prev_action = safe_state(self.z)
-        return command(self, ts, self.prev_action)
+        safe = safe_state(self.z)
+        self.state, cmd = command(self, replace(self.state, prev_action=safe), ts, safe)
+        return cmd
 
     # ---- settings ------------------------------------------------------------------------------
     def apply_setup(self, setup: GreenhouseSetup, site: SafetyLimits, change: SetupChange | None = None) -> None:
@@ -187,8 +196,7 @@ class GreenhouseController:
     # ---- modes ---------------------------------------------------------------------------------
     def estop(self, actor: str, reason: str, ts: datetime) -> ModeEvent:
         """Latch the e-stop: everything off until an authorised reset."""
-        self.estop_latched = True
-        return self._mode_event("estop", actor, reason, ts)
+        return self._mode_event("estop", actor, reason, ts, estop_latched=True)
 
     def reset_estop(self, actor: str, reason: str, ts: datetime, to_mode: Mode = "manual") -> ModeEvent:
         """Release the latch into a safe hold: manual with everything off, unless the operator asks
@@ -196,71 +204,64 @@ class GreenhouseController:
         e-stop was looked at by a person, not by the policy, so the policy does not take over unasked."""
         if not reason.strip():
             raise ValueError("an e-stop reset needs a reason")
-        if not self.estop_latched:
+        if not self.state.estop_latched:
             raise ValueError("no e-stop is latched")
         if to_mode not in ("auto", "manual"):
             raise ValueError(f"an e-stop reset goes to 'manual' or 'auto', got {to_mode!r}")
-        self.estop_latched = False
-        if to_mode == "manual":
-            self.manual_action = safe_state(self.z)
-            self.manual_actor = actor if actor.startswith("operator:") else f"operator:{actor}"
-        return self._mode_event(to_mode, actor, reason, ts)
+        manual = {"manual_action": safe_state(self.z), "manual_actor": _operator(actor)} if to_mode == "manual" else {}
+        return self._mode_event(to_mode, actor, reason, ts, estop_latched=False, **manual)
 
     def set_mode(self, mode: Mode, actor: str, reason: str, ts: datetime,
                  manual_action: np.ndarray | None = None) -> ModeEvent:
         """Switch between auto and manual; e-stop goes through :meth:`estop` / :meth:`reset_estop`."""
-        if self.estop_latched:
+        if self.state.estop_latched:
             raise ValueError("e-stop is latched: reset it first")
         if mode not in ("auto", "manual"):
             raise ValueError(f"set_mode takes 'auto' or 'manual', got {mode!r}")
+        manual: dict[str, Any] = {}
         if mode == "manual":
             if manual_action is None or np.shape(manual_action) != (self.z + 2,):
                 raise ValueError(f"manual mode needs an action of {self.z + 2} values")
-            self.manual_action = np.asarray(manual_action, dtype=np.float64)
-            self.manual_actor = actor if actor.startswith("operator:") else f"operator:{actor}"
-        return self._mode_event(mode, actor, reason, ts)
+            manual = {"manual_action": manual_action, "manual_actor": _operator(actor)}
+        return self._mode_event(mode, actor, reason, ts, **manual)
 
-    def _mode_event(self, to: Mode, actor: str, reason: str, ts: datetime) -> ModeEvent:
-        self.seq += 1
-        event = ModeEvent(self.gh, self.seq, ts, actor, self.mode, to, reason)
-        self.mode = to
-        return event
+    def _mode_event(self, to: Mode, actor: str, reason: str, ts: datetime, **changes: Any) -> ModeEvent:
+        """The mode change and what comes with it as one new state; the event takes the next seq."""
+        before = self.state
+        self.state = replace(before, mode=to, seq=before.seq + 1, **changes)
+        return ModeEvent(self.gh, self.state.seq, ts, actor, before.mode, to, reason)
+
+    def continue_after(self, recorded_seq: int) -> None:
+        """Records up to ``recorded_seq`` exist that this state has not seen (another replica's, or
+        decisions after the last snapshot): number on after them, never reusing a seq. Each was a
+        decision, which also used one command seq."""
+        if recorded_seq > self.state.seq:
+            self.state = replace(self.state, seq=recorded_seq, cmd_seq=self.state.cmd_seq + recorded_seq - self.state.seq)
+
+    def adopt_estop(self) -> None:
+        """An e-stop latched under another replica holds here too; its mode event is recorded already."""
+        self.state = replace(self.state, estop_latched=True, mode="estop")
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def crop_estimates(self) -> dict[str, Any]:
         """The crop twin's estimates with today's lamp hours as the safety cap counts them."""
-        return self.crop_twin.estimates(self.lights_hours_today)
+        return self.crop_twin.estimates(self.state.lights_hours_today)
+
+    def site_day(self, ts: datetime) -> str:
+        """The site's calendar date at ``ts``: the daily caps count it, whatever offset the box writes."""
+        return ts.astimezone(self.site_tz).date().isoformat()
 
     def roll_day(self, ts: datetime) -> None:
         """A new calendar day resets the daily water and light totals the caps are counted against."""
-        day = ts.astimezone(self.site_tz).date().isoformat()
-        if day != self.day:
-            self.day = day
-            self.water_today_l = np.zeros(self.z)
-            self.lights_hours_today = 0.0
-
-    def valve_ages(self, ts: datetime) -> np.ndarray:
-        """Seconds each valve has held its state (dwell limits); never switched counts as very old."""
-        return np.array([1e9 if t is None else (ts - t).total_seconds() for t in self.valve_changed_at])
-
-    def track_valves(self, action: np.ndarray, ts: datetime) -> None:
-        """Note when each valve of ``action`` changes state against the previous action."""
-        for i in range(self.z):
-            if (action[i] >= 0.5) != (self.prev_action[i] >= 0.5):
-                self.valve_changed_at[i] = ts
+        self.state = self.state.rolled(self.site_day(ts))
 
     # ---- persistence ---------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
-        """JSON-able state to persist; restore with :meth:`restore` after a restart."""
-        return {"version": SNAPSHOT_VERSION, "mode": self.mode, "estop_latched": self.estop_latched,
-                "manual_action": self.manual_action.tolist(), "manual_actor": self.manual_actor,
-                "seq": self.seq, "cmd_seq": self.cmd_seq,
-                "prev_action": self.prev_action.tolist(), "valve_failed": self.valve_failed.tolist(),
-                "commands_sent": self.valve_evidence.to_json(),
-                "valve_changed_at": [None if t is None else t.isoformat() for t in self.valve_changed_at],
-                "water_today_l": self.water_today_l.tolist(), "lights_hours_today": self.lights_hours_today,
-                "crop_twin": self.crop_twin.snapshot(),
-                "day": self.day, "last_ts": None if self.last_ts is None else self.last_ts.isoformat(),
+        """JSON-able state to persist; restore with :meth:`restore` after a restart. The keys keep the
+        order snapshots were always written in."""
+        state = self.state.to_json()
+        day, last_ts = state.pop("day"), state.pop("last_ts")  # the crop twin's entry has always stood before them
+        return {"version": SNAPSHOT_VERSION, **state, "crop_twin": self.crop_twin.snapshot(), "day": day, "last_ts": last_ts,
                 "estimator": self.estimator.state_dict(),
                 "irrigation_24h_mm": self.obs_builder.irrigation_24h_mm.tolist(),
                 "held": dict(self.obs_builder.held),
@@ -273,26 +274,21 @@ class GreenhouseController:
         def when(v: str | None) -> datetime | None:
             return None if v is None else datetime.fromisoformat(v)
 
-        self.mode, self.estop_latched = snap["mode"], bool(snap["estop_latched"])
-        self.manual_action = np.asarray(snap["manual_action"], dtype=np.float64)
-        self.manual_actor = str(snap.get("manual_actor", "operator:manual"))
-        self.seq, self.cmd_seq = int(snap["seq"]), int(snap["cmd_seq"])
-        self.prev_action = np.asarray(snap["prev_action"], dtype=np.float64)
-        self.valve_failed = np.asarray(snap.get("valve_failed", np.zeros(self.z)), dtype=np.float64)
-        self.valve_evidence = ValveEvidence.from_json(snap.get("commands_sent"))
-        self.valve_changed_at = [when(v) for v in snap["valve_changed_at"]]
-        self.water_today_l = np.asarray(snap["water_today_l"], dtype=np.float64)
-        self.lights_hours_today, self.day = float(snap["lights_hours_today"]), snap["day"]
-        self.last_ts = when(snap["last_ts"])
+        self.state = state = ControllerState.from_json(snap, self.z)
         if "crop_twin" in snap:
             self.crop_twin.restore(snap["crop_twin"])
         else:  # written before the crop twin: continue its day's totals and crop age, grow a fresh crop
             first = when(snap["first_ts"])
             self.crop_twin.date = snap["day"]
             self.crop_twin.dli_today = float(snap.get("par_mol_today", 0.0))
-            if first is not None and self.last_ts is not None:
-                self.crop_twin.day += (self.last_ts - first).total_seconds() / 86400.0
+            if first is not None and state.last_ts is not None:
+                self.crop_twin.day += (state.last_ts - first).total_seconds() / 86400.0
         self.estimator.load_state_dict(snap["estimator"])
         self.obs_builder.irrigation_24h_mm = np.asarray(snap["irrigation_24h_mm"], dtype=np.float64)
         self.obs_builder.held = dict(snap["held"])
         self.obs_builder.first_ts = when(snap["first_ts"])
+
+
+def _operator(actor: str) -> str:
+    """Manual actions are an operator's: the actor as the decisions it sets record it."""
+    return actor if actor.startswith("operator:") else f"operator:{actor}"

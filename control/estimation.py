@@ -10,12 +10,14 @@ telemetry reports and builds the observation the policy sees.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from control.crop_twin import grow_many
+from control.state import ControllerState
 from control.step import Pending, Step
 from twin.climate import PAR_PER_W_M2, crop_coefficient, reference_et0, saturation_vapour_kpa
 from twin.config import SOIL_INDEX, SOIL_TYPES, CropConfig
@@ -24,7 +26,6 @@ from twin.hydraulics import valve_failure_latch
 from wire.topics import Telemetry
 
 if TYPE_CHECKING:
-    from control.controller import GreenhouseController
     from control.records import ZoneSetup
 
 
@@ -44,43 +45,45 @@ def soil_models(zones: list[ZoneSetup], dt_s: float, crop: CropConfig) -> list[Z
 # ---- 1. accounting ------------------------------------------------------------------------------
 
 
-def begin(item: Pending) -> Step:
-    """Time step, day roll-over, water and light accounting: everything before the estimate."""
+def begin(item: Pending, state: ControllerState) -> tuple[ControllerState, Step]:
+    """Time step, day roll-over, water and light accounting: everything before the estimate. The
+    controller's ``state`` in, the state with this step booked out (the caller keeps it)."""
     ctl, tel = item.ctl, item.tel
     alarms: list[str] = []
     ctl.take_staged_setup()  # settings changed since the last decision hold for all of this one
     ts = tel.ts
-    dt_s = ctl.step_s if ctl.last_ts is None else min(max((ts - ctl.last_ts).total_seconds(), 1.0), 3600.0)
-    ctl.roll_day(ts)
-    zone_water = account(ctl, tel, dt_s, alarms)
-    ctl.water_today_l += zone_water
-    ctl.lights_hours_today += tel.light_pct / 100.0 * dt_s / 3600.0
+    dt_s = ctl.step_s if state.last_ts is None else min(max((ts - state.last_ts).total_seconds(), 1.0), 3600.0)
+    state, zone_water = account(state.rolled(ctl.site_day(ts)), tel, dt_s, alarms)
+    state = state.booked(zone_water, tel.light_pct / 100.0 * dt_s / 3600.0)
     ctl.crop_twin.account(ts.astimezone(ctl.site_tz), dt_s, tel.par_umol_m2_s)
     ctl.obs_builder.add_irrigation(zone_water, dt_s)
-    return Step(ctl, item, dt_s, alarms, zone_water, ctl.crop_twin.day)
+    return state, Step(ctl, item, dt_s, alarms, zone_water, ctl.crop_twin.day)
 
 
-def account(ctl: GreenhouseController, tel: Telemetry, dt_s: float, alarms: list[str]) -> np.ndarray:
-    """Water per zone from the measured flow (not the command), with feedback checks."""
-    z = ctl.z
+def account(state: ControllerState, tel: Telemetry, dt_s: float,
+            alarms: list[str]) -> tuple[ControllerState, np.ndarray]:
+    """Water per zone from the measured flow (not the command), with feedback checks; the state with
+    the valve evidence and the failed-valve latch moved on."""
+    z = state.zones
     valve_fb = np.asarray(tel.valve_open, dtype=np.float64)
     litres = tel.flow_l_min * dt_s / 60.0
     n_open = valve_fb.sum()
-    prev_valves = ctl.prev_action[:z] >= 0.5
+    prev_valves = state.prev_action[:z] >= 0.5
     if litres > 0.5 and n_open == 0:
         alarms.append("flow_without_open_valve")
-    if prev_valves.any() and ctl.prev_action[z] > 0 and n_open > 0 and tel.flow_l_min < 0.05:
+    if prev_valves.any() and state.prev_action[z] > 0 and n_open > 0 and tel.flow_l_min < 0.05:
         alarms.append("valve_open_no_flow")
     seen_open = valve_fb >= 0.5
-    ctl.valve_evidence, held_open, judged = ctl.valve_evidence.observe(tel.cmd_seq, tel.ts, z)
+    evidence, held_open, judged = state.valve_evidence.observe(tel.cmd_seq, tel.ts, z)
     mismatch = np.flatnonzero(judged & (held_open != seen_open))
     if mismatch.size:
         alarms.append("valve_feedback_mismatch:" + ",".join(str(i) for i in mismatch))
-    ctl.valve_failed = valve_failure_latch(np, ctl.valve_failed, judged & held_open, seen_open)
-    failed = np.flatnonzero(ctl.valve_failed >= 0.5)
+    state = replace(state, valve_evidence=evidence,
+                    valve_failed=valve_failure_latch(np, state.valve_failed, judged & held_open, seen_open))
+    failed = np.flatnonzero(state.valve_failed >= 0.5)
     if failed.size:
         alarms.append("valve_failed:" + ",".join(str(i) for i in failed))
-    return valve_fb * (litres / n_open) if n_open > 0 else np.zeros(z)
+    return state, valve_fb * (litres / n_open) if n_open > 0 else np.zeros(z)
 
 
 # ---- 2. estimation ------------------------------------------------------------------------------
@@ -155,7 +158,7 @@ def observe(step: Step) -> None:
     assert est is not None
     step.moisture = est.theta
     step.sensor_ok = ~est.filled | (est.status == PROBE_STATUS.index("ok")).any(axis=1)
-    if tel.estop and not ctl.estop_latched:
+    if tel.estop and not ctl.state.estop_latched:  # a mode change: the controller's own replacement
         step.events.append(ctl.estop("edge:estop", "telemetry reports the e-stop pressed", tel.ts))
     if item.outlook is not None:
         step.outlook = item.outlook.at(tel.ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
@@ -166,8 +169,8 @@ def observe(step: Step) -> None:
     step.obs, held = ctl.obs_builder.build(
         ts=tel.ts.astimezone(ctl.site_tz), moisture=step.moisture, readings=tel.model_dump(),
         valve_open=np.asarray(tel.valve_open, float), pump_pct=tel.pump_pct, light_pct=tel.light_pct,
-        pump_current_a=tel.pump_current_a, outlook=step.outlook, valve_failed=ctl.valve_failed,
-        dli_today=ctl.crop_twin.dli_today, lamp_hours_today=ctl.lights_hours_today,
+        pump_current_a=tel.pump_current_a, outlook=step.outlook, valve_failed=ctl.state.valve_failed,
+        dli_today=ctl.crop_twin.dli_today, lamp_hours_today=ctl.state.lights_hours_today,
         crop_day=ctl.crop_twin.day, crop_pools=pools)
     step.alarms += [f"held:{name}" for name in held]
 

@@ -12,6 +12,7 @@ import math
 import os
 import threading
 import uuid
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ import numpy as np
 from control.explain import capture
 from control.proposal import Choice
 from control.records import ControlDecision, Mode, action_dict
+from control.state import ControllerState
 from control.step import Step
 from policy.baselines import break_even_price
 from safety import ClipContext, clip, safe_state
@@ -56,7 +58,7 @@ COMMAND_IDS = CommandIds()
 """The process's command ids (a controller may be given its own factory: tests, replays)."""
 
 
-def clip_context(step: Step) -> ClipContext:
+def clip_context(step: Step, state: ControllerState) -> ClipContext:
     """The plant as the clipper needs it: previous action, valve ages, today's totals, moisture.
 
     The dark period and the lamp-hour cap read the site's clock, as the observation does: an edge box
@@ -67,23 +69,23 @@ def clip_context(step: Step) -> ClipContext:
     assert moisture is not None and sensor_ok is not None
     natural_par = math.nan if tel.par_umol_m2_s is None else \
         float(tel.par_umol_m2_s) - ctl.climate.lamp_par_umol_m2_s * tel.light_pct / 100
-    return ClipContext(dt_s=step.dt_s, prev_action=ctl.prev_action, valve_state_age_s=ctl.valve_ages(tel.ts),
-                       zone_water_today_l=ctl.water_today_l, moisture_vwc=np.where(sensor_ok, moisture, np.nan),
+    return ClipContext(dt_s=step.dt_s, prev_action=state.prev_action, valve_state_age_s=state.valve_ages(tel.ts),
+                       zone_water_today_l=state.water_today_l, moisture_vwc=np.where(sensor_ok, moisture, np.nan),
                        sensor_ok=sensor_ok, saturation_vwc=ctl.saturation, natural_par_umol=natural_par,
-                       lights_on_hours_today=ctl.lights_hours_today,
+                       lights_on_hours_today=state.lights_hours_today,
                        local_hour=local.hour + local.minute / 60.0 + local.second / 3600.0,
-                       valve_failed=None if ctl.mode == "manual" else ctl.valve_failed >= 0.5)
+                       valve_failed=None if state.mode == "manual" else state.valve_failed >= 0.5)
 
 
-def command(ctl: GreenhouseController, ts: datetime, action: np.ndarray) -> Command:
-    """``action`` as the next command of this greenhouse (its mode as it stands now)."""
-    ctl.cmd_seq += 1
-    valves = [int(v >= 0.5) for v in action[: ctl.z]]
-    ctl.valve_evidence = ctl.valve_evidence.with_sent(ctl.cmd_seq, valves)
-    return Command(cmd_id=ctl.new_cmd_id(), ts=ts, seq=ctl.cmd_seq, ttl_s=ctl.ttl_s, mode=ctl.effective_mode,
-                   valves=valves, pump_pct=float(action[ctl.z]),
-                   light_pct=float(action[ctl.z + 1]) if ctl.setup.lamps_ours else None,
-                   policy_version=ctl.proposer.policy_version)
+def command(ctl: GreenhouseController, state: ControllerState, ts: datetime,
+            action: np.ndarray) -> tuple[ControllerState, Command]:
+    """``action`` as the next command of this greenhouse (its mode as ``state`` has it), and the state
+    that has sent it."""
+    state, valves = state.sent(action)
+    return state, Command(cmd_id=ctl.new_cmd_id(), ts=ts, seq=state.cmd_seq, ttl_s=ctl.ttl_s,
+                          mode=state.effective_mode, valves=valves, pump_pct=float(action[ctl.z]),
+                          light_pct=float(action[ctl.z + 1]) if ctl.setup.lamps_ours else None,
+                          policy_version=ctl.proposer.policy_version)
 
 
 def lamp_break_even(ctl: GreenhouseController, obs: np.ndarray) -> float | None:
@@ -108,31 +110,27 @@ def own_lamps(ctl: GreenhouseController, action: np.ndarray) -> np.ndarray:
     return out
 
 
-def finish(step: Step, choice: Choice) -> ControlDecision:
-    """Safety clip -> command -> decision record; the controller moves on to the clipped action."""
+def finish(step: Step, state: ControllerState, choice: Choice) -> tuple[ControllerState, ControlDecision]:
+    """Safety clip -> command -> decision record; the new state has moved on to the clipped action."""
     ctl, tel, obs = step.ctl, step.item.tel, step.obs
     assert obs is not None and step.estimate is not None and step.moisture is not None
     ts = tel.ts
-    safe, report = clip(own_lamps(ctl, choice.action), clip_context(step), ctl.limits)
-    if ctl.estop_latched:
+    safe, report = clip(own_lamps(ctl, choice.action), clip_context(step, state), ctl.limits)
+    if state.estop_latched:
         safe = safe_state(ctl.z)
     request = None
     if len(choice.members) and ctl.proposer.ensemble is not None:
         request = capture(ctl, obs, safe, choice.confidence)
-    ctl.track_valves(safe, ts)
-    ctl.prev_action = np.array(safe, dtype=np.float64)
-    ctl.last_ts = ts
-    ctl.seq += 1
-    cmd = command(ctl, ts, safe)
+    state, cmd = command(ctl, state.decided(safe, ts), ts, safe)
     est = step.estimate
     change, ctl.setup_change = ctl.setup_change, None
-    return ControlDecision(
-        greenhouse_id=ctl.gh, seq=ctl.seq, ts=ts, actor=choice.actor, mode=cmd.mode,
+    return state, ControlDecision(
+        greenhouse_id=ctl.gh, seq=state.seq, ts=ts, actor=choice.actor, mode=cmd.mode,
         telemetry=tel.model_dump(mode="json"),
         # etc_mm and irrigation_mm: the water balance of this step, which the nightly calibration fits to.
         estimate={"theta": step.moisture.tolist(), "std": est.std.tolist(), "probe_status": est.probe_status(),
                   "filled": est.filled.tolist(), "outlook": None if step.outlook is None else step.outlook.record(),
-                  "crop_twin": ctl.crop_estimates(),
+                  "crop_twin": ctl.crop_twin.estimates(state.lights_hours_today),
                   "price_eur_mwh": float(obs[ctl.obs_builder.spec.slices["price"].start]),
                   "lamp_break_even_eur_mwh": lamp_break_even(ctl, obs),
                   "etc_mm": float(step.etc_mm), "irrigation_mm": (step.zone_water / ctl.obs_builder.zone_area_m2).tolist(),
@@ -147,30 +145,31 @@ def finish(step: Step, choice: Choice) -> ControlDecision:
         alarms=step.alarms, observation=obs.tolist(), events=step.events, explain=request)
 
 
-def watchdog_decision(ctl: GreenhouseController, now: datetime) -> ControlDecision:
+def watchdog_decision(ctl: GreenhouseController, state: ControllerState,
+                      now: datetime) -> tuple[ControllerState, ControlDecision]:
     """Stale telemetry: the safe state as a fresh command, recorded with a ``telemetry_stale`` alarm."""
-    ctl.prev_action = safe_state(ctl.z)
-    return _held_decision(ctl, now, "watchdog", ["telemetry_stale"])
+    return _held_decision(ctl, replace(state, prev_action=safe_state(ctl.z)), now, "watchdog", ["telemetry_stale"])
 
 
-def repeat_decision(ctl: GreenhouseController) -> ControlDecision:
+def repeat_decision(ctl: GreenhouseController, state: ControllerState) -> tuple[ControllerState, ControlDecision]:
     """The service reconnected to the broker: the last decision's action again, as a new command (new
     id) stamped with that decision's time, so a box that fell back while the link was down resumes
     at once, for what is left of the original TTL and no longer. The action was clipped when it was
     decided, for that moment; an e-stop latched since wins."""
-    assert ctl.last_ts is not None
-    if ctl.estop_latched:
-        ctl.prev_action = safe_state(ctl.z)
-    return _held_decision(ctl, ctl.last_ts, "reconnect", [])
+    last_ts = state.last_ts
+    assert last_ts is not None
+    if state.estop_latched:
+        state = replace(state, prev_action=safe_state(ctl.z))
+    return _held_decision(ctl, state, last_ts, "reconnect", [])
 
 
-def _held_decision(ctl: GreenhouseController, now: datetime, actor: str, alarms: list[str]) -> ControlDecision:
-    """A decision made on no telemetry, commanding ``ctl.prev_action`` (recorded like any other)."""
-    ctl.seq += 1
-    held = np.array(ctl.prev_action, dtype=np.float64)
-    cmd = command(ctl, now, held)
+def _held_decision(ctl: GreenhouseController, state: ControllerState, now: datetime, actor: str,
+                   alarms: list[str]) -> tuple[ControllerState, ControlDecision]:
+    """A decision made on no telemetry, commanding ``state.prev_action`` (recorded like any other)."""
+    held = np.array(state.prev_action, dtype=np.float64)
+    state, cmd = command(ctl, replace(state, seq=state.seq + 1), now, held)
     mode: Mode = cmd.mode
-    return ControlDecision(greenhouse_id=ctl.gh, seq=ctl.seq, ts=now, actor=actor, mode=mode,
-                           telemetry={}, estimate=None, member_actions=[], voted=action_dict(held, ctl.z),
-                           clipped=action_dict(held, ctl.z), rules_fired=[], confidence=1.0,
-                           low_confidence=False, command=cmd, alarms=alarms)
+    return state, ControlDecision(greenhouse_id=ctl.gh, seq=state.seq, ts=now, actor=actor, mode=mode,
+                                  telemetry={}, estimate=None, member_actions=[], voted=action_dict(held, ctl.z),
+                                  clipped=action_dict(held, ctl.z), rules_fired=[], confidence=1.0,
+                                  low_confidence=False, command=cmd, alarms=alarms)

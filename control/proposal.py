@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from control.state import ControllerState
 from control.step import Step
 from policy.baselines import ThresholdExpert
 from policy.tuning import served_expert
@@ -114,17 +115,17 @@ class Choice:
     low_confidence: bool = False
 
 
-def choose(step: Step) -> Choice:
+def choose(step: Step, state: ControllerState) -> Choice:
     """E-stop, manual action, the members' vote or, with low confidence, the threshold expert.
 
     Reads the mode *now*: an e-stop or a mode change that arrived while the batch was being
     prepared applies to this decision."""
     ctl, obs = step.ctl, step.obs
     assert obs is not None
-    if ctl.estop_latched:
+    if state.estop_latched:
         return Choice(safe_state(ctl.z), "estop", np.zeros((0, ctl.z + 2)))
-    if ctl.mode == "manual":
-        return Choice(ctl.manual_action, ctl.manual_actor, np.zeros((0, ctl.z + 2)))
+    if state.mode == "manual":
+        return Choice(state.manual_action, state.manual_actor, np.zeros((0, ctl.z + 2)))
     members = step.members if step.members is not None else ctl.proposer.propose(obs)
     decision = vote(members, disagreement_threshold=ctl.threshold, zones=ctl.z)
     proposed, actor = decision.action, f"policy:{ctl.proposer.policy_version}"

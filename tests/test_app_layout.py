@@ -60,8 +60,8 @@ def test_a_cycle_is_reported_as_its_path() -> None:
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-CONTROL_ORDER = ("records", "setup", "valve_evidence", "outlook", "crop_twin", "step", "observation", "estimation",
-                 "proposal", "explain", "finish", "batch", "controller")
+CONTROL_ORDER = ("records", "setup", "valve_evidence", "state", "outlook", "crop_twin", "step", "observation",
+                 "estimation", "proposal", "explain", "finish", "batch", "controller")
 """control/'s modules in reading order (its package docstring lists them so)."""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -176,7 +177,7 @@ def test_catch_up_continues_after_the_records_and_keeps_a_latch() -> None:
 
     ctl = GreenhouseController("gh1", [ZoneSetup("loam", 0.2, 0.3, 0.45, 100.0)] * 2, _proposer(),
                                SafetyLimits.default().model_copy(update={"zones": 2}))
-    ctl.seq, ctl.cmd_seq = 5, 4
+    ctl.state = replace(ctl.state, seq=5, cmd_seq=4)
     catch_up(ctl, 9, "estop", 1)
     assert (ctl.seq, ctl.cmd_seq, ctl.estop_latched, ctl.mode) == (9, 8, True, "estop")
     catch_up(ctl, 3, "auto", 1)

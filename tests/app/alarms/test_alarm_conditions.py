@@ -3,6 +3,7 @@ clearing, and the watch reading a real controller (between decisions) and raisin
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -132,10 +133,8 @@ def test_the_watch_reads_a_controller_and_raises_through_the_dispatcher(tmp_path
                           SnapshotStore(tmp_path), metrics)
     watch = ProcessAlarms({"gh1": ctl}, dispatch, dispatch.writer, lambda: ("outlook_prices:fallback",), every_s=0.0)
     assert watch.tick(T0) == [("gh1", "outlook_prices:fallback")], "a greenhouse never heard: only the site's"
-    ctl.last_ts = T0
-    ctl.estop_latched = True
-    ctl.valve_failed = np.array([0.0, 1.0, 0.0])
-    ctl.water_today_l = np.array([100.0, 0.0, 0.0])
+    ctl.state = replace(ctl.state, last_ts=T0, estop_latched=True, valve_failed=np.array([0.0, 1.0, 0.0]),
+                        water_today_l=np.array([100.0, 0.0, 0.0]))
     ctl.estimator.state["drifting"][2, 0] = True
     ctl.estimator.state["theta"][:] = [0.24, 0.10, 0.24]
     raised = watch.tick(T0 + timedelta(seconds=1), busy={"gh1"})
@@ -144,11 +143,11 @@ def test_the_watch_reads_a_controller_and_raises_through_the_dispatcher(tmp_path
     assert raised == {"estop_latched", "valve_failed:1", "water_cap:0", "probe_fault:2"}
     assert {a.kind for a in dispatch.alarms} >= raised
     assert metrics.alarms.labels("gh1", "estop_latched")._value.get() == 1
-    ctl.estop_latched = False
+    ctl.state = replace(ctl.state, estop_latched=False)
     assert watch.tick(T0 + timedelta(seconds=2)) == [] and not watch.tracker.is_active("gh1", "estop_latched")
     later = T0 + timedelta(minutes=6)
     assert ("gh1", "edge_offline") in watch.tick(later), "no new telemetry for six minutes of the service's clock"
-    ctl.last_ts = T0 + timedelta(hours=1)  # heard again (its clock runs ahead: no matter)
+    ctl.state = replace(ctl.state, last_ts=T0 + timedelta(hours=1))  # heard again (its clock runs ahead: no matter)
     watch.tick(later + timedelta(seconds=1))
     assert not watch.tracker.is_active("gh1", "edge_offline")
     dispatch.fence = lambda gh: None  # another replica took the lease: its alarms are judged there

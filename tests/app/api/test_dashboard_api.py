@@ -11,6 +11,7 @@ import shlex
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from html import unescape
 from pathlib import Path
@@ -335,7 +336,8 @@ def test_costs_and_the_price_trend_use_the_price_each_decision_recorded(tmp_path
         tariff_peak = float(econ.hourly_price(ctl, [start])[0])
         assert tariff_peak != 500.0
         # The controller's counters for that day as telemetry left them: an hour of lamps so far.
-        ctl.day, ctl.last_ts, ctl.lights_hours_today = "2026-06-03", start + timedelta(minutes=59), 1.0
+        ctl.state = replace(ctl.state, day="2026-06-03", last_ts=start + timedelta(minutes=59),
+                            lights_hours_today=1.0)
         money = c.get("/api/greenhouses/gh1/live", headers=headers).json()["economics"]
         assert money["price_source"] == "recorded" and money["lamp_price_eur_mwh"] == 500.0
         assert money["lamp_kwh"] > 0 and money["energy_cost_eur"] == pytest.approx(money["lamp_kwh"] * 0.5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -57,8 +58,7 @@ def test_counted_costs_and_the_estimate_add_up_to_the_profit() -> None:
     ctl = _controller()
     assert econ.today(ctl, None, 1.0, T0) is None, "nothing before the first telemetry"
     ctl.on_telemetry(_telemetry(T0, 1))
-    ctl.lights_hours_today = 2.0
-    ctl.water_today_l = np.full(6, 100.0)
+    ctl.state = replace(ctl.state, lights_hours_today=2.0, water_today_l=np.full(6, 100.0))
     ctl.crop_twin.dli_today = 3.5
     day = date(2026, 6, 3)
     cached = econ.DayEstimate(day, yield_kg=40.0, lamp_price_eur_mwh=125.0)

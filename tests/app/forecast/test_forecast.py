@@ -160,7 +160,7 @@ def worker() -> Any:
     for ctl in ctls.values():
         for k in range(3):
             ctl.on_telemetry(_telemetry(k)) if ctl.gh != "gh2" else None
-    ctls["gh2"].last_ts = T0  # it has telemetry, but its policy fails in the twin
+    ctls["gh2"].state = dataclasses.replace(ctls["gh2"].state, last_ts=T0)  # it has telemetry, but its policy fails in the twin
     ctls["gh3"].set_mode("manual", "operator:olga", "testing", T0, np.zeros(Z + 2))
     w = ForecastWorker(ctls, _Feed(), SafetyLimits.default(), every_s=60.0, water_price_eur_m3=0.75)  # type: ignore[arg-type]
     yield w

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -141,7 +142,7 @@ def test_the_daily_cap_counts_the_sites_calendar_day_not_the_payloads_offset() -
     late_evening_utc = datetime(2026, 6, 1, 23, 30, tzinfo=UTC)  # 01:30 on 2 June in Amsterdam
     ctl.roll_day(late_evening_utc)
     assert ctl.day == "2026-06-02"
-    ctl.water_today_l = np.array([50.0, 0.0])
+    ctl.state = replace(ctl.state, water_today_l=np.array([50.0, 0.0]))
     # The same site day, written by an edge box in another offset (its date reads 1 June):
     ctl.roll_day(late_evening_utc.astimezone(timezone(timedelta(hours=-10))) + timedelta(hours=1))
     assert ctl.day == "2026-06-02" and ctl.water_today_l[0] == 50.0
