@@ -73,7 +73,8 @@ class Backend:
             import torch
 
             if isinstance(value, torch.Tensor):
-                return value.to(device=self.device, dtype=dtype) if dtype is not None else value.to(self.device)
+                return (value.to(device=self.device, dtype=dtype) if dtype is not None
+                        else value.to(self.device))
             return torch.as_tensor(np.asarray(value), device=self.device, dtype=dtype)
         return np.asarray(value, dtype=dtype)
 
@@ -120,7 +121,8 @@ class Backend:
         c = _hash32(((counter & _MASK32) * 0x2545F491 + stream * 0x68E31DA4) ^ 0x5BD1E995)
         return _hash32(keys ^ c)
 
-    def uniform(self, keys: Array, counter: Array | builtins.int, stream: builtins.int, n: builtins.int) -> Array:
+    def uniform(self, keys: Array, counter: Array | builtins.int, stream: builtins.int,
+                n: builtins.int) -> Array:
         """``n`` independent U[0, 1) float32 draws per instance: shape ``keys.shape + (n,)``."""
         ctr = counter if isinstance(counter, int) else counter[..., None]
         h = self.hash_counter(keys[..., None], ctr, stream)
@@ -206,7 +208,8 @@ class _TorchOps:
         import torch
 
         self._t = torch
-        self.float32, self.float64, self.int64, self.bool = torch.float32, torch.float64, torch.int64, torch.bool
+        self.float32, self.float64, self.int64, self.bool = (torch.float32, torch.float64, torch.int64,
+                                                             torch.bool)
         self.nan = float("nan")
         for name in ("exp", "sqrt", "log", "sin", "cos", "floor", "isfinite", "where", "clip", "zeros_like",
                      "broadcast_to", "argsort", "atan2", "abs"):

@@ -341,7 +341,8 @@ def _standard_errors(model: Callable[[np.ndarray], np.ndarray], x: np.ndarray, r
     _, sv, vt = np.linalg.svd(jac, full_matrices=False)
     s2 = float(resid @ resid) / max(resid.size - x.size, 1)
     with np.errstate(divide="ignore"):
-        inv_sv2 = np.where(sv > 1e-9 * sv[0], 1.0 / (sv * sv), np.inf) if sv[0] > 0 else np.full(sv.shape, np.inf)
+        inv_sv2 = (np.where(sv > 1e-9 * sv[0], 1.0 / (sv * sv), np.inf) if sv[0] > 0
+                   else np.full(sv.shape, np.inf))
     a_scaled = (a * scale[None, :]) @ vt.T  # user parameters in the singular basis
     with np.errstate(invalid="ignore"):
         terms = np.where(a_scaled == 0.0, 0.0, a_scaled * a_scaled * inv_sv2[None, :])
@@ -370,7 +371,8 @@ def fit_soil_parameters(log: SoilLog, *, initial: Mapping[str, float] | None = N
     unknown |= set(initial or {}) - set(SOIL_KEYS) - {"saturation"} - _DERIVED_KEYS
     unknown |= set(bounds or {}) - set(SOIL_KEYS)
     if unknown:
-        raise ValueError(f"unknown soil parameters {sorted(unknown)}; known: {list(SOIL_KEYS)} and saturation")
+        raise ValueError(f"unknown soil parameters {sorted(unknown)}; "
+                         f"known: {list(SOIL_KEYS)} and saturation")
     if log.theta0 is not None:
         fixed_d.setdefault("theta0", log.theta0)
     p = _depletion({}, depletion_fraction)
@@ -414,7 +416,8 @@ def fit_soil_parameters(log: SoilLog, *, initial: Mapping[str, float] | None = N
         dt_h = log.dt_s / 3600.0
         stderr["drain_frac"] = stderr["hourly_retention"] * dt_h * best["hourly_retention"] ** (dt_h - 1.0)
     return CalibrationResult(
-        params=best, cost=float(result.cost), residual_rmse=float(np.sqrt(np.mean(resid * resid))), n_obs=n_obs,
+        params=best, cost=float(result.cost), residual_rmse=float(np.sqrt(np.mean(resid * resid))),
+        n_obs=n_obs,
         success=bool(result.success), message=str(result.message), fitted=names,
         stderr=stderr,
     )

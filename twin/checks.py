@@ -19,11 +19,12 @@ class SpecViolation(ValueError):
 
 
 STEP_INFO_KEYS = ("fruit_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "damage_eur_m2",
-                  "heat_cost_eur_m2", "co2_cost_eur_m2", "heat_kwh_m2", "co2_kg_m2", "lamp_kwh_m2", "price_eur_mwh",
-                  "par_mol_m2")
+                  "heat_cost_eur_m2", "co2_cost_eur_m2", "heat_kwh_m2", "co2_kg_m2", "lamp_kwh_m2",
+                  "price_eur_mwh", "par_mol_m2")
 """The step info's per-instance economics ([B] each, per m2 of floor, for the step)."""
-NON_NEGATIVE_INFO = ("fruit_kg_m2", "revenue_eur_m2", "water_cost_eur_m2", "damage_eur_m2", "heat_cost_eur_m2",
-                     "co2_cost_eur_m2", "heat_kwh_m2", "co2_kg_m2", "lamp_kwh_m2", "par_mol_m2")
+NON_NEGATIVE_INFO = ("fruit_kg_m2", "revenue_eur_m2", "water_cost_eur_m2", "damage_eur_m2",
+                     "heat_cost_eur_m2", "co2_cost_eur_m2", "heat_kwh_m2", "co2_kg_m2", "lamp_kwh_m2",
+                     "par_mol_m2")
 """Energy cost is not among them: in a negative-price hour the grower is paid to use power."""
 
 
@@ -70,7 +71,8 @@ def _check_meaning(twin: GreenhouseTwin, o: np.ndarray) -> None:
     over = lamp_h > since_midnight + 1e-3
     if over.any():
         i = int(np.argwhere(over)[0][0])
-        raise SpecViolation(f"observation lamp_hours_today={lamp_h[i]:.3f} h exceeds the {since_midnight[i]:.3f} h "
+        raise SpecViolation(f"observation lamp_hours_today={lamp_h[i]:.3f} h "
+                            f"exceeds the {since_midnight[i]:.3f} h "
                             f"since local midnight (instance {i})")
     _check_crop_caps(twin, o)
 
@@ -103,11 +105,13 @@ def check_info(twin: GreenhouseTwin, reward: Any, info: dict[str, Any]) -> None:
             raise SpecViolation(f"step info {key!r} negative: {v.min()}")
     terms = {k: _np(twin, v).astype(np.float64) for k, v in info["reward_terms"].items()}
     if set(terms) != {"moisture", "growth", "water", "energy", "climate"}:
-        raise SpecViolation(f"reward terms {sorted(terms)}, expected moisture, growth, water, energy, climate")
+        raise SpecViolation(f"reward terms {sorted(terms)}, "
+                            "expected moisture, growth, water, energy, climate")
     bills = _np(twin, info["heat_cost_eur_m2"]).astype(np.float64) + _np(twin, info["co2_cost_eur_m2"])
     if not np.allclose(-terms["climate"], bills, rtol=1e-4, atol=1e-7):
         i = int(np.argmax(np.abs(terms["climate"] + bills)))
-        raise SpecViolation(f"climate term {terms['climate'][i]} is not minus the heat and CO2 bills {bills[i]}, "
+        raise SpecViolation(f"climate term {terms['climate'][i]} "
+                            f"is not minus the heat and CO2 bills {bills[i]}, "
                             f"instance {i}")
     v_ref = twin.config.economics.v_ref(twin.config.dt_s)
     total = np.sum(list(terms.values()), axis=0) / v_ref

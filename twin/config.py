@@ -59,7 +59,8 @@ class CropConfig:
 
     def __post_init__(self) -> None:
         if not (0.0 < self.aeration_vol_pct < 100.0):
-            raise ValueError(f"aeration_vol_pct is vol % below saturation in (0, 100), got {self.aeration_vol_pct}")
+            raise ValueError("aeration_vol_pct is vol % below saturation in (0, 100), "
+                             f"got {self.aeration_vol_pct}")
         if self.aeration_lag_days < 0.0:
             raise ValueError(f"aeration_lag_days must be >= 0, got {self.aeration_lag_days}")
 
@@ -248,7 +249,8 @@ class LightingConfig:
                 raise ValueError(f"{name} must be a clock hour in [0, 24), got {value}")
         if hours_between(self.dark_start_h, self.dark_end_h) < MIN_DARK_HOURS:
             raise ValueError(f"the dark period {self.dark_start_h:g}-{self.dark_end_h:g} h is "
-                             f"{hours_between(self.dark_start_h, self.dark_end_h):g} h; tomato needs at least "
+                             f"{hours_between(self.dark_start_h, self.dark_end_h):g} h; "
+                             "tomato needs at least "
                              f"{MIN_DARK_HOURS:g} h")
         if self.schedule_par_umol < 0:
             raise ValueError("schedule_par_umol must be >= 0")
@@ -359,7 +361,8 @@ class WeatherConfig:
             raise ValueError("n_years must be >= 1")
         lo, hi = self.latitude_deg
         if not (-66.0 <= lo <= hi <= 66.0):
-            raise ValueError(f"latitude_deg must be an ordered range within the polar circles, got {self.latitude_deg}")
+            raise ValueError("latitude_deg must be an ordered range within the polar circles, "
+                             f"got {self.latitude_deg}")
         f, w = self.cloudy_fraction, self.cloudy_fraction_winter
         if not (0.0 <= f - abs(w) and f + abs(w) <= 1.0):
             raise ValueError("cloudy_fraction +/- cloudy_fraction_winter must stay within [0, 1]")
@@ -421,7 +424,8 @@ class PriceConfig:
     """Probability that a fully sunny midday hour goes negative on a weekday (doubled at weekends);
     one draw per day, so the sunniest hours of a day go negative together."""
     negative_prob_windy_night: float = 0.03
-    """Probability that a night hour (00-06) of a windy day (top quarter of the year's mean wind) goes negative."""
+    """Probability that a night hour (00-06) of a windy day (top quarter of the year's mean wind) goes
+    negative."""
     negative_median_eur_mwh: float = 45.0
     """Median depth below zero of a negative hour [EUR/MWh] (log-normal, log std 0.8)."""
     floor_eur_mwh: float = -500.0
@@ -568,7 +572,8 @@ def _check_zone_soils(zone_soils: tuple[tuple[float, float, float, float], ...],
         raise ValueError("zone_soils needs one soil per zone")
     for fc, wp, sat, ret in zone_soils:
         if not (0.0 <= wp < fc <= sat <= 1.0 and 0.0 < ret < 1.0):
-            raise ValueError(f"zone_soils entry {(fc, wp, sat, ret)} is not a soil (0 <= wp < fc <= sat <= 1, "
+            raise ValueError(f"zone_soils entry {(fc, wp, sat, ret)} "
+                             "is not a soil (0 <= wp < fc <= sat <= 1, "
                              "0 < retention < 1)")
 
 
@@ -645,8 +650,10 @@ class TwinConfig:
         margin = self.crop.aeration_vol_pct * 0.01
         for fc, sat in soils:
             if sat - margin <= fc:
-                raise ValueError(f"a soil with field capacity {fc:g} and saturation {sat:g} has its anaerobiosis "
-                                 f"point ({sat - margin:g}, {self.crop.aeration_vol_pct:g} vol % under saturation) "
+                raise ValueError(f"a soil with field capacity {fc:g} and saturation {sat:g} "
+                                 "has its anaerobiosis "
+                                 f"point ({sat - margin:g}, {self.crop.aeration_vol_pct:g} vol % "
+                                 "under saturation) "
                                  "at or below field capacity: its roots would lack air at rest")
 
     @property
@@ -673,9 +680,9 @@ class TwinConfig:
     def from_overrides(cls, **overrides: Any) -> TwinConfig:
         """Build from flat keyword overrides; nested sections accept dicts or instances."""
         sections = {"crop": CropConfig, "hydraulics": HydraulicsConfig, "climate": ClimateConfig,
-                    "weather": WeatherConfig, "prices": PriceConfig, "faults": FaultConfig, "reward": RewardConfig,
-                    "estimator": EstimatorConfig, "lighting": LightingConfig, "economics": EconomicsConfig,
-                    "crop_growth": CropGrowthConfig}
+                    "weather": WeatherConfig, "prices": PriceConfig, "faults": FaultConfig,
+                    "reward": RewardConfig, "estimator": EstimatorConfig, "lighting": LightingConfig,
+                    "economics": EconomicsConfig, "crop_growth": CropGrowthConfig}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(overrides) - known
         if unknown:

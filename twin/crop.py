@@ -151,7 +151,8 @@ class CropGrowthConfig:
         if self.water_stress_exponent < 0.0:
             raise ValueError("CropGrowthConfig.water_stress_exponent must be >= 0")
         if len(self.fao_stage_days) != 4 or min(self.fao_stage_days) < 0.0 or self.fao_stage_days[1] <= 0.0:
-            raise ValueError("CropGrowthConfig.fao_stage_days needs four lengths >= 0 with a positive development stage")
+            raise ValueError("CropGrowthConfig.fao_stage_days needs four lengths >= 0 "
+                             "with a positive development stage")
         if self.lai_initial <= 0.0 or self.lai_initial > self.lai_max:
             raise ValueError("CropGrowthConfig.lai_initial must lie in (0, lai_max]")
 
@@ -208,7 +209,8 @@ def leaf_area_index(xp: Any, cfg: CropGrowthConfig, c_leaf: Array) -> Array:
     return cfg.sla * xp.maximum(c_leaf, 0.0)
 
 
-def observed_crop(xp: Any, cfg: CropGrowthConfig, state: CropState) -> tuple[Array, Array, Array, Array, Array]:
+def observed_crop(xp: Any, cfg: CropGrowthConfig,
+                  state: CropState) -> tuple[Array, Array, Array, Array, Array]:
     """The observation's crop-state features in the order of ``twin.spec.CROP_STATE``: LAI [-], fruit
     load and carbohydrate buffer [g CH2O m-2], temperature sum [degC d], 24-h canopy temperature
     [degC]. One function for the twin and the service, so both observe the same pools alike."""
@@ -223,7 +225,8 @@ def buffer_fruit_share(xp: Any, cfg: CropGrowthConfig, t_can24: Array, t_sum: Ar
     where it goes). What the buffer holds is fruit not yet paid for: the reward counts fruit when it
     is allocated."""
     t24c = xp.clip(t_can24, *T_CAN_RANGE)
-    h_t = 1.0 / ((1.0 + xp.exp(-0.869 * (t24c - cfg.t_inst_min))) * (1.0 + xp.exp(0.5793 * (t24c - cfg.t_inst_max))))
+    h_t = 1.0 / ((1.0 + xp.exp(-0.869 * (t24c - cfg.t_inst_min)))
+                 * (1.0 + xp.exp(0.5793 * (t24c - cfg.t_inst_max))))
     fruit_share = h_t * xp.clip(t_sum * (1.0 / cfg.t_end_sum), 0.0, 1.0)
     cost_veg = (1.0 + cfg.cg_leaf) * cfg.rg_leaf + (1.0 + cfg.cg_stem) * cfg.rg_stem
     fruit = fruit_share * cfg.rg_fruit
@@ -273,7 +276,8 @@ def canopy_assimilation(xp: Any, cfg: CropGrowthConfig, par: Array, co2: Array, 
     return p, p * gamma / co2_stom
 
 
-def _net_assimilation(xp: Any, cfg: CropGrowthConfig, par: Array, co2: Array, t_c: Array, lai: Array) -> Array:
+def _net_assimilation(xp: Any, cfg: CropGrowthConfig, par: Array, co2: Array, t_c: Array,
+                      lai: Array) -> Array:
     """P - R_photo = J (C - Gamma)^2 / (4 C (C + 2 Gamma)), the same value in fewer array operations."""
     j = _electron_transport(xp, cfg, par, t_c, lai)
     co2_stom, gamma = _co2_terms(xp, cfg, co2, t_c, lai)
@@ -340,8 +344,10 @@ def step_crop_uptake(xp: Any, cfg: CropGrowthConfig, state: CropState, par: Arra
     # Organ sinks (eqs. 24-28, B.3), all evaluated at the start of the step; c_buf >= 0 bounds the first
     # exponent, the clipped temperatures the others.
     h_buf_org = 1.0 / (1.0 + xp.exp(-5e-3 * (c_buf - cfg.c_buf_min)))
-    h_t24 = 1.0 / ((1.0 + xp.exp(-1.1587 * (t24c - cfg.t24_min))) * (1.0 + xp.exp(1.3904 * (t24c - cfg.t24_max))))
-    h_t = 1.0 / ((1.0 + xp.exp(-0.869 * (t_c - cfg.t_inst_min))) * (1.0 + xp.exp(0.5793 * (t_c - cfg.t_inst_max))))
+    h_t24 = 1.0 / ((1.0 + xp.exp(-1.1587 * (t24c - cfg.t24_min)))
+                   * (1.0 + xp.exp(1.3904 * (t24c - cfg.t24_max))))
+    h_t = 1.0 / ((1.0 + xp.exp(-0.869 * (t_c - cfg.t_inst_min)))
+                 * (1.0 + xp.exp(0.5793 * (t_c - cfg.t_inst_max))))
     # Development (eq. B.6): GreenLight smooths the corners of this ramp over +-10 degC d (half a day).
     h_tsum = xp.clip(t_sum * (1.0 / cfg.t_end_sum), 0.0, 1.0)
     # g_T24 (eq. 28) is linear and turns negative below -1.3 degC, where h_T24 has already stopped growth.

@@ -59,7 +59,8 @@ def check_crop_fits_layout(cfg: CropGrowthConfig) -> None:
     for name, value in reach.items():
         low, high = bounds[name]
         if not low <= value <= high:
-            raise ValueError(f"the crop reaches {name}={value:g}, outside its observation bounds [{low:g}, {high:g}]")
+            raise ValueError(f"the crop reaches {name}={value:g}, "
+                             f"outside its observation bounds [{low:g}, {high:g}]")
 
 
 def crop_of(state: TwinState) -> CropState:
@@ -80,8 +81,10 @@ class TwinModel:
         self.seed = int(seed)
         self.obs_spec = ObservationSpec(cfg.zones)
         self.action_spec = ActionSpec(cfg.zones)
-        self.weather = weather if weather is not None else WeatherLibrary.build(cfg.weather, self.seed, backend)
-        self.prices = prices if prices is not None else PriceLibrary.build(cfg.prices, self.seed, self.weather, backend)
+        self.weather = (weather if weather is not None
+                        else WeatherLibrary.build(cfg.weather, self.seed, backend))
+        self.prices = (prices if prices is not None
+                       else PriceLibrary.build(cfg.prices, self.seed, self.weather, backend))
         # A contract tariff is not scaled to a scenario's price year; a spot series is.
         self._spot_mean = cfg.prices.mean_eur_mwh if cfg.prices.source == "spot" else 0.0
         self.noise = NoiseTable.build(cfg, self.seed, backend)
@@ -109,7 +112,8 @@ class TwinModel:
         b = self.backend
         xp = b.xp
         keys = b.instance_keys(self.seed, instance_ids)
-        params = sample_params(self.cfg, b, keys, instance_ids, episode, self.weather.n_years, self._spot_mean)
+        params = sample_params(self.cfg, b, keys, instance_ids, episode, self.weather.n_years,
+                               self._spot_mean)
         w = self.weather.at(b, params.year, params.start_hour)
         e_out = w[:, RH] * 0.01 * saturation_vapour_kpa(xp, w[:, TEMP])
         state = initial_state(self.cfg, b, params, episode, w[:, TEMP], e_out)
@@ -121,18 +125,20 @@ class TwinModel:
         ends with, for a state a caller put together itself (a greenhouse's own, to run forward)."""
         b = self.backend
         xp = b.xp
-        w = self.weather.at(b, params.year, params.start_hour + xp.astype(state.step, b.float) * self.cfg.dt_h)
+        w = self.weather.at(b, params.year,
+                            params.start_hour + xp.astype(state.step, b.float) * self.cfg.dt_h)
         rs_nat = params.transmissivity * w[:, SOLAR]
         es = saturation_vapour_kpa(xp, state.air_temp)
         climate = {"air_temp_c": state.air_temp, "air_rh_pct": 100.0 * xp.minimum(state.vapour_kpa / es, 1.0),
-                   "par_umol_m2_s": PAR_PER_W_M2 * rs_nat, "co2_ppm": state.co2, "leaf_temp_c": state.air_temp}
+                   "par_umol_m2_s": PAR_PER_W_M2 * rs_nat, "co2_ppm": state.co2,
+                   "leaf_temp_c": state.air_temp}
         row = self.noise.draw(b, params, state)
-        readings = read_sensors(b, self.cfg, params, state.theta, state.drift_bias, state.offline_steps, climate,
-                                state.pump, state.pump_current, row, comm_loss=False)
+        readings = read_sensors(b, self.cfg, params, state.theta, state.drift_bias, state.offline_steps,
+                                climate, state.pump, state.pump_current, row, comm_loss=False)
         no_input = b.zeros(state.theta.shape)
         state = state.replace(**self._estimate(params, state, readings["soil_vwc"], no_input, no_input))
-        obs = self._observe(params, state, readings, state.irrigation_24h, state.valve_pos, state.valve_failed,
-                            state.step)
+        obs = self._observe(params, state, readings, state.irrigation_24h, state.valve_pos,
+                            state.valve_failed, state.step)
         return state.replace(last_obs=obs), obs
 
     # ---- step --------------------------------------------------------------------------
@@ -153,7 +159,8 @@ class TwinModel:
         if self._faults:
             cmd = xp.where(state.valve_fault == 1, 0.0, xp.where(state.valve_fault == 2, 1.0, cmd))
 
-        hyd = step_hydraulics(xp, hyd_cfg, params, state.valve_cmd, state.valve_pos, cmd, pump, state.wear, dt)
+        hyd = step_hydraulics(xp, hyd_cfg, params, state.valve_cmd, state.valve_pos, cmd, pump, state.wear,
+                              dt)
 
         t_mid = xp.astype(state.step, f) + 0.5
         w = self.weather.at(b, params.year, params.start_hour + t_mid * dt_h)
@@ -162,7 +169,8 @@ class TwinModel:
         schedule = fixed_schedule(xp, cfg.lighting, hour0 % 24.0, PAR_PER_W_M2 * rs_nat)
         lights = xp.where(params.lamps_ours > 0.5, lights, schedule)
         rs_lamp = lights * cfg.climate.lamp_radiant_w_m2
-        demand = reference_et0(xp, cfg.climate, self._gamma, state.air_temp, state.vapour_kpa, rs_nat, rs_lamp)
+        demand = reference_et0(xp, cfg.climate, self._gamma, state.air_temp, state.vapour_kpa, rs_nat,
+                               rs_lamp)
         kc = crop_kc(xp, cfg.crop, params.crop_day0 + t_mid * (dt / 86400.0))
         etc_mm = (demand.et0_mm_h * kc * dt_h)[:, None]
         crop_cfg = cfg.crop
@@ -174,8 +182,8 @@ class TwinModel:
 
         transpiration = xp.mean(soil.uptake_mm, axis=1) * (1.0 / dt_h)
         e_out = w[:, RH] * 0.01 * saturation_vapour_kpa(xp, w[:, TEMP])
-        air = step_air(xp, cfg.climate, dt, state.air_temp, state.vapour_kpa, state.co2, w[:, TEMP], e_out, rs_nat,
-                       lights, transpiration, xp.mean(soil.ks * ks_aer, axis=1), state.co2_uptake)
+        air = step_air(xp, cfg.climate, dt, state.air_temp, state.vapour_kpa, state.co2, w[:, TEMP], e_out,
+                       rs_nat, lights, transpiration, xp.mean(soil.ks * ks_aer, axis=1), state.co2_uptake)
         lamp_kwh = lights * (self._lamp_kw * dt_h)
         energy_kwh = hyd.power_kw * dt_h + lamp_kwh
         par_mol = air.par * (dt * 1e-6)
@@ -183,8 +191,8 @@ class TwinModel:
         crop = crop_of(state)
         # Stomata close as the roots run dry: water stress cuts CO2 uptake like transpiration.
         f_w = water_stress_factor(xp, soil.uptake_mm, etc_mm)
-        crop, fruit_kg, co2_uptake = step_crop_uptake(xp, cfg.crop_growth, crop, air.par, air.co2, air.leaf_temp,
-                                                      f_w, dt)
+        crop, fruit_kg, co2_uptake = step_crop_uptake(xp, cfg.crop_growth, crop, air.par, air.co2,
+                                                      air.leaf_temp, f_w, dt)
         heat_kwh_m2 = air.heat_w_m2 * (dt / 3.6e6)
         co2_kg_m2 = air.co2_dose_mg_m2_s * (dt * 1e-6)
 
@@ -196,8 +204,10 @@ class TwinModel:
         reason = xp.where(over, 1, xp.where(dead, 2, xp.where(relief, 3, 0)))
         price = self._price(params, hour0)
         reward, terms, money = reward_terms(xp, cfg, params, soil.theta, fruit_kg, soil.irrigation_mm,
-                                            soil.drainage_mm, energy_kwh, price, terminated, heat_kwh_m2, co2_kg_m2)
-        saturated_s = xp.where(soil.theta >= params.saturation - NEAR_SATURATION_VWC, state.saturated_s + dt, 0.0)
+                                            soil.drainage_mm, energy_kwh, price, terminated, heat_kwh_m2,
+                                            co2_kg_m2)
+        saturated_s = xp.where(soil.theta >= params.saturation - NEAR_SATURATION_VWC, state.saturated_s + dt,
+                               0.0)
         irrigation_24h = state.irrigation_24h * self._decay_24h + soil.irrigation_mm
 
         # Without faults the row's uniforms are never read: gather the normals only.
@@ -215,14 +225,16 @@ class TwinModel:
         step = state.step + 1
         moisture = estimate.get("est_theta")
         failed = valve_failure_latch(xp, state.valve_failed, requested, hyd.valve_end >= 0.5)
-        obs = self._observe(params, state, readings, irrigation_24h, hyd.valve_end, failed, step, pump, lights,
-                            moisture, (dli_today, lamp_h_today), crop)
+        obs = self._observe(params, state, readings, irrigation_24h, hyd.valve_end, failed, step, pump,
+                            lights, moisture, (dli_today, lamp_h_today), crop)
         # One record for the new state (building it field by field costs a dataclass copy each time).
         new = state.replace(theta=soil.theta, valve_pos=hyd.valve_end, valve_cmd=cmd, valve_failed=failed,
                             irrigation_24h=irrigation_24h,
-                            saturated_s=saturated_s, aer_days=aer_days, air_temp=air.air_temp, vapour_kpa=air.vapour_kpa, co2=air.co2, co2_uptake=co2_uptake,
+                            saturated_s=saturated_s, aer_days=aer_days, air_temp=air.air_temp,
+                            vapour_kpa=air.vapour_kpa, co2=air.co2, co2_uptake=co2_uptake,
                             pump=pump, lights=lights, pump_current=hyd.current_frac, dead_head_s=dead_s,
-                            dli_today=dli_today, lamp_h_today=lamp_h_today, **crop._asdict(), step=step, last_obs=obs, **faults,
+                            dli_today=dli_today, lamp_h_today=lamp_h_today, **crop._asdict(), step=step,
+                            last_obs=obs, **faults,
                             **estimate)
         truncated = step >= cfg.horizon_steps
         probe_sum = xp.sum(readings["soil_vwc"], axis=(1, 2))
@@ -230,7 +242,8 @@ class TwinModel:
         info: dict[str, Any] = {
             "reward_terms": terms,
             "termination_reason": reason,
-            "warnings": {"saturated_30min": saturated_s > SATURATION_WARNING_S, "dead_heading": hyd.dead_heading,
+            "warnings": {"saturated_30min": saturated_s > SATURATION_WARNING_S,
+                         "dead_heading": hyd.dead_heading,
                          # Readings are finite or NaN, so their sum is NaN exactly when one is missing.
                          "missing_readings": probe_sum != probe_sum},
             "water_l": hyd.zone_water_l,
@@ -289,7 +302,8 @@ class TwinModel:
         hours +0..+23 (published or not)."""
         b = self.backend
         hour = params.start_hour + b.xp.astype(state.step, b.float) * self.cfg.dt_h
-        temp, solar, rest_wh, tomorrow_wh = split_outlook(self.weather.forecast(b, params.year, hour, truth=True))
+        temp, solar, rest_wh, tomorrow_wh = split_outlook(
+            self.weather.forecast(b, params.year, hour, truth=True))
         scale = params.transmissivity * MOL_PER_WH_PAR
         ahead = b.xp.floor(hour)[:, None] + b.xp.astype(b.arange(PRICE_SLOTS), b.float)[None, :]
         n = hour.shape[0]
@@ -315,12 +329,12 @@ class TwinModel:
                             drifting=state.est_drifting, streak=state.est_streak)
         post = kalman_step(self.backend.xp, self.cfg.estimator, params, prior, probes, irrigation_mm, etc_mm,
                            self.cfg.dt_h)
-        return {"est_theta": post.theta, "est_var": post.var, "est_ewma": post.ewma, "est_drifting": post.drifting,
-                "est_streak": post.streak}
+        return {"est_theta": post.theta, "est_var": post.var, "est_ewma": post.ewma,
+                "est_drifting": post.drifting, "est_streak": post.streak}
 
-    def _observe(self, params: TwinParams, state: TwinState, readings: dict[str, Array], irrigation_24h: Array,
-                 valve_pos: Array, valve_failed: Array, step: Array, pump: Array | None = None,
-                 lights: Array | None = None,
+    def _observe(self, params: TwinParams, state: TwinState, readings: dict[str, Array],
+                 irrigation_24h: Array, valve_pos: Array, valve_failed: Array, step: Array,
+                 pump: Array | None = None, lights: Array | None = None,
                  moisture: Array | None = None, today: tuple[Array, Array] | None = None,
                  crop: CropState | None = None) -> Array:
         """Observation vector from readings; a missing reading holds the last observed value.
@@ -347,7 +361,8 @@ class TwinModel:
 
         hour = params.start_hour + xp.astype(step, b.float) * cfg.dt_h
         dli, lamp_h = (state.dli_today, state.lamp_h_today) if today is None else today
-        ahead_temp, ahead_solar, rest_wh, tomorrow_wh = split_outlook(self.weather.forecast(b, params.year, hour))
+        ahead_temp, ahead_solar, rest_wh, tomorrow_wh = split_outlook(
+            self.weather.forecast(b, params.year, hour))
         fc_temp = ahead_temp + params.forecast_bias_temp[:, None] * self._lead[None, :]
         fc_solar = ahead_solar * (1.0 + params.forecast_bias_solar[:, None] * self._lead[None, :])
         dli_scale = params.transmissivity * (1.0 + params.forecast_bias_solar) * MOL_PER_WH_PAR

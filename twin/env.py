@@ -38,9 +38,9 @@ class GreenhouseTwin:
 
     metadata = {"autoreset_mode": "same_step", "termination_reasons": TERMINATION_REASONS}
 
-    def __init__(self, num_instances: int = 1, backend: BackendName = "numpy", device: str = "cpu", seed: int = 0,
-                 validate: bool = False, config: TwinConfig | None = None, compile: bool = False,
-                 instance_offset: int = 0, **overrides: Any) -> None:
+    def __init__(self, num_instances: int = 1, backend: BackendName = "numpy", device: str = "cpu",
+                 seed: int = 0, validate: bool = False, config: TwinConfig | None = None,
+                 compile: bool = False, instance_offset: int = 0, **overrides: Any) -> None:
         if num_instances < 1:
             raise ValueError(f"num_instances must be >= 1, got {num_instances}")
         if instance_offset < 0:
@@ -119,7 +119,8 @@ class GreenhouseTwin:
     def restore_episodes(self, params: TwinParams, state: TwinState, ids: Array | None = None) -> None:
         """Overwrite the instances ``ids`` (local rows; all when None) with these rows of params and
         state, as :meth:`episodes` returned them: resuming a snapshot, or restarting some episodes."""
-        idx = self.backend.arange(self.num_instances) if ids is None else self.backend.asarray(ids, self.backend.int)
+        idx = (self.backend.arange(self.num_instances) if ids is None
+               else self.backend.asarray(ids, self.backend.int))
         self.params.scatter_(idx, params)
         self.state.scatter_(idx, state)
 

@@ -70,8 +70,8 @@ class ZoneSoilModel:
         """Next-step moisture for the measured irrigation and the unstressed crop demand."""
         return float(self.step(np.array([theta]), irrigation_mm, etc_mm)[0])
 
-    def predict_with_slope(self, theta: float, irrigation_mm: float, etc_mm: float, h: float = REFERENCE_SLOPE_H
-                           ) -> tuple[float, float]:
+    def predict_with_slope(self, theta: float, irrigation_mm: float, etc_mm: float,
+                           h: float = REFERENCE_SLOPE_H) -> tuple[float, float]:
         """Prediction and d theta_next / d theta by central difference (piecewise linear model)."""
         lo, mid, hi = self.step(np.array([theta - h, theta, theta + h]), irrigation_mm, etc_mm)
         return float(mid), float(hi - lo) / (2.0 * h)
@@ -107,7 +107,8 @@ class ZoneEstimator:
     def process_std(self, irrigation_mm: float, etc_mm: float) -> float:
         """Model-error std of one step: random walk plus relative ET and flow-meter errors."""
         c, m = self.cfg, self.model
-        return c.q_floor * math.sqrt(m.dt_s / 3600.0) + (c.q_etc * abs(etc_mm) + c.q_irr * abs(irrigation_mm)) / m.root_mm
+        return (c.q_floor * math.sqrt(m.dt_s / 3600.0)
+                + (c.q_etc * abs(etc_mm) + c.q_irr * abs(irrigation_mm)) / m.root_mm)
 
     def update(self, readings: Any, irrigation_mm: float, etc_mm: float) -> ZoneEstimate:
         """Predict with the measured inputs, judge the probes, update with the trusted ones."""
@@ -218,7 +219,8 @@ class _SoilArrays:
 
     @classmethod
     def of(cls, models: list[ZoneSoilModel]) -> _SoilArrays:
-        return cls(**{name: np.array([[getattr(m, name)] for m in models], dtype=float) for name in SOIL_FIELDS})
+        return cls(**{name: np.array([[getattr(m, name)] for m in models], dtype=float)
+                      for name in SOIL_FIELDS})
 
     @classmethod
     def concat(cls, parts: list[_SoilArrays]) -> _SoilArrays:
@@ -258,11 +260,11 @@ def _kalman_step(soil: _SoilArrays, dt_s: np.ndarray, cfg: EstimatorConfig, stat
     """
     irr = np.where(np.isfinite(irrigation_mm), irrigation_mm, 0.0)[:, None]
     etc = np.where(np.isfinite(etc_mm), etc_mm, 0.0)[:, None]
-    prior = KalmanState(theta=state["theta"][:, None], var=state["var"][:, None], ewma=state["ewma"][:, None, :],
-                        drifting=state["drifting"][:, None, :].astype(float),
+    prior = KalmanState(theta=state["theta"][:, None], var=state["var"][:, None],
+                        ewma=state["ewma"][:, None, :], drifting=state["drifting"][:, None, :].astype(float),
                         streak=state["streak"][:, None, :].astype(float))
-    post = kalman_step(np, cfg, cast(TwinParams, soil), prior, z[:, None, :], irr, etc, (dt_s / 3600.0)[:, None],
-                       slope_h=REFERENCE_SLOPE_H)
+    post = kalman_step(np, cfg, cast(TwinParams, soil), prior, z[:, None, :], irr, etc,
+                       (dt_s / 3600.0)[:, None], slope_h=REFERENCE_SLOPE_H)
     present = np.isfinite(z)
     drifting = post.drifting[:, 0, :] >= 0.5
     missing = np.where(present, 0, state["missing"] + 1)
@@ -294,7 +296,8 @@ class GreenhouseEstimator:
         # Broad prior over the plant-available range, as the reference filter starts.
         self.state: dict[str, np.ndarray] = {
             "theta": np.array([0.5 * (m.field_capacity + m.wilting_point) for m in self.models], dtype=float),
-            "var": np.array([(0.5 * (m.field_capacity - m.wilting_point)) ** 2 for m in self.models], dtype=float),
+            "var": np.array([(0.5 * (m.field_capacity - m.wilting_point)) ** 2 for m in self.models],
+                            dtype=float),
             "ewma": np.zeros((z, p)), "missing": np.zeros((z, p), dtype=np.int64),
             "drifting": np.zeros((z, p), dtype=bool), "streak": np.zeros((z, p), dtype=np.int64)}
 
@@ -312,7 +315,8 @@ class GreenhouseEstimator:
                          config: EstimatorConfig | None = None) -> GreenhouseEstimator:
         return cls(models_from_twin_params(params, index, dt_s), probes_per_zone, config)
 
-    def _inputs(self, soil_vwc: Any, irrigation_mm: Any, etc_mm: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _inputs(self, soil_vwc: Any, irrigation_mm: Any,
+                etc_mm: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = self.num_zones
         vwc = np.asarray(soil_vwc, dtype=float).reshape(n, self.probes_per_zone)
         irr = np.broadcast_to(np.asarray(irrigation_mm, dtype=float), (n,))
@@ -342,13 +346,16 @@ class GreenhouseEstimator:
         self.state = {"theta": np.array([float(zs["theta"]) for zs in zones]),
                       "var": np.array([float(zs["var"]) for zs in zones]),
                       "ewma": np.array([zs["ewma"] for zs in zones], dtype=float).reshape(len(zones), -1),
-                      "missing": np.array([zs["missing"] for zs in zones], dtype=np.int64).reshape(len(zones), -1),
-                      "drifting": np.array([zs["drifting"] for zs in zones], dtype=bool).reshape(len(zones), -1),
-                      "streak": np.array([zs["streak"] for zs in zones], dtype=np.int64).reshape(len(zones), -1)}
+                      "missing": np.array([zs["missing"] for zs in zones],
+                                          dtype=np.int64).reshape(len(zones), -1),
+                      "drifting": np.array([zs["drifting"] for zs in zones],
+                                           dtype=bool).reshape(len(zones), -1),
+                      "streak": np.array([zs["streak"] for zs in zones],
+                                         dtype=np.int64).reshape(len(zones), -1)}
 
 
-def update_many(estimators: Sequence[GreenhouseEstimator], soil_vwc: Sequence[Any], irrigation_mm: Sequence[Any],
-                etc_mm: Sequence[Any]) -> list[GreenhouseEstimate]:
+def update_many(estimators: Sequence[GreenhouseEstimator], soil_vwc: Sequence[Any],
+                irrigation_mm: Sequence[Any], etc_mm: Sequence[Any]) -> list[GreenhouseEstimate]:
     """One step of several greenhouses' filters in one vectorised pass (inputs as for ``update``).
 
     Greenhouses sharing a probe count and config are stacked zone by zone; each keeps its own
@@ -370,12 +377,14 @@ def update_many(estimators: Sequence[GreenhouseEstimator], soil_vwc: Sequence[An
         soil = ests[0].soil if len(ests) == 1 else _SoilArrays.concat([e.soil for e in ests])
         state = {k: np.concatenate([e.state[k] for e in ests]) for k in STATE_KEYS}
         new = _kalman_step(soil, np.concatenate([e.dt_s for e in ests]), cfg, state,
-                           np.concatenate([v for v, _, _ in inputs]), np.concatenate([r for _, r, _ in inputs]),
+                           np.concatenate([v for v, _, _ in inputs]),
+                           np.concatenate([r for _, r, _ in inputs]),
                            np.concatenate([e for _, _, e in inputs]))
         parts = {k: np.split(v, sizes) for k, v in new.items()}
         for k, (i, est) in enumerate(zip(idx, ests, strict=True)):
             updates.append((est, {key: parts[key][k] for key in STATE_KEYS}))
-            out[i] = GreenhouseEstimate(theta=parts["theta"][k].copy(), std=np.sqrt(np.maximum(parts["var"][k], 0.0)),
+            out[i] = GreenhouseEstimate(theta=parts["theta"][k].copy(),
+                                        std=np.sqrt(np.maximum(parts["var"][k], 0.0)),
                                         status=parts["status"][k], filled=parts["filled"][k])
     for est, state in updates:  # only once every group is computed: a failure leaves all states as they were
         est.state = state

@@ -102,8 +102,8 @@ class GreenhouseEnv(gymnasium.Env[np.ndarray, np.ndarray]):
 
     def __init__(self, seed: int = 0, validate: bool = False, config: TwinConfig | None = None,
                  **overrides: Any) -> None:
-        self.twin = GreenhouseTwin(num_instances=1, backend="numpy", seed=seed, validate=validate, config=config,
-                                   **overrides)
+        self.twin = GreenhouseTwin(num_instances=1, backend="numpy", seed=seed, validate=validate,
+                                   config=config, **overrides)
         self.observation_space = _observation_box(self.twin)
         self.action_space = _action_box(self.twin)
         self._started = False
@@ -188,7 +188,8 @@ class GreenhouseVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
                 raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},) "
                                  f"with at least one True, got {mask.dtype} {mask.shape}")
             if seed is not None or not self._started:
-                raise ValueError("reset_mask needs a started env and no seed (the seed is shared by all instances)")
+                raise ValueError("reset_mask needs a started env and no seed "
+                                 "(the seed is shared by all instances)")
             self.twin.reset_instances(np.flatnonzero(mask))
             obs = self.twin.state.last_obs
         elif seed is not None or not self._started:
@@ -199,7 +200,8 @@ class GreenhouseVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         self._started = True
         return _numpy_copy(self.twin.backend, obs), {}
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(self, actions: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step all instances; ended ones are already reset in the returned observation."""
         backend = self.twin.backend
         obs, reward, terminated, truncated, raw = self.twin.step(actions)

@@ -82,5 +82,5 @@ def step_hydraulics(xp: Any, cfg: HydraulicsConfig, params: TwinParams, prev_cmd
     current = power_frac * (1.0 + wear)
     dead = (pump > PUMP_RUNNING_THRESHOLD) & (n_open < DEAD_HEAD_OPEN_THRESHOLD)
     return HydraulicsOut(valve_avg=valve_avg, valve_end=valve_end, zone_water_l=zone_water, flow_l_s=flow,
-                         pressure_frac=pressure, current_frac=current, power_kw=power_frac * cfg.pump_rated_power_kw,
-                         dead_heading=dead)
+                         pressure_frac=pressure, current_frac=current,
+                         power_kw=power_frac * cfg.pump_rated_power_kw, dead_heading=dead)

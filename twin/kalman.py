@@ -90,7 +90,8 @@ def kalman_step(xp: Any, cfg: EstimatorConfig, params: TwinParams, state: Kalman
     slope = (hi - lo) * (1.0 / (2.0 * slope_h))
 
     root_dt = math.sqrt(dt_h) if isinstance(dt_h, (int, float)) else xp.sqrt(dt_h)
-    q = cfg.q_floor * root_dt + (cfg.q_etc * xp.abs(etc_mm) + cfg.q_irr * xp.abs(irrigation_mm)) / params.root_mm
+    q = (cfg.q_floor * root_dt
+         + (cfg.q_etc * xp.abs(etc_mm) + cfg.q_irr * xp.abs(irrigation_mm)) / params.root_mm)
     present = probes == probes
     r = (cfg.probe_rel_std * f) ** 2 + cfg.probe_abs_std ** 2
     innovation_std = xp.sqrt(slope * slope * var + q * q + r)

@@ -56,7 +56,8 @@ class PriceOutlook:
 
 def parse_day_ahead(payload: Any) -> dict[int, float]:
     """A decoded body as {hour start (UTC epoch s): EUR/MWh}; every defect is a PriceDataError."""
-    if not isinstance(payload, Mapping) or not isinstance(payload.get("prices"), list) or not payload["prices"]:
+    if (not isinstance(payload, Mapping) or not isinstance(payload.get("prices"), list)
+            or not payload["prices"]):
         raise PriceDataError("payload must be a JSON object with a non-empty 'prices' list")
     unit = payload.get("unit", "EUR/MWh")
     if unit != "EUR/MWh":
@@ -100,8 +101,9 @@ def tariff_prices(tariff: PriceConfig, start: datetime, tz: ZoneInfo) -> np.ndar
     return tou_at(tariff, [start + timedelta(hours=k) for k in range(SLOTS)], tz)
 
 
-def outlook_from_known(start: datetime, known: Mapping[int, float], mask: np.ndarray, tariff_eur_mwh: np.ndarray,
-                       live: bool, age_s: float | None, reason: str) -> PriceOutlook:
+def outlook_from_known(start: datetime, known: Mapping[int, float], mask: np.ndarray,
+                       tariff_eur_mwh: np.ndarray, live: bool, age_s: float | None,
+                       reason: str) -> PriceOutlook:
     """The 24 slots from ``start`` out of the ``known`` prices {hour start (UTC epoch s): EUR/MWh}.
 
     ``mask`` is :func:`published_mask` at the moment asked; ``tariff_eur_mwh`` the tariff of the same

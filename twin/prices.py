@@ -54,7 +54,8 @@ def weekend_days(first_weekday: int) -> np.ndarray:
     return (first_weekday + np.arange(DAYS)) % 7 >= 5
 
 
-def generate_prices(rng: np.random.Generator, cfg: PriceConfig, year: np.ndarray, first_weekday: int) -> np.ndarray:
+def generate_prices(rng: np.random.Generator, cfg: PriceConfig, year: np.ndarray,
+                    first_weekday: int) -> np.ndarray:
     """One year of hourly spot prices [EUR/MWh], shape (8760,), from the weather ``year`` (8760, 5).
 
     The design notes' generator: daily level (season, AR(1) regime, wind, weekend) times a
@@ -79,7 +80,8 @@ def generate_prices(rng: np.random.Generator, cfg: PriceConfig, year: np.ndarray
     shape = shape / shape.mean()
     kappa = cfg.solar_discount_eur_mwh * (1.0 + (cfg.solar_discount_summer - 1.0) * 0.5 * (1.0 - winter))
     price = level[:, None] * shape[None, :] - kappa[:, None] * solar / 1000.0
-    price = price + _ar1(rng, HOURS_PER_YEAR, cfg.hourly_persistence, cfg.hourly_std_eur_mwh).reshape(DAYS, 24)
+    price = price + _ar1(rng, HOURS_PER_YEAR, cfg.hourly_persistence,
+                         cfg.hourly_std_eur_mwh).reshape(DAYS, 24)
 
     spike_weight = 1.0 + 3.0 * _bump(hod, 19.0, 2.0)
     spike_weight = spike_weight / spike_weight.mean()
@@ -92,7 +94,8 @@ def generate_prices(rng: np.random.Generator, cfg: PriceConfig, year: np.ndarray
     sunny = np.clip((solar - 300.0) / 500.0, 0.0, 1.0)
     windy = wind_day >= np.quantile(wind_day, 0.75)
     night = (hod < 6.0)[None, :] & windy[:, None]
-    p_negative = np.maximum(cfg.negative_prob_sunny * sunny, cfg.negative_prob_windy_night * night) * day_factor
+    p_negative = np.maximum(cfg.negative_prob_sunny * sunny,
+                            cfg.negative_prob_windy_night * night) * day_factor
     negative = rng.random(DAYS)[:, None] < p_negative
     depth = rng.lognormal(np.log(cfg.negative_median_eur_mwh), 0.8, (DAYS, 24))
     price = np.where(negative, np.minimum(price, 0.0) - depth, price)
@@ -194,14 +197,16 @@ class PriceLibrary:
         return year * HOURS_PER_YEAR + b.xp.astype(b.xp.floor(hour), b.int) % HOURS_PER_YEAR
 
     def at(self, b: Backend, year: Array, hour: Array) -> Array:
-        """[B] spot (or tariff) price [EUR/MWh] of the clock hour containing ``hour`` (hour of year, local)."""
+        """[B] spot (or tariff) price [EUR/MWh] of the clock hour containing ``hour`` (hour of year,
+        local)."""
         return b.take_rows(self.table, self._rows(b, year, hour))[:, 0]
 
     def all_in(self, b: Backend, year: Array, hour: Array) -> Array:
         """[B] what the grower pays [EUR/MWh]: the price plus the adder."""
         return self.at(b, year, hour) + self.cfg.adder_eur_mwh
 
-    def outlook(self, b: Backend, year: Array, hour: Array, horizon: int = OUTLOOK_HOURS) -> tuple[Array, Array]:
+    def outlook(self, b: Backend, year: Array, hour: Array,
+                horizon: int = OUTLOOK_HOURS) -> tuple[Array, Array]:
         """Prices of clock hours floor(hour) + 0 .. + horizon - 1 and their published mask, both [B, horizon].
 
         Slot k is published when it falls on today (published yesterday at 13:00) or when the

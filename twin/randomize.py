@@ -19,7 +19,8 @@ from twin.types import TwinParams, TwinState
 from twin.weather import HOURS_PER_YEAR
 
 # RNG streams used at reset (one per family of draws; never reuse a number).
-_S_SOIL, _S_SOIL_JITTER, _S_VALVE, _S_PUMP, _S_SITE, _S_INIT, _S_FAULT_SEL, _S_FORECAST, _S_ECON = range(100, 109)
+(_S_SOIL, _S_SOIL_JITTER, _S_VALVE, _S_PUMP, _S_SITE, _S_INIT, _S_FAULT_SEL, _S_FORECAST,
+ _S_ECON) = range(100, 109)
 _S_START = 109
 _S_CLIMATE_PRICES = 110
 # Columns of the start-state table (:func:`start_rows`); the zone moisture and soils follow.
@@ -38,7 +39,8 @@ def start_table(cfg: TwinConfig) -> np.ndarray:
     z = cfg.zones
     rows = []
     for st in cfg.start_states or ():
-        soils = np.asarray(st.zone_soils, dtype=np.float64).reshape(-1) if st.zone_soils is not None else np.zeros(4 * z)
+        soils = (np.asarray(st.zone_soils, dtype=np.float64).reshape(-1) if st.zone_soils is not None
+                 else np.zeros(4 * z))
         rows.append(np.concatenate([[st.hour_of_year % HOURS_PER_YEAR, st.crop_day, st.root_mm,
                                      float(st.zone_soils is not None)], st.theta, soils]))
     return np.asarray(rows, dtype=np.float32)
@@ -65,8 +67,8 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
     xp = backend.xp
     f = backend.float
     z = cfg.zones
-    table = np.array([[s.field_capacity, s.wilting_point, s.saturation, s.hourly_retention] for s in SOIL_TYPES],
-                     dtype=np.float32)
+    table = np.array([[s.field_capacity, s.wilting_point, s.saturation, s.hourly_retention]
+                      for s in SOIL_TYPES], dtype=np.float32)
 
     # Soil class per zone: categorical with cfg.soil_mix, or the registered soils.
     if cfg.fixed_soils is not None:
@@ -78,7 +80,8 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
     else:
         u = backend.uniform(keys, episode, _S_SOIL, z)
         cum = np.cumsum(cfg.soil_mix)[:-1]
-        soil = sum((xp.astype(u >= float(c), backend.int) for c in cum), start=xp.zeros_like(xp.astype(u, backend.int)))
+        soil = sum((xp.astype(u >= float(c), backend.int) for c in cum),
+                   start=xp.zeros_like(xp.astype(u, backend.int)))
     props = backend.take_rows(backend.asarray(table), soil)  # [N, Z, 4]
     if cfg.zone_soils is not None:  # calibrated: every instance the greenhouse's own fitted zones
         fitted = np.asarray(cfg.zone_soils, dtype=np.float32)[None, :, :]
@@ -121,7 +124,7 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
     start_day = xp.floor(site[:, 3] * 365.0)                                        # start day: uniform
     start_hour = xp.astype(start_day * 24.0 % HOURS_PER_YEAR, f)
     season = sum(cfg.crop.stage_days)
-    crop_day0 = site[:, 4] * max(season - cfg.episode_days, 0.0)                  # crop age: U(0, season - episode)
+    crop_day0 = site[:, 4] * max(season - cfg.episode_days, 0.0)  # crop age: U(0, season - episode)
     if start is not None:  # the logged moment's local time of year and crop age
         start_hour = start[:, _C_HOUR] + 0.0
         crop_day0 = start[:, _C_CROP] + 0.0
@@ -144,15 +147,18 @@ def sample_params(cfg: TwinConfig, backend: Backend, keys: Array, instance_ids: 
         return faulty * (1.0 - math.exp(-rate_per_h * cfg.dt_h))
 
     return TwinParams(
-        instance_id=instance_ids, key=keys, soil_type=soil, field_capacity=fc, wilting_point=wp, saturation=sat,
-        drain_frac=xp.astype(drain_frac, f), inv_stress_span=inv_span, root_mm=root_mm, band_low=band_low,
-        band_high=band_high, valve_delay_s=valve_delay, valve_tau_s=valve_tau, pump_qmax=qmax, network_k=net_k,
+        instance_id=instance_ids, key=keys, soil_type=soil, field_capacity=fc, wilting_point=wp,
+        saturation=sat, drain_frac=xp.astype(drain_frac, f), inv_stress_span=inv_span, root_mm=root_mm,
+        band_low=band_low, band_high=band_high, valve_delay_s=valve_delay, valve_tau_s=valve_tau,
+        pump_qmax=qmax, network_k=net_k,
         transmissivity=transmissivity, year=year, start_hour=start_hour, crop_day0=crop_day0,
         forecast_bias_temp=bias_t, forecast_bias_solar=bias_r,
-        fruit_price=draw(econ.fruit_price_eur_kg, ue[:, 0]), water_price=draw(econ.water_price_eur_m3, ue[:, 1]),
-        drain_price=draw(econ.drain_price_eur_m3, ue[:, 2]), price_adder=draw(econ.price_adder_eur_mwh, ue[:, 3]),
-        price_scale=(draw(econ.price_mean_eur_mwh, ue[:, 4]) * (1.0 / spot_mean_eur_mwh) if spot_mean_eur_mwh > 0
-                     else xp.ones_like(ue[:, 4])),
+        fruit_price=draw(econ.fruit_price_eur_kg, ue[:, 0]),
+        water_price=draw(econ.water_price_eur_m3, ue[:, 1]),
+        drain_price=draw(econ.drain_price_eur_m3, ue[:, 2]),
+        price_adder=draw(econ.price_adder_eur_mwh, ue[:, 3]),
+        price_scale=(draw(econ.price_mean_eur_mwh, ue[:, 4]) * (1.0 / spot_mean_eur_mwh)
+                     if spot_mean_eur_mwh > 0 else xp.ones_like(ue[:, 4])),
         lamps_ours=xp.astype(ue[:, 5] < econ.lamps_ours, f),
         heat_price=draw(econ.heat_price_eur_kwh, uc[:, 0]), co2_price=draw(econ.co2_price_eur_kg, uc[:, 1]),
         p_drift=per_step(fc_cfg.sensor_drift), p_comm_loss=per_step(fc_cfg.comm_loss),
@@ -184,18 +190,22 @@ def initial_state(cfg: TwinConfig, backend: Backend, params: TwinParams, episode
         theta=theta, valve_pos=zeros_z, valve_cmd=zeros_z + 0.0, valve_failed=zeros_z + 0.0,
         irrigation_24h=zeros_z + 0.0,
         saturated_s=zeros_z + 0.0, aer_days=zeros_z + 0.0, air_temp=air_temp,
-        vapour_kpa=outside_vapour_kpa, co2=backend.full((n,), 420.0), co2_uptake=zeros_b + 0.0, pump=zeros_b, lights=zeros_b + 0.0,
+        vapour_kpa=outside_vapour_kpa, co2=backend.full((n,), 420.0), co2_uptake=zeros_b + 0.0, pump=zeros_b,
+        lights=zeros_b + 0.0,
         pump_current=zeros_b + 0.0, dead_head_s=zeros_b + 0.0, wear=zeros_b + 0.0, wear_rate=zeros_b + 0.0,
         drift_bias=zeros_p, drift_rate=zeros_p + 0.0, offline_steps=zeros_p + 0.0,
-        valve_fault=backend.zeros((n, z), dtype=backend.int), dli_today=zeros_b + 0.0, lamp_h_today=zeros_b + 0.0,
+        valve_fault=backend.zeros((n, z), dtype=backend.int), dli_today=zeros_b + 0.0,
+        lamp_h_today=zeros_b + 0.0,
         **crop._asdict(),
         last_obs=backend.zeros((n, dim)),
-        **{f"est_{k}": v for k, v in _initial_estimate(backend, params, pr, theta, start is not None).items()},
+        **{f"est_{k}": v
+           for k, v in _initial_estimate(backend, params, pr, theta, start is not None).items()},
         step=backend.zeros((n,), dtype=backend.int), episode=episode + 0,
     )
 
 
-def _initial_estimate(backend: Backend, params: TwinParams, probes: int, theta: Array, logged: bool) -> dict[str, Array]:
+def _initial_estimate(backend: Backend, params: TwinParams, probes: int, theta: Array,
+                      logged: bool) -> dict[str, Array]:
     """The Kalman filter's first state: its broad prior, centred on the start moisture when the
     start is a logged one (the service had that estimate at that moment)."""
     est = initial_kalman(backend, params, probes).__dict__

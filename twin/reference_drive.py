@@ -31,8 +31,8 @@ from twin.types import TwinParams
 
 STEPS_PER_HOUR = 6
 
-GREENLIGHT_YOUNG_CROP = {"c_buf": 0.0, "c_leaf": 0.7 * 6240.0, "c_stem": 0.25 * 6240.0, "c_fruit": 0.05 * 6240.0,
-                         "t_sum": 0.0}
+GREENLIGHT_YOUNG_CROP = {"c_buf": 0.0, "c_leaf": 0.7 * 6240.0, "c_stem": 0.25 * 6240.0,
+                         "c_fruit": 0.05 * 6240.0, "t_sum": 0.0}
 """GreenLight's initial crop (``setGlInit``: 6,240 mg CH2O m-2 shared 70/25/5 over leaf, stem and
 fruit; empty buffer; the temperature sum starting at first fruit set) [mg CH2O m-2, degC d]."""
 
@@ -65,9 +65,10 @@ def cover_transmissivity(hours: Mapping[str, np.ndarray]) -> float:
     return float(np.sum(hours["par_sun_umol_m2_s"]) / (PAR_PER_W_M2 * np.sum(hours["global_rad_w_m2"])))
 
 
-def drive_greenlight(hours: Mapping[str, np.ndarray], lamp_fracs: Sequence[np.ndarray], climate: ClimateConfig,
-                     crop: CropConfig | None = None, growth: CropGrowthConfig | None = None,
-                     transmissivity: float | None = None, crop_day0: float = 0.0) -> list[Drive]:
+def drive_greenlight(hours: Mapping[str, np.ndarray], lamp_fracs: Sequence[np.ndarray],
+                     climate: ClimateConfig, crop: CropConfig | None = None,
+                     growth: CropGrowthConfig | None = None, transmissivity: float | None = None,
+                     crop_day0: float = 0.0) -> list[Drive]:
     """Run the twin's climate and crop over the reference's hours (arrays keyed by the reference
     table's columns), once per lamp schedule in ``lamp_fracs`` (the lamps' fraction per hour),
     the schedules side by side in one batch at the twin's 10-minute step."""
@@ -100,9 +101,11 @@ def drive_greenlight(hours: Mapping[str, np.ndarray], lamp_fracs: Sequence[np.nd
             day = (h + (k + 0.5) / STEPS_PER_HOUR) / 24.0 + crop_day0
             demand = reference_et0(np, climate, gamma, t_air, vapour, rs, lights * climate.lamp_radiant_w_m2)
             etc_mm_h = demand.et0_mm_h * crop_kc(np, crop, np.array(day))
-            air = step_air(np, climate, dt, t_air, vapour, co2, t_out, e_out, rs, lights, etc_mm_h, ones, uptake)
+            air = step_air(np, climate, dt, t_air, vapour, co2, t_out, e_out, rs, lights, etc_mm_h, ones,
+                           uptake)
             m_fruit = maintenance_respiration(np, growth, state, dt)[2]
-            new, fruit_kg, uptake = step_crop_uptake(np, growth, state, air.par, air.co2, air.leaf_temp, ones, dt)
+            new, fruit_kg, uptake = step_crop_uptake(np, growth, state, air.par, air.co2, air.leaf_temp,
+                                                     ones, dt)
             # What left the plants this step beyond what stayed: the harvest (the fruit cap's overflow).
             sums["harvest"] += state.c_fruit + fruit_kg * (growth.dmc * 1e6) - m_fruit - new.c_fruit
             state = new
@@ -127,7 +130,8 @@ def drive_greenlight(hours: Mapping[str, np.ndarray], lamp_fracs: Sequence[np.nd
     columns = {"t_air_day_c": mean("day_t", "day_n"), "t_air_night_c": mean("night_t", "night_n"),
                "rh_air_pct": sums["rh"] / steps, "co2_day_ppm": mean("day_c", "day_n"),
                "co2_night_ppm": mean("night_c", "night_n"), "heating_kwh_m2": sums["heat"],
-               "lamp_kwh_m2": sums["lamp"], "par_sun_mol_m2": sums["par_sun"], "par_lamp_mol_m2": sums["par_lamp"],
+               "lamp_kwh_m2": sums["lamp"], "par_sun_mol_m2": sums["par_sun"],
+               "par_lamp_mol_m2": sums["par_lamp"],
                "co2_dosed_kg_m2": sums["co2"], "fruit_net_growth_fw_kg_m2": net,
                "fruit_harvest_fw_kg_m2": sums["harvest"] * to_fw, "lai_end": growth.sla * state.c_leaf}
     return [Drive(**{k: float(v[i]) for k, v in columns.items()}) for i in range(n)]
@@ -145,7 +149,8 @@ class RootZoneSoil:
     saturation: float
 
 
-def bucket_params(soil: RootZoneSoil, root_mm: float, p: float, daily_drain: float | np.ndarray) -> TwinParams:
+def bucket_params(soil: RootZoneSoil, root_mm: float, p: float,
+                  daily_drain: float | np.ndarray) -> TwinParams:
     """The twin's bucket parameters for ``soil``, one zone per ``daily_drain`` (a share of the water
     above field capacity leaving per day; several side by side), depletion fraction ``p`` for the
     dry side."""
@@ -184,16 +189,18 @@ def drive_aquacrop_batch(days: Sequence[Mapping[str, float]], soil: RootZoneSoil
         none = np.zeros(drain.shape)
         stressed = np.zeros(drain.shape, dtype=bool)
         for k in range(STEPS_PER_DAY):
-            ks_aer = aeration_stress(np, params, theta, aer_days, crop.aeration_vol_pct, crop.aeration_lag_days)
-            aer_days = waterlogged_days(np, params, theta, aer_days, crop.aeration_vol_pct, crop.aeration_lag_days,
-                                        1.0 / STEPS_PER_DAY)
+            ks_aer = aeration_stress(np, params, theta, aer_days, crop.aeration_vol_pct,
+                                     crop.aeration_lag_days)
+            aer_days = waterlogged_days(np, params, theta, aer_days, crop.aeration_vol_pct,
+                                        crop.aeration_lag_days, 1.0 / STEPS_PER_DAY)
             out = step_soil(np, params, theta, none + water_in if k == 0 else none, 1.0, demand, ks_aer)
             theta = np.maximum(out.theta, 0.0)
             transpired += out.uptake_mm
             stressed |= ks_aer < 1.0
         stressed_days += stressed
         theta_sum += theta
-    return {"transpiration_mm": transpired, "mean_theta": theta_sum / len(days), "aeration_days": stressed_days}
+    return {"transpiration_mm": transpired, "mean_theta": theta_sum / len(days),
+            "aeration_days": stressed_days}
 
 
 def drive_aquacrop(days: Sequence[Mapping[str, float]], soil: RootZoneSoil, crop: CropConfig, p: float,

@@ -44,7 +44,8 @@ class GreenLightTables:
             return {k: np.array([float(r[k]) for r in rows]) for k in rows[0]}
 
         return cls(json.loads((folder / "greenlight_bleiswijk.json").read_text()),
-                   columns("greenlight_bleiswijk_hourly.csv"), columns("greenlight_bleiswijk_hourly_lamps.csv"))
+                   columns("greenlight_bleiswijk_hourly.csv"),
+                   columns("greenlight_bleiswijk_hourly_lamps.csv"))
 
     def reference(self, scenario: str, key: str) -> float:
         return float(self.summary["scenarios"][scenario][key])
@@ -52,7 +53,8 @@ class GreenLightTables:
     def drive_twin(self) -> dict[str, Drive]:
         """The twin on every scenario's lamps, at GreenLight's lamp power and type."""
         climate = ClimateConfig(lamp_type="led", lamp_power_w_m2=self.summary["lamp"]["power_w_m2"])
-        drives = drive_greenlight(self.hours, [self.lamps[f"lamp_frac_{s}"] for s in GREENLIGHT_SCENARIOS], climate)
+        drives = drive_greenlight(self.hours, [self.lamps[f"lamp_frac_{s}"] for s in GREENLIGHT_SCENARIOS],
+                                  climate)
         return dict(zip(GREENLIGHT_SCENARIOS, drives, strict=True))
 
 
@@ -68,7 +70,8 @@ def marginals(runs: dict[str, Drive]) -> dict[str, float]:
             "fruit_fw_kg_per_lamp_kwh_c_vs_b": per_lamp_kwh(c, "fruit_net_growth_fw_kg_m2"),
             "heating_kwh_saved_per_lamp_kwh_a_vs_b": -per_lamp_kwh(a, "heating_kwh_m2"),
             "heating_kwh_saved_per_lamp_kwh_c_vs_b": -per_lamp_kwh(c, "heating_kwh_m2"),
-            "fruit_fw_g_per_mol_par": 1e3 * a.fruit_net_growth_fw_kg_m2 / (a.par_sun_mol_m2 + a.par_lamp_mol_m2)}
+            "fruit_fw_g_per_mol_par": (1e3 * a.fruit_net_growth_fw_kg_m2
+                                       / (a.par_sun_mol_m2 + a.par_lamp_mol_m2))}
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,8 @@ class AquaCropTables:
     @property
     def soil(self) -> RootZoneSoil:
         layer = self.summary["soil"]["layers"][0]
-        return RootZoneSoil(field_capacity=layer["th_fc"], wilting_point=layer["th_wp"], saturation=layer["th_s"])
+        return RootZoneSoil(field_capacity=layer["th_fc"], wilting_point=layer["th_wp"],
+                            saturation=layer["th_s"])
 
     def mean_theta(self, regime: str) -> float:
         """AquaCrop's season-mean root-zone water content [m3/m3]."""

@@ -7,9 +7,10 @@ lamp and pump kWh per m2; climate = the boiler's heat at the heat price plus the
 CO2 price (neither is an action, but lamps change both: their heat saves boiler heat, their light
 lengthens dosing); moisture = a risk price charged only for leaving the target band (dry and wet
 side priced apart, no bonus for being in it: the crop value it protects, from drought and from
-waterlogged roots, is already in growth). The reward divides their sum by the fixed ``V_ref`` (a good summer step's fruit), so
-reward x V_ref is EUR/m2 and numbers stay comparable across configs. The terms are returned one
-by one so people, dashboards and the explanations see why a step scored what it did.
+waterlogged roots, is already in growth). The reward divides their sum by the fixed ``V_ref``
+(a good summer step's fruit), so reward x V_ref is EUR/m2 and numbers stay comparable across
+configs. The terms are returned one by one so people, dashboards and the explanations see why a
+step scored what it did.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def termination_damage(cfg: TwinConfig, params: TwinParams) -> Array:
 
 def reward_terms(xp: Any, cfg: TwinConfig, params: TwinParams, theta: Array, fruit_kg_m2: Array,
                  irrigation_mm: Array, drainage_mm: Array, energy_kwh: Array, price_eur_mwh: Array,
-                 terminated: Array, heat_kwh_m2: Array, co2_kg_m2: Array) -> tuple[Array, dict[str, Array], Money]:
+                 terminated: Array, heat_kwh_m2: Array,
+                 co2_kg_m2: Array) -> tuple[Array, dict[str, Array], Money]:
     """Reward [B], the five terms [EUR/m2] and the step's money flows.
 
     ``irrigation_mm`` and ``drainage_mm`` are per zone [B, Z] (equal zone areas: their zone mean is

@@ -24,7 +24,8 @@ from twin.types import TwinParams, TwinState
 NOISE_ROWS = 1 << 14
 _S_NOISE_ROW = 7
 CLIMATE_SENSORS = ("air_temp_c", "air_rh_pct", "par_umol_m2_s", "co2_ppm", "leaf_temp_c")
-U_DRIFT_ON, U_DRIFT_SEL, U_OFF_ON, U_OFF_SEL, U_OFF_DUR, U_COMM, U_STUCK_ON, U_STUCK_SEL, U_STUCK_KIND, U_WEAR_ON = range(10)
+(U_DRIFT_ON, U_DRIFT_SEL, U_OFF_ON, U_OFF_SEL, U_OFF_DUR, U_COMM, U_STUCK_ON, U_STUCK_SEL, U_STUCK_KIND,
+ U_WEAR_ON) = range(10)
 N_UNIFORM = 10
 MAX_WEAR = 0.6
 
@@ -111,7 +112,8 @@ def read_sensors(backend: Backend, cfg: TwinConfig, params: TwinParams, theta: A
         lost = lost | ((coin > 0.0) & event[:, None, None])
     out = {"soil_vwc": xp.where(lost, xp.nan, probes)}
     # Temperatures get noise relative to a 10 degC scale, the rest relative to the reading.
-    scales = {"air_temp_c": None, "air_rh_pct": 1.0, "par_umol_m2_s": 1.0, "co2_ppm": 1.0, "leaf_temp_c": None}
+    scales = {"air_temp_c": None, "air_rh_pct": 1.0, "par_umol_m2_s": 1.0, "co2_ppm": 1.0,
+              "leaf_temp_c": None}
     for i, name in enumerate(CLIMATE_SENSORS):
         n = row[:, n_probe + i]
         value = climate[name]

@@ -99,6 +99,7 @@ def _bucket(xp: Any, params: TwinParams, theta: Array, irrigation_mm: Array, etc
     drain = x.maximum(wet - params.field_capacity, 0.0) * params.drain_frac
     wet = wet - drain
     ks = water_stress(x, params, wet)
-    demand = etc_mm * ks * inv_root if isinstance(ks_aer, float) and ks_aer == 1.0 else etc_mm * (ks * ks_aer) * inv_root
+    demand = (etc_mm * ks * inv_root if isinstance(ks_aer, float) and ks_aer == 1.0
+              else etc_mm * (ks * ks_aer) * inv_root)
     uptake = x.minimum(demand, x.maximum(wet - params.wilting_point, 0.0))
     return wet - uptake, overflow, drain, uptake, ks

@@ -16,7 +16,8 @@ import numpy as np
 
 OBS_VERSION = "5"
 """5: the crop's state after ``growth_stage`` (LAI, fruit load, carbohydrate buffer, temperature sum,
-24-h canopy temperature), so a critic can value a lamp hour by the crop it feeds; 4: a 24-h weather outlook with lead-growing error, the light so far today and forecast for the rest
+24-h canopy temperature), so a critic can value a lamp hour by the crop it feeds;
+4: a 24-h weather outlook with lead-growing error, the light so far today and forecast for the rest
 of today and tomorrow, 24 hourly electricity prices with their publication mask, the fruit price and
 whether greentwin controls the lamps; 3: adds ``valve_failed``; 2: moisture is the per-zone Kalman
 estimate (twin.kalman), as the service observes it; 1 was the probe mean."""
@@ -42,7 +43,8 @@ class Feature:
 
 
 FEATURES: tuple[Feature, ...] = (
-    Feature("moisture", "m3/m3", 0.0, 0.6, "zone", "root-zone volumetric water content, Kalman estimate from the probes"),
+    Feature("moisture", "m3/m3", 0.0, 0.6, "zone",
+            "root-zone volumetric water content, Kalman estimate from the probes"),
     Feature("target_low", "m3/m3", 0.0, 0.6, "zone", "lower edge of the zone's target band (refill point)"),
     Feature("target_high", "m3/m3", 0.0, 0.6, "zone", "upper edge of the zone's target band"),
     Feature("irrigation_24h", "mm", 0.0, 200.0, "zone", "water applied, exponentially weighted over 24 h"),
@@ -55,7 +57,8 @@ FEATURES: tuple[Feature, ...] = (
     Feature("co2", "ppm", 150.0, 2000.0, "", "inside CO2 concentration"),
     Feature("leaf_temp", "degC", -10.0, 55.0, "", "canopy leaf temperature"),
     Feature("forecast_temp", "degC", -30.0, 50.0, "hour", "outside temperature forecast, hours +1..+24"),
-    Feature("forecast_solar", "W/m2", 0.0, 1200.0, "hour", "outside global radiation forecast, hours +1..+24"),
+    Feature("forecast_solar", "W/m2", 0.0, 1200.0, "hour",
+            "outside global radiation forecast, hours +1..+24"),
     Feature("hour_sin", "1", -1.0, 1.0, "", "sin(2 pi hour/24)"),
     Feature("hour_cos", "1", -1.0, 1.0, "", "cos(2 pi hour/24)"),
     Feature("growth_stage", "1", 0.0, 1.0, "", "fraction of the crop season elapsed"),
@@ -69,22 +72,28 @@ FEATURES: tuple[Feature, ...] = (
             "assimilates not yet allocated to organs; inflow fades above c_buf_max (20 g), so a season of "
             "full light adds at most about 20 g more"),
     Feature("temp_sum", "degC d", -1000.0, 8000.0, "",
-            "temperature sum since first fruit set: -20 x 40 d at planting, about 7,000 for a year-round crop"),
-    Feature("t_can24", "degC", -10.0, 55.0, "", "24-h mean canopy temperature, which drives the organs' growth"),
+            "temperature sum since first fruit set: -20 x 40 d at planting, "
+            "about 7,000 for a year-round crop"),
+    Feature("t_can24", "degC", -10.0, 55.0, "",
+            "24-h mean canopy temperature, which drives the organs' growth"),
     Feature("pump", "%", 0.0, 100.0, "", "pump speed"),
     Feature("lights", "%", 0.0, 100.0, "", "supplemental lights"),
     Feature("pump_current", "1", 0.0, 2.0, "", "pump current as a fraction of its rating"),
-    Feature("dli_today", "mol/m2", 0.0, 100.0, "", "PAR at the canopy since local midnight, natural plus lamps"),
-    Feature("lamp_hours_today", "h", 0.0, 24.0, "", "lamp-on hours since local midnight (dimmed count fractionally)"),
+    Feature("dli_today", "mol/m2", 0.0, 100.0, "",
+            "PAR at the canopy since local midnight, natural plus lamps"),
+    Feature("lamp_hours_today", "h", 0.0, 24.0, "",
+            "lamp-on hours since local midnight (dimmed count fractionally)"),
     Feature("dli_natural_rest_today", "mol/m2", 0.0, 100.0, "",
             "forecast natural PAR at the canopy over the clock hours left today after the current one"),
     Feature("dli_natural_tomorrow", "mol/m2", 0.0, 100.0, "", "forecast natural PAR at the canopy tomorrow"),
     Feature("price", "EUR/MWh", -1000.0, 6000.0, "slot",
             "all-in electricity price (spot plus adder) for clock hours +0..+23"),
     Feature("price_published", "1", 0.0, 1.0, "slot",
-            "1 when that hour's day-ahead price is published; else the slot holds the same hour a day earlier"),
+            "1 when that hour's day-ahead price is published; "
+            "else the slot holds the same hour a day earlier"),
     Feature("fruit_price", "EUR/kg", 0.0, 10.0, "", "the scenario's price of fresh fruit"),
-    Feature("lamps_ours", "1", 0.0, 1.0, "", "1 when greentwin controls the lamps, 0 on the site's fixed schedule"),
+    Feature("lamps_ours", "1", 0.0, 1.0, "",
+            "1 when greentwin controls the lamps, 0 on the site's fixed schedule"),
 )
 
 
@@ -140,8 +149,8 @@ class ObservationSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """What a checkpoint stores to prove which layout it was trained on."""
-        return {"version": OBS_VERSION, "zones": self.zones, "names": list(self.names), "units": list(self.units),
-                "low": self.low.tolist(), "high": self.high.tolist()}
+        return {"version": OBS_VERSION, "zones": self.zones, "names": list(self.names),
+                "units": list(self.units), "low": self.low.tolist(), "high": self.high.tolist()}
 
     def check_compatible(self, stored: dict[str, Any]) -> None:
         """Raise ValueError naming the first difference between a stored layout and this one."""
@@ -155,9 +164,11 @@ class ObservationSpec:
                 if key == "names" and isinstance(stored.get(key), list):
                     for i, (a, b) in enumerate(zip(stored[key], mine[key], strict=False)):
                         if a != b:
-                            raise ValueError(f"observation layout differs at index {i}: checkpoint has {a!r}, "
+                            raise ValueError(f"observation layout differs at index {i}: "
+                                             f"checkpoint has {a!r}, "
                                              f"twin has {b!r} (twin obs version {OBS_VERSION})")
-                raise ValueError(f"observation layout mismatch in {key!r}: checkpoint has {stored.get(key)!r}, "
+                raise ValueError(f"observation layout mismatch in {key!r}: "
+                                 f"checkpoint has {stored.get(key)!r}, "
                                  f"twin has {mine[key]!r}")
 
 
@@ -199,5 +210,5 @@ class ActionSpec:
         return tuple([f"valve[{z}]" for z in range(self.zones)] + ["pump_pct", "light_pct"])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"zones": self.zones, "names": list(self.names), "low": self.low.tolist(), "high": self.high.tolist(),
-                "valve_threshold": 0.5}
+        return {"zones": self.zones, "names": list(self.names), "low": self.low.tolist(),
+                "high": self.high.tolist(), "valve_threshold": 0.5}

@@ -43,7 +43,8 @@ class ArrayStruct:
         return total
 
     def to(self: S, backend: Backend) -> S:
-        return dataclasses.replace(self, **{k: backend.asarray(v, dtype=None) for k, v in self.arrays().items()})  # type: ignore[type-var]
+        return dataclasses.replace(  # type: ignore[type-var]
+            self, **{k: backend.asarray(v, dtype=None) for k, v in self.arrays().items()})
 
 
 @dataclass(frozen=True)

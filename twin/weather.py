@@ -30,7 +30,8 @@ def clear_sky_w_m2(latitude_deg: float) -> np.ndarray:
     phi = np.radians(latitude_deg)
     decl = 0.409 * np.sin(2 * np.pi * (days + 1) / 365 - 1.39)
     omega = np.pi / 12 * (hours + 0.5 - 12)
-    sin_alt = np.sin(phi) * np.sin(decl)[:, None] + np.cos(phi) * np.cos(decl)[:, None] * np.cos(omega)[None, :]
+    sin_alt = (np.sin(phi) * np.sin(decl)[:, None]
+               + np.cos(phi) * np.cos(decl)[:, None] * np.cos(omega)[None, :])
     sin_alt = np.clip(sin_alt, 1e-3, 1.0)
     return np.where(sin_alt > 0.01, 1098.0 * sin_alt * np.exp(-0.057 / sin_alt), 0.0)
 
@@ -51,7 +52,8 @@ def _overcast_days(rng: np.random.Generator, cfg: WeatherConfig) -> np.ndarray:
     return cloudy
 
 
-def generate_year(rng: np.random.Generator, latitude_deg: float, cfg: WeatherConfig | None = None) -> np.ndarray:
+def generate_year(rng: np.random.Generator, latitude_deg: float,
+                  cfg: WeatherConfig | None = None) -> np.ndarray:
     """One hourly weather year, shape (8760, 5) float32, columns as :data:`FIELDS`.
 
     ``cfg`` gives the site's cloud and temperature climate (default: the Dutch-like site).
@@ -179,13 +181,14 @@ class WeatherLibrary:
         pairs = np.concatenate([years, np.roll(years, -1, axis=1)], axis=2)
         rows = cfg.n_years * HOURS_PER_YEAR
         # A separate stream: the years stay what they were for a given seed.
-        temp_err, solar_factor = forecast_errors(cfg, np.random.default_rng([seed, 0xF0CA57]), (rows, OUTLOOK_LEADS))
+        temp_err, solar_factor = forecast_errors(cfg, np.random.default_rng([seed, 0xF0CA57]),
+                                                 (rows, OUTLOOK_LEADS))
         shape = (cfg.n_years, HOURS_PER_YEAR, OUTLOOK_LEADS)
         outlook = _outlook(years, temp_err.reshape(shape), solar_factor.reshape(shape))
         truth = _outlook(years, np.zeros(shape), np.ones(shape))
-        return cls(table=backend.asarray(years.reshape(rows, len(FIELDS))), latitudes_deg=lats, n_years=cfg.n_years,
-                   pairs=backend.asarray(pairs.reshape(rows, -1)), outlook=backend.asarray(outlook),
-                   truth=backend.asarray(truth))
+        return cls(table=backend.asarray(years.reshape(rows, len(FIELDS))), latitudes_deg=lats,
+                   n_years=cfg.n_years, pairs=backend.asarray(pairs.reshape(rows, -1)),
+                   outlook=backend.asarray(outlook), truth=backend.asarray(truth))
 
     @classmethod
     def from_years(cls, years: np.ndarray, backend: Backend, latitude_deg: float = 52.0) -> WeatherLibrary:
@@ -193,12 +196,15 @@ class WeatherLibrary:
         the twin driven by a weather someone else forecast (a site's outlook), not one drawn from a seed."""
         years = np.asarray(years, dtype=np.float32)
         if years.ndim != 3 or years.shape[1:] != (HOURS_PER_YEAR, len(FIELDS)):
-            raise ValueError(f"weather years need shape (n, {HOURS_PER_YEAR}, {len(FIELDS)}), got {years.shape}")
+            raise ValueError(f"weather years need shape (n, {HOURS_PER_YEAR}, {len(FIELDS)}), "
+                             f"got {years.shape}")
         n, rows = years.shape[0], years.shape[0] * HOURS_PER_YEAR
         pairs = np.concatenate([years, np.roll(years, -1, axis=1)], axis=2)
-        truth = _outlook(years, np.zeros((n, HOURS_PER_YEAR, OUTLOOK_LEADS)), np.ones((n, HOURS_PER_YEAR, OUTLOOK_LEADS)))
-        return cls(table=backend.asarray(years.reshape(rows, len(FIELDS))), latitudes_deg=np.full(n, latitude_deg),
-                   n_years=n, pairs=backend.asarray(pairs.reshape(rows, -1)), outlook=backend.asarray(truth),
+        truth = _outlook(years, np.zeros((n, HOURS_PER_YEAR, OUTLOOK_LEADS)),
+                         np.ones((n, HOURS_PER_YEAR, OUTLOOK_LEADS)))
+        return cls(table=backend.asarray(years.reshape(rows, len(FIELDS))),
+                   latitudes_deg=np.full(n, latitude_deg), n_years=n,
+                   pairs=backend.asarray(pairs.reshape(rows, -1)), outlook=backend.asarray(truth),
                    truth=backend.asarray(truth))
 
     def at(self, backend: Backend, year: Array, hour: Array) -> Array:
@@ -207,7 +213,8 @@ class WeatherLibrary:
         xp = backend.xp
         base = xp.floor(hour)
         frac = (hour - base)[:, None]
-        both = backend.take_rows(self.pairs, year * HOURS_PER_YEAR + xp.astype(base, backend.int) % HOURS_PER_YEAR)
+        both = backend.take_rows(self.pairs,
+                                 year * HOURS_PER_YEAR + xp.astype(base, backend.int) % HOURS_PER_YEAR)
         r0, r1 = both[:, : len(FIELDS)], both[:, len(FIELDS):]
         return r0 + (r1 - r0) * frac
 
@@ -216,7 +223,8 @@ class WeatherLibrary:
         ``truth``), shape (B, 2 * FORECAST_HOURS + 2); split them with :func:`split_outlook`."""
         xp = backend.xp
         table = self.truth if truth else self.outlook
-        return backend.take_rows(table, year * HOURS_PER_YEAR + xp.astype(xp.floor(hour), backend.int) % HOURS_PER_YEAR)
+        return backend.take_rows(
+            table, year * HOURS_PER_YEAR + xp.astype(xp.floor(hour), backend.int) % HOURS_PER_YEAR)
 
     def ahead(self, backend: Backend, year: Array, hour: Array, hours: int) -> Array:
         """Hourly rows for the next ``hours`` whole hours after ``hour``: shape (B, hours, 5)."""

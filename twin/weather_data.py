@@ -18,9 +18,11 @@ import numpy as np
 from twin.source_data import SourceDataError
 
 Source = Literal["live", "cache", "fallback"]
-FIELDS = ("temperature_c", "relative_humidity_pct", "shortwave_radiation_w_m2", "wind_speed_m_s", "precipitation_mm")
+FIELDS = ("temperature_c", "relative_humidity_pct", "shortwave_radiation_w_m2", "wind_speed_m_s",
+          "precipitation_mm")
 RANGES = {"temperature_c": (-90.0, 60.0), "relative_humidity_pct": (0.0, 100.0),
-          "shortwave_radiation_w_m2": (0.0, 1500.0), "wind_speed_m_s": (0.0, 75.0), "precipitation_mm": (0.0, 500.0)}
+          "shortwave_radiation_w_m2": (0.0, 1500.0), "wind_speed_m_s": (0.0, 75.0),
+          "precipitation_mm": (0.0, 500.0)}
 """Physically possible (not merely likely) hourly values; anything outside is corrupt data."""
 NOISE_STD = {"temperature_c": 1.0, "relative_humidity_pct": 5.0, "shortwave_radiation_w_m2": 0.10,
              "wind_speed_m_s": 0.3, "precipitation_mm": 0.20}
@@ -82,13 +84,15 @@ class HourlyWeather:
             except (TypeError, ValueError, OverflowError) as exc:
                 raise ValueError(f"{name} is not numeric: {exc}") from exc
             if arr.shape != times.shape:
-                raise ValueError(f"{name} has shape {arr.shape} but times has {times.shape}; lengths must match")
+                raise ValueError(f"{name} has shape {arr.shape} but times has {times.shape}; "
+                                 "lengths must match")
             if not np.isfinite(arr).all():
                 raise ValueError(f"{name} contains NaN or infinite values")
             lo, hi = RANGES[name]
             bad = (arr < lo) | (arr > hi)
             if bad.any():
-                raise ValueError(f"{name} value {arr[bad][0]:g} is outside the physical range [{lo:g}, {hi:g}]")
+                raise ValueError(f"{name} value {arr[bad][0]:g} "
+                                 f"is outside the physical range [{lo:g}, {hi:g}]")
             object.__setattr__(self, name, arr)
 
     @classmethod
@@ -109,7 +113,8 @@ class HourlyWeather:
 
 
 def parse_open_meteo(payload: Any) -> HourlyWeather:
-    """Turn a decoded Open-Meteo forecast body into validated 2 m weather; every defect is a WeatherDataError."""
+    """Turn a decoded Open-Meteo forecast body into validated 2 m weather; every defect is a
+    WeatherDataError."""
     if not isinstance(payload, Mapping) or not isinstance(payload.get("hourly"), Mapping):
         raise WeatherDataError("payload must be a JSON object with an 'hourly' object")
     hourly, units = payload["hourly"], payload.get("hourly_units", {})
@@ -161,7 +166,8 @@ def climatology(times: np.ndarray, longitude: float) -> np.ndarray:
     solar_h = ((seconds % 86400) / 3600.0 + longitude / 15.0) % 24.0
     phase = np.cos(2.0 * np.pi * (solar_h - 15.0) / 24.0)
     sun = 700.0 * np.clip(np.sin(np.pi * (solar_h - 6.0) / 12.0), 0.0, None)
-    return np.stack([18.0 + 6.0 * phase, 70.0 - 15.0 * phase, sun, np.full_like(phase, 2.0), np.zeros_like(phase)])
+    return np.stack([18.0 + 6.0 * phase, 70.0 - 15.0 * phase, sun, np.full_like(phase, 2.0),
+                     np.zeros_like(phase)])
 
 
 def utc_hour(moment: datetime) -> np.datetime64:

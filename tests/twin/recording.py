@@ -23,7 +23,8 @@ def record_threshold_run(num: int, steps: int, seed: int, faults: FaultConfig, *
         action = np.zeros((num, z + 2), dtype=np.float32)
         action[:, :z] = dry
         action[:, z] = np.where(dry.any(axis=1), 70.0, 0.0)
-        kc, _ = crop_coefficient(np, cfg.crop, twin.params.crop_day0 + (twin.state.step + 0.5) * cfg.dt_s / 86400.0)
+        kc, _ = crop_coefficient(np, cfg.crop,
+                                 twin.params.crop_day0 + (twin.state.step + 0.5) * cfg.dt_s / 86400.0)
         obs, _, terminated, _, info = twin.step(action)
         assert not terminated.any(), "the recording rule drove the twin into a hard termination"
         out["probes"].append(np.asarray(info["readings"]["soil_vwc"], dtype=np.float64))

@@ -61,7 +61,8 @@ def _waterlog_run(theta0: float, flood: bool, days: float = 6.0) -> tuple[float,
     twin = GreenhouseTwin(2, seed=3, fixed_soils=("clay",) * zones, sensor_noise=0.0,
                           faults={"instance_fraction": 0.0}, episode_days=days + 1.0,
                           economics={"lamps_ours": 1.0},
-                          start_states=(StartState(hour_of_year=4000.0, crop_day=80.0, theta=(theta0,) * zones),))
+                          start_states=(StartState(hour_of_year=4000.0, crop_day=80.0,
+                                                   theta=(theta0,) * zones),))
     twin.reset(seed=3)
     fruit = uptake = stress = 0.0
     ks_aer = np.ones((2, zones))

@@ -45,7 +45,8 @@ def test_configs_without_zone_soils_keep_their_hash() -> None:
 
 
 STARTS = tuple(StartState(hour_of_year=2400.0 + 7.5 * k, crop_day=40.0 + k, theta=(0.18 + 0.02 * k,) * 6,
-                          zone_soils=FITTED if k % 2 else None, root_mm=300.0 if k % 2 else 0.0) for k in range(4))
+                          zone_soils=FITTED if k % 2 else None, root_mm=300.0 if k % 2 else 0.0)
+               for k in range(4))
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
@@ -55,12 +56,15 @@ def test_episodes_start_from_the_given_states(backend: str) -> None:
     twin.reset()
     hour = np.asarray(twin.params.start_hour, dtype=np.float64)
     pick = np.rint((hour - 2400.0) / 7.5).astype(int)
-    assert np.allclose(2400.0 + 7.5 * pick, hour) and set(pick) == {0, 1, 2, 3}  # every state drawn, nothing else
+    # every state drawn, nothing else
+    assert np.allclose(2400.0 + 7.5 * pick, hour) and set(pick) == {0, 1, 2, 3}
     assert np.allclose(np.asarray(twin.params.crop_day0), 40.0 + pick)
-    assert np.allclose(np.asarray(twin.state.theta, dtype=np.float64), (0.18 + 0.02 * pick)[:, None], atol=1e-6)
+    assert np.allclose(np.asarray(twin.state.theta, dtype=np.float64), (0.18 + 0.02 * pick)[:, None],
+                       atol=1e-6)
     fc = np.asarray(twin.params.field_capacity, dtype=np.float64)[:, 0]
     own = pick % 2 == 1  # these starts carry their greenhouse's fitted soil, the rest the loam table
-    assert np.all(np.abs(fc[own] / 0.31 - 1.0) <= 0.08 + 1e-6) and np.all(np.abs(fc[~own] / 0.27 - 1.0) <= 0.08 + 1e-6)
+    assert (np.all(np.abs(fc[own] / 0.31 - 1.0) <= 0.08 + 1e-6)
+            and np.all(np.abs(fc[~own] / 0.27 - 1.0) <= 0.08 + 1e-6))
     assert np.allclose(np.asarray(twin.params.root_mm)[own], 300.0)
     for _ in range(6):  # one-hour episodes: the next ones start from the states again
         twin.step(np.zeros((16, 8)))
@@ -74,7 +78,8 @@ def test_start_states_survive_json_and_bad_ones_are_refused() -> None:
 
     cfg = TwinConfig(start_states=STARTS)
     back = TwinConfig.from_overrides(start_states=json.loads(json.dumps(cfg.to_dict()["start_states"])))
-    assert back.start_states == STARTS and back.config_hash() == cfg.config_hash() != TwinConfig().config_hash()
+    assert (back.start_states == STARTS
+            and back.config_hash() == cfg.config_hash() != TwinConfig().config_hash())
     with pytest.raises(ValueError, match="one moisture per zone"):
         TwinConfig(start_states=(StartState(hour_of_year=0.0, crop_day=1.0, theta=(0.2,) * 5),))
     with pytest.raises(ValueError, match="at least one state"):

@@ -85,7 +85,8 @@ def _run_twin() -> TwinRun:
     day = crop_day0 + (np.arange(steps) + 0.5) * (DT_S / 86400.0)
     kc, _ = crop_coefficient(np, cfg.crop, day)
     etc = np.array(cols["et0"]) * kc * cfg.dt_h
-    log = SoilLog(moisture_vwc=np.array(cols["obs"]), irrigation_mm=np.array(cols["irr"]), etc_mm=etc, dt_s=DT_S)
+    log = SoilLog(moisture_vwc=np.array(cols["obs"]), irrigation_mm=np.array(cols["irr"]), etc_mm=etc,
+                  dt_s=DT_S)
     return TwinRun(log=log, truth=truth, theta=np.array(cols["theta"]), uptake_mm=np.array(cols["uptake"]),
                    ks=np.array(cols["ks"]))
 
@@ -124,7 +125,8 @@ def test_log_matches_the_twin(run: TwinRun) -> None:
     np.testing.assert_allclose(sim, run.theta, atol=1e-5)
 
 
-def test_recovers_known_parameters_within_5_percent(run: TwinRun, fit: tuple[CalibrationResult, float]) -> None:
+def test_recovers_known_parameters_within_5_percent(run: TwinRun,
+                                                    fit: tuple[CalibrationResult, float]) -> None:
     result, seconds = fit
     assert result.success, result.message
     assert set(result.fitted) == {"field_capacity", "wilting_point", "hourly_retention", "root_mm", "theta0"}
@@ -137,7 +139,8 @@ def test_recovers_known_parameters_within_5_percent(run: TwinRun, fit: tuple[Cal
     assert seconds < 60.0
 
 
-def test_fitted_trajectory_rmse_is_at_the_noise_level(run: TwinRun, fit: tuple[CalibrationResult, float]) -> None:
+def test_fitted_trajectory_rmse_is_at_the_noise_level(run: TwinRun,
+                                                      fit: tuple[CalibrationResult, float]) -> None:
     result, _ = fit
     sim = simulate_zone(result.params, run.log)
     rmse = float(np.sqrt(np.mean((sim - run.log.moisture_vwc) ** 2)))
@@ -157,7 +160,8 @@ def test_gaps_and_spikes_still_fit(run: TwinRun) -> None:
     moisture[400:544] = np.nan
     spikes = rng.choice(np.flatnonzero(np.isfinite(moisture)), size=10, replace=False)
     moisture[spikes] += 0.1
-    gappy = SoilLog(moisture_vwc=moisture, irrigation_mm=run.log.irrigation_mm, etc_mm=run.log.etc_mm, dt_s=DT_S)
+    gappy = SoilLog(moisture_vwc=moisture, irrigation_mm=run.log.irrigation_mm, etc_mm=run.log.etc_mm,
+                    dt_s=DT_S)
     [result] = fit_zones([gappy], initial=_wrong_guess(run.truth))
     assert result.success, result.message
     assert result.n_obs == int(np.isfinite(moisture).sum())
@@ -171,7 +175,8 @@ def test_fixed_parameters_stay_put(run: TwinRun) -> None:
     n = 432  # three days keep this cheap
     log = SoilLog(moisture_vwc=run.log.moisture_vwc[:n], irrigation_mm=run.log.irrigation_mm[:n],
                   etc_mm=run.log.etc_mm[:n], dt_s=DT_S, theta0=run.truth["theta0"])
-    result = fit_soil_parameters(log, fixed={"root_mm": run.truth["root_mm"], "wilting_point": run.truth["wilting_point"]})
+    result = fit_soil_parameters(log, fixed={"root_mm": run.truth["root_mm"],
+                                             "wilting_point": run.truth["wilting_point"]})
     assert result.fitted == ("field_capacity", "hourly_retention")
     assert result.params["root_mm"] == run.truth["root_mm"]
     assert result.params["wilting_point"] == run.truth["wilting_point"]
@@ -183,8 +188,8 @@ def test_unidentified_parameter_gets_a_large_stderr() -> None:
     """A log that never dries into stress cannot pin the wilting point, and says so."""
     t = 300
     irrigation = np.where(np.arange(t) % 100 < 10, 2.0, 0.0)
-    log = SoilLog(moisture_vwc=np.full(t, np.nan), irrigation_mm=irrigation, etc_mm=np.full(t, 0.05), dt_s=DT_S,
-                  theta0=0.26)
+    log = SoilLog(moisture_vwc=np.full(t, np.nan), irrigation_mm=irrigation, etc_mm=np.full(t, 0.05),
+                  dt_s=DT_S, theta0=0.26)
     truth = {"field_capacity": 0.27, "wilting_point": 0.12, "hourly_retention": 0.95, "root_mm": 300.0}
     clean = simulate_zone(truth, log)
     log = SoilLog(moisture_vwc=clean * (1.0 + 0.01 * np.random.default_rng(1).standard_normal(t)),

@@ -24,7 +24,8 @@ def _settle(cfg: ClimateConfig, outside: float, sun: float, lights: float, trans
     out = None
     for _ in range(steps):
         out = step_air(np, cfg, 600.0, air, vapour, co2, np.full(n, F(outside)), e_out, np.full(n, F(sun)),
-                       np.full(n, F(lights)), np.full(n, F(transpiration_mm_h)), np.ones(n, F), np.full(n, F(uptake)))
+                       np.full(n, F(lights)), np.full(n, F(transpiration_mm_h)), np.ones(n, F),
+                       np.full(n, F(uptake)))
         air, vapour, co2 = out.air_temp, out.vapour_kpa, out.co2
     assert out is not None
     return out

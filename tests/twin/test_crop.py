@@ -92,7 +92,8 @@ def _dutch_solar() -> np.ndarray:
 
 def _run(cfg: CropGrowthConfig, state: CropState, hours: int, dt_s: float, par_fn, co2: np.ndarray,
          temp_fn, f_w: np.ndarray) -> tuple[CropState, np.ndarray, np.ndarray]:
-    """Step ``hours`` hours; returns the final state, fresh fruit per hour [hours, B] and harvested DM [B] (mg)."""
+    """Step ``hours`` hours; returns the final state, fresh fruit per hour [hours, B] and harvested
+    DM [B] (mg)."""
     per_hour = int(round(HOUR / dt_s))
     gained = np.zeros((hours, co2.shape[0]))
     harvested = np.zeros(co2.shape[0])
@@ -308,8 +309,8 @@ def test_hourly_step_matches_the_twin_step() -> None:
     for dt in (600.0, HOUR):
         state0 = initial_crop(XP, CFG, np.array([20.0, 70.0], F32), np.full(2, 18.0, F32))
         shift = 0.0 if dt == HOUR else 0.5 - dt / HOUR / 2  # both sample mid-interval of each hour's row
-        state, gained, _ = _run(CFG, state0, 60 * 24, dt, lambda t, s=shift: par(t + s), np.full(2, 800.0, F32),
-                                lambda t: np.full(2, 19.0, F32), np.ones(2, F32))
+        state, gained, _ = _run(CFG, state0, 60 * 24, dt, lambda t, s=shift: par(t + s),
+                                np.full(2, 800.0, F32), lambda t: np.full(2, 19.0, F32), np.ones(2, F32))
         results.append((gained.sum(axis=0), leaf_area_index(XP, CFG, state.c_leaf)))
     (y600, lai600), (y3600, lai3600) = results
     assert np.all(y600 > 1.0)
@@ -332,7 +333,8 @@ def test_pools_stay_finite_and_non_negative_under_extreme_inputs() -> None:
             assert field.dtype == np.float32 and np.all(np.isfinite(field))
         assert np.all(dy >= 0.0)
         assert min(state.c_buf.min(), state.c_leaf.min(), state.c_stem.min(), state.c_fruit.min()) >= 0.0
-    assert state.c_leaf.max() <= CFG.c_leaf_max * (1 + 1e-6) and state.c_fruit.max() <= CFG.c_fruit_max * (1 + 1e-6)
+    assert (state.c_leaf.max() <= CFG.c_leaf_max * (1 + 1e-6)
+            and state.c_fruit.max() <= CFG.c_fruit_max * (1 + 1e-6))
 
 
 def _random_inputs(n: int, seed: int) -> tuple[np.ndarray, ...]:
@@ -383,7 +385,8 @@ def test_initial_state_follows_crop_age() -> None:
     lai = leaf_area_index(XP, CFG, s.c_leaf)
     np.testing.assert_allclose(lai, [0.3, 0.3, 0.3 + 2.7 * 0.5, 3.0, 3.0, 3.0], rtol=1e-5)
     np.testing.assert_allclose(s.t_sum, [-800.0, -200.0, 200.0, 600.0, 1200.0, 1900.0])
-    assert s.c_fruit[0] == s.c_fruit[1] == 0.0 and 0.0 < s.c_fruit[2] < s.c_fruit[4] == CFG.c_fruit_initial_max
+    assert (s.c_fruit[0] == s.c_fruit[1] == 0.0
+            and 0.0 < s.c_fruit[2] < s.c_fruit[4] == CFG.c_fruit_initial_max)
     np.testing.assert_allclose(s.c_stem, CFG.stem_leaf_ratio * s.c_leaf)
     assert np.all(s.t_can24 == 18.5) and np.all(s.fruit_dm_cum == 0.0)
     # A shorter season scales the FAO stages.

@@ -61,6 +61,7 @@ def test_a_fruit_load_over_the_crops_cap_fails_the_check() -> None:
     twin = GreenhouseTwin(num_instances=2, seed=0)
     obs = np.asarray(twin.reset(seed=0)).copy()
     check_observation(twin, obs)
-    obs[1, twin.observation_spec.slices["fruit_load"].start] = 350.0  # inside the layout's bounds, over the cap
+    # inside the layout's bounds, over the cap
+    obs[1, twin.observation_spec.slices["fruit_load"].start] = 350.0
     with pytest.raises(SpecViolation, match="fruit_load=350.*cap 300"):
         check_observation(twin, obs)

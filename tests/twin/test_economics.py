@@ -47,7 +47,8 @@ def test_each_term_is_its_price_times_the_steps_quantity() -> None:
         np.testing.assert_allclose(-terms["energy"], energy, rtol=1e-5)
         np.testing.assert_allclose(info["lamp_kwh_m2"], 0.1 * 0.6 * (i % 2) / 6, rtol=1e-5)
         spot = twin.model.prices.at(twin.backend, p.year, hour)
-        np.testing.assert_allclose(info["price_eur_mwh"], spot * p.price_scale + p.price_adder, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(info["price_eur_mwh"], spot * p.price_scale + p.price_adder,
+                                   rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(sum(terms.values()) / v_ref, reward, rtol=1e-4, atol=1e-4)
         assert (terms["growth"] >= 0).all() and (terms["moisture"] <= 0).all() and (terms["water"] <= 0).all()
         assert (info["damage_eur_m2"] == 0).all()
@@ -117,7 +118,8 @@ def test_numpy_and_torch_agree_on_the_crop_and_the_money() -> None:
     for twin in twins:
         twin.reset()
         for i in range(30):
-            *_, info = twin.step(twin.backend.asarray(_action(6, valves=2, pump=60.0, lights=100.0 * (i % 3 == 0))))
+            *_, info = twin.step(twin.backend.asarray(_action(6, valves=2, pump=60.0,
+                                                              lights=100.0 * (i % 3 == 0))))
         infos.append(info)
     for key in INFO_KEYS:
         np.testing.assert_allclose(infos[0][key], infos[1][key].numpy(), rtol=2e-4, atol=1e-7, err_msg=key)

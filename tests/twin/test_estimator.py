@@ -55,7 +55,8 @@ def _simulate(b: int, steps: int, seed: int, faults: FaultConfig | None = None) 
         action = np.zeros((b, z + 2), dtype=np.float32)
         action[:, :z] = irrigating[:, None]
         action[:, z] = np.where(irrigating, 70.0, 0.0)
-        kc, _ = crop_coefficient(np, cfg.crop, twin.params.crop_day0 + (twin.state.step + 0.5) * cfg.dt_s / 86400.0)
+        kc, _ = crop_coefficient(np, cfg.crop,
+                                 twin.params.crop_day0 + (twin.state.step + 0.5) * cfg.dt_s / 86400.0)
         obs, _, terminated, truncated, info = twin.step(action)
         assert not (terminated | truncated).any()
         out["r"].append(np.asarray(info["readings"]["soil_vwc"], dtype=float))
@@ -89,16 +90,19 @@ def test_zone_model_is_the_twins_own_soil_step(run: Run) -> None:
                 for t in range(1, len(run.theta))]
         np.testing.assert_allclose(pred, run.theta[1:, 0, z], atol=2e-6)
     model = run.models(0)[0]
-    dry = 0.5 * (model.wilting_point + model.field_capacity) - 0.2 * (model.field_capacity - model.wilting_point)
+    dry = (0.5 * (model.wilting_point + model.field_capacity)
+           - 0.2 * (model.field_capacity - model.wilting_point))
     assert model.predict_with_slope(model.saturation + 0.1, 0.0, 0.1)[1] == pytest.approx(0.0, abs=1e-6)
-    assert model.predict_with_slope(model.field_capacity + 0.01, 0.0, 0.0)[1] == pytest.approx(1 - model.drain_frac)
+    assert (model.predict_with_slope(model.field_capacity + 0.01, 0.0, 0.0)[1]
+            == pytest.approx(1 - model.drain_frac))
     assert 0.0 < model.predict_with_slope(dry, 0.0, 0.5)[1] <= 1.0
 
 
 def test_noise_only_estimate_beats_probe_mean(run: Run) -> None:
     for i in range(run.readings.shape[1]):
         est = GreenhouseEstimator(run.models(i), probes_per_zone=2)
-        out = [est.update(run.readings[t, i], run.irrigation[t, i], run.etc[t, i]) for t in range(len(run.etc))]
+        out = [est.update(run.readings[t, i], run.irrigation[t, i], run.etc[t, i])
+               for t in range(len(run.etc))]
         theta = np.array([[e.theta for e in step] for step in out])[WARMUP:]
         std = np.array([[e.std for e in step] for step in out])[WARMUP:]
         truth = run.theta[WARMUP:, i]
@@ -199,7 +203,8 @@ def test_twin_fault_injection_keeps_estimates_finite_and_close() -> None:
     assert truly_drifting.any() and np.isnan(run.readings).any()
     for i in range(1):
         est = GreenhouseEstimator.from_twin_params(run.twin.params, i, run.twin.config.dt_s)
-        out = [est.update(run.readings[t, i], run.irrigation[t, i], run.etc[t, i]) for t in range(len(run.etc))]
+        out = [est.update(run.readings[t, i], run.irrigation[t, i], run.etc[t, i])
+               for t in range(len(run.etc))]
         theta = np.array([[e.theta for e in step] for step in out])
         assert np.isfinite(theta).all()
         err = np.abs(theta - run.theta[:, i])[WARMUP:]

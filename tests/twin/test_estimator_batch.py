@@ -33,7 +33,8 @@ def test_vectorised_filter_equals_filterpy_zone_by_zone(recorded: dict) -> None:
         for t in range(STEPS):
             got = vectorised.update(recorded["probes"][t, i], recorded["irr"][t, i], recorded["etc"][t, i])
             for z, ref in enumerate(reference):
-                want = ref.update(recorded["probes"][t, i, z], recorded["irr"][t, i, z], recorded["etc"][t, i])
+                want = ref.update(recorded["probes"][t, i, z], recorded["irr"][t, i, z],
+                                  recorded["etc"][t, i])
                 assert got[z].probe_status == want.probe_status and got[z].filled == want.filled, (i, t, z)
                 assert got[z].theta == pytest.approx(want.theta, rel=1e-9, abs=1e-12), (i, t, z)
                 assert got[z].std == pytest.approx(want.std, rel=1e-7, abs=1e-12), (i, t, z)
@@ -57,7 +58,8 @@ def test_update_many_equals_stepping_each_greenhouse_alone(recorded: dict) -> No
         # A micro-batch holds whichever greenhouses reported: here a varying subset, in any order.
         members = [i for i in range(B) if (t + i) % 3 != 0][::-1]
         batch = update_many([together[i] for i in members], [recorded["probes"][t, i] for i in members],
-                            [recorded["irr"][t, i] for i in members], [recorded["etc"][t, i] for i in members])
+                            [recorded["irr"][t, i] for i in members],
+                            [recorded["etc"][t, i] for i in members])
         for i, est in zip(members, batch, strict=True):
             assert est.zones() == each[i]
         for i in set(range(B)) - set(members):  # skipped this step: catch up alone, in order
@@ -88,4 +90,5 @@ def test_state_from_the_per_zone_estimator_restores_into_the_vectorised_one(reco
     got = est.update(recorded["probes"][60, 1], recorded["irr"][60, 1], recorded["etc"][60, 1])
     for z, ref in enumerate(reference):
         want = ref.update(recorded["probes"][60, 1, z], recorded["irr"][60, 1, z], recorded["etc"][60, 1])
-        assert got[z].probe_status == want.probe_status and got[z].theta == pytest.approx(want.theta, rel=1e-9)
+        assert (got[z].probe_status == want.probe_status
+                and got[z].theta == pytest.approx(want.theta, rel=1e-9))

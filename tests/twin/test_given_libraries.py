@@ -1,5 +1,6 @@
 """A twin driven by given weather and prices (a site's outlook) and started from a state put together
-by its caller: :meth:`WeatherLibrary.from_years`, :meth:`PriceLibrary.from_hourly`, :meth:`TwinModel.start`."""
+by its caller: :meth:`WeatherLibrary.from_years`, :meth:`PriceLibrary.from_hourly`,
+:meth:`TwinModel.start`."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ def test_start_observes_a_state_at_its_own_step() -> None:
     sl = ObservationSpec(cfg.zones).slices
     hour = (np.asarray(params.start_hour) + 6 * cfg.dt_h) % 24.0
     assert np.allclose(obs[:, sl["hour_sin"].start], np.sin(hour * 2 * np.pi / 24.0), atol=1e-5)
-    lead1 = 10.0 + (np.floor(hour) + 1) % 24 + np.asarray(params.forecast_bias_temp) / 24.0  # the site's bias at +1 h
+    # the site's bias at +1 h
+    lead1 = 10.0 + (np.floor(hour) + 1) % 24 + np.asarray(params.forecast_bias_temp) / 24.0
     assert np.allclose(obs[:, sl["forecast_temp"].start], lead1, atol=1e-4)
     assert np.array_equal(state2.last_obs, obs) and np.array_equal(state2.theta, state.theta)

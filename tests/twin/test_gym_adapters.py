@@ -141,7 +141,8 @@ def test_vector_env_spaces() -> None:
     assert env.num_envs == 3
     assert env.single_observation_space.shape == (d,) and env.observation_space.shape == (3, d)
     assert env.single_action_space.shape == (a,) and env.action_space.shape == (3, a)
-    for space in (env.single_observation_space, env.observation_space, env.single_action_space, env.action_space):
+    for space in (env.single_observation_space, env.observation_space, env.single_action_space,
+                  env.action_space):
         assert space.dtype == np.float32
 
 
@@ -288,4 +289,5 @@ def test_vector_env_torch_backend_returns_numpy() -> None:
         np.testing.assert_allclose(ra, rb, rtol=1e-4, atol=1e-4)
     assert ua.all() and ub.all()
     assert type(ia["final_info"]["reward_terms"]["moisture"]) is np.ndarray
-    np.testing.assert_allclose(np.stack(list(ia["final_obs"])), np.stack(list(ib["final_obs"])), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.stack(list(ia["final_obs"])), np.stack(list(ib["final_obs"])),
+                               rtol=1e-4, atol=1e-4)

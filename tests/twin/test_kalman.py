@@ -32,11 +32,13 @@ def recorded() -> tuple[GreenhouseTwin, dict[str, np.ndarray]]:
 
 
 def _params64(twin: GreenhouseTwin) -> TwinParams:
-    return TwinParams(**{k: np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind == "f" else np.asarray(v)
+    return TwinParams(**{k: (np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind == "f"
+                             else np.asarray(v))
                          for k, v in twin.params.arrays().items()})
 
 
-def _run_batched(backend_name: str, twin: GreenhouseTwin, rec: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _run_batched(backend_name: str, twin: GreenhouseTwin,
+                 rec: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     backend = make_backend(backend_name, "cpu")
     cast = (lambda a: a) if backend_name == "numpy" else __import__("torch").as_tensor
     params = TwinParams(**{k: cast(v) for k, v in _params64(twin).arrays().items()})
@@ -63,7 +65,8 @@ def _run_filterpy(twin: GreenhouseTwin, rec: dict[str, np.ndarray]) -> tuple[np.
     return thetas, flags
 
 
-def test_batched_filter_matches_the_service_estimator(recorded: tuple[GreenhouseTwin, dict[str, np.ndarray]]) -> None:
+def test_batched_filter_matches_the_service_estimator(
+        recorded: tuple[GreenhouseTwin, dict[str, np.ndarray]]) -> None:
     twin, rec = recorded
     theta_b, drift_b = _run_batched("numpy", twin, rec)
     theta_f, drift_f = _run_filterpy(twin, rec)
@@ -83,7 +86,8 @@ def test_numpy_and_torch_filters_agree(recorded: tuple[GreenhouseTwin, dict[str,
     np.testing.assert_allclose(theta_n, theta_t, rtol=0, atol=1e-9)
 
 
-def test_estimate_beats_the_probe_mean_under_drift(recorded: tuple[GreenhouseTwin, dict[str, np.ndarray]]) -> None:
+def test_estimate_beats_the_probe_mean_under_drift(
+        recorded: tuple[GreenhouseTwin, dict[str, np.ndarray]]) -> None:
     twin, rec = recorded
     theta_b, _ = _run_batched("numpy", twin, rec)
     heard = (~np.isnan(rec["probes"])).sum(axis=3)
@@ -97,7 +101,8 @@ def test_estimate_beats_the_probe_mean_under_drift(recorded: tuple[GreenhouseTwi
 
 def test_twin_observes_the_estimate_not_the_probe_mean() -> None:
     faults = FaultConfig(sensor_drift=0.05)
-    twins = {flag: GreenhouseTwin(num_instances=8, seed=1, faults=faults, moisture_estimate=flag) for flag in (True, False)}
+    twins = {flag: GreenhouseTwin(num_instances=8, seed=1, faults=faults, moisture_estimate=flag)
+             for flag in (True, False)}
     errors = {}
     for flag, twin in twins.items():
         obs = twin.reset()

@@ -33,7 +33,8 @@ def test_forecast_error_grows_with_lead_and_is_reproducible_per_seed() -> None:
     assert 1.5 < t_std[-1] < 2.2 and 0.35 < s_std[-1] < 0.55  # the configured +24 h spreads (1.8 degC, 0.45)
     assert abs(temp_err.mean()) < 0.05  # unbiased
     again_t, again_s = _errors(7)
-    assert np.array_equal(temp_err, again_t) and np.array_equal(np.nan_to_num(solar_err), np.nan_to_num(again_s))
+    assert (np.array_equal(temp_err, again_t)
+            and np.array_equal(np.nan_to_num(solar_err), np.nan_to_num(again_s)))
     other_t, _ = _errors(8)
     assert not np.allclose(temp_err, other_t)
 
@@ -97,7 +98,8 @@ def test_fixed_lamp_schedule_ignores_the_action_and_keeps_the_dark_period() -> N
     ours = GreenhouseTwin(8, seed=9)
     ours.reset()
     ours.step(np.tile(LIGHTS_ON, (8, 1)))
-    assert np.all(ours.state.lights == 1.0)  # greentwin's lamps do what they are told (the interlock keeps the dark)
+    # greentwin's lamps do what they are told (the interlock keeps the dark)
+    assert np.all(ours.state.lights == 1.0)
 
 
 def test_scenario_economics_are_drawn_within_their_ranges_and_observed() -> None:
@@ -127,7 +129,8 @@ def test_old_layouts_are_refused_with_a_clear_error() -> None:
     spec = ObservationSpec(6)
     stored = spec.to_dict()
     assert stored["version"] == OBS_VERSION == "5"
-    old = dict(stored, version="3", names=[n for n in stored["names"] if "[+" not in n or "forecast" not in n])
+    old = dict(stored, version="3",
+               names=[n for n in stored["names"] if "[+" not in n or "forecast" not in n])
     with pytest.raises(ValueError, match="mismatch in 'version'"):
         spec.check_compatible(old)
     same_version = dict(stored, names=stored["names"][:-1] + ["something_else"])
@@ -151,7 +154,8 @@ def test_price_slots_are_the_scenarios_all_in_prices_and_only_hindsight_sees_unp
         np.testing.assert_allclose(obs[:, sl["price"]], want, rtol=1e-6, atol=1e-3)
         np.testing.assert_array_equal(obs[:, sl["price_published"]], published)
         truth = twin.true_outlook()["price"]
-        np.testing.assert_allclose(truth[published == 1], obs[:, sl["price"]][published == 1], rtol=1e-6, atol=1e-3)
+        np.testing.assert_allclose(truth[published == 1], obs[:, sl["price"]][published == 1],
+                                   rtol=1e-6, atol=1e-3)
         if (published == 0).any():
             seen_unpublished = True
             assert not np.allclose(truth[published == 0], obs[:, sl["price"]][published == 0])

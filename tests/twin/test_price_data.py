@@ -33,5 +33,6 @@ def test_nothing_known_is_the_tariff_unpublished_and_a_failure_is_named() -> Non
     assert (out.source, out.reason) == ("fallback", "timeout: x") and not out.published.any()
     np.testing.assert_array_equal(out.eur_mwh, TARIFF)
     known = {_hour(0): 80.0}
-    stale = outlook_from_known(START, known, np.ones(SLOTS), TARIFF, live=False, age_s=5.0, reason="timeout: x")
+    stale = outlook_from_known(START, known, np.ones(SLOTS), TARIFF, live=False, age_s=5.0,
+                               reason="timeout: x")
     assert (stale.source, stale.age_s, stale.eur_mwh[0], stale.eur_mwh[1]) == ("cache", 5.0, 80.0, 50.0)

@@ -156,7 +156,8 @@ def test_time_of_use_periods() -> None:
         assert weekend.sum() in (104, 105)
         assert np.all(days[weekend] == 50.0)
         weekday = days[~weekend]
-        assert np.all(weekday[:, 7:23] == 110.0) and np.all(weekday[:, :7] == 50.0) and np.all(weekday[:, 23] == 50.0)
+        assert (np.all(weekday[:, 7:23] == 110.0) and np.all(weekday[:, :7] == 50.0)
+                and np.all(weekday[:, 23] == 50.0))
     # All-in with the default adder: the Dutch normaal/dal figures 0.14 and 0.08 EUR/kWh.
     assert {round(float(v), 3) for v in np.unique(pl.hourly + pl.adder_eur_mwh) / 1000.0} == {0.08, 0.14}
     # A tariff is known in advance: every slot is published and true, even before 13:00.
@@ -186,7 +187,8 @@ def test_numpy_and_torch_agree(source: str) -> None:
     year = rng.integers(0, 2, 257)
     hour = (rng.random(257) * 2 * HOURS_PER_YEAR).astype(np.float32)
     hour[:4] = [12 + 59 / 60, 13.0, 23.5, HOURS_PER_YEAR - 0.25]
-    assert np.array_equal(pn.at(NP, year, hour), tb.to_numpy(pt.at(tb, torch.from_numpy(year), torch.from_numpy(hour))))
+    assert np.array_equal(pn.at(NP, year, hour),
+                          tb.to_numpy(pt.at(tb, torch.from_numpy(year), torch.from_numpy(hour))))
     on, mn = pn.outlook(NP, year, hour)
     ot, mt = pt.outlook(tb, torch.from_numpy(year), torch.from_numpy(hour))
     assert np.array_equal(on, tb.to_numpy(ot)) and np.array_equal(mn, tb.to_numpy(mt))

@@ -52,7 +52,8 @@ def test_the_twins_aeration_stress_is_aquacrops_on_its_own_water_content() -> No
     for day in DAYS["excess"]:
         theta = np.array([day["theta_rz_stress"]])
         ks = aeration_stress(np, soil, theta, aer_days, CROP.aeration_vol_pct, CROP.aeration_lag_days)
-        aer_days = waterlogged_days(np, soil, theta, aer_days, CROP.aeration_vol_pct, CROP.aeration_lag_days, 1.0)
+        aer_days = waterlogged_days(np, soil, theta, aer_days, CROP.aeration_vol_pct, CROP.aeration_lag_days,
+                                    1.0)
         assert float(ks[0]) == pytest.approx(day["ksa_aer"], abs=1e-4), day
         assert float(aer_days[0]) == day["aer_days"]
         checked += day["ksa_aer"] < 1.0
@@ -65,7 +66,8 @@ def fitted_drainage() -> float:
 
 
 @pytest.mark.parametrize(("scenario", "tolerance"), [("full", 0.03), ("deficit", 0.08), ("rainfed", 0.05)])
-def test_seasonal_transpiration_off_the_wet_side(scenario: str, tolerance: float, fitted_drainage: float) -> None:
+def test_seasonal_transpiration_off_the_wet_side(scenario: str, tolerance: float,
+                                                 fitted_drainage: float) -> None:
     """Where no water stays above field capacity the bucket needs no fitting: its water content
     and transpiration follow AquaCrop's (deficit within 8 %: AquaCrop's p moves with ET0)."""
     ref = SUMMARY["scenarios"][scenario]

@@ -49,7 +49,8 @@ def runs() -> dict[str, Drive]:
 
 def test_the_lamps_are_greenlights() -> None:
     """The LED's light per watt is GreenLight's, and the setpoints the climate computer runs are its."""
-    assert LAMP_TYPES["led"].efficacy_umol_j == pytest.approx(SUMMARY["lamp"]["efficacy_umol_par_per_j"], rel=1e-6)
+    assert LAMP_TYPES["led"].efficacy_umol_j == pytest.approx(SUMMARY["lamp"]["efficacy_umol_par_per_j"],
+                                                              rel=1e-6)
     cfg, sp = ClimateConfig(), SUMMARY["setpoints"]
     assert (cfg.heating_day_c, cfg.heating_night_c) == (sp["heating_day_c"], sp["heating_night_c"])
     assert cfg.vent_offset_c == sp["vent_above_heating_c"] and cfg.rh_max_pct == sp["rh_max_pct"]

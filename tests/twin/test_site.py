@@ -30,7 +30,8 @@ def fao56_rso_monthly_mj(latitude_deg: float) -> np.ndarray:
     dr = 1 + 0.033 * np.cos(2 * np.pi * j / 365)                       # eq. 23
     decl = 0.409 * np.sin(2 * np.pi * j / 365 - 1.39)                   # eq. 24
     ws = np.arccos(-np.tan(phi) * np.tan(decl))                         # eq. 25
-    ra = 24 * 60 / np.pi * 0.0820 * dr * (ws * np.sin(phi) * np.sin(decl) + np.cos(phi) * np.cos(decl) * np.sin(ws))
+    ra = 24 * 60 / np.pi * 0.0820 * dr * (ws * np.sin(phi) * np.sin(decl)
+                                          + np.cos(phi) * np.cos(decl) * np.sin(ws))
     return np.add.reduceat(0.75 * ra, MONTH_EDGES[:-1])
 
 
@@ -96,14 +97,16 @@ def test_heating_setpoint_follows_the_light_period() -> None:
     # A cold dark night settles at the night setpoint; a warm sunny day stays above the day one.
     n = 2
     outside = np.array([-5.0, 24.0], dtype=np.float32)
-    air, vapour, co2 = np.full(n, 10.0, np.float32), np.full(n, 0.8, np.float32), np.full(n, 420.0, np.float32)
+    air, vapour, co2 = (np.full(n, 10.0, np.float32), np.full(n, 0.8, np.float32),
+                        np.full(n, 420.0, np.float32))
     rs = np.array([0.0, 500.0], dtype=np.float32)
     for _ in range(30):
         out = step_air(np, cfg, 600.0, air, vapour, co2, outside, np.full(n, 0.3, np.float32), rs,
                        np.zeros(n, np.float32), np.zeros(n, np.float32), np.ones(n, np.float32),
                        np.zeros(n, np.float32))
         air, vapour, co2 = out.air_temp, out.vapour_kpa, out.co2
-    # The cold night is held at its setpoint by the boiler; the warm sunny day ventilates above the outside air.
+    # The cold night is held at its setpoint by the boiler; the warm sunny day ventilates above the
+    # outside air.
     assert abs(air[0] - night) < 0.01 and out.heat_w_m2[0] > 0.0
     assert air[1] > 24.0 and out.heat_w_m2[1] == 0.0 and out.vent_m3_m2_s[1] == cfg.vent_max_m3_m2_s
     with pytest.raises(ValueError, match="heating"):

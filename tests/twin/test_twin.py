@@ -123,7 +123,8 @@ def test_water_balance_closes():
 
 
 def test_sand_drains_faster_than_clay():
-    twin = GreenhouseTwin(1, seed=0, fixed_soils=("sand", "clay", "loam", "sand", "clay", "loam"), sensor_noise=0.0)
+    twin = GreenhouseTwin(1, seed=0, fixed_soils=("sand", "clay", "loam", "sand", "clay", "loam"),
+                          sensor_noise=0.0)
     twin.reset()
     p = twin.params
     state = twin.state.replace(theta=p.saturation.copy())
@@ -336,6 +337,7 @@ def test_compiled_torch_step_matches_eager():
     `bench/twin_throughput.py` makes the same check on its warm-up steps before it times."""
     actions = _random_actions(4, 6, seed=8)
     o_eager, r_eager = _rollout(GreenhouseTwin(4, backend="torch", seed=2, faults=ALL_FAULTS), actions)
-    o_comp, r_comp = _rollout(GreenhouseTwin(4, backend="torch", seed=2, faults=ALL_FAULTS, compile=True), actions)
+    o_comp, r_comp = _rollout(GreenhouseTwin(4, backend="torch", seed=2, faults=ALL_FAULTS, compile=True),
+                              actions)
     np.testing.assert_allclose(o_eager, o_comp, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(r_eager, r_comp, rtol=1e-4, atol=1e-4)

@@ -27,7 +27,8 @@ def test_fallback_replays_an_observed_hour_with_scaled_noise_clipped_to_the_rang
     w = fallback_weather(TIMES, 5.0, [mean, None, None, None], noise)
     assert w.temperature_c[0] == 20.0 + NOISE_STD["temperature_c"]
     assert w.relative_humidity_pct[0] == 100.0  # 99 + 5 clipped to the physical range
-    assert w.shortwave_radiation_w_m2[0] == pytest.approx(300.0 * (1.0 + NOISE_STD["shortwave_radiation_w_m2"]))
+    assert w.shortwave_radiation_w_m2[0] == pytest.approx(
+        300.0 * (1.0 + NOISE_STD["shortwave_radiation_w_m2"]))
     assert w.precipitation_mm[0] == 0.0  # relative noise: a dry hour stays dry
     assert w.temperature_c[1] == climatology(TIMES, 5.0)[0, 1]
 
