@@ -102,21 +102,26 @@ class Intake:
             arrived: list[float] = []
             newest = max((q[-1][0].ts for q in self._inbox.values() if q), default=None)
             outlook = self.outlook(newest)
-            while self._ready and len(items) < self.max_batch:
+            taken: list[str] = []
+            while self._ready and len(taken) < self.max_batch:
                 gh = self._ready.popleft()
                 tel, at = self._inbox[gh].popleft()
-                items.append(Pending(self.controllers[gh], tel, outlook))
-                arrived.append(at)
-            for item in items:  # greenhouses with more waiting queue up again, behind this batch
-                if self._inbox[item.ctl.gh]:
-                    self._ready.append(item.ctl.gh)
+                taken.append(gh)
+                try:  # staged settings come into force here: bad ones cost this message alone
+                    items.append(self.controllers[gh].pending(tel, outlook))
+                    arrived.append(at)
+                except Exception:
+                    log.exception("decision for %s failed", gh)
+            for gh in taken:  # greenhouses with more waiting queue up again, behind this batch
+                if self._inbox[gh]:
+                    self._ready.append(gh)
             await self.decide(items, arrived)
             await asyncio.sleep(0)
 
     async def decide(self, items: list[Pending], arrived: list[float]) -> None:
         """One micro-batch, yielding between stages so e-stops and operator actions are not held up."""
-        self.in_flight = frozenset(i.ctl.gh for i in items)
-        when = {i.ctl.gh: at for i, at in zip(items, arrived, strict=True)}
+        self.in_flight = frozenset(i.setup.gh for i in items)
+        when = {i.setup.gh: at for i, at in zip(items, arrived, strict=True)}
         batch = DecisionBatch(items, strict=False)
         try:
             batch.begin()
@@ -133,7 +138,7 @@ class Intake:
                     try:
                         decisions.append(batch.finish(i))
                     except Exception:  # one greenhouse's bad message must not cost the others theirs
-                        log.exception("decision for %s failed", batch.steps[i].ctl.gh)
+                        log.exception("decision for %s failed", batch.steps[i].setup.gh)
                 self.emit(decisions, [when[d.greenhouse_id] for d in decisions])
                 await asyncio.sleep(0)
             self.batches += 1
@@ -141,4 +146,4 @@ class Intake:
         finally:
             self.in_flight = frozenset()
             for item, exc in batch.failed:
-                log.error("decision for %s failed: %r", item.ctl.gh, exc, exc_info=exc)
+                log.error("decision for %s failed: %r", item.setup.gh, exc, exc_info=exc)

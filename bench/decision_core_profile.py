@@ -27,7 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from control import DecisionBatch, GreenhouseController, Pending, ZoneSetup, load_proposer  # noqa: E402
+from control import DecisionBatch, GreenhouseController, ZoneSetup, load_proposer  # noqa: E402
 from safety import SafetyLimits  # noqa: E402
 from wire.topics import Telemetry  # noqa: E402
 
@@ -69,12 +69,12 @@ def main() -> None:
     rng = np.random.default_rng(0)
     batches = [[_telemetry(rng, k) for _ in range(n)] for k in range(args.batches + 2)]
     for k in range(2):  # the first decisions build the estimators' and crop twins' state
-        DecisionBatch([Pending(c, t) for c, t in zip(ctls, batches[k], strict=True)]).run()
+        DecisionBatch([c.pending(t) for c, t in zip(ctls, batches[k], strict=True)]).run()
     profile = cProfile.Profile()
     cpu = time.process_time()
     profile.enable()
     for k in range(2, args.batches + 2):
-        DecisionBatch([Pending(c, t) for c, t in zip(ctls, batches[k], strict=True)]).run()
+        DecisionBatch([c.pending(t) for c, t in zip(ctls, batches[k], strict=True)]).run()
     profile.disable()
     cpu = time.process_time() - cpu
     decisions = n * args.batches

@@ -38,7 +38,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from control import DecisionBatch, GreenhouseController, Pending, ZoneSetup, load_proposer  # noqa: E402
+from control import DecisionBatch, GreenhouseController, ZoneSetup, load_proposer  # noqa: E402
 from control.outlook import Outlook  # noqa: E402
 from control.setup import GreenhouseSetup, SetupChange  # noqa: E402
 from safety import SafetyLimits  # noqa: E402
@@ -221,7 +221,7 @@ def replay(script: Script = Script(), policy_dir: Path = ROOT / "policy" / "ship
             tel = plant.telemetry(gh, k, ts)
             if gh == script.panel_estop[0] and k == script.panel_estop[1]:
                 tel = tel.model_copy(update={"estop": True})
-            items.append(Pending(ctl, tel, None if gh == script.greenhouses - 1 else _outlook(k)))
+            items.append(ctl.pending(tel, None if gh == script.greenhouses - 1 else _outlook(k)))
         # The intake's micro-batches: greenhouses in two batches, as two arrival windows would form them.
         for batch in (items[: len(items) // 2], items[len(items) // 2:]):
             for decision in DecisionBatch(batch).run():

@@ -8,8 +8,9 @@ Read in this order; each module imports only modules above it (type hints aside)
 * :mod:`~control.state` - a controller's modes, counters and memory as one immutable value;
 * :mod:`~control.outlook` - the site's weather forecast and prices as a decision sees them;
 * :mod:`~control.crop_twin` - the crop beside the greenhouse: what no sensor measures;
-* :mod:`~control.step` - a message waiting (``Pending``) and between stages (``Step``);
 * :mod:`~control.observation` - held readings and irrigation memory: the policy's view;
+* :mod:`~control.decision_setup` - what a decision reads, never writes; the objects it changes in place;
+* :mod:`~control.step` - a message waiting (``Pending``) and between stages (``Step``);
 * :mod:`~control.estimation` - accounting, the Kalman estimate, the policy's observation;
 * :mod:`~control.proposal` - every ensemble member's action, the vote, the expert fallback;
 * :mod:`~control.explain` - what an ensemble decision's explanation needs, computed later;

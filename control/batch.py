@@ -11,7 +11,9 @@
 The vectorisable stages (estimate, propose) run once for the whole batch; the others per
 greenhouse. Each greenhouse's state changes exactly as its own ``on_telemetry`` would change it:
 ``begin`` and ``finish`` each replace its :class:`~control.state.ControllerState` once, with the value
-their stage computed from the one before (a mode change in between is the controller's own).
+their stage computed from the one before. The state lives in the memory the controller shares
+(:class:`~control.decision_setup.DecisionMemory`), so a mode change in between (the controller's own)
+is the state the next stage reads.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class DecisionBatch:
     """
 
     def __init__(self, items: list[Pending], *, strict: bool = True) -> None:
-        if len({id(i.ctl) for i in items}) != len(items):
+        if len({id(i.memory) for i in items}) != len(items):
             raise ValueError("a batch holds at most one message per greenhouse (the next one waits for it)")
         self.items = items
         self.strict = strict
@@ -50,7 +52,7 @@ class DecisionBatch:
         self.steps = []
         for item in self.items:
             try:
-                item.ctl.state, step = estimation.begin(item, item.ctl.state)
+                item.memory.state, step = estimation.begin(item, item.memory.state)
                 self.steps.append(step)
             except Exception as exc:
                 if self.strict:
@@ -70,8 +72,8 @@ class DecisionBatch:
     def finish(self, i: int) -> ControlDecision:
         """The last stage, on the controller's state as it stands now (an e-stop since counts)."""
         step = self.steps[i]
-        state = step.ctl.state
-        step.ctl.state, decision = finish(step, state, proposal.choose(step, state))
+        state = step.memory.state
+        step.memory.state, decision = finish(step, state, proposal.choose(step, state))
         return decision
 
     def run(self) -> list[ControlDecision]:

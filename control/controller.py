@@ -10,8 +10,10 @@ The controller does no I/O: a decision is returned, to be published and recorded
 so the same code runs under the MQTT service, the benchmarks and the tests, and its state can be
 snapshotted and restored after a restart (e-stop latch, mode, estimator, dwell timers, daily totals).
 Modes, counters and daily totals are one immutable :class:`~control.state.ControllerState`, which the
-stages and the mode changes replace whole; the estimator, the crop twin and the observation builder
-are still objects changed in place.
+stages and the mode changes replace whole; what a decision only reads is one immutable
+:class:`~control.decision_setup.DecisionSetup`, built anew when settings or the proposer change; the
+estimator, the crop twin and the observation builder are still objects changed in place, held together
+with the current state in one :class:`~control.decision_setup.DecisionMemory`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 
 from control.batch import DecisionBatch
 from control.crop_twin import CropTwin
+from control.decision_setup import DecisionMemory, DecisionSetup, MemoryField, SetupField
 from control.estimation import soil_models
 from control.explain import explain_decisions
 from control.finish import COMMAND_IDS, command, repeat_decision, watchdog_decision
@@ -38,10 +41,11 @@ from control.setup import GreenhouseSetup, SetupChange, effective_limits
 from control.state import ControllerState, StateField
 from control.step import Pending
 from control.valve_evidence import ValveEvidence
+from policy.baselines import ThresholdExpert
 from policy.tuning import served_expert
 from safety import SafetyLimits, safe_state
 from twin.climate import psychrometric_constant
-from twin.config import ClimateConfig, TwinConfig
+from twin.config import ClimateConfig, CropConfig, TwinConfig
 from twin.estimator import GreenhouseEstimator
 from wire.topics import Command, Telemetry
 
@@ -66,50 +70,76 @@ class GreenhouseController:
     lights_hours_today = StateField[float]()
     day = StateField[str | None]()
     last_ts = StateField[datetime | None]()
+    # The set-up's fields, likewise: assigning one builds a new set-up (the next decision's).
+    gh = SetupField[str]()
+    zones = SetupField[tuple[ZoneSetup, ...]]()
+    setup = SetupField[GreenhouseSetup]("settings")
+    """The operator settings in force (:meth:`apply_setup`); the limits already hold them."""
+    limits = SetupField[SafetyLimits]()
+    proposer = SetupField[Proposer]()
+    expert = SetupField[ThresholdExpert]()
+    step_s = SetupField[float]()
+    threshold = SetupField[float]()
+    ttl_s = SetupField[float]()
+    site_tz = SetupField[ZoneInfo]()
+    new_cmd_id = SetupField[Callable[[], uuid.UUID]]()
+    crop = SetupField[CropConfig]()
+    climate = SetupField[ClimateConfig]()
+    gamma = SetupField[float]()
+    saturation = SetupField[np.ndarray]()
+    # The objects a decision changes in place, shared with the stages through the memory.
+    estimator = MemoryField[GreenhouseEstimator]()
+    obs_builder = MemoryField[ObservationBuilder]()
+    crop_twin = MemoryField[CropTwin]()
+    history = MemoryField[Any]()
+    setup_change = MemoryField[SetupChange | None]()
 
     def __init__(self, greenhouse_id: str, zones: list[ZoneSetup], proposer: Proposer, limits: SafetyLimits, *,
                  probes_per_zone: int = 2, step_s: float = 60.0, disagreement_threshold: float = 0.35,
                  command_ttl_s: float = 30.0, max_age_s: float = 120.0, max_future_s: float = 30.0,
                  site_timezone: str = "UTC", cmd_id_factory: Callable[[], uuid.UUID] | None = None) -> None:
-        self.gh = greenhouse_id
-        self.zones = zones
         self.z = len(zones)
-        self.proposer = proposer
-        self.limits = limits
-        self.step_s = step_s
-        self.threshold = disagreement_threshold
-        self.ttl_s = command_ttl_s
         self.max_age_s = max_age_s
         self.max_future_s = max_future_s
-        self.site_tz = ZoneInfo(site_timezone)
-        """The daily caps count the site's calendar day, whatever offset an edge box writes."""
-        self.new_cmd_id = cmd_id_factory or COMMAND_IDS
         twin_cfg = TwinConfig(zones=self.z)
-        self.crop = twin_cfg.crop
-        self.climate: ClimateConfig = twin_cfg.climate
-        self.gamma = psychrometric_constant(self.climate)
-        self.expert = served_expert(self.z)  # tuned behind the interlock it is served with
-        self.estimator = GreenhouseEstimator(soil_models(zones, step_s, self.crop), probes_per_zone)
-        self.obs_builder = ObservationBuilder(self.z, np.array([z.target_low for z in zones]),
-                                              np.array([z.target_high for z in zones]), crop=self.crop,
-                                              growth=twin_cfg.crop_growth)
-        self.saturation = np.array([z.saturation for z in zones])
-        self.state = ControllerState.initial(self.z)
-        """Modes, counters and memory between decisions: replaced whole by each stage and mode change."""
-        self.crop_twin = CropTwin(crop=self.crop, growth=twin_cfg.crop_growth)
-        """The crop beside this greenhouse: crop age, today's light and lamp hours, yield to date."""
-        self.history: Any = None  # policy.explain.ExplanationHistory, created with the first explanation
-        self.setup = GreenhouseSetup(name=greenhouse_id, zones=tuple(zones))
-        """The operator settings in force (:meth:`apply_setup`); the limits above already hold them."""
-        self.setup_change: SetupChange | None = None
-        """A change not yet used by a decision: the next decision's record carries it."""
+        crop, climate = twin_cfg.crop, twin_cfg.climate
+        self.decision_setup = DecisionSetup(
+            gh=greenhouse_id, zones=tuple(zones), limits=limits, proposer=proposer, step_s=step_s,
+            settings=GreenhouseSetup(name=greenhouse_id, zones=tuple(zones)), expert=served_expert(self.z),
+            threshold=disagreement_threshold, ttl_s=command_ttl_s, site_tz=ZoneInfo(site_timezone),
+            new_cmd_id=cmd_id_factory or COMMAND_IDS, crop=crop, climate=climate,
+            gamma=psychrometric_constant(climate))
+        """What a decision reads and never writes: replaced whole, never changed in place."""
+        self.memory = DecisionMemory(
+            state=ControllerState.initial(self.z),
+            estimator=GreenhouseEstimator(soil_models(zones, step_s, crop), probes_per_zone),
+            obs_builder=ObservationBuilder(self.z, np.array([z.target_low for z in zones]),
+                                           np.array([z.target_high for z in zones]), crop=crop,
+                                           growth=twin_cfg.crop_growth),
+            crop_twin=CropTwin(crop=crop, growth=twin_cfg.crop_growth))
+        """The current state and the objects a decision changes in place, shared with the stages."""
         self.staged_setup: tuple[GreenhouseSetup, SafetyLimits, SetupChange | None] | None = None
         """Settings that arrived while a decision was under way: taken before the next one begins."""
 
+    @property
+    def state(self) -> ControllerState:
+        """Modes, counters and memory between decisions: replaced whole by each stage and mode change."""
+        return self.memory.state
+
+    @state.setter
+    def state(self, value: ControllerState) -> None:
+        self.memory.state = value
+
     # ---- the decision --------------------------------------------------------------------------
+    def pending(self, tel: Telemetry, outlook: Outlook | None = None) -> Pending:
+        """``tel`` waiting for its decision, under the settings in force now: settings staged since the
+        last decision hold for all of this one (so build it just before the batch begins)."""
+        self.take_staged_setup()
+        return Pending(self.decision_setup, self.memory, tel, outlook)
+
     def on_telemetry(self, tel: Telemetry, outlook: Outlook | None = None) -> ControlDecision:
         """One accepted telemetry message -> one decision, explanation included (a batch of one)."""
-        batch = DecisionBatch([Pending(self, tel, outlook)])
+        batch = DecisionBatch([self.pending(tel, outlook)])
         decision = batch.run()[0]
         if decision.explain is not None:
             decision.explanation = explain_decisions(self.proposer, [decision.explain])[0]
@@ -135,7 +165,7 @@ class GreenhouseController:
         age = now - self.state.last_ts
         if timedelta(seconds=-self.max_future_s) <= age <= timedelta(seconds=self.max_age_s):
             return None
-        self.state, decision = watchdog_decision(self, self.state, now)
+        self.state, decision = watchdog_decision(self.decision_setup, self.state, now)
         return decision
 
     def forget_held_commands(self) -> None:
@@ -151,13 +181,13 @@ class GreenhouseController:
         self.forget_held_commands()
         if not repeat or self.state.last_ts is None:
             return None
-        self.state, decision = repeat_decision(self, self.state)
+        self.state, decision = repeat_decision(self.decision_setup, self.state)
         return decision
 
     def safe_command(self, ts: datetime) -> Command:
         """Everything off, as a fresh command (watchdog, e-stop): also becomes the previous action."""
         safe = safe_state(self.z)
-        self.state, cmd = command(self, replace(self.state, prev_action=safe), ts, safe)
+        self.state, cmd = command(self.decision_setup, replace(self.state, prev_action=safe), ts, safe)
         return cmd
 
     # ---- settings ------------------------------------------------------------------------------
@@ -174,11 +204,10 @@ class GreenhouseController:
             self.estimator = GreenhouseEstimator(soil_models(list(setup.zones), self.step_s, self.crop),
                                                  self.estimator.probes_per_zone, self.estimator.cfg)
             self.estimator.load_state_dict(state)
-        self.setup, self.zones, self.limits = setup, list(setup.zones), limits
+        self.decision_setup = replace(self.decision_setup, settings=setup, zones=setup.zones, limits=limits)
         self.obs_builder.target_low = np.array([z.target_low for z in setup.zones])
         self.obs_builder.target_high = np.array([z.target_high for z in setup.zones])
         self.obs_builder.lamps_ours = setup.lamps_ours
-        self.saturation = np.array([z.saturation for z in setup.zones])
         if change is not None:
             self.setup_change = change
 
@@ -227,9 +256,8 @@ class GreenhouseController:
 
     def _mode_event(self, to: Mode, actor: str, reason: str, ts: datetime, **changes: Any) -> ModeEvent:
         """The mode change and what comes with it as one new state; the event takes the next seq."""
-        before = self.state
-        self.state = replace(before, mode=to, seq=before.seq + 1, **changes)
-        return ModeEvent(self.gh, self.state.seq, ts, actor, before.mode, to, reason)
+        self.state, event = self.state.moved(self.gh, to, actor, reason, ts, **changes)
+        return event
 
     def continue_after(self, recorded_seq: int) -> None:
         """Records up to ``recorded_seq`` exist that this state has not seen (another replica's, or
@@ -249,7 +277,7 @@ class GreenhouseController:
 
     def site_day(self, ts: datetime) -> str:
         """The site's calendar date at ``ts``: the daily caps count it, whatever offset the box writes."""
-        return ts.astimezone(self.site_tz).date().isoformat()
+        return self.decision_setup.site_day(ts)
 
     def roll_day(self, ts: datetime) -> None:
         """A new calendar day resets the daily water and light totals the caps are counted against."""

@@ -48,16 +48,15 @@ def soil_models(zones: list[ZoneSetup], dt_s: float, crop: CropConfig) -> list[Z
 def begin(item: Pending, state: ControllerState) -> tuple[ControllerState, Step]:
     """Time step, day roll-over, water and light accounting: everything before the estimate. The
     controller's ``state`` in, the state with this step booked out (the caller keeps it)."""
-    ctl, tel = item.ctl, item.tel
+    setup, memory, tel = item.setup, item.memory, item.tel
     alarms: list[str] = []
-    ctl.take_staged_setup()  # settings changed since the last decision hold for all of this one
     ts = tel.ts
-    dt_s = ctl.step_s if state.last_ts is None else min(max((ts - state.last_ts).total_seconds(), 1.0), 3600.0)
-    state, zone_water = account(state.rolled(ctl.site_day(ts)), tel, dt_s, alarms)
+    dt_s = setup.step_s if state.last_ts is None else min(max((ts - state.last_ts).total_seconds(), 1.0), 3600.0)
+    state, zone_water = account(state.rolled(setup.site_day(ts)), tel, dt_s, alarms)
     state = state.booked(zone_water, tel.light_pct / 100.0 * dt_s / 3600.0)
-    ctl.crop_twin.account(ts.astimezone(ctl.site_tz), dt_s, tel.par_umol_m2_s)
-    ctl.obs_builder.add_irrigation(zone_water, dt_s)
-    return state, Step(ctl, item, dt_s, alarms, zone_water, ctl.crop_twin.day)
+    memory.crop_twin.account(ts.astimezone(setup.site_tz), dt_s, tel.par_umol_m2_s)
+    memory.obs_builder.add_irrigation(zone_water, dt_s)
+    return state, Step(item, dt_s, alarms, zone_water, memory.crop_twin.day)
 
 
 def account(state: ControllerState, tel: Telemetry, dt_s: float,
@@ -91,22 +90,22 @@ def account(state: ControllerState, tel: Telemetry, dt_s: float,
 
 def etc_inputs(step: Step) -> tuple[float, float, float, float]:
     """(air temperature, actual vapour pressure, natural and lamp radiation) for the step's ET0."""
-    ctl, tel = step.ctl, step.item.tel
-    held = ctl.obs_builder.held
+    setup, tel = step.setup, step.item.tel
+    held = step.memory.obs_builder.held
     temp = tel.air_temp_c if tel.air_temp_c is not None else held["air_temp"]
     rh = tel.air_rh_pct if tel.air_rh_pct is not None else held["air_rh"]
     par = tel.par_umol_m2_s if tel.par_umol_m2_s is not None else 0.0
-    lamp_par = ctl.climate.lamp_par_umol_m2_s * tel.light_pct / 100.0
+    lamp_par = setup.climate.lamp_par_umol_m2_s * tel.light_pct / 100.0
     es = float(saturation_vapour_kpa(np, np.float64(temp)))
     return (temp, rh / 100.0 * es, max(par - lamp_par, 0.0) / PAR_PER_W_M2,
-            ctl.climate.lamp_radiant_w_m2 * tel.light_pct / 100)
+            setup.climate.lamp_radiant_w_m2 * tel.light_pct / 100)
 
 
 def estimate(steps: list[Step]) -> None:
     """ET demand per greenhouse (vectorised per climate), then every zone's Kalman update at once."""
     groups: dict[tuple[Any, ...], list[Step]] = {}
     for step in steps:
-        c = step.ctl
+        c = step.setup
         groups.setdefault((c.climate, c.crop, c.gamma), []).append(step)
     for (climate, crop, gamma), group in groups.items():
         temp, vapour, rs_nat, rs_lamp = (np.array(v, dtype=np.float64)
@@ -118,8 +117,8 @@ def estimate(steps: list[Step]) -> None:
             step.etc_mm = e
     soils = [np.array([[np.nan if v is None else v for v in zone] for zone in s.item.tel.soil_vwc],
                       dtype=np.float64) for s in steps]
-    estimates = update_many([s.ctl.estimator for s in steps], soils,
-                            [s.zone_water / s.ctl.obs_builder.zone_area_m2 for s in steps],
+    estimates = update_many([s.memory.estimator for s in steps], soils,
+                            [s.zone_water / s.memory.obs_builder.zone_area_m2 for s in steps],
                             [s.etc_mm for s in steps])
     for step, est in zip(steps, estimates, strict=True):
         step.estimate = est
@@ -131,18 +130,18 @@ def grow_crops(steps: list[Step]) -> None:
     wet side as the twin's crop feels them."""
     par, co2, leaf, stress, waterlogged = [], [], [], [], []
     for step in steps:
-        tel, held, est = step.item.tel, step.ctl.obs_builder.held, step.estimate
+        tel, held, est = step.item.tel, step.memory.obs_builder.held, step.estimate
         assert est is not None
         par.append(_reading(tel.par_umol_m2_s, held["par"]))
         co2.append(_reading(tel.co2_ppm, held["co2"]))
         leaf.append(_reading(tel.leaf_temp_c, held["leaf_temp"]))
-        factor, days = step.ctl.crop_twin.root_zone_stress(np.asarray(est.theta, dtype=np.float64),
-                                                           step.ctl.estimator.soils, step.dt_s)
+        factor, days = step.memory.crop_twin.root_zone_stress(np.asarray(est.theta, dtype=np.float64),
+                                                              step.memory.estimator.soils, step.dt_s)
         stress.append(factor)
         waterlogged.append(days)
-    grow_many([s.ctl.crop_twin for s in steps], [s.dt_s for s in steps], par, co2, leaf, stress)
+    grow_many([s.memory.crop_twin for s in steps], [s.dt_s for s in steps], par, co2, leaf, stress)
     for step, days in zip(steps, waterlogged, strict=True):  # kept only once the crop step has run
-        step.ctl.crop_twin.aer_days = days
+        step.memory.crop_twin.aer_days = days
 
 
 # ---- 3. observation -----------------------------------------------------------------------------
@@ -153,25 +152,28 @@ def observe(step: Step) -> None:
 
     Runs after :func:`grow_crops`, so the crop-state features are the pools after this step's growth,
     as the twin observes its pools after its step."""
-    ctl, item = step.ctl, step.item
+    setup, memory, item = step.setup, step.memory, step.item
     tel, est = item.tel, step.estimate
     assert est is not None
     step.moisture = est.theta
     step.sensor_ok = ~est.filled | (est.status == PROBE_STATUS.index("ok")).any(axis=1)
-    if tel.estop and not ctl.state.estop_latched:  # a mode change: the controller's own replacement
-        step.events.append(ctl.estop("edge:estop", "telemetry reports the e-stop pressed", tel.ts))
+    if tel.estop and not memory.state.estop_latched:  # a mode change, on the state as it stands now
+        memory.state, event = memory.state.moved(setup.gh, "estop", "edge:estop",
+                                                 "telemetry reports the e-stop pressed", tel.ts, estop_latched=True)
+        step.events.append(event)
     if item.outlook is not None:
         step.outlook = item.outlook.at(tel.ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
         step.alarms += list(step.outlook.alarms)
     # A crop twin not grown yet starts from the initial pools for its age, its 24-h canopy temperature
     # the held leaf temperature (the last reading, 20 degC before any): what its first growth starts from.
-    pools = ctl.crop_twin.pools(ctl.obs_builder.held["leaf_temp"])
-    step.obs, held = ctl.obs_builder.build(
-        ts=tel.ts.astimezone(ctl.site_tz), moisture=step.moisture, readings=tel.model_dump(),
+    crop_twin, builder, state = memory.crop_twin, memory.obs_builder, memory.state
+    pools = crop_twin.pools(builder.held["leaf_temp"])
+    step.obs, held = builder.build(
+        ts=tel.ts.astimezone(setup.site_tz), moisture=step.moisture, readings=tel.model_dump(),
         valve_open=np.asarray(tel.valve_open, float), pump_pct=tel.pump_pct, light_pct=tel.light_pct,
-        pump_current_a=tel.pump_current_a, outlook=step.outlook, valve_failed=ctl.state.valve_failed,
-        dli_today=ctl.crop_twin.dli_today, lamp_hours_today=ctl.state.lights_hours_today,
-        crop_day=ctl.crop_twin.day, crop_pools=pools)
+        pump_current_a=tel.pump_current_a, outlook=step.outlook, valve_failed=state.valve_failed,
+        dli_today=crop_twin.dli_today, lamp_hours_today=state.lights_hours_today,
+        crop_day=crop_twin.day, crop_pools=pools)
     step.alarms += [f"held:{name}" for name in held]
 
 

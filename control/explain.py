@@ -6,26 +6,24 @@ on); :func:`explain_decisions` computes many at once, off the control path (the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from control.proposal import Proposer
+from control.decision_setup import DecisionMemory, DecisionSetup, Proposer
 from control.records import ExplainRequest
 
-if TYPE_CHECKING:
-    from control.controller import GreenhouseController
 
-
-def capture(ctl: GreenhouseController, obs: np.ndarray, action: np.ndarray, confidence: float) -> ExplainRequest:
+def capture(setup: DecisionSetup, memory: DecisionMemory, obs: np.ndarray, action: np.ndarray,
+            confidence: float) -> ExplainRequest:
     """Top-3 factors for every ensemble decision; with low confidence also the last 10 steps
     (the report's heat map). Captured now; :func:`explain_decisions` computes them later."""
     from policy.explain import ExplanationHistory
 
-    if ctl.history is None:
-        ctl.history = ExplanationHistory(maxlen=10)
-    ctl.history.record(ctl.gh, obs, action)
-    history = ctl.history.snapshot(ctl.gh) if confidence < 1.0 - ctl.threshold else None
+    if memory.history is None:
+        memory.history = ExplanationHistory(maxlen=10)
+    memory.history.record(setup.gh, obs, action)
+    history = memory.history.snapshot(setup.gh) if confidence < 1.0 - setup.threshold else None
     return ExplainRequest(np.array(obs, dtype=np.float32), float(confidence), history)
 
 

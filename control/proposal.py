@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from control.decision_setup import Proposer
 from control.state import ControllerState
 from control.step import Step
 from policy.baselines import ThresholdExpert
@@ -22,37 +22,7 @@ from policy.tuning import served_expert
 from safety import safe_state, vote
 from safety.interlock import interlock_one
 
-if TYPE_CHECKING:
-    from policy.ensemble import Ensemble
-
 log = logging.getLogger(__name__)
-
-
-class Proposer(Protocol):
-    """An ensemble as the controller, the writer and the forecast see it.
-
-    The threshold expert serves behind the same face (:class:`ExpertProposer`), so no caller asks
-    which kind it holds: what differs is declared here.
-    """
-
-    @property
-    def policy_version(self) -> str:
-        """The ensemble's version, as its decisions record it."""
-        ...
-
-    @property
-    def ensemble(self) -> Ensemble | None:
-        """The trained members an explanation attributes a decision to; None for a rule, whose
-        decisions need no attribution (the expert)."""
-        ...
-
-    def propose(self, obs: np.ndarray) -> np.ndarray:
-        """(D,) observation -> (K, Z + 2) member actions."""
-        ...
-
-    def propose_many(self, obs: np.ndarray) -> np.ndarray:
-        """(N, D) observations -> (K, N, Z + 2): a micro-batch in one forward."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -92,10 +62,11 @@ def propose(steps: list[Step]) -> None:
     """One forward per proposer for every greenhouse the policy decides (auto mode, no e-stop)."""
     groups: dict[int, list[Step]] = {}
     for step in steps:
-        if step.ctl.wants_policy:
-            groups.setdefault(id(step.ctl.proposer), []).append(step)
+        state = step.memory.state  # the mode now: a change since the batch began counts
+        if not state.estop_latched and state.mode == "auto":
+            groups.setdefault(id(step.setup.proposer), []).append(step)
     for group in groups.values():
-        proposals = np.asarray(group[0].ctl.proposer.propose_many(np.stack([s.obs for s in group])))  # type: ignore[misc]
+        proposals = np.asarray(group[0].setup.proposer.propose_many(np.stack([s.obs for s in group])))  # type: ignore[misc]
         for k, step in enumerate(group):
             step.members = proposals[:, k]
 
@@ -120,19 +91,19 @@ def choose(step: Step, state: ControllerState) -> Choice:
 
     Reads the mode *now*: an e-stop or a mode change that arrived while the batch was being
     prepared applies to this decision."""
-    ctl, obs = step.ctl, step.obs
+    setup, obs = step.setup, step.obs
     assert obs is not None
     if state.estop_latched:
-        return Choice(safe_state(ctl.z), "estop", np.zeros((0, ctl.z + 2)))
+        return Choice(safe_state(setup.z), "estop", np.zeros((0, setup.z + 2)))
     if state.mode == "manual":
-        return Choice(state.manual_action, state.manual_actor, np.zeros((0, ctl.z + 2)))
-    members = step.members if step.members is not None else ctl.proposer.propose(obs)
-    decision = vote(members, disagreement_threshold=ctl.threshold, zones=ctl.z)
-    proposed, actor = decision.action, f"policy:{ctl.proposer.policy_version}"
+        return Choice(state.manual_action, state.manual_actor, np.zeros((0, setup.z + 2)))
+    members = step.members if step.members is not None else setup.proposer.propose(obs)
+    decision = vote(members, disagreement_threshold=setup.threshold, zones=setup.z)
+    proposed, actor = decision.action, f"policy:{setup.proposer.policy_version}"
     if decision.low_confidence:
-        proposed = np.asarray(ctl.expert(obs[None, :])[0], dtype=np.float64)
+        proposed = np.asarray(setup.expert(obs[None, :])[0], dtype=np.float64)
         actor = "expert:low_confidence"
     # The vote of interlocked members need not be interlocked (nor is the expert): no pump on a
     # single path, no command to a failed valve. Manual mode is the operator's own test.
-    proposed = interlock_one(proposed, obs, ctl.z)
+    proposed = interlock_one(proposed, obs, setup.z)
     return Choice(proposed, actor, members, decision.confidence, decision.low_confidence)

@@ -4,7 +4,8 @@ The stages compute a new :class:`ControllerState` from the old one and the contr
 latest, so what a decision changed is one replacement to look at, and a snapshot is this value
 serialised. Nothing changes a state in place: its arrays are read-only copies.
 
-The estimator, the crop twin and the observation builder still keep their own state as objects.
+The estimator, the crop twin and the observation builder still keep their own state as objects
+(:class:`control.decision_setup.DecisionMemory`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 
-from control.records import Mode
+from control.records import Mode, ModeEvent
 from control.valve_evidence import ValveEvidence
 from safety import safe_state
 
@@ -110,6 +111,12 @@ class ControllerState:
         changed = tuple(ts if (a >= 0.5) != (p >= 0.5) else t
                         for a, p, t in zip(action[:z], self.prev_action[:z], self.valve_changed_at, strict=True))
         return replace(self, prev_action=action, valve_changed_at=changed, last_ts=ts, seq=self.seq + 1)
+
+    def moved(self, gh: str, to: Mode, actor: str, reason: str, ts: datetime,
+              **changes: Any) -> tuple[ControllerState, ModeEvent]:
+        """A mode change and what comes with it as one new state, and its event (the next seq)."""
+        state = replace(self, mode=to, seq=self.seq + 1, **changes)
+        return state, ModeEvent(gh, state.seq, ts, actor, self.mode, to, reason)
 
     def valve_ages(self, ts: datetime) -> np.ndarray:
         """Seconds each valve has held its state (dwell limits); never switched counts as very old."""

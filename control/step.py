@@ -4,24 +4,23 @@ stage has added so far (:class:`Step`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from control.decision_setup import DecisionMemory, DecisionSetup
 from control.outlook import Outlook
 from control.records import ModeEvent
 from twin.estimator import GreenhouseEstimate
 from wire.topics import Telemetry
 
-if TYPE_CHECKING:
-    from control.controller import GreenhouseController
-
 
 @dataclass(frozen=True)
 class Pending:
-    """One greenhouse's accepted telemetry, waiting for its decision."""
+    """One greenhouse's accepted telemetry, waiting for its decision, with the set-up it is decided
+    under and the memory it moves on (``GreenhouseController.pending`` builds it)."""
 
-    ctl: GreenhouseController
+    setup: DecisionSetup
+    memory: DecisionMemory
     tel: Telemetry
     outlook: Outlook | None = None
     """The site's weather and price outlook at decision time (None: flat, see the observation)."""
@@ -31,7 +30,6 @@ class Pending:
 class Step:
     """A decision between its stages; each stage fills the fields below its own."""
 
-    ctl: GreenhouseController
     item: Pending
     # accounting (estimation.begin)
     dt_s: float
@@ -50,3 +48,13 @@ class Step:
     """The site outlook the observation was built on, moved on to the decision's hour."""
     # every member's action, batched (proposal.propose)
     members: np.ndarray | None = None
+
+    @property
+    def setup(self) -> DecisionSetup:
+        """The set-up the message was taken under: every stage of one decision reads the same one."""
+        return self.item.setup
+
+    @property
+    def memory(self) -> DecisionMemory:
+        """The greenhouse's memory: its current state and the objects a decision changes in place."""
+        return self.item.memory

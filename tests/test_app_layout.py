@@ -60,8 +60,8 @@ def test_a_cycle_is_reported_as_its_path() -> None:
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-CONTROL_ORDER = ("records", "setup", "valve_evidence", "state", "outlook", "crop_twin", "step", "observation",
-                 "estimation", "proposal", "explain", "finish", "batch", "controller")
+CONTROL_ORDER = ("records", "setup", "valve_evidence", "state", "outlook", "crop_twin", "observation",
+                 "decision_setup", "step", "estimation", "proposal", "explain", "finish", "batch", "controller")
 """control/'s modules in reading order (its package docstring lists them so)."""
 
 
@@ -71,3 +71,14 @@ def test_the_control_path_reads_top_down() -> None:
     for i, name in enumerate(CONTROL_ORDER):
         later = {"control", *(f"control.{n}" for n in CONTROL_ORDER[i:])}
         assert not graph[f"control.{name}"] & later, f"control.{name} imports a module read after it"
+
+
+def test_the_control_path_has_no_loop_even_in_type_hints() -> None:
+    """The stages take a set-up and a memory, not the controller: no control module needs to name the
+    controller, so not even a type hint closes a loop back to it."""
+    graph = import_graph(type_only=True)
+    control = {m: {t for t in targets if t.startswith("control.")}
+               for m, targets in graph.items() if m.startswith("control.")}
+    cycle = find_cycle(control)
+    assert cycle is None, "import cycle in control/ (type hints included): " + " -> ".join(cycle or [])
+    assert "control.controller" not in graph["control.step"]

@@ -16,7 +16,6 @@ from app.core.db import make_engine, make_session_factory
 from app.runtime import Runtime
 from audit import Keyring, Signer, open_record
 from audit.store import AuditStore
-from control import Pending
 from tests.app.test_runtime_batch import _database, _runtime, _telemetry
 
 
@@ -58,7 +57,7 @@ def test_promotion_is_picked_up_sealed_and_a_bad_one_is_refused(tmp_path: Path) 
         unchanged = await rt.policy_watch.check()
         registry.promote(rt.sessions, "ppo-test-v2", "cli:alice", "nightly candidate")
         swapped = await rt.policy_watch.check()
-        items = [Pending(rt.controllers[gh], _telemetry(1)) for gh in ghs]
+        items = [rt.controllers[gh].pending(_telemetry(1)) for gh in ghs]
         await rt.intake.decide(items, [time.perf_counter()] * len(items))
         registry.promote(rt.sessions, "ppo-test-bad", "cli:bob")
         bad = await rt.policy_watch.check()

@@ -21,7 +21,6 @@ from app.models import Decision, ModeChange
 from app.recorder import DecisionRecorder
 from app.runtime import Runtime
 from app.services.greenhouses import add_greenhouse
-from control import Pending
 from tests.control.test_decision_batch import _ensemble
 from wire.topics import EstopEvent, Telemetry, encode, estop_topic, telemetry_topic
 
@@ -65,7 +64,7 @@ def test_journaled_decisions_of_a_crashed_run_are_stored_once_with_explanations(
 
     async def decide() -> None:  # the writer never runs: the process "dies" with everything journaled
         for k in range(3):
-            items = [Pending(first.controllers[gh], _telemetry(k)) for gh in ghs]
+            items = [first.controllers[gh].pending(_telemetry(k)) for gh in ghs]
             await first.intake.decide(items, [time.perf_counter()] * len(items))
         first.estop("gb", "op1", "leak")
 

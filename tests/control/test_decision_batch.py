@@ -13,7 +13,6 @@ from control import (
     DecisionBatch,
     ExpertProposer,
     GreenhouseController,
-    Pending,
     ZoneSetup,
     explain_decisions,
 )
@@ -115,8 +114,8 @@ def test_a_batch_decides_as_each_greenhouse_alone(kind: str) -> None:
     proposer = ExpertProposer(ThresholdExpert()) if kind == "expert" else _ensemble()
     alone, batched = _controllers(proposer, disagreement_threshold=0.1), _controllers(proposer,
                                                                                       disagreement_threshold=0.1)
-    one = _drive(5, lambda k, tels: [DecisionBatch([Pending(c, t)]).run()[0] for c, t in zip(alone, tels, strict=True)])
-    many = _drive(5, lambda k, tels: DecisionBatch([Pending(c, t) for c, t in zip(batched, tels, strict=True)]).run())
+    one = _drive(5, lambda k, tels: [DecisionBatch([c.pending(t)]).run()[0] for c, t in zip(alone, tels, strict=True)])
+    many = _drive(5, lambda k, tels: DecisionBatch([c.pending(t) for c, t in zip(batched, tels, strict=True)]).run())
     for step_one, step_many in zip(one, many, strict=True):
         for a, b in zip(step_one, step_many, strict=True):
             _same(a, b, exact=kind == "expert")
@@ -135,11 +134,11 @@ def test_a_batch_decides_as_each_greenhouse_alone(kind: str) -> None:
 
 def test_an_estop_between_phases_applies_to_the_decision_in_flight() -> None:
     ctls = _controllers(ExpertProposer(ThresholdExpert()))
-    _drive(3, lambda k, tels: DecisionBatch([Pending(c, t) for c, t in zip(ctls, tels, strict=True)]).run())
+    _drive(3, lambda k, tels: DecisionBatch([c.pending(t) for c, t in zip(ctls, tels, strict=True)]).run())
     twin = GreenhouseTwin(N, seed=1, dt_s=60.0)
     twin.reset()
     tels = [_telemetry(None, i, 3, np.zeros(8), twin.state.theta) for i in range(N)]
-    batch = DecisionBatch([Pending(c, t) for c, t in zip(ctls, tels, strict=True)])
+    batch = DecisionBatch([c.pending(t) for c, t in zip(ctls, tels, strict=True)])
     batch.begin()
     batch.estimate()
     batch.observe()
@@ -170,11 +169,30 @@ def test_a_bad_message_drops_out_of_a_lenient_batch_alone() -> None:
     tels = [_telemetry(None, i, 0, np.zeros(8), twin.state.theta) for i in range(N)]
     tels[1] = tels[1].model_copy(update={"soil_vwc": [[0.2, 0.2, 0.2]] * 6})  # three probes, the filter has two
     with pytest.raises(ValueError):
-        DecisionBatch([Pending(c, t) for c, t in zip(ctls, tels, strict=True)]).run()
+        DecisionBatch([c.pending(t) for c, t in zip(ctls, tels, strict=True)]).run()
     ctls = _controllers(ExpertProposer(ThresholdExpert()))
-    batch = DecisionBatch([Pending(c, t) for c, t in zip(ctls, tels, strict=True)], strict=False)
+    batch = DecisionBatch([c.pending(t) for c, t in zip(ctls, tels, strict=True)], strict=False)
     decisions = batch.run()
     assert [d.greenhouse_id for d in decisions] == ["gh0", "gh2", "gh3", "gh4"]
-    assert [item.ctl.gh for item, _ in batch.failed] == ["gh1"]
+    assert [item.setup.gh for item, _ in batch.failed] == ["gh1"]
     with pytest.raises(ValueError, match="one message per greenhouse"):
-        DecisionBatch([Pending(ctls[0], tels[0]), Pending(ctls[0], tels[0])])
+        DecisionBatch([ctls[0].pending(tels[0]), ctls[0].pending(tels[0])])
+
+
+def test_a_decision_keeps_the_set_up_it_began_with() -> None:
+    """A proposer swapped while a decision is under way serves from the next one on: the decision reads
+    the set-up value it was handed, which a swap replaces rather than changes."""
+    [ctl] = _controllers(ExpertProposer(ThresholdExpert()), n=1)
+    twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
+    twin.reset()
+    tels = [_telemetry(None, 0, k, np.zeros(8), twin.state.theta) for k in range(2)]
+    batch = DecisionBatch([ctl.pending(tels[0])])
+    before = ctl.decision_setup
+    batch.begin()
+    ctl.proposer = ExpertProposer(ThresholdExpert(), policy_version="expert-b")
+    assert ctl.decision_setup is not before and before.proposer.policy_version == "expert"
+    batch.estimate()
+    batch.observe()
+    batch.propose()
+    assert batch.finish(0).command.policy_version == "expert"
+    assert ctl.on_telemetry(tels[1]).command.policy_version == "expert-b"
