@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import pickle
 import threading
@@ -46,14 +47,30 @@ class _NotSent(LookupError):
 
 
 def _worker_init() -> None:
-    """The worker process yields the cores to the control loop: lowest priority, one thread."""
+    """The worker process yields the cores to the control loop: lowest priority, one thread; and it
+    ends with the service, however the service ends."""
     os.nice(19)
+    _exit_with_parent()
     try:
         import torch
 
         torch.set_num_threads(1)
     except ImportError:  # the expert alone needs no torch
         pass
+
+
+def _exit_with_parent() -> None:
+    """A service killed outright (SIGKILL, OOM) closes no pool: the worker would wait on its task queue
+    for ever, holding an ensemble's memory. A watcher thread ends it when the parent process is gone."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="forecast-parent-watch", daemon=True).start()
 
 
 def _compute_in_worker(key: str, blob: bytes | None, scene: Scene) -> Forecast:
