@@ -6,7 +6,10 @@ wait on a mail server. The worker routes each notice to every user whose minimum
 meets, on the channels they chose, and limits each recipient (an address): one message per alarm
 kind per greenhouse per ``repeat_s``, and at most ``max_per_hour`` messages an hour; what the cap
 holds back goes out as one digest once the hour allows. A receiver that fails is retried by the
-sender, then counted (``greentwin_notifications_total``) and logged once until it works again.
+sender, then counted (``greentwin_notifications_total``) and logged once until it works again. While the
+list of recipients cannot be read (the database away), the list read before is used; with none read yet,
+notices wait (up to :data:`QUEUE_MAX`) and go out once it can be read: an outage delays a notice, it never
+loses one.
 
 Each recipient reads a message in their own language (``users.language``): the e-mail's subject and body
 and the webhook's words (``title``, ``description``, ``action``, ``severity_text``, with ``language``
@@ -146,6 +149,10 @@ class Notifier:
         self._held_language: dict[Address, str] = {}
         """The language of the recipient whose notices are held for an address: its digest is written in it."""
         self._failing: set[Address] = set()
+        self._waiting: deque[Notice] = deque()
+        """Notices that came while no list of recipients could be read yet, oldest first."""
+        self._unreadable: str | None = None
+        """Why the recipients could not be read, while they cannot (logged once per outage)."""
         self._thread: threading.Thread | None = None
 
     def submit(self, notice: Notice) -> bool:
@@ -186,11 +193,13 @@ class Notifier:
             try:
                 notice = self._queue.get(timeout=1.0)
             except queue.Empty:
+                self._safely(self.deliver_waiting)
                 self._safely(self.flush_digests)
                 continue
             try:
                 if notice is None:
                     return
+                self._safely(self.deliver_waiting)
                 self._safely(lambda n=notice: self.deliver(n))  # type: ignore[misc]
                 self._safely(self.flush_digests)
             finally:
@@ -203,16 +212,50 @@ class Notifier:
         except Exception:  # noqa: BLE001 - the worker outlives any bug in one delivery
             log.exception("alarm notification failed")
 
-    def recipients(self) -> list[Recipient]:
+    def recipients(self) -> list[Recipient] | None:
+        """Who hears of alarms: read again every ``recipients_ttl_s``; while that fails, the list read
+        before, or None when none was ever read."""
         cached = self._recipients
         if cached is None or self.clock() - cached[0] > self.recipients_ttl_s:
-            cached = (self.clock(), self._load_recipients())
+            try:
+                cached = (self.clock(), self._load_recipients())
+            except Exception as exc:  # noqa: BLE001 - the database away is an outage, not a bug
+                if self._unreadable is None:
+                    log.warning("alarm recipients could not be read (%s); %s", _first_line(exc),
+                                "using the list read before" if cached else "notices wait until they can")
+                self._unreadable = _first_line(exc)
+                if cached is None:
+                    return None
+                cached = (self.clock(), cached[1])  # try again after another ttl, not on every notice
+            else:
+                if self._unreadable is not None:
+                    log.warning("alarm recipients are read again")
+                self._unreadable = None
             self._recipients = cached
         return cached[1]
 
     def deliver(self, notice: Notice) -> None:
-        """Route one notice to every recipient it concerns (on this thread)."""
-        for r in self.recipients():
+        """Route one notice to every recipient it concerns (on this thread); keep it for later while
+        nobody's preferences could be read yet."""
+        recipients = self.recipients()
+        if recipients is None:
+            if len(self._waiting) >= QUEUE_MAX:
+                self._waiting.popleft()
+                self._count("any", "dropped")
+            self._waiting.append(notice)
+            return
+        self._route(notice, recipients)
+
+    def deliver_waiting(self) -> None:
+        """Send the notices kept while the recipients could not be read, once they can."""
+        if not self._waiting:
+            return
+        recipients = self.recipients()
+        while recipients is not None and self._waiting:
+            self._route(self._waiting.popleft(), recipients)
+
+    def _route(self, notice: Notice, recipients: list[Recipient]) -> None:
+        for r in recipients:
             if not at_least(notice.severity, r.min_severity):
                 continue
             lang = language(r.language)
@@ -269,6 +312,12 @@ class Notifier:
     def _count(self, channel: str, outcome: str) -> None:
         if self.metrics is not None:
             self.metrics.notifications.labels(channel, outcome).inc()
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error in one line: a driver's message can run to several."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _mail(notices: list[Notice], lang: str = DEFAULT_LANGUAGE) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from aiosmtpd.controller import Controller
-from sqlalchemy import update
+from sqlalchemy import make_url, update
 
 from app.alarm_models import NotificationPref
 from app.alarms.catalogue import describe
@@ -28,6 +28,8 @@ from app.core.notify_settings import NotifySettings
 from app.metrics import Metrics
 from app.models import User
 from tests.app.alarms.alarm_receivers import Hook, Inbox, free_port
+from tests.app.procs import CuttableProxy
+from tests.conftest import temporary_pg_database
 
 SECRET = b"webhook shared secret"
 T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
@@ -218,3 +220,51 @@ def test_recipients_carry_the_language_their_user_chose(tmp_path: Path) -> None:
     finally:
         engine.dispose()
     assert found == {"wei": "zh-Hans", "olga": "en"}
+
+
+@pytest.mark.postgres
+def test_a_database_outage_delays_notices_and_loses_none(
+        hook: Hook, pg_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """With the database away before any list was read, notices wait and go out when it is back; away
+    later, the list read before is used. One warning each way, no traceback."""
+    with temporary_pg_database(pg_url, "gt_notify") as url:
+        db_cli.upgrade(url)
+        owner = make_engine(url)
+        with make_session_factory(owner)() as s:
+            create_user(session=s, username="olga", password="a long enough password", roles=["operator"])
+            s.add(NotificationPref(username="olga", webhook_enabled=True, min_severity="info", updated_at=T0))
+            s.commit()
+        owner.dispose()
+        target = make_url(url)
+        proxy = CuttableProxy((target.host or "127.0.0.1", target.port or 5432))
+        engine = make_engine(target.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
+        settings = NotifySettings(notify_webhook_url=hook.url)
+        clock = Clock()
+        notifier = Notifier(lambda: load_recipients(make_session_factory(engine), settings),
+                            webhook=WebhookSender(SECRET, retries=0, timeout_s=2), smtp=None,
+                            recipients_ttl_s=30.0, clock=clock)
+        hook.requests.clear()
+        try:
+            with caplog.at_level(logging.WARNING, logger="app.alarms.notify"):
+                proxy.cut()
+                notifier.deliver(_notice("zone_dry:0"))
+                notifier.deliver(_notice("zone_dry:1"))
+                assert hook.requests == [], "nobody known yet: the notices wait"
+                notifier.deliver_waiting()
+                assert hook.requests == [], "still away: they keep waiting"
+                proxy.restore()
+                clock.t += 31.0
+                notifier.deliver_waiting()
+                assert [json.loads(b)["kind"] for _, b in hook.requests] == ["zone_dry:0", "zone_dry:1"]
+                proxy.cut()
+                clock.t += 31.0
+                notifier.deliver(_notice("zone_wet:2"))
+                assert json.loads(hook.requests[-1][1])["kind"] == "zone_wet:2", "the list read before is used"
+        finally:
+            proxy.close()
+            engine.dispose()
+    said = [r.getMessage() for r in caplog.records]
+    assert len([m for m in said if "could not be read" in m]) == 2, said
+    assert any("read again" in m for m in said)
+    assert not [r for r in caplog.records if r.exc_info], "an outage is a line, not a traceback"
+    assert all("\n" not in m for m in said)
