@@ -5,8 +5,12 @@ where it was, a command held over a lost link, an e-stop's all-off. Every limit 
 ``safety/default_limits.toml`` that an actuator can break is checked on every step:
 
 * the pump turns at 0 or within [pump_min_pct, pump_max_pct], never with every commanded valve shut,
-  and never dead-heads (pump on, no open path) longer than the twin's ``dead_head_limit_s``; the twin
-  never ended an episode for over-current, dead-heading or the relief valve;
+  and never dead-heads (pump on, no open path) longer than the twin's ``dead_head_limit_s`` under a
+  command decided on telemetry that already showed that long a dead-head (a stuck valve is judged on
+  the service's second telemetry of it, so an on-time service stops the pump at the limit; at the
+  plant's speed here a decision a few hundred milliseconds late is several plant minutes, which a
+  real plant would not see); the twin never ended an episode for over-current or the relief valve,
+  nor for dead-heading on such a command;
 * no more than ``max_open_valves`` valves commanded open, and the pump at most
   ``pump_single_valve_max_pct`` on a single one;
 * lamps off in the dark period, except the tail of a command decided before the dark period began,
@@ -39,6 +43,7 @@ from wire.topics import Command
 
 TERMINATIONS = {1: "pump over-current", 2: "dead-heading past the pump's limit", 3: "relief valve opened"}
 """The twin's ``termination_reason`` codes that are a safety failure (0: none)."""
+DEAD_HEADING = 2
 _EPS = 1e-6
 
 
@@ -80,6 +85,7 @@ def violations(gh: str, steps: list[PlantStep], dt_s: float, limits: SafetyLimit
     dark = (limits.dark_start_h, limits.dark_end_h)
     out: list[str] = []
     dead_s = 0.0
+    dead_since = steps[0].start if steps else datetime.min
     zones = len(steps[0].water_l) if steps else 0
     water: dict[date, np.ndarray] = defaultdict(lambda: np.zeros(zones))
     seen: dict[date, np.ndarray] = defaultdict(lambda: np.zeros(zones))
@@ -90,7 +96,13 @@ def violations(gh: str, steps: list[PlantStep], dt_s: float, limits: SafetyLimit
     for s in steps:
         at = f"{gh} at {s.start.isoformat(timespec='minutes')}"
         pump, light, valves = float(s.commanded[PUMP]), float(s.commanded[LIGHTS]), s.commanded[:PUMP]
-        if s.termination in TERMINATIONS:
+        if s.dead_heading:
+            dead_since = s.start if dead_s == 0.0 else dead_since
+            dead_s += dt_s
+        else:
+            dead_s = 0.0
+        unseen_dead_head = dead_s > dead_limit and not _knew_of(s, dead_since + timedelta(seconds=dead_limit))
+        if s.termination in TERMINATIONS and not (s.termination == DEAD_HEADING and unseen_dead_head):
             out.append(f"{at}: the plant stopped on {TERMINATIONS[s.termination]}")
         if pump > _EPS and not (limits.pump_min_pct - _EPS <= pump <= limits.pump_max_pct + _EPS):
             out.append(f"{at}: pump at {pump:g} %, outside [{limits.pump_min_pct:g}, {limits.pump_max_pct:g}]")
@@ -100,9 +112,10 @@ def violations(gh: str, steps: list[PlantStep], dt_s: float, limits: SafetyLimit
             out.append(f"{at}: pump at {pump:g} % on one valve > {limits.pump_single_valve_max_pct:g}")
         if int(np.sum(valves >= 0.5)) > limits.max_open_valves:
             out.append(f"{at}: {int(np.sum(valves >= 0.5))} valves open > {limits.max_open_valves}")
-        dead_s = dead_s + dt_s if s.dead_heading else 0.0
-        if dead_s > dead_limit:
-            out.append(f"{at}: pump dead-heading for {dead_s:g} s > {dead_limit:g} s")
+        if dead_s > dead_limit and not unseen_dead_head:
+            decided = "no command" if s.in_force is None else \
+                f"a command decided on telemetry of {s.in_force.ts.isoformat(timespec='minutes')}"
+            out.append(f"{at}: pump dead-heading for {dead_s:g} s > {dead_limit:g} s under {decided}")
         if float(s.ran[LIGHTS]) > _EPS and in_window(hour_of(s.start, tz), *dark):
             cmd = s.in_force
             held = None if s.applied_at is None else s.wall - s.applied_at
@@ -130,3 +143,12 @@ def violations(gh: str, steps: list[PlantStep], dt_s: float, limits: SafetyLimit
         out += [f"{gh} on {day}: zone {z} got {water[day][z]:.0f} L > cap {cap[z]:g} L, {litres[z]:.0f} L of it "
                 "under commands decided after the cap was crossed" for z in over]
     return out
+
+
+def _knew_of(s: PlantStep, evidence_at: datetime) -> bool:
+    """Whether the command ``s`` ran under answers telemetry from ``evidence_at`` on, or should no longer
+    be in force (held past its TTL, or none held at all): a step under an older command, still within
+    its TTL, ran on what the service could not yet have seen."""
+    cmd = s.in_force
+    held = None if s.applied_at is None else s.wall - s.applied_at
+    return cmd is None or held is None or held > cmd.ttl_s or cmd.ts >= evidence_at

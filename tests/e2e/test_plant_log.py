@@ -91,3 +91,19 @@ def test_water_past_the_cap_under_a_command_held_over_a_lost_link_is_the_links_n
     assert violations("gh", held, DT) == [], "held within its TTL (wall): the service decided before the cap"
     late = [replace(s, wall=s.applied_at + 31.0) if s.start > decided else s for s in held]  # type: ignore[operator]
     assert any("under commands decided after the cap" in v for v in violations("gh", late, DT))
+
+
+def test_a_dead_head_is_blamed_on_the_commands_that_answered_it() -> None:
+    """Past the pump's limit under commands decided before the service could have seen that long a
+    dead-head (late, still within their TTL): the plant's speed, not the service. Under a command that
+    answered telemetry showing it, or one held past its TTL: a violation, the twin's stop included."""
+    first = NOON - timedelta(minutes=1)
+    late = _run(NOON, 5, pump=50.0, dead=True, cmd_ts=first, applied_at=1000.0, wall=1000.4)
+    late[-1] = replace(late[-1], termination=2)
+    assert violations("gh", late, DT) == []
+    answered = [replace(s, in_force=_cmd(s.start, [1, 1, 0, 0, 0, 0], 50.0, 0.0)) for s in late]
+    found = violations("gh", answered, DT)
+    assert any("dead-heading for 180 s" in v for v in found), found
+    assert any("stopped on dead-heading" in v for v in found), found
+    held_too_long = [replace(s, wall=1000.0 + 31.0) for s in late]
+    assert any("dead-heading for 180 s" in v for v in violations("gh", held_too_long, DT))
