@@ -11,6 +11,7 @@ import os
 import socket
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -97,10 +98,13 @@ def make_pg_database(pg_url: str):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def pdftotext() -> str:
     """Path of poppler's ``pdftotext``, which reads a report's pages back as a person's viewer shows them
-    (``apt-get install -y poppler-utils``; ``.ci/run`` installs it)."""
+    (``apt-get install -y poppler-utils poppler-data``; ``.ci/run`` installs them). Without poppler-data's
+    CMaps it reads the Chinese report's CID font back as nothing at all."""
     import shutil
 
     found = shutil.which("pdftotext")
     if found is None:
-        _unavailable("pdftotext not installed (apt-get install -y poppler-utils)")
+        _unavailable("pdftotext not installed (apt-get install -y poppler-utils poppler-data)")
+    if not Path("/usr/share/poppler/cMap").is_dir():
+        _unavailable("poppler-data not installed: pdftotext cannot read CID fonts (apt-get install -y poppler-data)")
     return found
