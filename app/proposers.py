@@ -49,11 +49,6 @@ class ProposerCache:
         """The proposer given directly, if any: it serves every zone count."""
         return self._fixed
 
-    @property
-    def held(self) -> tuple[int, ...]:
-        """The zone counts loaded so far."""
-        return tuple(sorted(self._loaded))
-
     def point_at(self, directory: Path) -> None:
         """Load from ``directory`` from now on (at start: the registry's promoted ensemble); the
         proposers already loaded stay until :meth:`swap`."""

@@ -141,23 +141,14 @@ class Runtime:
         return self.intake.decided
 
     # ---- set-up ----------------------------------------------------------------------------
-    @property
-    def policy_dir(self) -> Path:
-        """The policy directory in force."""
-        return self.proposers.directory
-
-    def proposer_for(self, zones: int) -> Proposer:
-        """One proposer per zone count, shared by its greenhouses: their batches share one forward."""
-        return self.proposers.get(zones)
-
     def load_greenhouses(self) -> None:
         if self.proposers.fixed is None:
             self.policy_watch.adopt()
-        self.controllers.update(build_controllers(self.sessions, self.settings, self.limits, self.proposer_for,
+        self.controllers.update(build_controllers(self.sessions, self.settings, self.limits, self.proposers.get,
                                                   self.snapshots))
         for ctl in self.controllers.values():
             ctl.obs_builder.tariff = self.outlook.tariff  # the site's adder on every price slot
-        self.writer_resume = replay_journal(self.journal, self.recorder, self.proposer_for, self.audit)
+        self.writer_resume = replay_journal(self.journal, self.recorder, self.proposers.get, self.audit)
         continue_after_records(self.controllers, self.recorder.last_seq)
 
     def _writer_config(self) -> WriterConfig:

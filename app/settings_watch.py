@@ -98,7 +98,7 @@ class SettingsWatch:
 
     def _build(self, gh: str, setup: GreenhouseSetup) -> GreenhouseController:
         rt = self.runtime
-        ctl = build_controller(gh, setup, rt.settings, rt.limits, rt.proposer_for(len(setup.zones)), rt.snapshots)
+        ctl = build_controller(gh, setup, rt.settings, rt.limits, rt.proposers.get(len(setup.zones)), rt.snapshots)
         ctl.obs_builder.tariff = rt.outlook.tariff
         return ctl
 

@@ -49,6 +49,12 @@ def language(value: object) -> str:
     return DEFAULT_LANGUAGE
 
 
+def severity_words(severity: str, lang: str = DEFAULT_LANGUAGE) -> str:
+    """An alarm severity code as the alarm list says it ('critical', '严重'); an unknown one as it is."""
+    key = f"severity.{severity}"
+    return text(key, lang) if has(key) else severity
+
+
 def text(key: str, lang: str = DEFAULT_LANGUAGE, **values: object) -> str:
     """The text of ``key`` in ``lang`` with ``values`` filled in; English, then the key, when it is missing
     or does not fill."""

@@ -215,13 +215,14 @@ def replay(script: Script = Script(), policy_dir: Path = ROOT / "policy" / "ship
         for event in _operator_events(ctls, script, k, ts):
             keep("mode", event.row())
         items = []
+        outlook = _outlook(k)  # one site outlook for every greenhouse, as the service's feed shares it
         for gh, ctl in enumerate(ctls):
             if gh == script.gap[0] and k in script.gap[1]:
                 continue
             tel = plant.telemetry(gh, k, ts)
             if gh == script.panel_estop[0] and k == script.panel_estop[1]:
                 tel = tel.model_copy(update={"estop": True})
-            items.append(ctl.pending(tel, None if gh == script.greenhouses - 1 else _outlook(k)))
+            items.append(ctl.pending(tel, None if gh == script.greenhouses - 1 else outlook))
         # The intake's micro-batches: greenhouses in two batches, as two arrival windows would form them.
         for batch in (items[: len(items) // 2], items[len(items) // 2:]):
             for decision in DecisionBatch(batch).run():

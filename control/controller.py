@@ -40,7 +40,6 @@ from control.records import ControlDecision, Mode, ModeEvent, ZoneSetup
 from control.setup import GreenhouseSetup, SetupChange, effective_limits
 from control.state import ControllerState, StateField
 from control.step import Pending
-from control.valve_evidence import ValveEvidence
 from policy.baselines import ThresholdExpert
 from policy.tuning import served_expert
 from safety import SafetyLimits, safe_state
@@ -59,13 +58,9 @@ class GreenhouseController:
     mode = StateField[Mode]()
     estop_latched = StateField[bool]()
     manual_action = StateField[np.ndarray]()
-    manual_actor = StateField[str]()
     seq = StateField[int]()
     cmd_seq = StateField[int]()
-    prev_action = StateField[np.ndarray]()
     valve_failed = StateField[np.ndarray]()
-    valve_evidence = StateField[ValveEvidence]()
-    valve_changed_at = StateField[tuple[datetime | None, ...]]()
     water_today_l = StateField[np.ndarray]()
     lights_hours_today = StateField[float]()
     day = StateField[str | None]()
@@ -85,14 +80,10 @@ class GreenhouseController:
     new_cmd_id = SetupField[Callable[[], uuid.UUID]]()
     crop = SetupField[CropConfig]()
     climate = SetupField[ClimateConfig]()
-    gamma = SetupField[float]()
-    saturation = SetupField[np.ndarray]()
     # The objects a decision changes in place, shared with the stages through the memory.
     estimator = MemoryField[GreenhouseEstimator]()
     obs_builder = MemoryField[ObservationBuilder]()
     crop_twin = MemoryField[CropTwin]()
-    history = MemoryField[Any]()
-    setup_change = MemoryField[SetupChange | None]()
 
     def __init__(self, greenhouse_id: str, zones: list[ZoneSetup], proposer: Proposer, limits: SafetyLimits, *,
                  probes_per_zone: int = 2, step_s: float = 60.0, disagreement_threshold: float = 0.35,
@@ -104,7 +95,7 @@ class GreenhouseController:
         twin_cfg = TwinConfig(zones=self.z)
         crop, climate = twin_cfg.crop, twin_cfg.climate
         self.decision_setup = DecisionSetup(
-            gh=greenhouse_id, zones=tuple(zones), limits=limits, proposer=proposer, step_s=step_s,
+            gh=greenhouse_id, limits=limits, proposer=proposer, step_s=step_s,
             settings=GreenhouseSetup(name=greenhouse_id, zones=tuple(zones)), expert=served_expert(self.z),
             threshold=disagreement_threshold, ttl_s=command_ttl_s, site_tz=ZoneInfo(site_timezone),
             new_cmd_id=cmd_id_factory or COMMAND_IDS, crop=crop, climate=climate,
@@ -204,12 +195,12 @@ class GreenhouseController:
             self.estimator = GreenhouseEstimator(soil_models(list(setup.zones), self.step_s, self.crop),
                                                  self.estimator.probes_per_zone, self.estimator.cfg)
             self.estimator.load_state_dict(state)
-        self.decision_setup = replace(self.decision_setup, settings=setup, zones=setup.zones, limits=limits)
+        self.decision_setup = replace(self.decision_setup, settings=setup, limits=limits)
         self.obs_builder.target_low = np.array([z.target_low for z in setup.zones])
         self.obs_builder.target_high = np.array([z.target_high for z in setup.zones])
         self.obs_builder.lamps_ours = setup.lamps_ours
         if change is not None:
-            self.setup_change = change
+            self.memory.setup_change = change
 
     def stage_setup(self, setup: GreenhouseSetup, site: SafetyLimits, change: SetupChange | None = None) -> None:
         """Settings for the next decision (a decision under way keeps those it began with)."""
@@ -275,13 +266,9 @@ class GreenhouseController:
         """The crop twin's estimates with today's lamp hours as the safety cap counts them."""
         return self.crop_twin.estimates(self.state.lights_hours_today)
 
-    def site_day(self, ts: datetime) -> str:
-        """The site's calendar date at ``ts``: the daily caps count it, whatever offset the box writes."""
-        return self.decision_setup.site_day(ts)
-
     def roll_day(self, ts: datetime) -> None:
         """A new calendar day resets the daily water and light totals the caps are counted against."""
-        self.state = self.state.rolled(self.site_day(ts))
+        self.state = self.state.rolled(self.decision_setup.site_day(ts))
 
     # ---- persistence ---------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

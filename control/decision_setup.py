@@ -67,7 +67,6 @@ class DecisionSetup:
     holds a proposer and arrays)."""
 
     gh: str
-    zones: tuple[ZoneSetup, ...]
     settings: GreenhouseSetup
     """The operator settings in force; :attr:`limits` already hold them."""
     limits: SafetyLimits
@@ -90,10 +89,14 @@ class DecisionSetup:
     """Each zone's saturation, from :attr:`zones`."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "zones", tuple(self.zones))
         saturation = np.array([z.saturation for z in self.zones], dtype=np.float64)
         saturation.flags.writeable = False
         object.__setattr__(self, "saturation", saturation)
+
+    @property
+    def zones(self) -> tuple[ZoneSetup, ...]:
+        """The zones as the settings in force define them."""
+        return self.settings.zones
 
     @property
     def z(self) -> int:

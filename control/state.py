@@ -27,7 +27,11 @@ ARRAYS = ("manual_action", "prev_action", "valve_failed", "water_today_l")
 
 
 def frozen(values: Any) -> np.ndarray:
-    """A read-only float copy: the caller's array stays the caller's, and the state's stays put."""
+    """A read-only float copy: the caller's array stays the caller's, and the state's stays put. An
+    array that is already one (a field carried over by ``replace``) is kept, not copied again."""
+    if (isinstance(values, np.ndarray) and values.dtype == np.float64 and not values.flags.writeable
+            and values.base is None):
+        return values
     out = np.array(values, dtype=np.float64)
     out.flags.writeable = False
     return out

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from app.alarms.catalogue import Severity, at_least, describe
 from app.alarms.senders import DeliveryFailed, SmtpSender, WebhookSender
 from app.metrics import Metrics
-from audit.wording import DEFAULT_LANGUAGE, has, language, text
+from audit.wording import DEFAULT_LANGUAGE, language, severity_words, text
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class Notice:
 
     def severity_words(self, lang: str = DEFAULT_LANGUAGE) -> str:
         """The severity as the alarm list says it ('critical', '严重')."""
-        return text(f"severity.{self.severity}", lang) if has(f"severity.{self.severity}") else self.severity
+        return severity_words(self.severity, lang)
 
     def payload(self, lang: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
         """The webhook's JSON: the machine fields as they are, the words in ``lang`` and ``language`` naming it."""

@@ -120,7 +120,7 @@ def run_report(args: argparse.Namespace) -> int:
     try:
         require_current_schema(engine)
         lang = getattr(args, "language", None) or "en"
-        verification = audit_verification(url, args.greenhouse, lang)
+        verification = audit_verification(engine, args.greenhouse, lang)
         with make_session_factory(engine)() as session:
             data = report_data(session, args.greenhouse, start, end, settings, verification=verification,
                                verify_command=check, language=lang)

@@ -75,9 +75,9 @@ class PriceProvider:
         now = self._utc_now()
         start = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
         first_hour = int(start.timestamp())
-        mask = published_mask(now, self.tz)
         if not self.configured:
             return PriceOutlook(start, self.tariff_prices(start), np.ones(SLOTS), "tariff", None)
+        mask = published_mask(now, self.tz)
         with self._lock:
             fresh = self._fetched_at is not None and self._clock() - self._fetched_at <= self.cache_ttl_s
         live, reason = False, ""

@@ -37,8 +37,9 @@ def collect_alarms(session: Session, data: ReportData, start: datetime, end: dat
     by_kind: dict[str, AlarmSummary] = {}
     for ep in session.scalars(select(AlarmEpisode).where(
             AlarmEpisode.greenhouse_id == gh, AlarmEpisode.raised_at >= start, AlarmEpisode.raised_at < end)):
-        words = describe(ep.kind)
-        summary = by_kind.setdefault(ep.kind, AlarmSummary(alarm_title(ep.kind, lang), ep.severity or words.severity))
+        summary = by_kind.get(ep.kind)
+        if summary is None:
+            summary = by_kind[ep.kind] = AlarmSummary(alarm_title(ep.kind, lang), ep.severity or describe(ep.kind).severity)
         summary.raised += 1
         summary.acknowledged += ep.acknowledged_at is not None and utc(ep.acknowledged_at) < end
         summary.open_at_end += ep.cleared_at is None or utc(ep.cleared_at) >= end
@@ -47,7 +48,7 @@ def collect_alarms(session: Session, data: ReportData, start: datetime, end: dat
             AlarmAction.greenhouse_id == gh, AlarmAction.at >= start, AlarmAction.at < end)
             .order_by(AlarmAction.at, AlarmAction.id)):
         counts[act.action] += 1
-        title = alarm_title(act.kind, lang)
+        title = by_kind[act.kind].title if act.kind in by_kind else alarm_title(act.kind, lang)
         if act.action == "shelve":
             by_kind.setdefault(act.kind, AlarmSummary(title, describe(act.kind).severity)).shelved += 1
         if len(data.alarm_actions) < MAX_LISTED:

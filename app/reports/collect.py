@@ -34,7 +34,6 @@ from app.models import Decision, Greenhouse, ModeChange, Zone
 from app.reports.alarms import collect_alarms
 from app.reports.describe import (
     confidence_words,
-    describe_action,
     describe_explanation,
     describe_rule,
     json_floats,
@@ -53,6 +52,7 @@ from app.reports.events import (
     settings_change,
 )
 from app.reports.money import Ledger
+from audit.decision_words import command_text
 from audit.report.data import (
     HEATMAP_FEATURES,
     LOW_CONFIDENCE_THRESHOLD,
@@ -200,11 +200,11 @@ class _Collector:
             if actor.startswith("operator:"):
                 d.operator_commands += 1
                 hour.operator += 1
-                tally.add(operator_event(actor, lang), ts, describe_action(clipped, lang))
+                tally.add(operator_event(actor, lang), ts, command_text(clipped, lang))
         elif mode == "estop":
             d.decisions_estop += 1
             hour.estop += 1
-            tally.add(estop_event(lang), ts, describe_action(clipped, lang))
+            tally.add(estop_event(lang), ts, command_text(clipped, lang))
         if actor == "expert:low_confidence":
             d.decisions_fallback += 1
             hour.fallback += 1

@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from app.alarms.catalogue import KINDS, describe, split
-from audit.decision_words import clip_text, command_text, factor_text
+from audit.decision_words import clip_text, factor_text
 from audit.report.data import SaliencyMap
 from audit.wording import DEFAULT_LANGUAGE, feature_name, has, text
 
@@ -100,11 +100,6 @@ def describe_explanation(explanation: Any, lang: str = DEFAULT_LANGUAGE) -> str:
     if isinstance(explanation.get("history"), Mapping):  # the lead-up and its saliency: drawn, not printed
         parts.append(text("report.saliency_recorded", lang))  # heat maps are drawn for the first few only
     return text("sentence.sep", lang).join(part for part in parts if part)
-
-
-def describe_action(clipped: Any, lang: str = DEFAULT_LANGUAGE) -> str:
-    """The command sent, as the dashboard words it: 'All valves closed; pump 40 %; lamps off'."""
-    return command_text(clipped, lang)
 
 
 def confidence_words(confidence: float, lang: str = DEFAULT_LANGUAGE) -> str:

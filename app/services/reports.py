@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
     from sqlalchemy.orm import Session
 
     from app.core.config import Settings
@@ -44,12 +45,12 @@ def verification_words(result: GreenhouseVerifyResult, language: str = "en") -> 
     return text("report.verification.failed", language, seq=result.first_bad_seq, reason=result.reason)
 
 
-def audit_verification(url: str, greenhouse_id: str, language: str = "en") -> str:
-    """One line on the sealed audit trail of ``greenhouse_id``, checked with the configured keys, in
-    ``language`` (never raises: the report goes out either way, saying what it could check)."""
+def audit_verification(engine: Engine, greenhouse_id: str, language: str = "en") -> str:
+    """One line on the sealed audit trail of ``greenhouse_id``, checked with the configured keys on the
+    report's own database connection, in ``language`` (never raises: the report goes out either way,
+    saying what it could check)."""
     from app.audit_keys import load_keyring, load_retired_keys, load_signer
     from app.core.config import get_settings
-    from app.core.db import make_engine
     from audit.errors import AuditError
     from audit.store import AuditStore
     from audit.wording import text
@@ -61,16 +62,12 @@ def audit_verification(url: str, greenhouse_id: str, language: str = "en") -> st
         return text("report.verification.unusable", language, error=exc)
     if keyring is None or signer is None:
         return text("report.verification.not_configured", language)
-    engine = make_engine(url)
 
     def verify() -> list[GreenhouseVerifyResult]:
         # Opened inside the check: a store that cannot open is a check that did not complete.
         return AuditStore(engine, keyring, signer, retired_keys=retired).verify(greenhouse_id)
 
-    try:
-        return _verdict(verify, language)
-    finally:
-        engine.dispose()
+    return _verdict(verify, language)
 
 
 def store_verification(store: AuditStore | None, greenhouse_id: str, language: str = "en") -> str:

@@ -15,7 +15,7 @@ from reportlab.platypus import Flowable, Paragraph, Table, TableStyle
 from audit.labels import band_label
 from audit.report.data import HourSummary, ReportData, iso
 from audit.report.styles import Look, look
-from audit.wording import DEFAULT_LANGUAGE, text, zone_name
+from audit.wording import text, zone_name
 
 _ZONE_COLORS = (colors.HexColor("#1f77b4"), colors.HexColor("#ff7f0e"), colors.HexColor("#2ca02c"),
                 colors.HexColor("#d62728"), colors.HexColor("#9467bd"), colors.HexColor("#8c564b"),
@@ -74,11 +74,6 @@ def _line_chart(title: str, series: Sequence[tuple[str, list[tuple[float, float]
     return drawing
 
 
-def zone_title(index: int, name: str | None, lang: str = DEFAULT_LANGUAGE) -> str:
-    """A zone as a chart names it: its number, and its name when it has one (the dashboard shows the name)."""
-    return zone_name(index, lang, name)
-
-
 def charts(data: ReportData) -> list[Flowable]:
     """The charts section: moisture against its band per zone, two to a row; cumulative water per zone;
     lights."""
@@ -102,7 +97,7 @@ def charts(data: ReportData) -> list[Flowable]:
         points = [(x(h) + unit / 48, 100.0 * m) for h in data.hours if (m := h.theta_mean(i)) is not None]
         low, high = 100.0 * zs.low, 100.0 * zs.high
         band = [(0.0, low), (span, low)], [(0.0, high), (span, high)]
-        title = text("report.chart.moisture", lang, zone=zone_title(zs.index, zs.name, lang),
+        title = text("report.chart.moisture", lang, zone=zone_name(zs.index, lang, zs.name),
                      band=band_label(zs.low, zs.high))
         cells.append(_line_chart(title, [(zone_name(zs.index, lang), points, colour, False),
                                          (text("report.chart.low", lang), band[0], colors.red, True),
@@ -118,7 +113,7 @@ def charts(data: ReportData) -> list[Flowable]:
         for h in data.hours:
             total += h.water_l[i]
             pts.append((x(h) + unit / 24, total))
-        cumulative.append((zone_title(zs.index, zs.name, lang), pts, _ZONE_COLORS[i % len(_ZONE_COLORS)],
+        cumulative.append((zone_name(zs.index, lang, zs.name), pts, _ZONE_COLORS[i % len(_ZONE_COLORS)],
                            False))
     out.append(_line_chart(text("report.chart.water", lang), cumulative,
                            text("report.chart.water_axis", lang), span, x_label, lk, height=46 * mm))

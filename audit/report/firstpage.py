@@ -18,7 +18,7 @@ from reportlab.platypus import Flowable, Paragraph, Table, TableStyle
 from audit.labels import band_label, zone_number
 from audit.report.data import ReportData, iso
 from audit.report.styles import Look, fmt, look, p, when
-from audit.wording import DEFAULT_LANGUAGE, has, text
+from audit.wording import DEFAULT_LANGUAGE, severity_words, text
 
 FIRST_PAGE_ROWS = 8
 """Rows of the alarms and settings tables on the first page; the rest are counted and listed later."""
@@ -114,12 +114,6 @@ def first_page(data: ReportData, *, generated_by: str, generated_at: str, report
             p(text("report.audit_verdict", lang, verdict=data.verification), lk.small),
             p(verify_words(data), lk.small)]
     return out
-
-
-def severity_words(severity: str, lang: str) -> str:
-    """A severity code as the alarm list says it ('critical', '严重'); an unknown one as it is."""
-    key = f"severity.{severity}"
-    return text(key, lang) if has(key) else severity
 
 
 def _alarms(data: ReportData, lk: Look) -> list[Flowable]:

@@ -68,7 +68,7 @@ def test_promotion_is_picked_up_sealed_and_a_bad_one_is_refused(tmp_path: Path) 
     # The damaged version changed nothing: both greenhouses still run v2, with an alarm each.
     assert {c.proposer.policy_version for c in rt.controllers.values()} == {"ppo-test-v2"}
     assert sorted(a.greenhouse_id for a in rt.alarms if a.kind == "policy_load_failed:ppo-test-bad") == ghs
-    assert rt.policy_dir == tmp_path / "ppo-test-v2"
+    assert rt.proposers.directory == tmp_path / "ppo-test-v2"
     rt.journal.close()  # "crash": the next start stores and seals what the journal holds
 
     again = _runtime(url, state, audit=AuditSink(store))

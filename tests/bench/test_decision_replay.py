@@ -5,8 +5,6 @@ a latched valve, a held reading, the clipper)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
@@ -14,26 +12,17 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "decision_replay.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_decision_replay", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses resolve their annotations through it
-    spec.loader.exec_module(module)
-    return module
+from tests.bench.load import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    return _load()
+    return load_bench("decision_replay")
 
 
 @pytest.fixture(scope="module")
 def short(bench: ModuleType) -> Any:
-    """Two greenhouses' worth of events squeezed into 130 steps."""
+    """Every event of the full script, squeezed into 130 steps of four greenhouses."""
     return bench.Script(greenhouses=4, steps=130, dead_probe=(3, 4, range(20, 40)), gap=(0, range(50, 55)),
                         silent_co2=(1, range(60, 70)), panel_estop=(1, 10), operator_estop=(2, 70),
                         reset_after=10, auto_after=15, band_change=(0, 30), lamp_budget=(3, 45), initial_vwc=0.185,

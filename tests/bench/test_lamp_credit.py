@@ -3,33 +3,24 @@ and potential shaping promise, the draw is seeded, and the report has its struct
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "lamp_credit.py"
+from tests.bench.load import load_bench
+
 TINY = ["--scenarios", "2", "--greenhouses", "4", "--days", "1", "--window", "0-1", "--flips", "3",
         "--controls", "2", "--seed", "5"]
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_lamp_credit", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses resolve their annotations through it
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    return _load()
+    return load_bench("lamp_credit")
 
 
 @pytest.fixture(scope="module")
