@@ -25,6 +25,9 @@ from twin.estimator import PROBE_STATUS, ZoneSoilModel, update_many
 from twin.hydraulics import valve_failure_latch
 from wire.topics import Telemetry
 
+NO_FLOW_L_MIN = 0.05
+"""A flow reading below this (L/min) with the pump running is no flow: a path is shut or stuck."""
+
 if TYPE_CHECKING:
     from control.records import ZoneSetup
 
@@ -52,17 +55,19 @@ def begin(item: Pending, state: ControllerState) -> tuple[ControllerState, Step]
     alarms: list[str] = []
     ts = tel.ts
     dt_s = setup.step_s if state.last_ts is None else min(max((ts - state.last_ts).total_seconds(), 1.0), 3600.0)
-    state, zone_water = account(state.rolled(setup.site_day(ts)), tel, dt_s, alarms)
+    state, zone_water, reading_closed = account(state.rolled(setup.site_day(ts)), tel, dt_s, alarms)
     state = state.booked(zone_water, tel.light_pct / 100.0 * dt_s / 3600.0)
     memory.crop_twin.account(ts.astimezone(setup.site_tz), dt_s, tel.par_umol_m2_s)
     memory.obs_builder.add_irrigation(zone_water, dt_s)
-    return state, Step(item, dt_s, alarms, zone_water, memory.crop_twin.day)
+    return state, Step(item, dt_s, alarms, zone_water, memory.crop_twin.day, reading_closed=reading_closed)
 
 
 def account(state: ControllerState, tel: Telemetry, dt_s: float,
-            alarms: list[str]) -> tuple[ControllerState, np.ndarray]:
+            alarms: list[str]) -> tuple[ControllerState, np.ndarray, np.ndarray]:
     """Water per zone from the measured flow (not the command), with feedback checks; the state with
-    the valve evidence and the failed-valve latch moved on."""
+    the valve evidence and the failed-valve latch moved on; and the valves the box held open that read
+    closed while its pump ran with no flow (a dead-head under way, before the latch may judge them).
+    """
     z = state.zones
     valve_fb = np.asarray(tel.valve_open, dtype=np.float64)
     litres = tel.flow_l_min * dt_s / 60.0
@@ -70,7 +75,7 @@ def account(state: ControllerState, tel: Telemetry, dt_s: float,
     prev_valves = state.prev_action[:z] >= 0.5
     if litres > 0.5 and n_open == 0:
         alarms.append("flow_without_open_valve")
-    if prev_valves.any() and state.prev_action[z] > 0 and n_open > 0 and tel.flow_l_min < 0.05:
+    if prev_valves.any() and state.prev_action[z] > 0 and n_open > 0 and tel.flow_l_min < NO_FLOW_L_MIN:
         alarms.append("valve_open_no_flow")
     seen_open = valve_fb >= 0.5
     evidence, held_open, judged = state.valve_evidence.observe(tel.cmd_seq, tel.ts, z)
@@ -82,7 +87,9 @@ def account(state: ControllerState, tel: Telemetry, dt_s: float,
     failed = np.flatnonzero(state.valve_failed >= 0.5)
     if failed.size:
         alarms.append("valve_failed:" + ",".join(str(i) for i in failed))
-    return state, valve_fb * (litres / n_open) if n_open > 0 else np.zeros(z)
+    dead_heading = tel.pump_pct > 0.0 and tel.flow_l_min < NO_FLOW_L_MIN and not (held_open & seen_open).any()
+    reading_closed = held_open & ~seen_open if dead_heading else np.zeros(z, dtype=bool)
+    return state, valve_fb * (litres / n_open) if n_open > 0 else np.zeros(z), reading_closed
 
 
 # ---- 2. estimation ------------------------------------------------------------------------------

@@ -72,7 +72,8 @@ def clip_context(step: Step, state: ControllerState) -> ClipContext:
                        sensor_ok=sensor_ok, saturation_vwc=setup.saturation, natural_par_umol=natural_par,
                        lights_on_hours_today=state.lights_hours_today,
                        local_hour=local.hour + local.minute / 60.0 + local.second / 3600.0,
-                       valve_failed=None if state.mode == "manual" else state.valve_failed >= 0.5)
+                       valve_failed=None if state.mode == "manual" else state.valve_failed >= 0.5,
+                       valves_reading_closed=step.reading_closed)
 
 
 def command(setup: DecisionSetup, state: ControllerState, ts: datetime,

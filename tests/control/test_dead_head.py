@@ -1,0 +1,48 @@
+"""A dead-head under way: the box held valves open, they read closed, the pump ran and nothing flowed.
+
+The failure latch judges a valve only on its second look (a valve takes seconds to move), so on the
+first telemetry of a stuck valve the clipper rests the pump instead: the valves stay as commanded so
+the latch can judge them next time, and the pump never runs a second step against them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from control import ControlDecision, GreenhouseController
+from tests.control.test_controller import T0, _box, _telemetry, _valve_test
+from twin import GreenhouseTwin
+
+DEAD = np.array([0, 0, 0, 0, 0, 0, 70.0, 0.0])
+"""The box holds zones 2 and 3 open with the pump at 70 %; both read closed and no water flows."""
+
+
+def _rested(d: ControlDecision) -> bool:
+    return any(r["rule"] == "pump.needs_open_valve" and "dead-heading" in r["why"] for r in d.rules_fired)
+
+
+def _look(ctl: GreenhouseController, twin: GreenhouseTwin, k: int, feedback: np.ndarray, held: ControlDecision,
+          flow: float = 0.0) -> ControlDecision:
+    """Telemetry ``k`` from a box holding ``held``'s command, reading ``feedback`` and ``flow`` L/min."""
+    tel = _telemetry(twin, None, k, feedback).model_copy(update={"cmd_seq": held.command.seq, "flow_l_min": flow})
+    return ctl.on_telemetry(tel)
+
+
+def test_the_pump_rests_at_the_first_sight_of_a_dead_head_and_the_latch_judges_next() -> None:
+    ctl, twin, d0 = _valve_test()  # an operator's command: the clipper holds it to the rule too
+    d1 = _look(ctl, twin, 1, DEAD, d0)
+    assert _rested(d1) and d1.command.pump_pct == 0.0
+    assert d1.command.valves[2:4] == [1, 1], "the valves stay as told, so the latch can judge them"
+    assert ctl.valve_failed.sum() == 0, "one look latches nothing"
+    d2 = _look(ctl, twin, 2, np.zeros(8), d1)  # a minute later, still held open, still closed
+    assert "valve_failed:2,3" in d2.alarms
+    ctl.set_mode("auto", "op7", "back to the rule", T0)
+    d3 = _look(ctl, twin, 3, np.zeros(8), d2)
+    assert d3.command.valves[2:4] == [0, 0]
+
+
+def test_a_flow_or_an_open_path_is_no_dead_head() -> None:
+    ctl, twin, d0 = _valve_test()
+    wiring = _look(ctl, twin, 1, DEAD, d0, flow=12.0)  # feedback says closed, the meter says water flows
+    assert not _rested(wiring) and wiring.command.pump_pct > 0.0
+    one_open = _box(ctl, twin, 2, np.array([0, 0, 0, 1, 0, 0, 70.0, 0.0]), wiring)
+    assert not _rested(one_open) and one_open.command.pump_pct > 0.0
