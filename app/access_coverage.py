@@ -7,9 +7,9 @@ with roles, ``user_roles`` to roles, ``user_disable``/``user_disabled``, ``green
 stood) and the result compared with the rows: every account and greenhouse must have been sealed into
 being, each account's roles and disabled state must be what its last sealed record left, each
 greenhouse's settings (names, bands, caps, soils, lamps, version) what its last sealed registration or
-settings change left, and no sealed account may be gone from the table. Every such change commits in one transaction with its record (:mod:`app.access_seal`),
-so tables and chain read as of one moment agree exactly in a healthy trail: there is no sealing lag to
-wait out.
+settings change left, and no sealed account may be gone from the table. Every such change commits in one
+transaction with its record (:mod:`app.access_seal`), so tables and chain read as of one moment agree exactly
+in a healthy trail: there is no sealing lag to wait out.
 
 Not checked: the settings of a greenhouse whose registration was sealed before registrations carried
 its settings and that was never edited since (its settings version is still 1; a higher one must have
@@ -42,10 +42,11 @@ DISABLE_KINDS = frozenset({"user_disable", "user_disabled"})
 REGISTER_KINDS = frozenset({"greenhouse_register"})
 SETTINGS_KINDS = frozenset({SETTINGS_KIND})
 BASELINE_KIND = "access_baseline"
-"""Every account and greenhouse as they stood (``greentwin audit baseline-access``): the state from then on."""
+"""Every account and greenhouse as they stood (``greentwin audit baseline-access``): the state from then
+on."""
 CHANGE_KINDS = ADD_KINDS | ROLE_KINDS | DISABLE_KINDS | REGISTER_KINDS | SETTINGS_KINDS | {BASELINE_KIND}
-BASELINE_HINT = ("made before accounts were sealed? `greentwin audit baseline-access` seals every account and "
-                 "greenhouse as they stand, once")
+BASELINE_HINT = ("made before accounts were sealed? `greentwin audit baseline-access` seals every account "
+                 "and greenhouse as they stand, once")
 SHOWN = 10
 """Names listed per finding; the counts say how many in all."""
 
@@ -110,7 +111,8 @@ class SealedAccess:
         does not list was gone when it was sealed, and is not asked for again)."""
         accounts = payload.get("accounts")
         greenhouses = payload.get("greenhouses")
-        self.accounts = {a["username"]: SealedAccount(True, sorted(a.get("roles") or []), bool(a.get("disabled")))
+        self.accounts = {a["username"]: SealedAccount(True, sorted(a.get("roles") or []),
+                                                      bool(a.get("disabled")))
                          for a in (accounts if isinstance(accounts, list) else [])
                          if isinstance(a, dict) and isinstance(a.get("username"), str)}
         self.greenhouses = {str(gh) for gh in (greenhouses if isinstance(greenhouses, list) else [])}
@@ -161,8 +163,10 @@ def read_access_rows(conn: Connection) -> AccessRows:
         roles.setdefault(user_id, []).append(role)
     accounts = [StoredAccount(name, roles.get(uid, []), disabled_at is not None, aware(created))
                 for uid, name, disabled_at, created in conn.execute(
-                    select(User.id, User.username, User.disabled_at, User.created_at).order_by(User.username))]
-    greenhouses = {gh: aware(created) for gh, created in conn.execute(select(Greenhouse.id, Greenhouse.created_at))}
+                    select(User.id, User.username, User.disabled_at, User.created_at)
+                    .order_by(User.username))]
+    greenhouses = {gh: aware(created)
+                   for gh, created in conn.execute(select(Greenhouse.id, Greenhouse.created_at))}
     settings = {gh: setup_record(setup) for gh, setup in read_setups(conn).items()}
     return AccessRows(accounts, greenhouses, settings)
 
@@ -184,7 +188,8 @@ class AccessCoverage:
     settings_differ: list[str] = field(default_factory=list)
     """``gh: the first field other than sealed`` (or a version no record sealed)."""
     before_sealing: bool = False
-    """Something never sealed may have been made before sealing was (``audit baseline-access`` is the answer)."""
+    """Something never sealed may have been made before sealing was (``audit baseline-access`` is the
+    answer)."""
     broken_after: int | None = None
     """The chain fails after this seq: the tables were not compared with it."""
 
@@ -200,7 +205,8 @@ class AccessCoverage:
         return self.ok and not (self.accounts or self.greenhouses)
 
     def describe(self) -> str:
-        """A line per finding (``MISSING``: never sealed, ``DIFFERS``: other than sealed), or the ``ok`` line."""
+        """A line per finding (``MISSING``: never sealed, ``DIFFERS``: other than sealed), or the ``ok``
+        line."""
         if self.broken_after is not None:
             return (f"FAIL {ACCESS_CHAIN}: accounts and registrations not compared with the trail past seq "
                     f"{self.broken_after}, where its chain fails")
@@ -245,8 +251,9 @@ def compare_access(rows: AccessRows, sealed: SealedAccess) -> AccessCoverage:
         if record.roles is not None and record.roles != sorted(acct.roles):
             out.roles_differ.append(f"{acct.username}: sealed {record.roles}, stored {sorted(acct.roles)}")
         if record.disabled is not None and record.disabled != acct.disabled:
-            out.disabled_differ.append(f"{acct.username}: sealed {'disabled' if record.disabled else 'active'}, "
-                                       f"stored {'disabled' if acct.disabled else 'active'}")
+            out.disabled_differ.append(
+                f"{acct.username}: sealed {'disabled' if record.disabled else 'active'}, "
+                f"stored {'disabled' if acct.disabled else 'active'}")
     stored = {a.username for a in rows.accounts}
     out.vanished_accounts = sorted(n for n, r in sealed.accounts.items() if r.created and n not in stored)
     out.unsealed_greenhouses = sorted(gh for gh, created in rows.greenhouses.items()
@@ -288,7 +295,8 @@ def settings_difference(stored: dict[str, Any], sealed: dict[str, Any] | None) -
         version = stored.get("version", 1)
         return None if version == 1 else f"settings version {version} never sealed"
     for key in sorted(set(stored) | set(sealed)):
-        if key == "zones" and isinstance(sealed.get(key), list) and len(sealed[key]) == len(stored.get(key, [])):
+        if key == "zones" and isinstance(sealed.get(key), list) \
+                and len(sealed[key]) == len(stored.get(key, [])):
             for i, (a, b) in enumerate(zip(stored[key], sealed[key], strict=True)):
                 if a != b:
                     field_ = next(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))

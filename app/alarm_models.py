@@ -93,11 +93,13 @@ class AlarmAction(Base):
 
 
 class AlarmThreshold(Base):
-    """A greenhouse's alarm limits that differ from the defaults (:class:`app.alarms.conditions.Thresholds`)."""
+    """A greenhouse's alarm limits that differ from the defaults
+    (:class:`app.alarms.conditions.Thresholds`)."""
 
     __tablename__ = "alarm_threshold"
 
-    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"), primary_key=True)
+    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"),
+                                               primary_key=True)
     values: Mapped[dict[str, Any]] = mapped_column(_Json)
     updated_by: Mapped[str] = mapped_column(String(ACTOR_MAX_LEN))
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)

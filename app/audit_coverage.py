@@ -90,21 +90,23 @@ class Coverage:
                 and (self.has_chain or not any(self.rows.values())))
 
     def describe(self) -> str:
-        """A line per finding: what was checked and found as sealed, or what is missing or other than sealed."""
+        """A line per finding: what was checked and found as sealed, or what is missing or other than
+        sealed."""
         if self.broken_after is not None:
-            return (f"FAIL {self.greenhouse_id}: rows not compared with the trail past seq {self.broken_after}, "
-                    "where its chain fails")
+            return (f"FAIL {self.greenhouse_id}: rows not compared with the trail "
+                    f"past seq {self.broken_after}, where its chain fails")
         counts = ", ".join(f"{n} {kind}s" for kind, n in self.rows.items())
         if self.sealed_meanwhile:
             counts += f"; {self.sealed_meanwhile} sealed while verifying"
         if self.ok:
-            return f"ok   {self.greenhouse_id}: every record in the tables is in the trail, as sealed ({counts})" \
-                if self.has_chain else f"ok   {self.greenhouse_id}: no records and no chain yet"
+            return f"ok   {self.greenhouse_id}: every record in the tables is in the trail, as sealed " \
+                f"({counts})" if self.has_chain else f"ok   {self.greenhouse_id}: no records and no chain yet"
         lines = []
         parts = [] if self.has_chain else ["no audit chain at all"]
         for kind, ids in self.missing.items():
             if ids:
-                parts.append(f"{len(ids)} of {self.rows[kind]} {kind}s without an audit record: {listed(ids)}")
+                parts.append(f"{len(ids)} of {self.rows[kind]} {kind}s without an audit record: "
+                             f"{listed(ids)}")
         if parts:
             lines.append(f"MISSING {self.greenhouse_id}: " + "; ".join(parts))
         if self.differences:
@@ -112,7 +114,8 @@ class Coverage:
             n = len(self.differences)
             then = f"; then {listed([f'{d.table} seq {d.seq}' for d in rest])}" if rest else ""
             lines.append(f"DIFFERS {self.greenhouse_id}: " + (
-                "1 row differs from its sealed record" if n == 1 else f"{n} rows differ from their sealed records")
+                "1 row differs from its sealed record" if n == 1
+                else f"{n} rows differ from their sealed records")
                 + f": {first.describe()}{then}")
         return "\n".join(lines)
 
@@ -152,15 +155,18 @@ class _Chain:
     def go_on(self, store: AuditStore, conn: Connection) -> None:
         """Verify and read the records sealed since the last walk, from its head on."""
         before = self.result
-        r = store.verify_in(conn, self.greenhouse_id, on_entry=self._add, after=(before.head_seq, before.head_hash))
+        r = store.verify_in(conn, self.greenhouse_id, on_entry=self._add,
+                            after=(before.head_seq, before.head_hash))
         self.exists = self.exists or r.records_checked > 0
-        self.result = GreenhouseVerifyResult(r.ok, before.records_checked + r.records_checked, r.first_bad_seq,
-                                             r.reason, r.head_seq, r.head_hash, self.greenhouse_id)
+        self.result = GreenhouseVerifyResult(r.ok, before.records_checked + r.records_checked,
+                                             r.first_bad_seq, r.reason, r.head_seq, r.head_hash,
+                                             self.greenhouse_id)
 
     def _add(self, record: SealedRecord, entry: AuditEntry) -> None:
         self.first_ts = self.first_ts or entry.ts
         payload = entry.payload
-        table = "decision" if entry.kind in DECISION_KINDS else "mode_change" if entry.kind in MODE_KINDS else None
+        table = "decision" if entry.kind in DECISION_KINDS else \
+            "mode_change" if entry.kind in MODE_KINDS else None
         seq = payload.get("seq")
         if table is not None and type(seq) is int:
             self.rows[table].setdefault(seq, []).append(sealed_row(table, record.seq, payload))
@@ -235,7 +241,8 @@ class _Rows:
         return _Waiting(not sealed, ack, None if ack is None else str(row["cmd_id"]))
 
     def _ack_difference(self, row: Mapping[str, Any], sealed: list[SealedRow] | None) -> Difference | None:
-        """The row's ack status against the last sealed command_ack, or the sealed decision's own before any."""
+        """The row's ack status against the last sealed command_ack, or the sealed decision's own before
+        any."""
         stored, cmd = row[ACK_COLUMN], row["cmd_id"]
         last = self.chain.acks.get(str(cmd)) if cmd is not None else None
         if last is not None:
@@ -246,7 +253,8 @@ class _Rows:
             expected, by = (sealed[0].ack_status if sealed else stored), ""
         if stored == expected:
             return None
-        return Difference("decision", self.chain.greenhouse_id, int(row["seq"]), ACK_COLUMN, stored, expected, by)
+        return Difference("decision", self.chain.greenhouse_id, int(row["seq"]), ACK_COLUMN,
+                          stored, expected, by)
 
     def _differences(self, table: str, row: Mapping[str, Any], sealed: SealedRow) -> list[Difference]:
         """Each column where ``row`` is not its record, read again from the chain (it passed the walk)."""
@@ -258,7 +266,8 @@ class _Rows:
             payload = open_record(self.store.keyring, record).payload
         except AuditError as exc:
             return [Difference(table, gh, seq, "record", "the row", f"unreadable now: {exc}")]
-        return [Difference(table, gh, seq, c, comparable(table, c, row.get(c)), comparable(table, c, payload.get(c)))
+        return [Difference(table, gh, seq, c, comparable(table, c, row.get(c)),
+                           comparable(table, c, payload.get(c)))
                 for c in differing_columns(table, row, payload)]
 
     def coverage(self, waited_for: int) -> Coverage:
@@ -274,8 +283,8 @@ class _Rows:
                 missing["ack"].append(str(w.cmd_id))
             elif w.ack is not None:
                 differences.append(w.ack)
-        return Coverage(chain.greenhouse_id, chain.exists, dict(self.counts), missing, one_per_row(differences),
-                        sealed_meanwhile=waited_for - self.pending)
+        return Coverage(chain.greenhouse_id, chain.exists, dict(self.counts), missing,
+                        one_per_row(differences), sealed_meanwhile=waited_for - self.pending)
 
 
 def check_trail(engine: Engine, store: AuditStore, greenhouse_id: str | None = None, *,

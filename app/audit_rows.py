@@ -138,7 +138,8 @@ def _plain(value: Any) -> Any:
 
 
 def _shown(value: Any, limit: int = 80) -> str:
-    shown = repr(value) if value is None or isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    shown = repr(value) if value is None or isinstance(value, str) \
+        else json.dumps(value, ensure_ascii=False, sort_keys=True)
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 

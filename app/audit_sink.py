@@ -44,7 +44,8 @@ def service_audit_keys(settings: Settings, state_dir: Path) -> tuple[Keyring, Si
         return keyring, signer
     if settings.environment != "demo":
         raise AuditKeyError("audit keys are not configured (GREENTWIN_AUDIT_KEYS or GREENTWIN_AUDIT_KEY, and "
-                            "GREENTWIN_AUDIT_SIGNING_KEY): the service does not start without them outside demo mode")
+                            "GREENTWIN_AUDIT_SIGNING_KEY): the service does not start without them outside "
+                            "demo mode")
     folder = state_dir / "audit-keys"
     private_dir(folder)
     ring_path, pem_path = folder / "keyring.json", folder / "signing-key.pem"
@@ -100,8 +101,8 @@ def record_at_start(record: Callable[..., str | None], store: AuditStore, *args:
         except AuditChainMoved as moved:
             if attempt == START_RECORD_TRIES - 1:
                 raise
-            log.info("another replica appended to the access chain at the same moment (%s); reading its records",
-                     moved)
+            log.info("another replica appended to the access chain at the same moment (%s); "
+                     "reading its records", moved)
     raise AssertionError("unreachable")
 
 
@@ -122,7 +123,8 @@ def record_policy_in_force(store: AuditStore, versions: list[str], now: datetime
         return None
     kind = "policy_in_use" if last is None else "policy_change"
     store.append(ACCESS_CHAIN, kind, actor,
-                 {"from_versions": None if last is None else last.payload.get("to_versions"), "to_versions": current},
+                 {"from_versions": None if last is None else last.payload.get("to_versions"),
+                  "to_versions": current},
                  now, after_seq=head)  # record_at_start reads again
     log.info("audit %s: policy %s", kind, ", ".join(current))
     return kind
@@ -220,7 +222,8 @@ class AuditSink:
         return stored
 
     def _keep(self, gh: str, events: list[AuditEvent], exc: BaseException) -> int:
-        log.warning("audit batch for %s not stored yet (%s); %d events kept", gh, exc.__class__.__name__, len(events))
+        log.warning("audit batch for %s not stored yet (%s); %d events kept", gh, exc.__class__.__name__,
+                    len(events))
         with self._lock:
             self._queues[gh][:0] = events
         return 0
@@ -236,7 +239,8 @@ class AuditSink:
             return False
         self._refusals.pop(gh, None)
         self.dead_letters.add(gh, f"audit:{event.kind}", reason_of(exc),
-                              {"kind": event.kind, "actor": event.actor, "payload": event.payload, "ts": event.ts})
+                              {"kind": event.kind, "actor": event.actor, "payload": event.payload,
+                               "ts": event.ts})
         return True
 
     def close(self) -> None:

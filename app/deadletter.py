@@ -59,7 +59,8 @@ class DeadLetters:
     def add(self, greenhouse_id: str, kind: str, reason: str, record: Any) -> None:
         """Quarantine ``record`` (a row or an audit event) with why it could not be stored."""
         line = json.dumps({"at": datetime.now(UTC).isoformat(), "greenhouse_id": greenhouse_id, "kind": kind,
-                           "reason": reason[:1000], "record": record}, default=_default, separators=(",", ":"))
+                           "reason": reason[:1000], "record": record},
+                          default=_default, separators=(",", ":"))
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open_private(self.path) as fh:

@@ -60,13 +60,16 @@ class Dispatcher:
         greenhouse with, None while another replica controls it. Unset, every greenhouse is ours."""
         self.alarms: list[Alarm] = []
         self.observations: dict[str, tuple[datetime, list[float]]] = {}
-        """Each greenhouse's latest decided observation (the dashboard's outlook reads its forecast and prices)."""
+        """Each greenhouse's latest decided observation (the dashboard's outlook reads its forecast and
+        prices)."""
         self.journal_failing_since: datetime | None = None
         """When the journal last started refusing writes (None while it takes them): /readyz fails."""
         self.fallback_since: dict[str, datetime] = {}
-        """Each greenhouse's first decision of its current run of expert fallbacks (the process alarms read it)."""
+        """Each greenhouse's first decision of its current run of expert fallbacks (the process alarms read
+        it)."""
         self.published_at: dict[str, float] = {}
-        """Monotonic time of each greenhouse's latest command publication (a reconnect repeats a young one)."""
+        """Monotonic time of each greenhouse's latest command publication (a reconnect repeats a young
+        one)."""
         self._held: list[dict[str, Any]] = []
         """Mode changes the telemetry reported (a panel e-stop) and acks the journal refused: written ahead
         of the next entries it takes, so a full disk delays their records and never loses them. A refused
@@ -77,7 +80,8 @@ class Dispatcher:
         if self.fence is not None and not all(self.may_command(d.greenhouse_id) for d in decisions):
             for d in decisions:
                 if not self.may_command(d.greenhouse_id):
-                    log.warning("%s: lease lost while deciding seq %d: dropped, not commanded", d.greenhouse_id, d.seq)
+                    log.warning("%s: lease lost while deciding seq %d: dropped, not commanded",
+                                d.greenhouse_id, d.seq)
             decisions = [d for d in decisions if self.may_command(d.greenhouse_id)]
         if not decisions:
             return
@@ -119,8 +123,8 @@ class Dispatcher:
                 del self._held[:-MAX_HELD]
             if self.journal_failing_since is None:
                 self.journal_failing_since = datetime.now(UTC)
-                log.error("journal write failed (%s): decisions are not commanded until it is writable again; "
-                          "the edge boxes fall back to their safe state", exc.strerror or exc)
+                log.error("journal write failed (%s): decisions are not commanded until it is writable "
+                          "again; the edge boxes fall back to their safe state", exc.strerror or exc)
             for gh in greenhouses:
                 self.metrics.unjournaled.labels(gh).inc()
                 self.alarm(gh, "journal_unwritable")
@@ -139,7 +143,8 @@ class Dispatcher:
         if d.low_confidence:
             self.metrics.low_confidence.labels(gh).inc()
             self.fallback_since.setdefault(gh, d.ts)
-        elif d.actor not in ("watchdog", "reconnect"):  # a decision on telemetry that did not fall back ends the run
+        elif d.actor not in ("watchdog", "reconnect"):
+            # a decision on telemetry that did not fall back ends the run
             self.fallback_since.pop(gh, None)
         for kind in d.alarms:
             if not kind.startswith("held:"):
@@ -153,8 +158,8 @@ class Dispatcher:
         job = Job.mode_change(event)
         stored = self.writer.waiter(job.key)
         if not self._journal([job.entry()], [event.greenhouse_id]):
-            raise JournalUnwritable(f"{event.greenhouse_id}: the state directory is full; the {event.to_mode} "
-                                    "was neither recorded nor applied")
+            raise JournalUnwritable(f"{event.greenhouse_id}: the state directory is full; "
+                                    f"the {event.to_mode} was neither recorded nor applied")
         self.save_snapshot(event.greenhouse_id)
         if command is not None:
             self.publish(event.greenhouse_id, command)

@@ -47,7 +47,8 @@ def build_controllers(sessions: sessionmaker[Session], settings: Settings, limit
             for gh, setup in setups.items()}
 
 
-def continue_after_records(controllers: dict[str, GreenhouseController], last_seq: Callable[[str], int]) -> None:
+def continue_after_records(controllers: dict[str, GreenhouseController],
+                           last_seq: Callable[[str], int]) -> None:
     """A crash between two snapshots: continue after the records, never reuse a seq. Each record after
     the last snapshot is a decision, which also used one command seq."""
     for gh, ctl in controllers.items():

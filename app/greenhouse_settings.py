@@ -28,7 +28,8 @@ SETTINGS_KIND = "greenhouse_settings"
 
 @dataclass(frozen=True)
 class SettingsEdit:
-    """What a request asks to change: greenhouse fields and, per zone index, zone fields (only those given)."""
+    """What a request asks to change: greenhouse fields and, per zone index, zone fields (only those
+    given)."""
 
     reason: str
     greenhouse: dict[str, Any] = field(default_factory=dict)
@@ -43,15 +44,18 @@ def read_setups(conn: Connection | Session, gh: str | None = None) -> dict[str, 
     """Every registered greenhouse's settings (or only ``gh``'s), read on the caller's connection."""
     ghq = select(Greenhouse.id, Greenhouse.name, Greenhouse.lamps_ours, Greenhouse.lamp_hours_per_day,
                  Greenhouse.settings_version)
-    zq = select(Zone.greenhouse_id, Zone.soil_type, Zone.target_low_vwc, Zone.target_high_vwc, Zone.saturation_vwc,
-                Zone.daily_water_cap_l, Zone.name).order_by(Zone.greenhouse_id, Zone.index)
+    zq = select(Zone.greenhouse_id, Zone.soil_type, Zone.target_low_vwc, Zone.target_high_vwc,
+                Zone.saturation_vwc, Zone.daily_water_cap_l,
+                Zone.name).order_by(Zone.greenhouse_id, Zone.index)
     if gh is not None:
         ghq, zq = ghq.where(Greenhouse.id == gh), zq.where(Zone.greenhouse_id == gh)
     zones: dict[str, list[ZoneSetup]] = {}
     for gid, soil, low, high, sat, cap, name in conn.execute(zq):
-        zones.setdefault(gid, []).append(ZoneSetup(soil, float(low), float(high), float(sat), float(cap), name=name))
+        zones.setdefault(gid, []).append(ZoneSetup(soil, float(low), float(high), float(sat), float(cap),
+                                                   name=name))
     return {gid: GreenhouseSetup(name=name, zones=tuple(zones.get(gid, [])), lamps_ours=bool(ours),
-                                 lamp_hours_per_day=None if hours is None else float(hours), version=int(version))
+                                 lamp_hours_per_day=None if hours is None else float(hours),
+                                 version=int(version))
             for gid, name, ours, hours, version in conn.execute(ghq)}
 
 
@@ -61,11 +65,12 @@ def settings_versions(sessions: sessionmaker[Session]) -> dict[str, int]:
         return {gh: int(v) for gh, v in s.execute(select(Greenhouse.id, Greenhouse.settings_version))}
 
 
-def change_settings(sessions: sessionmaker[Session], gh: str, edit: SettingsEdit, site: SafetyLimits, actor: str,
-                    seal: SealChange | None) -> tuple[GreenhouseSetup, SetupChange | None]:
+def change_settings(sessions: sessionmaker[Session], gh: str, edit: SettingsEdit, site: SafetyLimits,
+                    actor: str, seal: SealChange | None) -> tuple[GreenhouseSetup, SetupChange | None]:
     """Apply ``edit`` to ``gh``'s settings; the new settings and the change (None: nothing differed, so
-    nothing was written or sealed). Raises :class:`UnknownGreenhouse`, :class:`app.settings_check.SettingsRefused`
-    (nothing changed) and :class:`app.access_seal.ChangeNotSealed` (rolled back)."""
+    nothing was written or sealed). Raises :class:`UnknownGreenhouse`,
+    :class:`app.settings_check.SettingsRefused` (nothing changed) and :class:`app.access_seal.ChangeNotSealed`
+    (rolled back)."""
     with sessions() as s:
         # Locks the greenhouse's row (PostgreSQL) so two edits cannot both build on the same version.
         if s.scalar(select(Greenhouse.id).where(Greenhouse.id == gh).with_for_update()) is None:
@@ -75,7 +80,8 @@ def change_settings(sessions: sessionmaker[Session], gh: str, edit: SettingsEdit
         check_setup(after, site, before)
         if not changed:
             return before, None
-        after = GreenhouseSetup(after.name, after.zones, after.lamps_ours, after.lamp_hours_per_day, before.version + 1)
+        after = GreenhouseSetup(after.name, after.zones, after.lamps_ours, after.lamp_hours_per_day,
+                                before.version + 1)
         _write(s, gh, before, after)
         change = SetupChange(after.version, actor, edit.reason, changed)
         commit_sealed(s, seal, {"greenhouse_id": gh, "reason": edit.reason, "changed": changed,
@@ -85,9 +91,10 @@ def change_settings(sessions: sessionmaker[Session], gh: str, edit: SettingsEdit
 
 def _write(s: Session, gh: str, before: GreenhouseSetup, after: GreenhouseSetup) -> None:
     """The rows of ``after``; the version guard makes a lost race an error, never a silent overwrite."""
-    done = s.execute(update(Greenhouse).where(Greenhouse.id == gh, Greenhouse.settings_version == before.version)
-                     .values(name=after.name, lamps_ours=after.lamps_ours, lamp_hours_per_day=after.lamp_hours_per_day,
-                             settings_version=after.version))
+    done = s.execute(update(Greenhouse)
+                     .where(Greenhouse.id == gh, Greenhouse.settings_version == before.version)
+                     .values(name=after.name, lamps_ours=after.lamps_ours,
+                             lamp_hours_per_day=after.lamp_hours_per_day, settings_version=after.version))
     if done.rowcount != 1:  # type: ignore[attr-defined]
         raise RuntimeError(f"settings of {gh} changed meanwhile; retry")
     for i, (old, new) in enumerate(zip(before.zones, after.zones, strict=True)):

@@ -42,7 +42,8 @@ class Housekeeping:
         self._reconnects_seen = 0
         self.sessions = sessions
         self.process_alarms = ProcessAlarms(controllers, dispatch, writer,
-                                            (lambda: outlook.for_decisions(None).alarms) if outlook else tuple)
+                                            (lambda: outlook.for_decisions(None).alarms) if outlook
+                                            else tuple)
         """The watched alarm conditions (:mod:`app.alarms.watch`), judged every few rounds."""
 
     async def run(self, period_s: float = PERIOD_S) -> None:
@@ -68,7 +69,8 @@ class Housekeeping:
                 self.metrics.ack_timeouts.labels(entry.gh).inc()
                 self.dispatch.alarm(entry.gh, "ack_timeout")
                 if not self.dispatch.may_command(entry.gh):  # the new holder decides afresh
-                    self.dispatch.record_ack(entry.gh, entry.cmd_id, "timeout", "lease lost before an ack", now)
+                    self.dispatch.record_ack(entry.gh, entry.cmd_id, "timeout", "lease lost before an ack",
+                                             now)
                 elif bridge.can_retry(entry):
                     bridge.retry(entry)
                 else:  # given up: the decision's command never got an answer
@@ -85,7 +87,8 @@ class Housekeeping:
                 self.process_alarms.load(self.sessions)
                 self.sessions = None
             except Exception as exc:  # noqa: BLE001 - the defaults meanwhile; the next round reads again
-                log.warning("alarm thresholds not read (%s); the defaults hold until they are", exc.__class__.__name__)
+                log.warning("alarm thresholds not read (%s); the defaults hold until they are",
+                            exc.__class__.__name__)
         self.process_alarms.tick(now, busy=self.intake.in_flight)
 
     async def snapshot_all(self, chunk: int = 32) -> None:

@@ -110,7 +110,8 @@ class DecisionJournal:
             data = segment_path(self.folder, segment).read_bytes()
             entries, used = decode(data)
             if used < len(data):
-                log.warning("journal segment %d ends in a torn append; its batch was never published", segment)
+                log.warning("journal segment %d ends in a torn append; its batch was never published",
+                            segment)
             out += entries
         return out
 

@@ -19,8 +19,8 @@ from twin.config import DEFAULT_ZONES
 log = logging.getLogger(__name__)
 
 
-def replay_journal(journal: DecisionJournal, recorder: DecisionRecorder, proposer_for: Callable[[int], Proposer],
-                   audit: AuditSink | None) -> bool:
+def replay_journal(journal: DecisionJournal, recorder: DecisionRecorder,
+                   proposer_for: Callable[[int], Proposer], audit: AuditSink | None) -> bool:
     """Store the journal's records once, in order; True when the writer must take the journal over."""
     entries = journal.recover()
     if entries:

@@ -147,7 +147,8 @@ class LeaseBook:
 
     def _take(self, s: Session, greenhouses: list[str], kept: dict[str, int], want: int,
               now: ColumnElement[Any], expires: ColumnElement[Any]) -> dict[str, int]:
-        """Free, expired or already ours (a restart) leases, up to ``want``; the token grows on a new holder."""
+        """Free, expired or already ours (a restart) leases, up to ``want``; the token grows on a new
+        holder."""
         if want <= 0:
             return {}
         takeable = or_(L.holder.is_(None), L.expires_at < now, L.holder == self.holder)
@@ -187,7 +188,8 @@ class LeaseBook:
         missing = [gh for gh in greenhouses if gh not in self._rows]
         if missing:
             s.execute(self._insert(s, L.__table__).values(
-                [{"greenhouse_id": gh, "holder": None, "fencing_token": 0, "expires_at": None} for gh in missing]
+                [{"greenhouse_id": gh, "holder": None, "fencing_token": 0, "expires_at": None}
+                 for gh in missing]
             ).on_conflict_do_nothing())
             self._rows.update(missing)
 

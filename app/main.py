@@ -65,9 +65,11 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
             folder = state_dir or settings.state_dir
             keyring, signer = service_audit_keys(settings, folder)  # refuses outside demo without keys
             store = AuditStore(engine, keyring, signer, retired_keys=load_retired_keys(settings))
-            record_at_start(record_key_in_use, store)  # a rotated key shows in the trail from the first start on it
+            # a rotated key shows in the trail from the first start on it
+            record_at_start(record_key_in_use, store)
             rt = Runtime(settings, make_session_factory(engine), state_dir=folder, audit=AuditSink(store))
-        secret = service_secret_key(settings, rt.state_dir)  # refuses outside demo without GREENTWIN_SECRET_KEY
+        # refuses outside demo without GREENTWIN_SECRET_KEY
+        secret = service_secret_key(settings, rt.state_dir)
         app.state.auth = AuthService(
             sessions=rt.sessions, signer=TokenSigner(secret, settings.access_token_ttl_s),
             throttle=LoginThrottle(per_pair=settings.login_max_failures,
@@ -77,9 +79,11 @@ def create_app(settings: Settings | None = None, *, state_dir: Path | None = Non
             lockout_s=settings.login_lockout_s, metrics=rt.metrics,
             audit=rt.audit.store if rt.audit is not None else None)
         await rt.start()
-        anchoring = None if rt.audit is None else HeadAnchoring.from_settings(settings, rt.audit.store, rt.state_dir)
+        anchoring = None if rt.audit is None else HeadAnchoring.from_settings(settings, rt.audit.store,
+                                                                              rt.state_dir)
         anchor_task = None if anchoring is None else asyncio.create_task(anchoring.run())
-        edge = EdgeStatusWatcher(rt.settings.mqtt_target(), rt.settings.mqtt_tls(), rt.settings.mqtt_topic_root)
+        edge = EdgeStatusWatcher(rt.settings.mqtt_target(), rt.settings.mqtt_tls(),
+                                 rt.settings.mqtt_topic_root)
         edge.start()
         app.state.dashboard = dash = Dashboard(rt, edge)
         dash.start()

@@ -65,7 +65,8 @@ class Greenhouse(Base):
     __tablename__ = "greenhouse"
     __table_args__ = (
         CheckConstraint("zones >= 1 AND zones <= 64", name="zones_range"),
-        CheckConstraint("lamp_hours_per_day IS NULL OR (lamp_hours_per_day >= 0 AND lamp_hours_per_day <= 24)",
+        CheckConstraint("lamp_hours_per_day IS NULL OR "
+                        "(lamp_hours_per_day >= 0 AND lamp_hours_per_day <= 24)",
                         name="lamp_hours_range"),
         CheckConstraint("settings_version >= 1", name="settings_version_pos"),
     )
@@ -227,7 +228,8 @@ class GreenhouseLease(Base):
     __tablename__ = "greenhouse_lease"
     __table_args__ = (CheckConstraint("fencing_token >= 0", name="fencing_token_nonneg"),)
 
-    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"), primary_key=True)
+    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"),
+                                               primary_key=True)
     # Null while nobody holds it (never taken, or released to rebalance).
     holder: Mapped[str | None] = mapped_column(String(128))
     fencing_token: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -258,7 +260,8 @@ class TrendCell(Base):
 
     __tablename__ = "trend_cell"
 
-    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"), primary_key=True)
+    greenhouse_id: Mapped[str] = mapped_column(ForeignKey("greenhouse.id", ondelete="CASCADE"),
+                                               primary_key=True)
     # Five-minute cells counted from 2000-01-01 UTC: a page reads thousands, integers need no parsing.
     cell: Mapped[int] = mapped_column(Integer, primary_key=True)
     decisions: Mapped[int] = mapped_column(Integer)

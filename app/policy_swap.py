@@ -67,7 +67,8 @@ class FleetSwap:
                 continue
             payload = {"from_version": old, "to_version": info.version, "registry_from": swap.registry_from,
                        "directory": str(swap.directory), "promoted_by": info.promoted_by, "note": info.note}
-            entries.append(Job.policy_swap(gh, now, payload, f"registry:{info.promoted_by or 'unknown'}").entry())
+            entries.append(Job.policy_swap(gh, now, payload,
+                                           f"registry:{info.promoted_by or 'unknown'}").entry())
         if entries:
             self.writer.appended(self.journal.append(entries))
         return len(entries)

@@ -47,8 +47,8 @@ class Fleet(Protocol):
 class PolicyWatcher:
     """Polls the registry and swaps the ensembles in force."""
 
-    def __init__(self, sessions: sessionmaker[Session], configured: Path, proposers: ProposerCache, fleet: Fleet,
-                 *, poll_s: float, on_swapped: Callable[[Path], None] | None = None) -> None:
+    def __init__(self, sessions: sessionmaker[Session], configured: Path, proposers: ProposerCache,
+                 fleet: Fleet, *, poll_s: float, on_swapped: Callable[[Path], None] | None = None) -> None:
         self.sessions = sessions
         self.configured = Path(configured)
         """The ensemble the settings name: the registry adopts it when empty, and it serves when

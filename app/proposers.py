@@ -93,7 +93,8 @@ class ProposerCache:
         try:
             fresh = self.load(directory, self._loaded)
         except Exception:
-            log.exception("cannot load the ensemble at %s: keeping the one from %s", directory, self._directory)
+            log.exception("cannot load the ensemble at %s: keeping the one from %s", directory,
+                          self._directory)
             return False
         self.swap(directory, fresh)
         return True

@@ -62,7 +62,8 @@ class DecisionRecorder:
         """
         with self._lock:
             with self.sessions() as session:
-                best = max(session.scalar(select(func.max(m.seq)).where(m.greenhouse_id == greenhouse_id)) or 0
+                best = max(session.scalar(select(func.max(m.seq))
+                                          .where(m.greenhouse_id == greenhouse_id)) or 0
                            for m in (Decision, ModeChange))
             if self.spool_path.exists():
                 for line in self.spool_path.read_text(encoding="utf-8").splitlines():
@@ -73,13 +74,15 @@ class DecisionRecorder:
                         best = max(best, int(item["row"]["seq"]))
             return int(best)
 
-    def recent_commands(self, greenhouses: Collection[str], limit: int = 32) -> list[tuple[str, str, str | None]]:
+    def recent_commands(self, greenhouses: Collection[str],
+                        limit: int = 32) -> list[tuple[str, str, str | None]]:
         """(greenhouse, cmd_id, ack status) of each greenhouse's ``limit`` newest stored decisions, in one
         query: acks of commands an earlier run sent still match one after a restart (empty when the
         database cannot say)."""
         newest = func.row_number().over(partition_by=Decision.greenhouse_id, order_by=Decision.seq.desc())
         ranked = (select(Decision.greenhouse_id, Decision.cmd_id, Decision.ack_status, newest.label("rank"))
-                  .where(Decision.greenhouse_id.in_(list(greenhouses)), Decision.cmd_id.is_not(None)).subquery())
+                  .where(Decision.greenhouse_id.in_(list(greenhouses)), Decision.cmd_id.is_not(None))
+                  .subquery())
         try:
             with self.sessions() as session:
                 rows = session.execute(select(ranked.c.greenhouse_id, ranked.c.cmd_id, ranked.c.ack_status)
@@ -120,7 +123,8 @@ class DecisionRecorder:
                     self._insert_each(items)
                 return True
             except UNAVAILABLE as exc:
-                log.warning("database unavailable, spooling %d records: %s", len(items), exc.__class__.__name__)
+                log.warning("database unavailable, spooling %d records: %s", len(items),
+                            exc.__class__.__name__)
                 self._spool_many(items)
                 return False
 

@@ -101,7 +101,8 @@ def ensure_seeded(sessions: sessionmaker[Session], policy_dir: Path) -> VersionI
     with _promotion(sessions) as s:
         if s.scalar(select(PolicyVersion.version).limit(1)) is None:
             now = datetime.now(UTC)
-            s.add(PolicyVersion(version=version, parent=None, status="promoted", directory=str(Path(policy_dir).resolve()),
+            s.add(PolicyVersion(version=version, parent=None, status="promoted",
+                                directory=str(Path(policy_dir).resolve()),
                                 note="adopted: the configured ensemble of a new registry", created_at=now,
                                 promoted_at=now, promoted_by="system"))
             log.info("policy registry: adopted %s from %s as the promoted version", version, policy_dir)
@@ -123,7 +124,8 @@ def get(sessions: sessionmaker[Session], version: str) -> VersionInfo | None:
 def list_versions(sessions: sessionmaker[Session], limit: int = 50) -> list[VersionInfo]:
     """Newest first."""
     with sessions() as s:
-        rows = s.scalars(select(PolicyVersion).order_by(PolicyVersion.created_at.desc(), PolicyVersion.version)
+        rows = s.scalars(select(PolicyVersion)
+                         .order_by(PolicyVersion.created_at.desc(), PolicyVersion.version)
                          .limit(limit)).all()
         return [VersionInfo.of(r) for r in rows]
 
@@ -153,7 +155,8 @@ def add_candidate(sessions: sessionmaker[Session], version: str, directory: Path
 def mark(sessions: sessionmaker[Session], version: str, status: str, note: str) -> None:
     """Set a non-promoted version's status (``refused`` by the gate) and why."""
     with sessions() as s, s.begin():
-        s.execute(update(PolicyVersion).where(PolicyVersion.version == version, PolicyVersion.status != "promoted")
+        s.execute(update(PolicyVersion)
+                  .where(PolicyVersion.version == version, PolicyVersion.status != "promoted")
                   .values(status=status, note=note[:REASON_MAX_LEN]))
 
 

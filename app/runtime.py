@@ -76,8 +76,9 @@ class Runtime:
         self.sessions = sessions
         self.state_dir = private_dir(Path(state_dir))
         self.metrics = metrics or Metrics()
-        self.recorder = DecisionRecorder(sessions, self.state_dir / "decision-spool.jsonl", dead_letters=DeadLetters(
-            self.state_dir / "dead-letter.jsonl", on_add=self._on_dead_letter))
+        self.recorder = DecisionRecorder(sessions, self.state_dir / "decision-spool.jsonl",
+                                         dead_letters=DeadLetters(self.state_dir / "dead-letter.jsonl",
+                                                                  on_add=self._on_dead_letter))
         self.journal = DecisionJournal(self.state_dir / "journal")
         self.snapshots = SnapshotStore(self.state_dir)
         self.audit = audit
@@ -102,14 +103,16 @@ class Runtime:
         self.dispatch = Dispatcher(self.controllers, self.journal, self.writer, self.snapshots, self.metrics)
         self.outlook = outlook or OutlookFeed.from_settings(settings)
         """The site's weather and prices, shared by every greenhouse's decisions (:mod:`app.outlook.feed`)."""
-        self.intake = Intake(self.controllers, self.dispatch.emit, max_batch, max_waiting=settings.inbox_per_greenhouse,
-                             on_shed=self._on_shed, outlook=self.outlook.for_decisions)
+        self.intake = Intake(self.controllers, self.dispatch.emit, max_batch,
+                             max_waiting=settings.inbox_per_greenhouse, on_shed=self._on_shed,
+                             outlook=self.outlook.for_decisions)
         self._shed_alarmed: dict[str, float] = {}
         self.policy_watch = PolicyWatcher(sessions, configured, self.proposers, FleetSwap(
             self.controllers, self.intake, self.dispatch, self.journal, self.writer),
             poll_s=settings.policy_poll_s, on_swapped=self.writer.follow_policy)
-        self.housekeeping = Housekeeping(self.controllers, self.intake, self.dispatch, self.writer, self.snapshots,
-                                         self.metrics, outlook=self.outlook, sessions=sessions)
+        self.housekeeping = Housekeeping(self.controllers, self.intake, self.dispatch, self.writer,
+                                         self.snapshots, self.metrics, outlook=self.outlook,
+                                         sessions=sessions)
         holder = settings.replica_id or default_holder(self.state_dir)
         self.leases = LeaseBook(sessions, holder, ttl_s=settings.lease_ttl_s, renew_s=settings.lease_renew_s)
         self.keeper = LeaseKeeper(self.leases, self.controllers, self.recorder.last_seq, self.metrics)
@@ -144,8 +147,8 @@ class Runtime:
     def load_greenhouses(self) -> None:
         if self.proposers.fixed is None:
             self.policy_watch.adopt()
-        self.controllers.update(build_controllers(self.sessions, self.settings, self.limits, self.proposers.get,
-                                                  self.snapshots))
+        self.controllers.update(build_controllers(self.sessions, self.settings, self.limits,
+                                                  self.proposers.get, self.snapshots))
         for ctl in self.controllers.values():
             ctl.obs_builder.tariff = self.outlook.tariff  # the site's adder on every price slot
         self.writer_resume = replay_journal(self.journal, self.recorder, self.proposers.get, self.audit)
@@ -153,15 +156,18 @@ class Runtime:
 
     def _writer_config(self) -> WriterConfig:
         bind = getattr(self.sessions, "kw", {}).get("bind")
-        url = bind.url.render_as_string(hide_password=False) if bind is not None else self.settings.database_url
+        url = bind.url.render_as_string(hide_password=False) if bind is not None \
+            else self.settings.database_url
         keys = None
         if self.audit is not None:
             store = self.audit.store
             keys = (store.keyring.to_json(), store.signer.to_pem())  # the same keys, rebuilt in the writer
-        return WriterConfig(database_url=url, spool_path=self.recorder.spool_path, journal=self.journal.folder,
-                            policy_dir=self.proposers.directory,
-                            proposer=None if self.proposers.fixed is None else pickle.dumps(self.proposers.fixed),
-                            audit_keys=keys, resume=self.writer_resume, zones=tuple(sorted({c.z for c in self.controllers.values()})))
+        return WriterConfig(database_url=url, spool_path=self.recorder.spool_path,
+                            journal=self.journal.folder, policy_dir=self.proposers.directory,
+                            proposer=None if self.proposers.fixed is None
+                                     else pickle.dumps(self.proposers.fixed),
+                            audit_keys=keys, resume=self.writer_resume,
+                            zones=tuple(sorted({c.z for c in self.controllers.values()})))
 
     async def start(self) -> None:
         self.load_greenhouses()
@@ -234,7 +240,8 @@ class Runtime:
         self.metrics.telemetry.labels("rejected", reason).inc()
 
     def _on_shed(self, gh: str, reason: str) -> None:
-        """Valid telemetry dropped under load: counted always, alarmed at most once a minute per greenhouse."""
+        """Valid telemetry dropped under load: counted always, alarmed at most once a minute per
+        greenhouse."""
         self.metrics.telemetry_shed.labels(gh, reason).inc()
         now = time.monotonic()
         if now - self._shed_alarmed.get(gh, -SHED_ALARM_EVERY_S) >= SHED_ALARM_EVERY_S:
@@ -242,7 +249,8 @@ class Runtime:
             self.dispatch.alarm(gh, f"telemetry_shed:{reason}")
 
     def on_connected(self, connects: int) -> None:
-        """After a reconnect: young commands repeated, valve feedback judged afresh (:mod:`app.broker_link`)."""
+        """After a reconnect: young commands repeated, valve feedback judged afresh
+        (:mod:`app.broker_link`)."""
         if connects <= 1:
             return
         repeats = repeats_after_reconnect(self.controllers, self.intake.in_flight, self.dispatch)
@@ -287,7 +295,8 @@ class Runtime:
                              f"{self.settings.lease_ttl_s + self.settings.lease_renew_s:g} s at most)")
         event, stored = call_on_loop(self._loop, lambda: self._undone_if_unjournaled(gh, act))
         if running_loop() is None and self.writer.alive and not stored.wait(30.0):
-            log.warning("mode change %s/%d not stored within 30 s; it stays journaled", event.greenhouse_id, event.seq)
+            log.warning("mode change %s/%d not stored within 30 s; it stays journaled", event.greenhouse_id,
+                        event.seq)
         return event
 
     def _undone_if_unjournaled(self, gh: str, act: Callable[[], T]) -> T:
@@ -320,7 +329,8 @@ class Runtime:
             return event, self.dispatch.apply_mode_event(event)
         return self._operator(gh, act)
 
-    def set_mode(self, gh: str, mode: str, actor: str, reason: str, manual_action: list[float] | None) -> ModeEvent:
+    def set_mode(self, gh: str, mode: str, actor: str, reason: str,
+                 manual_action: list[float] | None) -> ModeEvent:
         action = None if manual_action is None else np.asarray(manual_action, dtype=np.float64)
 
         def act() -> tuple[ModeEvent, threading.Event]:

@@ -21,8 +21,8 @@ from safety import SafetyLimits
 
 GREENHOUSE_FIELDS = ("name", "lamps_ours", "lamp_hours_per_day")
 ZONE_FIELDS = ("name", "soil", "target_low_vwc", "target_high_vwc", "daily_water_cap_l")
-_ZONE_ATTR = {"name": "name", "soil": "soil_type", "target_low_vwc": "target_low", "target_high_vwc": "target_high",
-              "daily_water_cap_l": "daily_water_cap_l"}
+_ZONE_ATTR = {"name": "name", "soil": "soil_type", "target_low_vwc": "target_low",
+              "target_high_vwc": "target_high", "daily_water_cap_l": "daily_water_cap_l"}
 
 
 class SettingsRefused(ValueError):
@@ -48,13 +48,16 @@ def edited(before: GreenhouseSetup, greenhouse: dict[str, Any], zones: dict[int,
     out = list(before.zones)
     for index, fields in sorted(zones.items()):
         if not 0 <= index < len(out):
-            raise SettingsRefused(f"zones[{index}]", f"no such zone: {before.name} has zones 0-{len(out) - 1}")
+            raise SettingsRefused(f"zones[{index}]",
+                                  f"no such zone: {before.name} has zones 0-{len(out) - 1}")
         zone = out[index]
-        new = {_ZONE_ATTR[k]: (None if k == "name" and v == "" else v) for k, v in fields.items() if k in _ZONE_ATTR}
+        new = {_ZONE_ATTR[k]: (None if k == "name" and v == "" else v)
+               for k, v in fields.items() if k in _ZONE_ATTR}
         soil = new.get("soil_type", zone.soil_type)
         if soil != zone.soil_type:
             if soil not in SOIL_DEFAULTS:
-                raise SettingsRefused(f"zones[{index}].soil", f"unknown soil {soil!r}: one of {', '.join(SOIL_DEFAULTS)}")
+                raise SettingsRefused(f"zones[{index}].soil",
+                                      f"unknown soil {soil!r}: one of {', '.join(SOIL_DEFAULTS)}")
             d = SOIL_DEFAULTS[soil]
             new["saturation"] = d.saturation_vwc
             if "target_low" not in new and "target_high" not in new:
@@ -78,11 +81,13 @@ def check_setup(after: GreenhouseSetup, site: SafetyLimits, before: GreenhouseSe
     sats = per_zone(site.saturation_vwc, z)
     for i, zone in enumerate(after.zones):
         old = before.zones[i] if before is not None and i < len(before.zones) else None
-        _check_zone(i, zone, old, float(caps[i]), min(float(sats[i]), zone.saturation), site.saturation_margin_vwc)
+        _check_zone(i, zone, old, float(caps[i]), min(float(sats[i]), zone.saturation),
+                    site.saturation_margin_vwc)
     hours = after.lamp_hours_per_day
     if hours is not None and (before is None or hours != before.lamp_hours_per_day):
         if not math.isfinite(hours) or not 0.0 <= hours <= site.lights_daily_hours_cap:
-            raise SettingsRefused("lamp_hours_per_day", f"{hours:g} h is outside 0-{site.lights_daily_hours_cap:g} h, "
+            raise SettingsRefused("lamp_hours_per_day",
+                                  f"{hours:g} h is outside 0-{site.lights_daily_hours_cap:g} h, "
                                   "the lamp hours a day the safety limits allow")
 
 
@@ -95,19 +100,21 @@ def _check_zone(i: int, zone: ZoneSetup, old: ZoneSetup | None, cap_max: float, 
         if not math.isfinite(value):
             raise SettingsRefused(f"{where}.{key}", f"{label}: must be a finite number")
     if zone.soil_type not in SOIL_DEFAULTS:
-        raise SettingsRefused(f"{where}.soil", f"unknown soil {zone.soil_type!r}: one of {', '.join(SOIL_DEFAULTS)}")
+        raise SettingsRefused(f"{where}.soil",
+                              f"unknown soil {zone.soil_type!r}: one of {', '.join(SOIL_DEFAULTS)}")
     band = (zone.target_low, zone.target_high, zone.saturation)
     if old is None or band != (old.target_low, old.target_high, old.saturation):
         if not zone.target_low > 0.0:
-            raise SettingsRefused(f"{where}.target_low_vwc", f"{label}: {zone.target_low:g} m3/m3 must be above 0")
+            raise SettingsRefused(f"{where}.target_low_vwc",
+                                  f"{label}: {zone.target_low:g} m3/m3 must be above 0")
         if not zone.target_low < zone.target_high:
-            raise SettingsRefused(f"{where}.target_low_vwc", f"{label}: {zone.target_low:g} m3/m3 must be below "
-                                  f"target_high_vwc {zone.target_high:g}")
+            raise SettingsRefused(f"{where}.target_low_vwc", f"{label}: {zone.target_low:g} m3/m3 must be "
+                                  f"below target_high_vwc {zone.target_high:g}")
         wettest = saturation - margin
         if zone.target_high > wettest:
             raise SettingsRefused(f"{where}.target_high_vwc", (
-                f"{label}: {zone.target_high:g} m3/m3 is above {wettest:.3g}, the wettest the safety limits let a "
-                f"zone be irrigated to (saturation {saturation:g} less the {margin:g} margin)"))
+                f"{label}: {zone.target_high:g} m3/m3 is above {wettest:.3g}, the wettest the safety limits "
+                f"let a zone be irrigated to (saturation {saturation:g} less the {margin:g} margin)"))
     if old is None or zone.daily_water_cap_l != old.daily_water_cap_l:
         if not zone.daily_water_cap_l > 0.0:
             raise SettingsRefused(f"{where}.daily_water_cap_l", f"{label}: must be above 0 L")

@@ -65,7 +65,8 @@ class SettingsWatch:
         added on the loop; returns those added. Their leases come with the keeper's next round."""
         rt = self.runtime
         with rt.sessions() as s:
-            setups = {gh: setup for gh, setup in read_setups(s).items() if gh in ghs and gh not in rt.controllers}
+            setups = {gh: setup for gh, setup in read_setups(s).items()
+                      if gh in ghs and gh not in rt.controllers}
         built = {gh: self._build(gh, setup) for gh, setup in setups.items()}
         continue_after_records(built, rt.recorder.last_seq)
 
@@ -77,7 +78,8 @@ class SettingsWatch:
 
         added = call_on_loop(rt.loop, add)
         if added:
-            log.warning("greenhouses registered while running, now controlled here once leased: %s", ", ".join(added))
+            log.warning("greenhouses registered while running, now controlled here once leased: %s",
+                        ", ".join(added))
         return added
 
     def install(self, gh: str, setup: GreenhouseSetup, change: SetupChange | None = None) -> bool:
@@ -98,7 +100,8 @@ class SettingsWatch:
 
     def _build(self, gh: str, setup: GreenhouseSetup) -> GreenhouseController:
         rt = self.runtime
-        ctl = build_controller(gh, setup, rt.settings, rt.limits, rt.proposers.get(len(setup.zones)), rt.snapshots)
+        ctl = build_controller(gh, setup, rt.settings, rt.limits, rt.proposers.get(len(setup.zones)),
+                               rt.snapshots)
         ctl.obs_builder.tariff = rt.outlook.tariff
         return ctl
 

@@ -1,4 +1,4 @@
-"""Audit store throughput: batched ``append_many`` versus one-by-one ``append`` (the baseline), and verify rate.
+"""Audit store throughput: batched ``append_many`` against one-by-one ``append`` (baseline), and verify rate.
 
 Runs on a temp SQLite file and, when reachable, on a throw-away PostgreSQL database. Only the store
 calls are timed (seal with AES-256-GCM, hash-chain, insert, commit); the synthetic payloads are built
@@ -95,7 +95,8 @@ def run(url: str, records: int, batch: int, baseline: int, seal_ahead: int | Non
         assert result.ok and result.records_checked == records, result
     finally:
         engine.dispose()
-    return {"batched": batched, "cpu_us": cpu_us, "single": single, "ratio": batched / single, "verify": verify}
+    return {"batched": batched, "cpu_us": cpu_us, "single": single, "ratio": batched / single,
+            "verify": verify}
 
 
 def main() -> None:
@@ -109,8 +110,9 @@ def main() -> None:
     parser.add_argument("--pg-url", default=PG_URL)
     args = parser.parse_args()
     print(
-        f"payload {len(canonical_json(_event(0).payload))} B, {args.records} records, batches of {args.batch}, "
-        f"seal-ahead {args.seal_ahead or 'off'}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+        f"payload {len(canonical_json(_event(0).payload))} B, {args.records} records, "
+        f"batches of {args.batch}, seal-ahead {args.seal_ahead or 'off'}; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
     backends: list[tuple[str, Callable[[], AbstractContextManager[str]]]] = [("sqlite", _sqlite)]
     try:
@@ -127,7 +129,8 @@ def main() -> None:
                 r = run(url, args.records, args.batch, args.baseline, args.seal_ahead)
             print(
                 f"{name:10s} batched {r['batched']:8.0f} rec/s ({r['cpu_us']:5.1f} us cpu/rec) | "
-                f"one-by-one {r['single']:7.0f} rec/s | ratio {r['ratio']:5.1f}x | verify {r['verify']:8.0f} rec/s"
+                f"one-by-one {r['single']:7.0f} rec/s | ratio {r['ratio']:5.1f}x | "
+                f"verify {r['verify']:8.0f} rec/s"
             )
 
 

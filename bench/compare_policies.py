@@ -40,7 +40,8 @@ def main() -> None:
         name, sep, directory = item.partition("=")
         if not sep or not Path(directory).is_dir():
             parser.error(f"--policy expects NAME=DIR with DIR a policy directory, got {item!r}")
-        rows[name] = EnsembleController(load_ensemble(directory, expected_zones=DEFAULT_ZONES), zones=DEFAULT_ZONES)
+        rows[name] = EnsembleController(load_ensemble(directory, expected_zones=DEFAULT_ZONES),
+                                        zones=DEFAULT_ZONES)
     rows["served"] = Interlocked(served_expert(DEFAULT_ZONES), zones=DEFAULT_ZONES)
     suite = held_out_suite(n=args.scenarios, days=args.days)
     start = time.perf_counter()

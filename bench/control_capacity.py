@@ -67,7 +67,8 @@ def rows_written(url: str) -> int:
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
-            tables = conn.execute(text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")).scalars().all()
+            tables = conn.execute(
+                text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")).scalars().all()
             return sum(int(conn.execute(text(f'SELECT count(*) FROM "{t}"')).scalar_one())
                        for t in tables if t not in REGISTRATION_TABLES)
     finally:
@@ -127,7 +128,8 @@ def step(n: int, args: argparse.Namespace, broker_pid: int, workdir: Path) -> di
         "writer_cores": r["writer_cpu_s"] / r["wall_s"],
         "rows": rows, "rows_per_decision": rows / decisions if decisions else float("nan"),
         "rows_per_s": rows / decisions * r["rate_per_s"] if decisions else float("nan"),
-        "pg_cpu_ms_per_decision": 1000.0 * pg_s / (r["rate_per_s"] * r["wall_s"]) if r["rate_per_s"] else float("nan"),
+        "pg_cpu_ms_per_decision": (1000.0 * pg_s / (r["rate_per_s"] * r["wall_s"]) if r["rate_per_s"]
+                                   else float("nan")),
         "broker_cpu_ms_per_1000_msgs": 1e6 * broker_s / messages if messages else float("nan"),
     }
     return r
@@ -138,7 +140,8 @@ def line(r: dict[str, Any]) -> str:
     return (f"{r['greenhouses']:>4} gh: {r['rate_per_s']:6.1f} decisions/s  p50 {r['p50_ms']:6.1f} ms  "
             f"p99 {r['p99_ms']:7.1f} ms  stored {r['stored']}/{decided}  "
             f"service CPU {r['cpu_ms_per_decision']:.1f} ms/decision ({r['service_cores']:.2f} cores, writer "
-            f"{r['writer_cores']:.2f}, {r['service_rss_mb']:.0f} MB)  store lag p99 {r['store_lag_p99_ms'] or 0:.0f} ms  "
+            f"{r['writer_cores']:.2f}, {r['service_rss_mb']:.0f} MB)  "
+            f"store lag p99 {r['store_lag_p99_ms'] or 0:.0f} ms  "
             f"PostgreSQL {r['rows_per_decision']:.1f} rows/decision, {r['rows_per_s']:.0f} rows/s, "
             f"{r['pg_cpu_ms_per_decision']:.1f} ms CPU/decision  "
             f"broker {r['broker_cpu_ms_per_1000_msgs']:.0f} ms CPU/1000 msgs  "
@@ -151,7 +154,8 @@ def main() -> None:
                         help="comma-separated load levels (messages/s), tried in turn until one falls behind")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--pg-url", default=os.environ.get("GREENTWIN_TEST_PG_URL", PG_URL),
-                        help="a database on the server to test against (scratch databases are made next to it)")
+                        help="a database on the server to test against "
+                             "(scratch databases are made next to it)")
     parser.add_argument("--policy", default="shipped", help="'shipped', 'expert' or an ensemble directory")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None)

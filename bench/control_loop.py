@@ -154,8 +154,8 @@ def generate(cfg: dict[str, Any], conn: Any) -> None:
     client.loop_stop()
     client.disconnect()
     with lock:
-        conn.send({"latencies": latencies, "samples": samples, "sending_s": sending_s, "messages": n * int(cfg["seconds"]),
-                   "unanswered": len(sent), **replies})
+        conn.send({"latencies": latencies, "samples": samples, "sending_s": sending_s,
+                   "messages": n * int(cfg["seconds"]), "unanswered": len(sent), **replies})
 
 
 # ---- the service (this process) ----------------------------------------------------------------------
@@ -210,7 +210,8 @@ def proc_rss_mb(pid: int) -> float:
 def _cpu_s(exclude: set[int]) -> tuple[float, float]:
     """CPU seconds used so far by this process (the service's loop, bridge and API) and by its
     other children (the writer), not counting the load generator: what a replica pays."""
-    children = sum(proc_cpu_s(p.pid) for p in mp.active_children() if p.pid is not None and p.pid not in exclude)
+    children = sum(proc_cpu_s(p.pid) for p in mp.active_children()
+                   if p.pid is not None and p.pid not in exclude)
     return time.process_time(), children
 
 
@@ -250,7 +251,8 @@ def run(n: int, mode: str, seconds: float, args: argparse.Namespace, workdir: Pa
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, name="service-loop", daemon=True).start()
     asyncio.run_coroutine_threadsafe(runtime.start(), loop).result(120)
-    assert runtime.bridge is not None and runtime.bridge.wait_ready(15), "service did not connect to the broker"
+    assert runtime.bridge is not None and runtime.bridge.wait_ready(15), \
+        "service did not connect to the broker"
     writer = getattr(runtime, "writer", None)
     if hasattr(writer, "wait_ready"):  # the writer process loads the ensemble; the journal would buffer
         assert writer.wait_ready(120), "writer process did not start"
@@ -296,10 +298,12 @@ def run(n: int, mode: str, seconds: float, args: argparse.Namespace, workdir: Pa
         "service_waiting_halves": _half_means([float(w) for w, _ in srv]),
         "unstored_halves": _half_means([float(p) for _, p in srv]),
         "unanswered": gen["unanswered"], "unmatched_commands": gen["unmatched"],
-        "stored": stored, "decided": decided, "mean_batch": (decided / batches) if decided and batches else None,
+        "stored": stored, "decided": decided,
+        "mean_batch": (decided / batches) if decided and batches else None,
         "store_lag_p50_ms": float(np.percentile(lag, 50) * 1000) if lag else None,
         "store_lag_p99_ms": float(np.percentile(lag, 99) * 1000) if lag else None,
-        "service_cpu_s": cpu1[0] - cpu0[0] + cpu1[1] - cpu0[1], "writer_cpu_s": cpu1[1] - cpu0[1], "wall_s": wall_s,
+        "service_cpu_s": cpu1[0] - cpu0[0] + cpu1[1] - cpu0[1], "writer_cpu_s": cpu1[1] - cpu0[1],
+        "wall_s": wall_s,
         "started_at": start, "service_rss_mb": rss_mb,
     }
 
@@ -320,15 +324,18 @@ def sustained(r: dict[str, Any]) -> bool:
 
 
 def line(name: str, r: dict[str, Any], base: dict[str, Any] | None) -> str:
-    ratio = "" if base is None else f"  (x{r['p50_ms'] / base['p50_ms']:.1f} / x{r['p99_ms'] / base['p99_ms']:.1f})"
+    ratio = "" if base is None else (f"  (x{r['p50_ms'] / base['p50_ms']:.1f} / "
+                                     f"x{r['p99_ms'] / base['p99_ms']:.1f})")
     a, b = r["inflight_halves"]
     u1, u2 = r["unstored_halves"]
     lag = "" if r["store_lag_p99_ms"] is None else f", store lag p50/p99 {r['store_lag_p50_ms']:.0f}/" \
                                                     f"{r['store_lag_p99_ms']:.0f} ms"
     batch = "" if r["mean_batch"] is None else f", mean batch {r['mean_batch']:.1f}"
-    return (f"{name:>22}: p50 {r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms{ratio}  {r['rate_per_s']:6.1f} cmd/s"
+    return (f"{name:>22}: p50 {r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms{ratio}  "
+            f"{r['rate_per_s']:6.1f} cmd/s"
             f"  in flight {a:.1f} -> {b:.1f}  unstored {u1:.0f} -> {u2:.0f}  unanswered {r['unanswered']}"
-            f"  stored {r['stored']}/{r['decided'] if r['decided'] is not None else r['answered']}{lag}{batch}"
+            f"  stored {r['stored']}/"
+            f"{r['decided'] if r['decided'] is not None else r['answered']}{lag}{batch}"
             f"  {'on target' if sustained(r) else 'keeps up' if keeps_up(r) else 'FALLS BEHIND'}")
 
 
@@ -339,17 +346,21 @@ def spread(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--greenhouses", default="1,50,200", help="comma-separated counts (1 is the baseline)")
+    parser.add_argument("--greenhouses", default="1,50,200",
+                        help="comma-separated counts (1 is the baseline)")
     parser.add_argument("--mode", choices=["uniform", "burst", "both"], default="both")
     parser.add_argument("--ramp", default="200,400,600,800",
-                        help="uniform greenhouse counts tried in turn until one is not sustained; 'none' skips")
+                        help="uniform greenhouse counts tried in turn until one is not sustained; "
+                             "'none' skips")
     parser.add_argument("--seconds", type=float, default=15.0)
-    parser.add_argument("--repeat", type=int, default=1, help="runs per scenario (the machine is shared: ranges)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs per scenario (the machine is shared: ranges)")
     parser.add_argument("--policy", default="shipped", help="'shipped', 'expert' or an ensemble directory")
     parser.add_argument("--no-audit", action="store_true", help="run the service without its audit trail")
     parser.add_argument("--mqtt-url", default="mqtt://127.0.0.1:1883")
     parser.add_argument("--broker", choices=["given", "deployed"], default="given",
-                        help="'given': the broker at --mqtt-url; 'deployed': a private Mosquitto started with "
+                        help="'given': the broker at --mqtt-url; "
+                             "'deployed': a private Mosquitto started with "
                              "deploy/mosquitto.conf's network settings (TCP_NODELAY) on a free port")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None)
@@ -381,7 +392,8 @@ def private_broker() -> Iterator[tuple[str, int]]:
         port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmp:
         conf = Path(tmp) / "mosquitto.conf"
-        conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n", encoding="utf-8")
+        conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n",
+                        encoding="utf-8")
         proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 10.0
@@ -402,7 +414,8 @@ def measure(args: argparse.Namespace) -> None:
     counts = [int(c) for c in args.greenhouses.split(",") if c]
     modes = ["uniform", "burst"] if args.mode == "both" else [args.mode]
     results: dict[str, list[dict[str, Any]]] = {}
-    print(f"broker {args.mqtt_url} ({args.broker}), policy {args.policy}, audit {'off' if args.no_audit else 'on'}, "
+    print(f"broker {args.mqtt_url} ({args.broker}), policy {args.policy}, "
+          f"audit {'off' if args.no_audit else 'on'}, "
           f"{args.seconds:g} s per run, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -439,8 +452,10 @@ def measure(args: argparse.Namespace) -> None:
             print(f"{'highest on target':>22}: {spread([float(r['on_target']) for r in rs])} msgs/s")
             print(f"{'highest keeping up':>22}: {spread([float(r['keeps_up']) for r in rs])} msgs/s")
             continue
-        print(f"{name:>22}: p50 {spread([r['p50_ms'] for r in rs])} ms, p99 {spread([r['p99_ms'] for r in rs])} ms, "
-              f"{spread([r['rate_per_s'] for r in rs])} cmd/s, on target {sum(sustained(r) for r in rs)}/{len(rs)}, "
+        print(f"{name:>22}: p50 {spread([r['p50_ms'] for r in rs])} ms, "
+              f"p99 {spread([r['p99_ms'] for r in rs])} ms, "
+              f"{spread([r['rate_per_s'] for r in rs])} cmd/s, "
+              f"on target {sum(sustained(r) for r in rs)}/{len(rs)}, "
               f"keeps up {sum(keeps_up(r) for r in rs)}/{len(rs)}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -48,7 +48,8 @@ def raw_week_ms(url: str, repeats: int) -> float:
         times = []
         for _ in range(repeats):
             t = time.perf_counter()
-            hist.history(s, "bench-a", dh.ZONES, [(0.2, 0.3)] * dh.ZONES, end - timedelta(days=dh.DAYS), end, 336)
+            hist.history(s, "bench-a", dh.ZONES, [(0.2, 0.3)] * dh.ZONES, end - timedelta(days=dh.DAYS), end,
+                         336)
             times.append((time.perf_counter() - t) * 1000.0)
     engine.dispose()
     return sorted(times)[len(times) // 2]
@@ -64,12 +65,15 @@ def history_part(workdir: Path, repeats: int) -> dict[str, Any]:
             r = dh.time_history(url, workdir, repeats)
             r["raw_7d_p50_ms"] = raw_week_ms(url, 5)
             out[name] = r
-            print(f"  {name}: seeded in {r['seeded_s']:.0f} s, rolled up in {r['rolled_up_s']:.1f} s", flush=True)
+            print(f"  {name}: seeded in {r['seeded_s']:.0f} s, rolled up in {r['rolled_up_s']:.1f} s",
+                  flush=True)
             for view in ("24h", "7d"):
                 v = r[view]
                 verdict = "on target" if v["p99_ms"] < HISTORY_P99_MS else "OVER TARGET"
-                print(f"    {view:>3}: p50 {v['p50_ms']:6.1f} ms  p99 {v['p99_ms']:6.1f} ms  max {v['max_ms']:6.1f} ms"
-                      f"  ({v['samples']} decisions; p99 / target {v['p99_ms'] / HISTORY_P99_MS:.2f})  {verdict}",
+                print(f"    {view:>3}: p50 {v['p50_ms']:6.1f} ms  p99 {v['p99_ms']:6.1f} ms  "
+                      f"max {v['max_ms']:6.1f} ms"
+                      f"  ({v['samples']} decisions; "
+                      f"p99 / target {v['p99_ms'] / HISTORY_P99_MS:.2f})  {verdict}",
                       flush=True)
             print(f"     7d from the decisions themselves: p50 {r['raw_7d_p50_ms']:.0f} ms"
                   f"  (x{r['raw_7d_p50_ms'] / r['7d']['p50_ms']:.1f} the trend cells' p50)", flush=True)
@@ -90,22 +94,27 @@ def main() -> None:
             print("history of a greenhouse page (7 days x 1 min x 6 zones):", flush=True)
             results["history"] = history_part(Path(tmp), args.repeats)
         if args.part in ("live", "both"):
-            print(f"control loop with {args.greenhouses} greenhouses, without and with {args.dashboards} open "
+            print(f"control loop with {args.greenhouses} greenhouses, "
+                  f"without and with {args.dashboards} open "
                   "dashboards:", flush=True)
             folder = Path(tmp) / "live"
             folder.mkdir()
             live = dl.side_by_side(folder, greenhouses=args.greenhouses, dashboards=args.dashboards,
-                                   seconds=args.seconds, rounds=args.rounds, mqtt_url=args.mqtt_url, seed=args.seed)
+                                   seconds=args.seconds, rounds=args.rounds, mqtt_url=args.mqtt_url,
+                                   seed=args.seed)
             results["live"] = live
             verdict = "on target" if live["pooled_ratio"] <= LIVE_RATIO else "OVER TARGET"
             lo_a, hi_a = live["p99_without_range_ms"]
             lo_b, hi_b = live["p99_with_range_ms"]
             print(f"  p99 median without {live['p99_without_ms']:.1f} ms ({lo_a:.1f}-{hi_a:.1f}), with "
-                  f"{live['p99_with_ms']:.1f} ms ({lo_b:.1f}-{hi_b:.1f}): ratio {live['ratio']:.2f}", flush=True)
+                  f"{live['p99_with_ms']:.1f} ms ({lo_b:.1f}-{hi_b:.1f}): ratio {live['ratio']:.2f}",
+                  flush=True)
             lo, hi = live["pooled_ratio_ci"]
-            print(f"  p99 of every decision, with / without: {live['pooled_ratio']:.2f} (95 % CI {lo:.2f} .. {hi:.2f},"
+            print(f"  p99 of every decision, with / without: {live['pooled_ratio']:.2f} "
+                  f"(95 % CI {lo:.2f} .. {hi:.2f},"
                   f" bootstrap over rounds; target <= {LIVE_RATIO:.2f})  {verdict}", flush=True)
-            print(f"  per round (with / without, back to back): {', '.join(f'{r:.2f}' for r in live['round_ratios'])}"
+            print(f"  per round (with / without, back to back): "
+                  f"{', '.join(f'{r:.2f}' for r in live['round_ratios'])}"
                   f"; median {live['round_ratio_median']:.2f}", flush=True)
             print(f"  event loop CPU: {live['loop_cpu_without_ms_per_s']:.0f} ms/s without, "
                   f"{live['loop_cpu_with_ms_per_s']:.0f} ms/s with the dashboards (medians)", flush=True)

@@ -4,7 +4,8 @@ A week of one-minute decisions for a 6-zone greenhouse (10,080 rows) is stored a
 stores them (full telemetry, estimate, member actions and explanation documents), interleaved
 with a second greenhouse's week so the rows of one are not contiguous on disk. The page's two
 requests (24 h at 288 points, 7 days at 336 points, ending now) are then timed through the app,
-bearer token and serialisation included, once the trend cells have taken in the stored weeks. Used by ``bench/dashboard.py``.
+bearer token and serialisation included, once the trend cells have taken in the stored weeks. Used by
+``bench/dashboard.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import numpy as np
 ZONES = 6
 DAYS = 7
 PASSWORD = "bench dashboard password"
-PG_URLS = ("postgresql+psycopg://postgres@127.0.0.1:5432/test", "postgresql+psycopg://root@127.0.0.1:5432/test")
+PG_URLS = ("postgresql+psycopg://postgres@127.0.0.1:5432/test",
+           "postgresql+psycopg://root@127.0.0.1:5432/test")
 
 
 def decision_rows(gh: str, start: datetime, minutes: int, seed: int) -> list[dict[str, Any]]:
@@ -35,8 +37,9 @@ def decision_rows(gh: str, start: datetime, minutes: int, seed: int) -> list[dic
         probes = (theta[k, :, None] + 0.01 * rng.standard_normal((ZONES, 3))).round(4).tolist()
         telemetry = {"ts": ts.isoformat(), "boot_id": "bench", "seq": k, "soil_vwc": probes,
                      "air_temp_c": 21.0 + float(rng.random()), "air_rh_pct": 60.0, "par_umol_m2_s": 300.0,
-                     "co2_ppm": 420.0, "leaf_temp_c": 20.5, "flow_l_min": float(k % 60), "pump_current_a": 1.2,
-                     "valve_open": [k % 2] * ZONES, "pump_pct": 40.0, "light_pct": 0.0, "estop": False}
+                     "co2_ppm": 420.0, "leaf_temp_c": 20.5, "flow_l_min": float(k % 60),
+                     "pump_current_a": 1.2, "valve_open": [k % 2] * ZONES, "pump_pct": 40.0, "light_pct": 0.0,
+                     "estop": False}
         estimate = {"theta": theta[k].tolist(), "std": [0.01] * ZONES, "probe_status": [["ok"] * 3] * ZONES,
                     "filled": [False] * ZONES}
         action = {"valves": [k % 2] * ZONES, "pump_pct": 40.0, "light_pct": 0.0}
@@ -47,7 +50,8 @@ def decision_rows(gh: str, start: datetime, minutes: int, seed: int) -> list[dic
                      "explanation": {"top": [{"feature": f"theta_{z}", "sentence": "soil moisture in zone "
                                               f"{z} is below its band", "share_pct": 30.0} for z in range(3)],
                                      "alarms": [], "low_confidence": False},
-                     "cmd_id": str(uuid.UUID(int=int(rng.integers(0, 2**63)) << 64 | k)), "ack_status": "applied"})
+                     "cmd_id": str(uuid.UUID(int=int(rng.integers(0, 2**63)) << 64 | k)),
+                     "ack_status": "applied"})
     return rows
 
 
@@ -129,9 +133,11 @@ def time_history(url: str, workdir: Path, repeats: int) -> dict[str, Any]:
             times = []
             for _ in range(repeats):
                 t = time.perf_counter()
-                client.get("/api/greenhouses/bench-a/history", params=query, headers=headers).raise_for_status()
+                client.get("/api/greenhouses/bench-a/history", params=query,
+                           headers=headers).raise_for_status()
                 times.append((time.perf_counter() - t) * 1000.0)
-            out[label] = {"p50_ms": float(np.percentile(times, 50)), "p99_ms": float(np.percentile(times, 99)),
+            out[label] = {"p50_ms": float(np.percentile(times, 50)),
+                          "p99_ms": float(np.percentile(times, 99)),
                           "max_ms": max(times), "samples": samples}
     return out
 

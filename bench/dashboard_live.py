@@ -34,7 +34,8 @@ def watch(port: int, token: str, targets: list[str | None], stop: Any, conn: Any
 
     def one(i: int, gh: str | None) -> None:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        c.request("GET", "/api/stream" + (f"?gh={gh}" if gh else ""), headers={"Authorization": f"Bearer {token}"})
+        c.request("GET", "/api/stream" + (f"?gh={gh}" if gh else ""),
+                  headers={"Authorization": f"Bearer {token}"})
         r = c.getresponse()
         connected.wait()
         while not stop.is_set():
@@ -97,7 +98,8 @@ class Service:
                             environment="demo", secret_key="bench-live-secret-" + "3" * 32, **settings)
         self.app = create_app(settings, state_dir=workdir / "state")
         self.port = _free_port()
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port,
+                                                    log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
 
     def __enter__(self) -> Service:
@@ -107,7 +109,8 @@ class Service:
             time.sleep(0.1)
         assert self.server.started, "the service did not start"
         runtime = self.app.state.runtime
-        assert runtime.bridge is not None and runtime.bridge.wait_ready(30), "service did not connect to the broker"
+        assert runtime.bridge is not None and runtime.bridge.wait_ready(30), \
+            "service did not connect to the broker"
         writer = getattr(runtime, "writer", None)
         if hasattr(writer, "wait_ready"):
             assert writer.wait_ready(120), "writer process did not start"
@@ -132,14 +135,16 @@ class Service:
         import json
 
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        c.request("POST", "/api/auth/login", body=json.dumps({"username": "bench", "password": "bench live password"}),
+        c.request("POST", "/api/auth/login",
+                  body=json.dumps({"username": "bench", "password": "bench live password"}),
                   headers={"Content-Type": "application/json"})
         r = c.getresponse()
         assert r.status == 200, r.read()
         return str(json.loads(r.read())["access_token"])
 
 
-def phase(service: Service, dashboards: int, seconds: float, mqtt_url: str, seed: int, tag: str) -> dict[str, Any]:
+def phase(service: Service, dashboards: int, seconds: float, mqtt_url: str, seed: int,
+          tag: str) -> dict[str, Any]:
     """One run of the load generator, with ``dashboards`` streams open throughout (0: none)."""
     ctx = mp.get_context("spawn")
     watcher = None
@@ -148,11 +153,13 @@ def phase(service: Service, dashboards: int, seconds: float, mqtt_url: str, seed
                    for i in range(dashboards)]
         stop = ctx.Event()
         mine, theirs = ctx.Pipe()
-        watcher = ctx.Process(target=watch, args=(service.port, service.token(), targets, stop, theirs), daemon=True)
+        watcher = ctx.Process(target=watch, args=(service.port, service.token(), targets, stop, theirs),
+                              daemon=True)
         watcher.start()
         assert mine.poll(120) and mine.recv() == "connected", "the dashboards did not connect"
-    cfg = {"n": len(service.greenhouses), "mode": "uniform", "seconds": seconds, "greenhouses": service.greenhouses,
-           "prefix": f"{service.prefix}{tag}", "seed": seed, "mqtt_url": mqtt_url, "grace_s": 5.0}
+    cfg = {"n": len(service.greenhouses), "mode": "uniform", "seconds": seconds,
+           "greenhouses": service.greenhouses, "prefix": f"{service.prefix}{tag}", "seed": seed,
+           "mqtt_url": mqtt_url, "grace_s": 5.0}
     parent, child = ctx.Pipe()
     gen = ctx.Process(target=cl.generate, args=(cfg, child), daemon=True)
     gen.start()
@@ -197,8 +204,8 @@ def pooled_p99_ratio(without: list[np.ndarray], with_: list[np.ndarray], seed: i
     return ratio, float(lo), float(hi)
 
 
-def side_by_side(workdir: Path, *, greenhouses: int, dashboards: int, seconds: float, rounds: int, mqtt_url: str,
-                 seed: int) -> dict[str, Any]:
+def side_by_side(workdir: Path, *, greenhouses: int, dashboards: int, seconds: float, rounds: int,
+                 mqtt_url: str, seed: int) -> dict[str, Any]:
     """Alternating phases without and with the dashboards: the p99 ratio of the per-phase medians, and
     of the pooled decisions with its bootstrap interval (:func:`pooled_p99_ratio`)."""
     runs: list[dict[str, Any]] = []
@@ -207,7 +214,8 @@ def side_by_side(workdir: Path, *, greenhouses: int, dashboards: int, seconds: f
             for d in (0, dashboards):
                 r = phase(service, d, seconds, mqtt_url, seed + k, f"r{k}d{d}")
                 runs.append(r)
-                print(f"    round {k + 1}, {d:>3} dashboards: p50 {r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms"
+                print(f"    round {k + 1}, {d:>3} dashboards: p50 {r['p50_ms']:6.1f} ms  "
+                      f"p99 {r['p99_ms']:6.1f} ms"
                       f"  loop CPU {r['loop_cpu_ms_per_s']:5.0f} ms/s"
                       f"  answered {r['answered']}/{r['messages']}"
                       + ("" if not d else f"  events per dashboard >= {r['events_min']}"), flush=True)
@@ -216,10 +224,14 @@ def side_by_side(workdir: Path, *, greenhouses: int, dashboards: int, seconds: f
     base, live = statistics.median(without), statistics.median(with_)
     pairs = [b / a for a, b in zip(without, with_, strict=True)]  # each round's phases ran back to back
     pooled, lo, hi = pooled_p99_ratio([np.array(r.pop("latencies_ms")) for r in runs if r["dashboards"] == 0],
-                                      [np.array(r.pop("latencies_ms")) for r in runs if r["dashboards"]], seed)
+                                      [np.array(r.pop("latencies_ms")) for r in runs if r["dashboards"]],
+                                      seed)
     return {"runs": runs, "p99_without_ms": base, "p99_with_ms": live, "ratio": live / base,
             "pooled_ratio": pooled, "pooled_ratio_ci": [lo, hi],
-            "p99_without_range_ms": [min(without), max(without)], "p99_with_range_ms": [min(with_), max(with_)],
+            "p99_without_range_ms": [min(without), max(without)],
+            "p99_with_range_ms": [min(with_), max(with_)],
             "round_ratios": pairs, "round_ratio_median": statistics.median(pairs),
-            "loop_cpu_without_ms_per_s": statistics.median(r["loop_cpu_ms_per_s"] for r in runs if not r["dashboards"]),
-            "loop_cpu_with_ms_per_s": statistics.median(r["loop_cpu_ms_per_s"] for r in runs if r["dashboards"])}
+            "loop_cpu_without_ms_per_s": statistics.median(r["loop_cpu_ms_per_s"] for r in runs
+                                                           if not r["dashboards"]),
+            "loop_cpu_with_ms_per_s": statistics.median(r["loop_cpu_ms_per_s"] for r in runs
+                                                        if r["dashboards"])}

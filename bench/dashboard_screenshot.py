@@ -24,8 +24,8 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-artifacts" / "dashboard"
-PICTURES = {"greenhouse-economics.png": "dashboard.png", "alarms.png": "alarms.png", "settings.png": "settings.png",
-            "forecast.png": "forecast.png"}
+PICTURES = {"greenhouse-economics.png": "dashboard.png", "alarms.png": "alarms.png",
+            "settings.png": "settings.png", "forecast.png": "forecast.png"}
 """Screenshot the browser tests leave -> picture in docs/."""
 DOCS = ROOT / "docs"
 MAX_BYTES = 400_000
@@ -49,11 +49,13 @@ def compact(image: Image.Image, max_bytes: int = MAX_BYTES) -> bytes:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--no-test", action="store_true", help="use the screenshots the last browser test run left")
+    ap.add_argument("--no-test", action="store_true",
+                    help="use the screenshots the last browser test run left")
     ap.add_argument("--out", type=Path, default=DOCS, help="folder the pictures go to")
     args = ap.parse_args()
     if not args.no_test:
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS], cwd=ROOT, check=True)
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS], cwd=ROOT,
+                       check=True)
     missing = [name for name in PICTURES if not (SHOTS / name).exists()]
     if missing:
         sys.exit(f"no screenshot {', '.join(missing)} in {SHOTS}: run the browser tests first")
@@ -64,7 +66,8 @@ def main() -> None:
         out = args.out / picture
         out.write_bytes(data)
         with Image.open(out) as written:
-            print(f"{out}: {written.width}x{written.height} from {size[0]}x{size[1]}, {len(data) / 1000:.0f} kB")
+            print(f"{out}: {written.width}x{written.height} from {size[0]}x{size[1]}, "
+                  f"{len(data) / 1000:.0f} kB")
 
 if __name__ == "__main__":
     main()

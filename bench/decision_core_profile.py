@@ -39,7 +39,8 @@ STAGES = {"begin": "begin", "estimate": "estimate", "observe": "observe", "propo
 
 def _telemetry(rng: np.random.Generator, k: int) -> Telemetry:
     return Telemetry(ts=T0 + timedelta(seconds=60 * k), boot_id="b1", seq=k + 1,
-                     soil_vwc=[[float(0.24 + 0.01 * rng.standard_normal()) for _ in range(2)] for _ in range(6)],
+                     soil_vwc=[[float(0.24 + 0.01 * rng.standard_normal()) for _ in range(2)]
+                               for _ in range(6)],
                      air_temp_c=22.0, air_rh_pct=70.0, par_umol_m2_s=300.0, co2_ppm=450.0, leaf_temp_c=21.0,
                      flow_l_min=0.0, pump_current_a=0.0, valve_open=[0] * 6, pump_pct=0.0, light_pct=0.0,
                      estop=False)
@@ -65,7 +66,8 @@ def main() -> None:
     n = args.greenhouses
     proposer = load_proposer(ROOT / "policy" / "shipped", 6)
     zones = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(6)]
-    ctls = [GreenhouseController(f"gh{i}", zones, proposer, SafetyLimits.default(), step_s=60.0) for i in range(n)]
+    ctls = [GreenhouseController(f"gh{i}", zones, proposer, SafetyLimits.default(), step_s=60.0)
+            for i in range(n)]
     rng = np.random.default_rng(0)
     batches = [[_telemetry(rng, k) for _ in range(n)] for k in range(args.batches + 2)]
     for k in range(2):  # the first decisions build the estimators' and crop twins' state

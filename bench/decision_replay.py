@@ -137,8 +137,9 @@ class Plant:
             soil[z] = [None, None]
         g, silent = self.script.silent_co2
         co2 = None if gh == g and k in silent else 430.0
-        return Telemetry(ts=ts, boot_id=f"box{gh}", seq=k + 1, soil_vwc=soil, air_temp_c=round(19 + 8 * sun, 3),
-                         air_rh_pct=round(75 - 20 * sun, 3), par_umol_m2_s=round(900 * sun + 3 * self.light[gh], 3),
+        return Telemetry(ts=ts, boot_id=f"box{gh}", seq=k + 1, soil_vwc=soil,
+                         air_temp_c=round(19 + 8 * sun, 3), air_rh_pct=round(75 - 20 * sun, 3),
+                         par_umol_m2_s=round(900 * sun + 3 * self.light[gh], 3),
                          co2_ppm=co2, leaf_temp_c=round(18.5 + 8 * sun, 3), flow_l_min=round(flow, 4),
                          pump_current_a=round(self.pump[gh] / 100.0 * 3.0, 4),
                          valve_open=[int(v >= 0.5) for v in self.valves[gh]], pump_pct=self.pump[gh],
@@ -180,17 +181,20 @@ def _operator_events(ctls: list[GreenhouseController], script: Script, k: int, t
     gh, at = script.band_change
     if k == at:
         ctl = ctls[gh]
-        zones = tuple(replace(z, target_low=z.target_low + 0.01) if i == 1 else z for i, z in enumerate(ctl.zones))
+        zones = tuple(replace(z, target_low=z.target_low + 0.01) if i == 1 else z
+                      for i, z in enumerate(ctl.zones))
         setup = replace(ctl.setup, zones=zones, version=ctl.setup.version + 1)
-        ctl.stage_setup(setup, SafetyLimits.default(), SetupChange(setup.version, "agronomist:anna", "wetter zone 2",
-                                                                   {"zones.1.target_low": [0.205, 0.215]}))
+        ctl.stage_setup(setup, SafetyLimits.default(),
+                        SetupChange(setup.version, "agronomist:anna", "wetter zone 2",
+                                    {"zones.1.target_low": [0.205, 0.215]}))
     gh, at = script.lamp_budget
     if k == at:
         ctl = ctls[gh]
         setup = GreenhouseSetup(ctl.setup.name, ctl.setup.zones, lamps_ours=True, lamp_hours_per_day=4.0,
                                 version=ctl.setup.version + 1)
-        ctl.stage_setup(setup, SafetyLimits.default(), SetupChange(setup.version, "agronomist:anna", "cheaper lamps",
-                                                                   {"lamp_hours_per_day": [None, 4.0]}))
+        ctl.stage_setup(setup, SafetyLimits.default(),
+                        SetupChange(setup.version, "agronomist:anna", "cheaper lamps",
+                                    {"lamp_hours_per_day": [None, 4.0]}))
 
 
 def replay(script: Script = Script(), policy_dir: Path = ROOT / "policy" / "shipped",
@@ -198,8 +202,9 @@ def replay(script: Script = Script(), policy_dir: Path = ROOT / "policy" / "ship
     """Run the scripted session; every decision's and mode event's hash, in order."""
     torch.set_num_threads(1)
     proposer = load_proposer(policy_dir, 6)
-    ctls = [GreenhouseController(f"gh{i + 1}", _zones(i, script.water_cap_l), proposer, SafetyLimits.default(), step_s=STEP_S,
-                                 cmd_id_factory=_ids(i), site_timezone="Europe/Amsterdam")
+    ctls = [GreenhouseController(f"gh{i + 1}", _zones(i, script.water_cap_l), proposer,
+                                 SafetyLimits.default(), step_s=STEP_S, cmd_id_factory=_ids(i),
+                                 site_timezone="Europe/Amsterdam")
             for i in range(script.greenhouses)]
     plant = Plant(script.greenhouses, script)
     hashes: list[str] = []
@@ -248,7 +253,8 @@ def first_difference(recorded: dict[str, Any], now: dict[str, Any]) -> str | Non
             if "records" in recorded and "records" in now:
                 old, new = recorded["records"][i], now["records"][i]
                 fields = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-                return f"{where} ({new.get('kind')} of {new.get('greenhouse_id')} at {new.get('ts')}): {fields}"
+                return (f"{where} ({new.get('kind')} of {new.get('greenhouse_id')} at {new.get('ts')}): "
+                        f"{fields}")
             return where
     return f"the replays differ in length: {recorded['count']} records recorded, {now['count']} now"
 
@@ -257,7 +263,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--save", type=Path, help="record this replay's hashes here")
     parser.add_argument("--check", type=Path, help="compare with a recording; exit 1 where it differs")
-    parser.add_argument("--records", action="store_true", help="keep whole records too (names differing fields)")
+    parser.add_argument("--records", action="store_true",
+                        help="keep whole records too (names differing fields)")
     parser.add_argument("--policy", type=Path, default=ROOT / "policy" / "shipped")
     args = parser.parse_args()
     now = replay(policy_dir=args.policy, keep_records=args.records)

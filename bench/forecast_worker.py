@@ -60,8 +60,10 @@ def main() -> None:
             for busy in (False, True):
                 r = _phase(service, busy, args, k)
                 runs.append(r)
-                print(f"  round {k + 1}, worker {r['worker']:>6}: p50 {r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms"
-                      f"  loop CPU {r['loop_cpu_ms_per_s']:5.0f} ms/s  answered {r['answered']}/{r['messages']}"
+                print(f"  round {k + 1}, worker {r['worker']:>6}: p50 {r['p50_ms']:6.1f} ms  "
+                      f"p99 {r['p99_ms']:6.1f} ms"
+                      f"  loop CPU {r['loop_cpu_ms_per_s']:5.0f} ms/s  "
+                      f"answered {r['answered']}/{r['messages']}"
                       f"  forecasts {r['forecasts']}", flush=True)
         service.app.state.forecast.paused = True
         last = next(iter(service.app.state.forecast.latest.values()), None)
@@ -72,15 +74,19 @@ def main() -> None:
     p99_with = float(np.percentile(np.concatenate(with_), 99))
     rounds = [b["p99_ms"] / a["p99_ms"] for a, b in zip(runs[::2], runs[1::2], strict=True)]
     verdict = "on target" if pooled <= RATIO else "OVER TARGET"
-    print(f"  p99 of every decision: without the worker {p99_without:.1f} ms, with it {p99_with:.1f} ms", flush=True)
-    print(f"  ratio {pooled:.2f} (95 % CI {lo:.2f} .. {hi:.2f}, bootstrap over rounds; target <= {RATIO:.2f})  {verdict}",
+    print(f"  p99 of every decision: without the worker {p99_without:.1f} ms, with it {p99_with:.1f} ms",
+          flush=True)
+    print(f"  ratio {pooled:.2f} (95 % CI {lo:.2f} .. {hi:.2f}, bootstrap over rounds; "
+          f"target <= {RATIO:.2f})  {verdict}",
           flush=True)
     print(f"  per round: {', '.join(f'{r:.2f}' for r in rounds)}; median {statistics.median(rounds):.2f}; "
-          f"one forecast (its variants x 144 steps) took {last.compute_s if last else float('nan'):.2f} s in the worker "
+          f"one forecast (its variants x 144 steps) took {last.compute_s if last else float('nan'):.2f} s "
+          f"in the worker "
           f"process; load average now {os.getloadavg()[0]:.1f}", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"runs": runs, "p99_without_ms": p99_without, "p99_with_ms": p99_with,
-                                               "pooled_ratio": pooled, "pooled_ratio_ci": [lo, hi],
+        Path(args.json).write_text(json.dumps({"runs": runs, "p99_without_ms": p99_without,
+                                               "p99_with_ms": p99_with, "pooled_ratio": pooled,
+                                               "pooled_ratio_ci": [lo, hi],
                                                "round_ratios": rounds}, indent=2, default=str))
 
 

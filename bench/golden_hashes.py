@@ -41,7 +41,8 @@ def twin_hash(backend: str, compile: bool = False, steps: int = 200, b: int = 64
               **overrides: Any) -> str:
     from twin import FaultConfig, GreenhouseTwin
 
-    twin = GreenhouseTwin(b, backend=backend, seed=7, faults=FaultConfig.all_on(0.05) if faults else FaultConfig(),
+    twin = GreenhouseTwin(b, backend=backend, seed=7,
+                          faults=FaultConfig.all_on(0.05) if faults else FaultConfig(),
                           episode_days=1.0, compile=compile, **overrides)
     rng = np.random.default_rng(3)
     a = rng.uniform(0, 1, (steps, b, twin.action_spec.dim)).astype(np.float32)

@@ -126,14 +126,16 @@ class Settings:
     window: tuple[float, float] = (3.0, 25.0)
     seed: int = 0
     faults: str = "suite"
-    """'suite': faults on every other scenario as the evaluation suites cycle them; 'off'; 'on' (every one)."""
+    """'suite': faults on every other scenario as the evaluation suites cycle them; 'off'; 'on' (every
+    one)."""
     gamma: float | None = None
     """None: the member's training gamma."""
     lam: float | None = None
     """None: the member's training GAE lambda."""
 
 
-def act_and_value(agent: ActorCritic, obs: np.ndarray, value: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+def act_and_value(agent: ActorCritic, obs: np.ndarray,
+                  value: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """The served action [B, Z+2] and V [B] (None unless ``value``) per row, the network asked once
     per distinct row.
 
@@ -165,7 +167,8 @@ def twin_model(scenario: Scenario) -> TwinModel:
     return TwinModel(scenario.config(), make_backend("numpy", "cpu"), scenario.seed)
 
 
-def clone_decisions(agent: ActorCritic, scenario: Scenario, model: TwinModel) -> tuple[np.ndarray, np.ndarray]:
+def clone_decisions(agent: ActorCritic, scenario: Scenario,
+                    model: TwinModel) -> tuple[np.ndarray, np.ndarray]:
     """The clone alone on the scenario's greenhouses: ([H, N] lamp on, [H, N] lamp window)."""
     b = model.backend
     n, z, horizon = scenario.instances, model.cfg.zones, model.cfg.horizon_steps
@@ -184,8 +187,8 @@ def clone_decisions(agent: ActorCritic, scenario: Scenario, model: TwinModel) ->
     return lit, window
 
 
-def draw_flips(decisions: Sequence[tuple[np.ndarray, np.ndarray]], steps_per_day: float, window: tuple[float, float],
-               flips: int, controls: int, seed: int) -> list[FlipPoint]:
+def draw_flips(decisions: Sequence[tuple[np.ndarray, np.ndarray]], steps_per_day: float,
+               window: tuple[float, float], flips: int, controls: int, seed: int) -> list[FlipPoint]:
     """``flips`` lit and ``flips`` unlit points, and ``controls`` of either, drawn uniformly without
     replacement from the lamp-window steps of days ``window`` over every scenario's greenhouses."""
     rng = np.random.default_rng([seed, 0x1A3F])
@@ -214,8 +217,8 @@ def _discounted_tail(x: np.ndarray, start: int, rate: float) -> float:
     return float(np.sum(tail * rate ** np.arange(tail.shape[0], dtype=np.float64)))
 
 
-def paired_run(agent: ActorCritic, scenario: Scenario, model: TwinModel, points: Sequence[FlipPoint], gamma: float,
-               lam: float) -> list[FlipResult]:
+def paired_run(agent: ActorCritic, scenario: Scenario, model: TwinModel, points: Sequence[FlipPoint],
+               gamma: float, lam: float) -> list[FlipResult]:
     """Trunks and one branch row per point in one batched twin; the figures of every pair."""
     b = model.backend
     cfg = model.cfg
@@ -258,8 +261,8 @@ def paired_run(agent: ActorCritic, scenario: Scenario, model: TwinModel, points:
     assert final_value is not None
     final_phi = potential(torch.from_numpy(np.asarray(obs))).double().numpy()
 
-    t = {k: torch.from_numpy(v) for k, v in (("r", rewards), ("v", values), ("phi", phi), ("term", terminated),
-                                              ("trunc", truncated))}
+    t = {k: torch.from_numpy(v) for k, v in (("r", rewards), ("v", values), ("phi", phi),
+                                              ("term", terminated), ("trunc", truncated))}
     v_end, phi_end = torch.from_numpy(final_value), torch.from_numpy(final_phi)
     # V (or Phi) of the observation after each step; only the last step is a truncation.
     final_values = torch.zeros_like(t["v"])
@@ -333,14 +336,16 @@ def summarise(results: Sequence[FlipResult]) -> dict[str, Any]:
 def critic_trained(agent: ActorCritic) -> bool:
     """Whether any critic bias moved off its initial zero (``layer_init``): an optimiser step on the
     value loss moves them, so all-zero biases mean the critic was never trained."""
-    biases = [p for name, p in agent.named_parameters() if name.startswith("critic") and name.endswith("bias")]
+    biases = [p for name, p in agent.named_parameters()
+              if name.startswith("critic") and name.endswith("bias")]
     return any(bool((p != 0).any()) for p in biases)
 
 
 def run(settings: Settings) -> dict[str, Any]:
     """The whole measurement: the report as JSON-ready data."""
     if settings.greenhouses < settings.scenarios:
-        raise ValueError(f"need at least one greenhouse per scenario ({settings.scenarios}), got {settings.greenhouses}")
+        raise ValueError(f"need at least one greenhouse per scenario ({settings.scenarios}), "
+                         f"got {settings.greenhouses}")
     if not 0.0 <= settings.window[0] < settings.window[1] <= settings.days:
         raise ValueError(f"the flip window {settings.window} must lie in the {settings.days:g}-day episode")
     if settings.faults not in FAULTS:
@@ -353,7 +358,8 @@ def run(settings: Settings) -> dict[str, Any]:
     gamma = settings.gamma if settings.gamma is not None else float(train.get("gamma", 0.999))
     lam = settings.lam if settings.lam is not None else float(train.get("gae_lambda", 0.95))
     sizes = [len(s) for s in np.array_split(np.arange(settings.greenhouses), settings.scenarios)]
-    base = scenarios_from_seeds(settings.first_seed, settings.first_seed + settings.scenarios - 1, settings.days)
+    base = scenarios_from_seeds(settings.first_seed, settings.first_seed + settings.scenarios - 1,
+                                settings.days)
     rate = {"suite": None, "off": 0.0, "on": FAULT_RATE}[settings.faults]
     scenarios = [replace(s, instances=k, fault_rate=s.fault_rate if rate is None else rate)
                  for s, k in zip(base, sizes, strict=True)]
@@ -362,7 +368,8 @@ def run(settings: Settings) -> dict[str, Any]:
     models = [twin_model(s) for s in scenarios]
     decisions = [clone_decisions(agent, s, m) for s, m in zip(scenarios, models, strict=True)]
     t1 = time.perf_counter()
-    points = draw_flips(decisions, steps_per_day, settings.window, settings.flips, settings.controls, settings.seed)
+    points = draw_flips(decisions, steps_per_day, settings.window, settings.flips, settings.controls,
+                        settings.seed)
     results: list[FlipResult] = []
     for k, s in enumerate(scenarios):
         mine = [p for p in points if p.scenario == k]
@@ -387,11 +394,14 @@ def format_table(report: dict[str, Any]) -> str:
     """The report as the printed table."""
     st, summ, tm = report["settings"], report["summary"], report["timing"]
     lines = [f"Lamp credit on paired flips: {report['member']['dir']} of {Path(st['ensemble']).name} "
-             f"({report['member']['policy_version']}), seeds {st['first_seed']}-{st['first_seed'] + st['scenarios'] - 1}, "
+             f"({report['member']['policy_version']}), "
+             f"seeds {st['first_seed']}-{st['first_seed'] + st['scenarios'] - 1}, "
              f"{st['greenhouses']} greenhouses x {st['days']:g} d, faults {st['faults']}",
              f"flips in days {st['window'][0]:g}-{st['window'][1]:g} outside the dark period "
-             f"{DARK_PERIOD_H[0]:02.0f}-{DARK_PERIOD_H[1]:02.0f} h; gamma {st['gamma']:g}, lambda {st['lam']:g} "
-             f"(gamma lambda {st['gamma'] * st['lam']:.4f}); figures are clone minus flipped, reward units", ""]
+             f"{DARK_PERIOD_H[0]:02.0f}-{DARK_PERIOD_H[1]:02.0f} h; "
+             f"gamma {st['gamma']:g}, lambda {st['lam']:g} "
+             f"(gamma lambda {st['gamma'] * st['lam']:.4f}); "
+             f"figures are clone minus flipped, reward units", ""]
     head = f"{'':34s}{'share > 0':>10s}{'median':>9s}{'mean':>9s}{'sign = true':>13s}"
     for name, title in (("lit", "clone lights"), ("unlit", "clone keeps the lamps off")):
         g = summ[name]
@@ -402,24 +412,28 @@ def format_table(report: dict[str, Any]) -> str:
             if e["median"] is None:
                 continue
             agree = "-" if k == "true" else f"{e['sign_agrees']:.2f}"
-            lines.append(f"  {LABELS[k]:32s}{e['share_positive']:>10.2f}{e['median']:>+9.3f}{e['mean']:>+9.3f}"
+            lines.append(f"  {LABELS[k]:32s}{e['share_positive']:>10.2f}{e['median']:>+9.3f}"
+                         f"{e['mean']:>+9.3f}"
                          f"{agree:>13s}")
         for health, h in g["by_health"].items():
             if h["count"]:
                 shares = ", ".join(f"{k} {h[k]['share_positive']:.2f}" for k in ("true", "gae", "gae_shaped"))
                 agrees = ", ".join(f"{k} {h[k]['sign_agrees']:.2f}" for k in ("gae", "gae_shaped"))
-                lines.append(f"  {health} scenarios (n={h['count']}): share > 0 {shares}; sign = true {agrees}")
+                lines.append(f"  {health} scenarios (n={h['count']}): share > 0 {shares}; "
+                             f"sign = true {agrees}")
         lines.append("")
     c = summ["controls"]
     lines.append(f"control pairs (nothing inverted): {c['count']}, largest |figure| {c['max_abs']:g}"
                  f" ({'pairing exact' if c['max_abs'] == 0.0 else 'PAIRING NOT EXACT'})")
     if summ["reclassified"]:
-        lines.append(f"{summ['reclassified']} flips counted by the paired run's decision, not the first run's")
+        lines.append(f"{summ['reclassified']} flips counted by the paired run's decision, "
+                     f"not the first run's")
     critic = "trained" if report["member"]["critic_trained"] else \
         "never trained (its biases are all zero: the kept checkpoint is the cloned start)"
     lines.append(f"member critic: {critic}; no critic trained on shaped rewards exists yet")
     pairs = sum(g["count"] for g in (summ["lit"], summ["unlit"]))
-    lines.append(f"wall {tm['wall_s']:.1f} s (clone run {tm['clone_run_s']:.1f} s, paired run {tm['paired_run_s']:.1f} s), "
+    lines.append(f"wall {tm['wall_s']:.1f} s (clone run {tm['clone_run_s']:.1f} s, "
+                 f"paired run {tm['paired_run_s']:.1f} s), "
                  f"{tm['s_per_flip']:.3f} s per flip ({pairs} flips), torch threads {tm['torch_threads']}, "
                  f"load average {' '.join(f'{x:.2f}' for x in tm['load_average_start'])} at start, "
                  f"{' '.join(f'{x:.2f}' for x in tm['load_average_end'])} at end")
@@ -442,17 +456,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--member", type=int, default=d.member, help="index of the member in ensemble.json")
     parser.add_argument("--first-seed", type=int, default=d.first_seed,
                         help="first scenario seed (training seeds: keep clear of the held-out range)")
-    parser.add_argument("--scenarios", type=int, default=d.scenarios, help="scenarios (soils and faults cycle)")
-    parser.add_argument("--greenhouses", type=int, default=d.greenhouses, help="greenhouses over all scenarios")
-    parser.add_argument("--flips", type=int, default=d.flips, help="flips where the clone lights, and as many where not")
-    parser.add_argument("--controls", type=int, default=d.controls, help="pairs that invert nothing (exactness check)")
+    parser.add_argument("--scenarios", type=int, default=d.scenarios,
+                        help="scenarios (soils and faults cycle)")
+    parser.add_argument("--greenhouses", type=int, default=d.greenhouses,
+                        help="greenhouses over all scenarios")
+    parser.add_argument("--flips", type=int, default=d.flips,
+                        help="flips where the clone lights, and as many where not")
+    parser.add_argument("--controls", type=int, default=d.controls,
+                        help="pairs that invert nothing (exactness check)")
     parser.add_argument("--days", type=float, default=d.days, help="episode length")
     parser.add_argument("--window", type=_window, default=d.window, metavar="FIRST-LAST",
                         help="days of the episode the flip points are drawn from")
     parser.add_argument("--seed", type=int, default=d.seed, help="seed of the flip draw")
     parser.add_argument("--faults", choices=FAULTS, default=d.faults,
                         help="suite: every other scenario faulty, as the evaluation suites; off; on")
-    parser.add_argument("--gamma", type=float, default=None, help="discount (default: the member's training gamma)")
+    parser.add_argument("--gamma", type=float, default=None,
+                        help="discount (default: the member's training gamma)")
     parser.add_argument("--lam", type=float, default=None, help="GAE lambda (default: the member's)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: the machine is shared)")
     parser.add_argument("--json", default=None, help="write the report, every flip included, to this file")

@@ -33,8 +33,9 @@ batched twin do use them. ``--threads N`` sets both.
 Finally a profile of the trainer's iteration at the small preset: twin step vs policy forward
 vs PPO update (wrapped calls, first iteration discarded as warm-up).
 
-    python bench/train_throughput.py [--ours-seconds 150] [--ours-members 5] [--sb3-seconds 180] [--eval-every 40]
-                                     [--profile-iterations 4] [--device cpu|cuda|auto] [--quick] [--json FILE]
+    python bench/train_throughput.py [--ours-seconds 150] [--ours-members 5] [--sb3-seconds 180]
+                                     [--eval-every 40] [--profile-iterations 4] [--device cpu|cuda|auto]
+                                     [--quick] [--json FILE]
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ class _Stop(Exception):
 # ---- ours ----------------------------------------------------------------------------------------
 
 
-def run_ours(cfg: PPOConfig, seconds: float, eval_every: float, evaluator: Evaluator, members: int) -> RunReport:
+def run_ours(cfg: PPOConfig, seconds: float, eval_every: float, evaluator: Evaluator,
+             members: int) -> RunReport:
     """The shipped recipe as ``greentwin train --members K`` runs it: members with seeds seed, seed+1, ...
     one after another, until ``members`` are trained or ``seconds`` of training time have passed.
 
@@ -145,9 +147,12 @@ def run_ours(cfg: PPOConfig, seconds: float, eval_every: float, evaluator: Evalu
     """
     from policy.ppo import IterationMetrics, TrainSnapshot, train
 
-    report = RunReport("ours", f"policy.ppo preset small{' residual' if cfg.residual else ''}, up to {members} "
-                               f"members: {cfg.num_envs} torch-twin instances x {cfg.num_steps} steps/iteration, "
-                               f"{cfg.update_epochs} epochs x {cfg.num_minibatches} minibatches, {cfg.device}, "
+    report = RunReport("ours", f"policy.ppo preset small{' residual' if cfg.residual else ''}, "
+                               f"up to {members} "
+                               f"members: {cfg.num_envs} torch-twin instances x {cfg.num_steps} "
+                               f"steps/iteration, "
+                               f"{cfg.update_epochs} epochs x {cfg.num_minibatches} minibatches, "
+                               f"{cfg.device}, "
                                f"{torch.get_num_threads()} threads")
     eval_agent = ActorCritic(ObservationSpec(6).dim, 6, cfg.hidden, cfg.shared_torso).to(cfg.device)
     clock = TrainClock()
@@ -200,9 +205,11 @@ def run_sb3(seconds: float, eval_every: float, evaluator: Evaluator, n_envs: int
     from twin.gym_adapters import GreenhouseEnv
 
     report = RunReport("SB3", f"PPO MlpPolicy, DummyVecEnv x {n_envs} GreenhouseEnv"
-                              f"{', VecNormalize' if normalize else ''}, n_steps {n_steps}, cpu, {torch.get_num_threads()} threads")
+                              f"{', VecNormalize' if normalize else ''}, n_steps {n_steps}, cpu, "
+                              f"{torch.get_num_threads()} threads")
     clock = TrainClock()
-    venv: Any = DummyVecEnv([functools.partial(GreenhouseEnv, seed=seed + i, **twin_kwargs) for i in range(n_envs)])
+    venv: Any = DummyVecEnv([functools.partial(GreenhouseEnv, seed=seed + i, **twin_kwargs)
+                             for i in range(n_envs)])
     if normalize:
         venv = VecNormalize(venv, gamma=0.99)
     model = PPO("MlpPolicy", venv, n_steps=n_steps, seed=seed, device="cpu", verbose=0)
@@ -237,7 +244,8 @@ def run_sb3(seconds: float, eval_every: float, evaluator: Evaluator, n_envs: int
 
 def _print_eval(report: RunReport, e: EvalPoint, note: str = "") -> None:
     print(f"  {report.name:<5} {e.train_s:7.1f} s {e.env_steps:>10,} steps  score {e.score:7.3f}  "
-          f"reward {e.reward_mean:7.3f}  hard terminations {e.hard_terminations}{'  ' + note if note else ''}",
+          f"reward {e.reward_mean:7.3f}  "
+          f"hard terminations {e.hard_terminations}{'  ' + note if note else ''}",
           flush=True)
 
 
@@ -301,11 +309,13 @@ def profile_trainer(cfg: PPOConfig, iterations: int) -> dict[str, float]:
         (ActorCritic, "prior", timers.wrap(ActorCritic.prior, "rollout: expert prior")),
         (ActorCritic, "get_value", timers.wrap(ActorCritic.get_value, forward_label)),
         (ActorCritic, "update_obs_stats", timers.wrap(ActorCritic.update_obs_stats, "normaliser update")),
-        (InstanceRewardScaler, "__call__", timers.wrap(InstanceRewardScaler.__call__, "reward scaling + GAE")),
+        (InstanceRewardScaler, "__call__",
+         timers.wrap(InstanceRewardScaler.__call__, "reward scaling + GAE")),
         (ppo, "compute_gae", timers.wrap(ppo.compute_gae, "reward scaling + GAE")),
         (ppo, "bc_loss", timers.wrap(ppo.bc_loss, "update: BC forward")),
         (torch.Tensor, "backward", timers.wrap(torch.Tensor.backward, "update: backward")),
-        (torch.nn.utils, "clip_grad_norm_", timers.wrap(torch.nn.utils.clip_grad_norm_, "update: clip + Adam step")),
+        (torch.nn.utils, "clip_grad_norm_",
+         timers.wrap(torch.nn.utils.clip_grad_norm_, "update: clip + Adam step")),
         (torch.optim.Adam, "step", timers.wrap(torch.optim.Adam.step, "update: clip + Adam step")),
     ]
     rows: list[dict[str, float]] = []
@@ -335,8 +345,8 @@ def print_profile(cfg: PPOConfig, mean: dict[str, float]) -> None:
         ("rollout: twin step", g("rollout: twin step", 0.0)),
         ("rollout: policy forward (sampling)", g("rollout: policy forward", 0.0)),
         ("rollout: expert prior (residual)", g("rollout: expert prior", 0.0)),
-        ("rollout: other (interlock, buffers)", roll - g("rollout: twin step", 0.0) - g("rollout: policy forward", 0.0)
-         - g("rollout: expert prior", 0.0)),
+        ("rollout: other (interlock, buffers)", roll - g("rollout: twin step", 0.0)
+         - g("rollout: policy forward", 0.0) - g("rollout: expert prior", 0.0)),
         ("reward scaling + GAE", g("reward scaling + GAE", 0.0)),
         ("update: PPO forward", g("update: PPO forward", 0.0)),
         ("update: BC forward", g("update: BC forward", 0.0)),
@@ -346,13 +356,16 @@ def print_profile(cfg: PPOConfig, mean: dict[str, float]) -> None:
     ]
     rows.append(("other (minibatch indexing, losses, metrics)", it - sum(v for _, v in rows)))
     update = sum(v for k, v in rows if k.startswith("update"))
-    print(f"\nper-iteration profile, preset small ({cfg.num_envs} x {cfg.num_steps} = {cfg.batch_size} env steps, "
-          f"{cfg.update_epochs * cfg.num_minibatches} minibatch updates of {cfg.minibatch_size}, {cfg.device}, "
+    print(f"\nper-iteration profile, preset small "
+          f"({cfg.num_envs} x {cfg.num_steps} = {cfg.batch_size} env steps, "
+          f"{cfg.update_epochs * cfg.num_minibatches} minibatch updates of {cfg.minibatch_size}, "
+          f"{cfg.device}, "
           f"{torch.get_num_threads()} threads): {it * 1e3:.0f} ms/iteration")
     for name, v in rows:
         print(f"  {name:<46} {v * 1e3:8.1f} ms {100 * v / it:5.1f} %")
     print(f"  {'= rollout (twin + forward + other)':<46} {roll * 1e3:8.1f} ms {100 * roll / it:5.1f} %")
-    print(f"  {'= PPO update (forward + BC + backward + Adam)':<46} {update * 1e3:8.1f} ms {100 * update / it:5.1f} %")
+    print(f"  {'= PPO update (forward + BC + backward + Adam)':<46} {update * 1e3:8.1f} ms "
+          f"{100 * update / it:5.1f} %")
 
 
 # ---- main ----------------------------------------------------------------------------------------
@@ -373,9 +386,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ours-seconds", type=float, default=150.0, help="training time cap of our trainer")
     parser.add_argument("--ours-members", type=int, default=5,
-                        help="ensemble members our trainer trains back to back (seeds 0, 1, ...) within its cap")
+                        help="ensemble members our trainer trains back to back (seeds 0, 1, ...) "
+                             "within its cap")
     parser.add_argument("--sb3-seconds", type=float, default=180.0, help="training time cap of SB3")
-    parser.add_argument("--eval-every", type=float, default=40.0, help="seconds of training between evaluations")
+    parser.add_argument("--eval-every", type=float, default=40.0,
+                        help="seconds of training between evaluations")
     parser.add_argument("--eval-scenarios", type=int, default=2, help="held-out scenarios")
     parser.add_argument("--eval-instances", type=int, default=16, help="greenhouses per scenario")
     parser.add_argument("--eval-days", type=float, default=7.0, help="evaluation episode length [days]")
@@ -386,14 +401,18 @@ def main() -> None:
     parser.add_argument("--sb3-envs", type=int, default=16)
     parser.add_argument("--sb3-n-steps", type=int, default=256, help="SB3 rollout length per env")
     parser.add_argument("--no-vecnormalize", action="store_true", help="SB3 on raw observations and rewards")
-    parser.add_argument("--profile-iterations", type=int, default=4, help="trainer iterations profiled (0: skip)")
+    parser.add_argument("--profile-iterations", type=int, default=4,
+                        help="trainer iterations profiled (0: skip)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads for both trainers")
     parser.add_argument("--ours-threads", type=int, default=None,
                         help="torch threads for our trainer (default: torch's default, every core)")
-    parser.add_argument("--sb3-threads", type=int, default=1, help="torch threads for SB3 (default 1: fastest)")
-    parser.add_argument("--skip", choices=["ours", "sb3"], action="append", default=[], help="leave a run out")
+    parser.add_argument("--sb3-threads", type=int, default=1,
+                        help="torch threads for SB3 (default 1: fastest)")
+    parser.add_argument("--skip", choices=["ours", "sb3"], action="append", default=[],
+                        help="leave a run out")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 30 s caps, 1 scenario x 8 greenhouses x 2 days, 2 profiled iterations")
+                        help="smoke run: 30 s caps, 1 scenario x 8 greenhouses x 2 days, "
+                             "2 profiled iterations")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
     if args.quick:
@@ -404,14 +423,18 @@ def main() -> None:
     sb3_threads = args.threads or args.sb3_threads
     torch.set_num_threads(sb3_threads)  # the shared evaluations run on one setting for everyone
 
-    cfg = PPOConfig.preset("small", seed=0, device=resolve_device(args.device), **parse_overrides(args.overrides))
-    evaluator = Evaluator(held_out_suite(args.eval_scenarios, days=args.eval_days, instances=args.eval_instances))
+    cfg = PPOConfig.preset("small", seed=0, device=resolve_device(args.device),
+                           **parse_overrides(args.overrides))
+    evaluator = Evaluator(held_out_suite(args.eval_scenarios, days=args.eval_days,
+                                         instances=args.eval_instances))
     expert = load_tuned_threshold()
     expert_m, dry_m = evaluate_many([expert, _never_irrigate], evaluator.scenarios)
     expert_score = score(expert_m, evaluator.greenhouses)
-    print(f"expert: tuned threshold (refill {expert.refill:g}, stop {expert.stop:g}, pump {expert.pump_pct:g} %) "
+    print(f"expert: tuned threshold (refill {expert.refill:g}, stop {expert.stop:g}, "
+          f"pump {expert.pump_pct:g} %) "
           f"score {expert_score:.3f} (reward {expert_m.reward_mean:.3f}, hard terminations "
-          f"{expert_m.hard_terminations}) on {evaluator.greenhouses} held-out greenhouses x {args.eval_days:g} d; "
+          f"{expert_m.hard_terminations}) on {evaluator.greenhouses} held-out greenhouses "
+          f"x {args.eval_days:g} d; "
           f"never irrigating scores {score(dry_m, evaluator.greenhouses):.3f}; expert level = a policy score "
           f">= {expert_score:.3f} on the same suite; torch threads: ours {ours_threads}, SB3 {sb3_threads}")
     if score(dry_m, evaluator.greenhouses) >= expert_score:
@@ -425,12 +448,13 @@ def main() -> None:
     if "sb3" not in args.skip:
         print(f"\ntraining SB3 for up to {args.sb3_seconds:g} s ...", flush=True)
         with _threads(sb3_threads):
-            reports.append(run_sb3(args.sb3_seconds, args.eval_every, evaluator, args.sb3_envs, args.sb3_n_steps,
-                                   cfg.twin_kwargs(), cfg.seed, not args.no_vecnormalize))
+            reports.append(run_sb3(args.sb3_seconds, args.eval_every, evaluator, args.sb3_envs,
+                                   args.sb3_n_steps, cfg.twin_kwargs(), cfg.seed, not args.no_vecnormalize))
 
     print("\nenv-steps/s of training (learning included, evaluations excluded):")
     for r in reports:
-        print(f"  {r.name:<5} {r.steps_per_s:>10,.0f}   ({r.env_steps:,} steps in {r.train_s:.1f} s; {r.setup})")
+        print(f"  {r.name:<5} {r.steps_per_s:>10,.0f}   "
+              f"({r.env_steps:,} steps in {r.train_s:.1f} s; {r.setup})")
     if len(reports) == 2:
         print(f"  ratio ours / SB3: {reports[0].steps_per_s / reports[1].steps_per_s:.1f}x")
     # A neighbour's load slows torch's threads many times over: the ratio is only read beside it.
@@ -458,7 +482,8 @@ def main() -> None:
         with open(args.json, "w") as fh:
             json.dump({"expert_score": expert_score, "runs": [{**asdict(r), "steps_per_s": r.steps_per_s}
                                                              for r in reports], "profile_s": profile,
-                       "threads": {"ours": ours_threads, "sb3": sb3_threads}, "load_average": list(load)}, fh, indent=2)
+                       "threads": {"ours": ours_threads, "sb3": sb3_threads}, "load_average": list(load)},
+                      fh, indent=2)
 
 
 if __name__ == "__main__":

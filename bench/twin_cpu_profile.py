@@ -48,7 +48,8 @@ def cpu_ms_per_step(size: int, compile: bool = True, steps: int = 10, repeats: i
     from twin import GreenhouseTwin
 
     torch.set_num_threads(1)
-    twin = GreenhouseTwin(num_instances=size, backend="torch", device="cpu", seed=0, compile=compile, **overrides)
+    twin = GreenhouseTwin(num_instances=size, backend="torch", device="cpu", seed=0, compile=compile,
+                          **overrides)
     twin.reset()
     act = torch.as_tensor(_actions(size, twin.action_spec.dim))
     for _ in range(warmup):

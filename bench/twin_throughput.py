@@ -58,19 +58,23 @@ def time_batched(backend: str, b: int, seconds: float, device: str = "cpu", comp
 
 
 def _check_against_eager(b: int, device: str, act: torch.Tensor, compiled: list[tuple[Any, Any]]) -> None:
-    """AssertionError unless the eager twin on the same seed gives the compiled steps' observations and rewards."""
+    """AssertionError unless the eager twin on the same seed gives the compiled steps' observations and
+    rewards."""
     from twin import GreenhouseTwin
 
     eager = GreenhouseTwin(num_instances=b, backend="torch", device=device, seed=0)
     eager.reset()
     for k, (obs, reward) in enumerate(compiled):
         want_obs, want_reward = eager.step(act)[:2]
-        for name, got, want, atol in (("observation", obs, want_obs, 1e-3), ("reward", reward, want_reward, 1e-4)):
+        for name, got, want, atol in (("observation", obs, want_obs, 1e-3),
+                                      ("reward", reward, want_reward, 1e-4)):
             try:
                 np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=1e-4, atol=atol)
             except AssertionError as exc:
-                said = [ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith(("Mismatched", "Max abs"))]
-                raise AssertionError(f"compiled step {k + 1} {name} differs from eager: {'; '.join(said)}") from None
+                said = [ln.strip() for ln in str(exc).splitlines()
+                        if ln.strip().startswith(("Mismatched", "Max abs"))]
+                raise AssertionError(f"compiled step {k + 1} {name} differs from eager: "
+                                     f"{'; '.join(said)}") from None
 
 
 def time_sync_vector(b: int, seconds: float) -> float:
@@ -96,10 +100,12 @@ def main() -> None:
     parser.add_argument("--devices", default="cpu,cuda", help="torch devices timed; cuda only when present")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--threads", type=int, default=0,
-                        help="torch threads (0: torch's default); 1 gives steadier numbers on a shared machine")
+                        help="torch threads (0: torch's default); "
+                             "1 gives steadier numbers on a shared machine")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--compile-sizes", default="4096,65536",
-                        help="sizes also timed with torch.compile (each costs ~40 s of compilation on a CPU); "
+                        help="sizes also timed with torch.compile "
+                             "(each costs ~40 s of compilation on a CPU); "
                              "'' for none")
     args = parser.parse_args()
     if args.threads > 0:
@@ -133,7 +139,8 @@ def main() -> None:
                 if device.startswith("cuda"):
                     torch.cuda.empty_cache()
                 continue
-            results[f"{label}/B={b}"] = {"steps_per_s": rate, "ratio": rate / baseline, "bytes_per_instance": nbytes}
+            results[f"{label}/B={b}"] = {"steps_per_s": rate, "ratio": rate / baseline,
+                                         "bytes_per_instance": nbytes}
             print(f"{label:<20} {b:>8} {rate:>14,.0f} {rate / baseline:>11.1f} {nbytes:>11}")
     if args.json:
         with open(args.json, "w") as fh:

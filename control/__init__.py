@@ -26,5 +26,5 @@ from control.proposal import ExpertProposer, Proposer, load_proposer
 from control.records import ControlDecision, ExplainRequest, Mode, ModeEvent, ZoneSetup
 from control.step import Pending
 
-__all__ = ["ControlDecision", "DecisionBatch", "ExpertProposer", "ExplainRequest", "GreenhouseController", "Mode",
-           "ModeEvent", "Pending", "Proposer", "ZoneSetup", "explain_decisions", "load_proposer"]
+__all__ = ["ControlDecision", "DecisionBatch", "ExpertProposer", "ExplainRequest", "GreenhouseController",
+           "Mode", "ModeEvent", "Pending", "Proposer", "ZoneSetup", "explain_decisions", "load_proposer"]

@@ -85,8 +85,8 @@ class GreenhouseController:
     obs_builder = MemoryField[ObservationBuilder]()
     crop_twin = MemoryField[CropTwin]()
 
-    def __init__(self, greenhouse_id: str, zones: list[ZoneSetup], proposer: Proposer, limits: SafetyLimits, *,
-                 probes_per_zone: int = 2, step_s: float = 60.0, disagreement_threshold: float = 0.35,
+    def __init__(self, greenhouse_id: str, zones: list[ZoneSetup], proposer: Proposer, limits: SafetyLimits,
+                 *, probes_per_zone: int = 2, step_s: float = 60.0, disagreement_threshold: float = 0.35,
                  command_ttl_s: float = 30.0, max_age_s: float = 120.0, max_future_s: float = 30.0,
                  site_timezone: str = "UTC", cmd_id_factory: Callable[[], uuid.UUID] | None = None) -> None:
         self.z = len(zones)
@@ -182,7 +182,8 @@ class GreenhouseController:
         return cmd
 
     # ---- settings ------------------------------------------------------------------------------
-    def apply_setup(self, setup: GreenhouseSetup, site: SafetyLimits, change: SetupChange | None = None) -> None:
+    def apply_setup(self, setup: GreenhouseSetup, site: SafetyLimits,
+                    change: SetupChange | None = None) -> None:
         """Take new operator settings between two decisions: the next one observes, estimates and clips
         with them. ``site`` is the safety limits file's; each cap becomes the lower of it and the setting.
         The Kalman estimate carries over a change of soil (the process model changes, not the moisture)."""
@@ -202,7 +203,8 @@ class GreenhouseController:
         if change is not None:
             self.memory.setup_change = change
 
-    def stage_setup(self, setup: GreenhouseSetup, site: SafetyLimits, change: SetupChange | None = None) -> None:
+    def stage_setup(self, setup: GreenhouseSetup, site: SafetyLimits,
+                    change: SetupChange | None = None) -> None:
         """Settings for the next decision (a decision under way keeps those it began with)."""
         if setup.version > max(self.setup.version, self.staged_setup[0].version if self.staged_setup else 0):
             self.staged_setup = (setup, site, change)
@@ -228,7 +230,8 @@ class GreenhouseController:
             raise ValueError("no e-stop is latched")
         if to_mode not in ("auto", "manual"):
             raise ValueError(f"an e-stop reset goes to 'manual' or 'auto', got {to_mode!r}")
-        manual = {"manual_action": safe_state(self.z), "manual_actor": _operator(actor)} if to_mode == "manual" else {}
+        manual = ({"manual_action": safe_state(self.z), "manual_actor": _operator(actor)}
+                  if to_mode == "manual" else {})
         return self._mode_event(to_mode, actor, reason, ts, estop_latched=False, **manual)
 
     def set_mode(self, mode: Mode, actor: str, reason: str, ts: datetime,
@@ -255,7 +258,8 @@ class GreenhouseController:
         decisions after the last snapshot): number on after them, never reusing a seq. Each was a
         decision, which also used one command seq."""
         if recorded_seq > self.state.seq:
-            self.state = replace(self.state, seq=recorded_seq, cmd_seq=self.state.cmd_seq + recorded_seq - self.state.seq)
+            self.state = replace(self.state, seq=recorded_seq,
+                                 cmd_seq=self.state.cmd_seq + recorded_seq - self.state.seq)
 
     def adopt_estop(self) -> None:
         """An e-stop latched under another replica holds here too; its mode event is recorded already."""
@@ -275,16 +279,19 @@ class GreenhouseController:
         """JSON-able state to persist; restore with :meth:`restore` after a restart. The keys keep the
         order snapshots were always written in."""
         state = self.state.to_json()
-        day, last_ts = state.pop("day"), state.pop("last_ts")  # the crop twin's entry has always stood before them
-        return {"version": SNAPSHOT_VERSION, **state, "crop_twin": self.crop_twin.snapshot(), "day": day, "last_ts": last_ts,
-                "estimator": self.estimator.state_dict(),
+        # the crop twin's entry has always stood before them
+        day, last_ts = state.pop("day"), state.pop("last_ts")
+        return {"version": SNAPSHOT_VERSION, **state, "crop_twin": self.crop_twin.snapshot(), "day": day,
+                "last_ts": last_ts, "estimator": self.estimator.state_dict(),
                 "irrigation_24h_mm": self.obs_builder.irrigation_24h_mm.tolist(),
                 "held": dict(self.obs_builder.held),
-                "first_ts": None if self.obs_builder.first_ts is None else self.obs_builder.first_ts.isoformat()}
+                "first_ts": (None if self.obs_builder.first_ts is None
+                             else self.obs_builder.first_ts.isoformat())}
 
     def restore(self, snap: dict[str, Any]) -> None:
         if snap.get("version") != SNAPSHOT_VERSION:
-            raise ValueError(f"controller snapshot version {snap.get('version')!r}, expected {SNAPSHOT_VERSION}")
+            raise ValueError(f"controller snapshot version {snap.get('version')!r}, "
+                             f"expected {SNAPSHOT_VERSION}")
 
         def when(v: str | None) -> datetime | None:
             return None if v is None else datetime.fromisoformat(v)

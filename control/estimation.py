@@ -38,7 +38,8 @@ def soil_models(zones: list[ZoneSetup], dt_s: float, crop: CropConfig) -> list[Z
     for z in zones:
         soil = SOIL_TYPES[SOIL_INDEX[z.soil_type]]
         fc, wp = soil.field_capacity, soil.wilting_point
-        out.append(ZoneSoilModel(field_capacity=fc, wilting_point=wp, saturation=min(soil.saturation, z.saturation),
+        out.append(ZoneSoilModel(field_capacity=fc, wilting_point=wp,
+                                 saturation=min(soil.saturation, z.saturation),
                                  drain_frac=1.0 - soil.hourly_retention ** (dt_s / 3600.0),
                                  inv_stress_span=1.0 / ((1.0 - crop.depletion_fraction) * (fc - wp)),
                                  root_mm=z.root_mm, dt_s=dt_s))
@@ -54,7 +55,8 @@ def begin(item: Pending, state: ControllerState) -> tuple[ControllerState, Step]
     setup, memory, tel = item.setup, item.memory, item.tel
     alarms: list[str] = []
     ts = tel.ts
-    dt_s = setup.step_s if state.last_ts is None else min(max((ts - state.last_ts).total_seconds(), 1.0), 3600.0)
+    dt_s = (setup.step_s if state.last_ts is None
+            else min(max((ts - state.last_ts).total_seconds(), 1.0), 3600.0))
     state, zone_water, reading_closed = account(state.rolled(setup.site_day(ts)), tel, dt_s, alarms)
     state = state.booked(zone_water, tel.light_pct / 100.0 * dt_s / 3600.0)
     memory.crop_twin.account(ts.astimezone(setup.site_tz), dt_s, tel.par_umol_m2_s)
@@ -166,7 +168,8 @@ def observe(step: Step) -> None:
     step.sensor_ok = ~est.filled | (est.status == PROBE_STATUS.index("ok")).any(axis=1)
     if tel.estop and not memory.state.estop_latched:  # a mode change, on the state as it stands now
         memory.state, event = memory.state.moved(setup.gh, "estop", "edge:estop",
-                                                 "telemetry reports the e-stop pressed", tel.ts, estop_latched=True)
+                                                 "telemetry reports the e-stop pressed", tel.ts,
+                                                 estop_latched=True)
         step.events.append(event)
     if item.outlook is not None:
         step.outlook = item.outlook.at(tel.ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0))

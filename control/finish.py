@@ -67,9 +67,10 @@ def clip_context(step: Step, state: ControllerState) -> ClipContext:
     assert moisture is not None and sensor_ok is not None
     natural_par = math.nan if tel.par_umol_m2_s is None else \
         float(tel.par_umol_m2_s) - setup.climate.lamp_par_umol_m2_s * tel.light_pct / 100
-    return ClipContext(dt_s=step.dt_s, prev_action=state.prev_action, valve_state_age_s=state.valve_ages(tel.ts),
-                       zone_water_today_l=state.water_today_l, moisture_vwc=np.where(sensor_ok, moisture, np.nan),
-                       sensor_ok=sensor_ok, saturation_vwc=setup.saturation, natural_par_umol=natural_par,
+    return ClipContext(dt_s=step.dt_s, prev_action=state.prev_action,
+                       valve_state_age_s=state.valve_ages(tel.ts), zone_water_today_l=state.water_today_l,
+                       moisture_vwc=np.where(sensor_ok, moisture, np.nan), sensor_ok=sensor_ok,
+                       saturation_vwc=setup.saturation, natural_par_umol=natural_par,
                        lights_on_hours_today=state.lights_hours_today,
                        local_hour=local.hour + local.minute / 60.0 + local.second / 3600.0,
                        valve_failed=None if state.mode == "manual" else state.valve_failed >= 0.5,
@@ -128,19 +129,22 @@ def finish(step: Step, state: ControllerState, choice: Choice) -> tuple[Controll
         greenhouse_id=setup.gh, seq=state.seq, ts=ts, actor=choice.actor, mode=cmd.mode,
         telemetry=tel.model_dump(mode="json"),
         # etc_mm and irrigation_mm: the water balance of this step, which the nightly calibration fits to.
-        estimate={"theta": step.moisture.tolist(), "std": est.std.tolist(), "probe_status": est.probe_status(),
-                  "filled": est.filled.tolist(), "outlook": None if step.outlook is None else step.outlook.record(),
+        estimate={"theta": step.moisture.tolist(), "std": est.std.tolist(),
+                  "probe_status": est.probe_status(), "filled": est.filled.tolist(),
+                  "outlook": None if step.outlook is None else step.outlook.record(),
                   "crop_twin": memory.crop_twin.estimates(state.lights_hours_today),
                   "price_eur_mwh": float(obs[builder.spec.slices["price"].start]),
                   "lamp_break_even_eur_mwh": lamp_break_even(setup, builder.spec, obs),
-                  "etc_mm": float(step.etc_mm), "irrigation_mm": (step.zone_water / builder.zone_area_m2).tolist(),
-                  # The settings this decision was made under; the first one under a change says who, why, what.
+                  "etc_mm": float(step.etc_mm),
+                  "irrigation_mm": (step.zone_water / builder.zone_area_m2).tolist(),
+                  # The settings this decision was made under; the first one under a change
+                  # says who, why, what.
                   "settings_version": setup.settings.version,
                   **({} if change is None else {"settings_change": change.record()})},
         member_actions=choice.members.tolist(), voted=action_dict(np.asarray(choice.action), setup.z),
         clipped=action_dict(safe, setup.z),
-        rules_fired=[{"rule": f.rule_id, "actuator": f.actuator, "before": f.before, "after": f.after, "why": f.detail}
-                     for f in report.firings],
+        rules_fired=[{"rule": f.rule_id, "actuator": f.actuator, "before": f.before, "after": f.after,
+                      "why": f.detail} for f in report.firings],
         confidence=float(choice.confidence), low_confidence=bool(choice.low_confidence), command=cmd,
         alarms=step.alarms, observation=obs.tolist(), events=step.events, explain=request)
 
@@ -148,7 +152,8 @@ def finish(step: Step, state: ControllerState, choice: Choice) -> tuple[Controll
 def watchdog_decision(setup: DecisionSetup, state: ControllerState,
                       now: datetime) -> tuple[ControllerState, ControlDecision]:
     """Stale telemetry: the safe state as a fresh command, recorded with a ``telemetry_stale`` alarm."""
-    return _held_decision(setup, replace(state, prev_action=safe_state(setup.z)), now, "watchdog", ["telemetry_stale"])
+    return _held_decision(setup, replace(state, prev_action=safe_state(setup.z)), now, "watchdog",
+                          ["telemetry_stale"])
 
 
 def repeat_decision(setup: DecisionSetup, state: ControllerState) -> tuple[ControllerState, ControlDecision]:
@@ -170,6 +175,7 @@ def _held_decision(setup: DecisionSetup, state: ControllerState, now: datetime, 
     state, cmd = command(setup, replace(state, seq=state.seq + 1), now, held)
     mode: Mode = cmd.mode
     return state, ControlDecision(greenhouse_id=setup.gh, seq=state.seq, ts=now, actor=actor, mode=mode,
-                                  telemetry={}, estimate=None, member_actions=[], voted=action_dict(held, setup.z),
-                                  clipped=action_dict(held, setup.z), rules_fired=[], confidence=1.0,
-                                  low_confidence=False, command=cmd, alarms=alarms)
+                                  telemetry={}, estimate=None, member_actions=[],
+                                  voted=action_dict(held, setup.z), clipped=action_dict(held, setup.z),
+                                  rules_fired=[], confidence=1.0, low_confidence=False, command=cmd,
+                                  alarms=alarms)

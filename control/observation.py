@@ -63,7 +63,8 @@ class ObservationBuilder:
 
     def add_irrigation(self, zone_water_l: np.ndarray, dt_s: float) -> None:
         """Exponentially weighted 24 h memory of applied water (same definition as the twin)."""
-        self.irrigation_24h_mm = self.irrigation_24h_mm * math.exp(-dt_s / 86400.0) + zone_water_l / self.zone_area_m2
+        self.irrigation_24h_mm = (self.irrigation_24h_mm * math.exp(-dt_s / 86400.0)
+                                  + zone_water_l / self.zone_area_m2)
 
     def build(self, *, ts: datetime, moisture: np.ndarray, readings: dict[str, float | None],
               valve_open: np.ndarray, pump_pct: float, light_pct: float, pump_current_a: float,

@@ -58,7 +58,8 @@ def per_zone(value: float | tuple[float, ...], zones: int) -> np.ndarray:
 def effective_limits(site: SafetyLimits, setup: GreenhouseSetup) -> SafetyLimits:
     """``site`` for this greenhouse: its zone count, and each cap the lower of the limit and the setting."""
     z = len(setup.zones)
-    caps = np.minimum(per_zone(site.zone_daily_water_cap_l, z), [zone.daily_water_cap_l for zone in setup.zones])
+    caps = np.minimum(per_zone(site.zone_daily_water_cap_l, z),
+                      [zone.daily_water_cap_l for zone in setup.zones])
     hours = site.lights_daily_hours_cap
     if setup.lamp_hours_per_day is not None:
         hours = min(hours, setup.lamp_hours_per_day)

@@ -78,8 +78,9 @@ class ControllerState:
     @classmethod
     def initial(cls, zones: int) -> ControllerState:
         """A controller that never decided: auto mode, everything off, nothing counted."""
-        return cls(manual_action=safe_state(zones), prev_action=safe_state(zones), valve_failed=np.zeros(zones),
-                   water_today_l=np.zeros(zones), valve_changed_at=(None,) * zones)
+        return cls(manual_action=safe_state(zones), prev_action=safe_state(zones),
+                   valve_failed=np.zeros(zones), water_today_l=np.zeros(zones),
+                   valve_changed_at=(None,) * zones)
 
     @property
     def zones(self) -> int:
@@ -106,14 +107,16 @@ class ControllerState:
         """The next command's number taken and its valves noted as evidence to come; and those valves."""
         valves = [int(v >= 0.5) for v in action[: self.zones]]
         cmd_seq = self.cmd_seq + 1
-        return replace(self, cmd_seq=cmd_seq, valve_evidence=self.valve_evidence.with_sent(cmd_seq, valves)), valves
+        return replace(self, cmd_seq=cmd_seq,
+                       valve_evidence=self.valve_evidence.with_sent(cmd_seq, valves)), valves
 
     def decided(self, action: np.ndarray, ts: datetime) -> ControllerState:
         """A decision at ``ts`` took ``action``: it becomes the previous action (a valve it switches starts
         its dwell time), ``ts`` the last time heard, and the decision takes the next seq."""
         z = self.zones
         changed = tuple(ts if (a >= 0.5) != (p >= 0.5) else t
-                        for a, p, t in zip(action[:z], self.prev_action[:z], self.valve_changed_at, strict=True))
+                        for a, p, t in zip(action[:z], self.prev_action[:z], self.valve_changed_at,
+                                           strict=True))
         return replace(self, prev_action=action, valve_changed_at=changed, last_ts=ts, seq=self.seq + 1)
 
     def moved(self, gh: str, to: Mode, actor: str, reason: str, ts: datetime,
@@ -143,7 +146,8 @@ class ControllerState:
         """The value :meth:`to_json` wrote, or a snapshot written before the manual actor, the failed-valve
         latch or the command evidence were kept (their defaults then)."""
         return cls(mode=cast(Mode, snap["mode"]), estop_latched=bool(snap["estop_latched"]),
-                   manual_action=snap["manual_action"], manual_actor=str(snap.get("manual_actor", "operator:manual")),
+                   manual_action=snap["manual_action"],
+                   manual_actor=str(snap.get("manual_actor", "operator:manual")),
                    seq=int(snap["seq"]), cmd_seq=int(snap["cmd_seq"]), prev_action=snap["prev_action"],
                    valve_failed=snap.get("valve_failed", np.zeros(zones)),
                    valve_evidence=ValveEvidence.from_json(snap.get("commands_sent")),

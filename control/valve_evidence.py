@@ -74,7 +74,8 @@ class ValveEvidence:
             kept = self.held_since[zone] if len(self.held_since) == zones else None
             if kept is None or before is None or before > held or any(
                     c.valves[zone] != valves[zone] for c in self.sent[before:held + 1]):
-                kept = ts  # a new run of this valve's state (or nothing seen of it yet) starts being watched now
+                # a new run of this valve's state (or nothing seen of it yet) starts being watched now
+                kept = ts
             since.append(kept)
         judged = np.array([(ts - s).total_seconds() >= JUDGE_AFTER_S for s in since], dtype=bool)
         return ValveEvidence(self.sent, cmd_seq, tuple(since)), np.array(valves, dtype=bool), judged
@@ -92,6 +93,7 @@ class ValveEvidence:
     def from_json(cls, rows: Any) -> ValveEvidence:
         """The commands a snapshot kept; anything unreadable is forgotten (that only withholds judgement)."""
         try:
-            return cls(tuple(SentCommand(int(seq), tuple(bool(v) for v in valves)) for seq, valves in rows or ()))
+            return cls(tuple(SentCommand(int(seq), tuple(bool(v) for v in valves))
+                             for seq, valves in rows or ()))
         except (TypeError, ValueError):
             return cls()

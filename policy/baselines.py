@@ -65,7 +65,8 @@ def _lights(xp: Any, obs: Array, spec: ObservationSpec, photoperiod: tuple[float
 
 
 def break_even_price(xp: Any, obs: Array, spec: ObservationSpec, c0: float, par_sat: float) -> Array:
-    """The all-in price [EUR/MWh] below which a lamp hour pays now: ``c0 x fruit_price x (1 - PAR_nat/PAR_sat)``."""
+    """The all-in price [EUR/MWh] below which a lamp hour pays now:
+    ``c0 x fruit_price x (1 - PAR_nat/PAR_sat)``."""
     share = xp.clip(natural_par(obs, spec) / par_sat, 0.0, 1.0)
     return c0 * obs[:, spec.slices["fruit_price"].start] * (1.0 - share)
 
@@ -119,8 +120,8 @@ class ThresholdExpert:
 
     def __post_init__(self) -> None:
         if self.c0 is not None and (self.c0 < 0.0 or self.par_sat <= 0.0 or not 0.0 < self.h_max <= 24.0):
-            raise ValueError(f"break-even lighting needs c0 >= 0, par_sat > 0 and 0 < h_max <= 24, got c0 {self.c0}, "
-                             f"par_sat {self.par_sat}, h_max {self.h_max}")
+            raise ValueError("break-even lighting needs c0 >= 0, par_sat > 0 and 0 < h_max <= 24, got c0 "
+                             f"{self.c0}, par_sat {self.par_sat}, h_max {self.h_max}")
 
     def light_action(self, xp: Any, obs: Array, spec: ObservationSpec) -> Array:
         """Lights % per greenhouse from this expert's lighting rule."""
@@ -128,7 +129,8 @@ class ThresholdExpert:
             return xp.zeros(obs.shape[0], dtype=obs.dtype)
         if self.c0 is None:
             return _lights(xp, obs, spec, self.photoperiod, self.dark_par, self.dark_window)
-        return break_even_lights(xp, obs, spec, self.c0, self.par_sat, self.h_max, self.step_h, self.dark_window)
+        return break_even_lights(xp, obs, spec, self.c0, self.par_sat, self.h_max, self.step_h,
+                                 self.dark_window)
 
     def __call__(self, obs: Array) -> Array:
         xp = _xp(obs)

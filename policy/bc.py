@@ -63,7 +63,8 @@ def make_demo_batch(obs: Any, action: Any, who: Any, when: Any) -> DemoBatch:
     w = np.broadcast_to(np.asarray(who, dtype=str), (n,)).copy()
     t = to_epoch_us(when)
     if o.ndim != 2 or a.ndim != 2 or a.shape[0] != n or t.shape != (n,):
-        raise ValueError(f"demo shapes disagree: obs {tuple(o.shape)}, action {tuple(a.shape)}, when {t.shape}")
+        raise ValueError(f"demo shapes disagree: obs {tuple(o.shape)}, action {tuple(a.shape)}, when "
+                         f"{t.shape}")
     return DemoBatch(o, a, w, t)
 
 
@@ -93,7 +94,8 @@ def load_demos(path: str | Path, obs_spec: ObservationSpec) -> DemoBatch:
 
 
 @torch.no_grad()
-def collect_expert_demos(twin: Any, expert: Any, steps: int, who: str = "expert", t0_us: int = 0) -> DemoBatch:
+def collect_expert_demos(twin: Any, expert: Any, steps: int, who: str = "expert",
+                         t0_us: int = 0) -> DemoBatch:
     """Run ``expert`` on every twin instance for ``steps`` control steps (from a reset) and record it.
 
     ``when`` is simulated time: ``t0_us`` plus the step index times the control interval.

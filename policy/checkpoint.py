@@ -88,7 +88,8 @@ def twin_config_of(cfg: PPOConfig) -> TwinConfig:
 
 
 def run_hash(cfg: PPOConfig) -> str:
-    """Identity of a training run for resuming: training config (minus device and workers), twin config and version.
+    """Identity of a training run for resuming: training config (minus device and workers), twin config and
+    version.
 
     The device, the number of twin worker processes and the validation settings are left out: a
     run started on a GPU can be finished on a CPU, with or without workers; validation only
@@ -185,15 +186,16 @@ def check_compatible(meta: dict[str, Any], zones: int) -> None:
         raise CheckpointError(f"checkpoint format {meta.get('format')!r} is not supported "
                               f"(this code reads format {CHECKPOINT_FORMAT})")
     if meta.get("twin_version") != TWIN_VERSION:
-        raise CheckpointError(f"twin version differs: checkpoint was trained on twin {meta.get('twin_version')!r}, "
-                              f"this code runs twin {TWIN_VERSION!r}")
+        raise CheckpointError("twin version differs: checkpoint was trained on twin "
+                              f"{meta.get('twin_version')!r}, this code runs twin {TWIN_VERSION!r}")
     try:
         ObservationSpec(zones).check_compatible(meta.get("observation") or {})
     except ValueError as exc:
         raise CheckpointError(str(exc)) from exc
     names = (meta.get("action") or {}).get("names")
     if names != list(ActionSpec(zones).names):
-        raise CheckpointError(f"action layout differs: checkpoint has {names!r}, twin has {list(ActionSpec(zones).names)!r}")
+        raise CheckpointError(f"action layout differs: checkpoint has {names!r}, twin has "
+                              f"{list(ActionSpec(zones).names)!r}")
     arch = meta.get("architecture") or {}
     if arch.get("obs_dim") != ObservationSpec(zones).dim or arch.get("zones") != zones:
         raise CheckpointError(f"network shape differs: checkpoint has obs_dim={arch.get('obs_dim')!r}, "
@@ -210,7 +212,8 @@ def load_member(directory: str | Path, *, expected_zones: int | None = None,
     """
     d = Path(directory)
     meta = read_meta(d)
-    zones = expected_zones if expected_zones is not None else int((meta.get("observation") or {}).get("zones", -1))
+    zones = (expected_zones if expected_zones is not None
+             else int((meta.get("observation") or {}).get("zones", -1)))
     check_compatible(meta, zones)
     weights = d / WEIGHTS_FILE
     if not weights.exists():

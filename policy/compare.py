@@ -46,7 +46,8 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, level: float = 0
     """
     x = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
     if np.shape(a) != np.shape(b) or x.ndim != 1:
-        raise ValueError(f"paired values must be two equal-length sequences, got {np.shape(a)} and {np.shape(b)}")
+        raise ValueError(f"paired values must be two equal-length sequences, got {np.shape(a)} and "
+                         f"{np.shape(b)}")
     if x.size == 0:
         raise ValueError("no paired values to compare")
     if not np.all(np.isfinite(x)):

@@ -144,7 +144,8 @@ class PPOConfig:
 
     def __post_init__(self) -> None:
         if not 0 <= self.workers <= max(1, self.num_envs // 2):
-            raise ValueError(f"workers must be between 0 and num_envs // 2 ({self.num_envs // 2}), got {self.workers}")
+            raise ValueError(f"workers must be between 0 and num_envs // 2 ({self.num_envs // 2}), got "
+                             f"{self.workers}")
         if self.batch_size % self.num_minibatches:
             raise ValueError(f"num_envs * num_steps ({self.batch_size}) must be divisible by "
                              f"num_minibatches ({self.num_minibatches})")
@@ -155,7 +156,8 @@ class PPOConfig:
         if self.prior_kl_to not in ("served", "start"):
             raise ValueError(f"prior_kl_to must be 'served' or 'start', got {self.prior_kl_to!r}")
         if self.lamp_torso and self.residual_lamp_logit <= 0.0:
-            raise ValueError("lamp_torso gives the lamp switch a torso of its own: it needs residual_lamp_logit > 0")
+            raise ValueError("lamp_torso gives the lamp switch a torso of its own: it needs "
+                             "residual_lamp_logit > 0")
         if self.learn not in ("all", "lamps") or (self.learn == "lamps" and not self.lamp_torso):
             raise ValueError(f"learn must be 'all' or 'lamps' (which needs lamp_torso), got {self.learn!r}")
         if self.shaping not in ("none", "fruit_value"):
@@ -224,8 +226,8 @@ class PPOConfig:
         """
         presets: dict[str, dict[str, Any]] = {
             "tiny": dict(num_envs=64, num_steps=48, total_steps=64 * 48 * 8, dt_s=3600.0, episode_days=4.0,
-                         bc_demo_steps=96, bc_decay_steps=64 * 48 * 6, bc_pretrain_updates=300, update_epochs=4, num_minibatches=4,
-                         lr=1e-3),
+                         bc_demo_steps=96, bc_decay_steps=64 * 48 * 6, bc_pretrain_updates=300,
+                         update_epochs=4, num_minibatches=4, lr=1e-3),
             "small": dict(num_envs=1024, num_steps=64, total_steps=524_288, dt_s=600.0, episode_days=14.0,
                           bc_decay_steps=500_000, residual=True, gamma=0.999),
             "full": dict(num_envs=1024, num_steps=128, total_steps=50_000_000, num_minibatches=8,

@@ -49,8 +49,8 @@ class DailyPlanResult:
 
     def summary(self) -> str:
         return (f"{self.demos.size:,} demonstrations from {self.picks.size} greenhouse-days "
-                f"({picked_counts(self.c0, self.picks)}); picked over served: {self.gains.mean():+.4f} EUR/m2 "
-                "per greenhouse-day")
+                f"({picked_counts(self.c0, self.picks)}); picked over served: {self.gains.mean():+.4f} "
+                "EUR/m2 per greenhouse-day")
 
 
 @functools.lru_cache(maxsize=2)
@@ -129,12 +129,14 @@ def daily_plan_demos(scenarios: Sequence[Scenario], served: ThresholdExpert, *, 
         raise ValueError(f"the served rule's lamp coefficient {served.c0} must be one of the options {c0s}")
     if stride < 1 or margin < 0.0 or not scenarios:
         raise ValueError("daily plans need stride >= 1, margin >= 0 and at least one scenario")
-    work: list[PlanWork] = [(s, served, c0s, c0s.index(float(served.c0)), learner, stride, margin) for s in scenarios]
+    work: list[PlanWork] = [(s, served, c0s, c0s.index(float(served.c0)), learner, stride, margin)
+                            for s in scenarios]
     results = map_in_processes(_scenario_plan, work, jobs, progress)
     obs = np.concatenate([r[0] for r in results])
     action = np.concatenate([r[1] for r in results])
     dt_us = int(round(scenarios[0].dt_s * stride * 1e6))
-    when = np.concatenate([np.tile(np.arange(r[0].shape[0] // s.instances, dtype=np.int64) * dt_us, s.instances)
+    when = np.concatenate([np.tile(np.arange(r[0].shape[0] // s.instances, dtype=np.int64) * dt_us,
+                                   s.instances)
                            for r, s in zip(results, scenarios, strict=True)])
     who = "daily-oracle" if learner is None else "daily-dagger"
     return DailyPlanResult(make_demo_batch(obs, action, np.full(obs.shape[0], who), when), c0s,

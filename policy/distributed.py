@@ -75,7 +75,8 @@ def _broadcast_object(obj: Any) -> Any:
 
 
 def _to_cpu(tree: Any) -> Any:
-    """A nested dict/list of tensors with every tensor on the CPU (so no rank unpickles onto another's GPU)."""
+    """A nested dict/list of tensors with every tensor on the CPU (so no rank unpickles onto another's
+    GPU)."""
     if isinstance(tree, torch.Tensor):
         return tree.detach().cpu()
     if isinstance(tree, dict):
@@ -133,7 +134,8 @@ class ShardedRewardScaler(InstanceRewardScaler):
     statistics and running returns are identical on all ranks and a snapshot from rank 0 is complete.
     """
 
-    def __init__(self, num_envs: int, gamma: float, device: str | torch.device, rank: int, world_size: int) -> None:
+    def __init__(self, num_envs: int, gamma: float, device: str | torch.device, rank: int,
+                 world_size: int) -> None:
         super().__init__(num_envs * world_size, gamma, device)
         self.rows = slice(rank * num_envs, (rank + 1) * num_envs)
 
@@ -167,8 +169,8 @@ class RankContext:
     def active(self) -> bool:
         return self.world_size > 1
 
-    def sync_start(self, cfg: Any, resume: dict[str, Any] | None, snapshot_every: int, fine_tuning: bool = False
-                   ) -> tuple[dict[str, Any] | None, int, bool]:
+    def sync_start(self, cfg: Any, resume: dict[str, Any] | None, snapshot_every: int,
+                   fine_tuning: bool = False) -> tuple[dict[str, Any] | None, int, bool]:
         """Rank 0's resume snapshot (this rank's rows of it), snapshot interval and whether it fine-tunes
         given weights, checked against ``cfg``.
 
@@ -189,13 +191,15 @@ class RankContext:
             return None, snapshot_every, fine_tuning
         ranks = int(resume.get("world_size", 1))
         if ranks != self.world_size:
-            raise CheckpointError(f"the training snapshot was written by a run on {ranks} rank(s), this run has "
-                                  f"{self.world_size}; resume with {ranks} or delete the snapshot to restart")
+            raise CheckpointError(f"the training snapshot was written by a run on {ranks} rank(s), this run "
+                                  f"has {self.world_size}; resume with {ranks} or delete the snapshot to "
+                                  "restart")
         if self.active:
             rows = slice(self.rank * int(resume["num_envs"]), (self.rank + 1) * int(resume["num_envs"]))
             resume = {**resume, "next_obs": resume["next_obs"][rows],
                       "rng": {**resume["rng"], **resume["rank_rng"][self.rank]},
-                      **{key: {k: v[rows] for k, v in resume[key].items()} for key in _PER_INSTANCE_SNAPSHOT_KEYS}}
+                      **{key: {k: v[rows] for k, v in resume[key].items()}
+                         for key in _PER_INSTANCE_SNAPSHOT_KEYS}}
         return resume, snapshot_every, fine_tuning
 
     def prepare(self, agent: nn.Module) -> None:
@@ -249,7 +253,8 @@ class RankContext:
         return metrics._replace(**out)
 
     def gather_instances(self, twin: Any, next_obs: torch.Tensor) -> dict[str, Any]:
-        """The per-instance part of a training snapshot: every rank's rows and RNG streams on a multi-rank run.
+        """The per-instance part of a training snapshot: every rank's rows and RNG streams on a multi-rank
+        run.
 
         ``twin`` is anything with ``params`` and ``state`` (the twin or :mod:`policy.parallel`'s workers).
         """

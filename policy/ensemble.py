@@ -143,14 +143,15 @@ class StackedMembers:
 
     def __init__(self, members: Sequence[ActorCritic]) -> None:
         if not _stackable(members):
-            raise ValueError("members must share one architecture, residual mode, lamp switch and device to be asked together")
+            raise ValueError("members must share one architecture, residual mode, lamp switch and device to "
+                             "be asked together")
         self.members = list(members)
         self.zones = members[0].zones
         self.device = next(members[0].parameters()).device
         experts = [m.expert() for m in members]
         self._experts: list[ThresholdExpert] = list(dict.fromkeys(e for e in experts if e is not None))
-        self._which = torch.tensor([self._experts.index(e) for e in experts if e is not None], dtype=torch.long,
-                                   device=self.device)
+        self._which = torch.tensor([self._experts.index(e) for e in experts if e is not None],
+                                   dtype=torch.long, device=self.device)
         settings = [m.residual_settings() for m in members]
         self._prior_logit = torch.tensor([s.prior_logit for s in settings], device=self.device)[:, None, None]
         self._lamp_logit = torch.tensor([s.lamp_logit for s in settings],
@@ -170,7 +171,8 @@ class StackedMembers:
         """Every member's :meth:`ActorCritic.act` on ``obs`` (N, D): (K, N, zones + 2)."""
         out = forward_members(self.members, obs)
         lamp_logit = None if self._lamp_logit is None else self._lamp_logit.to(out.dtype)
-        action = deterministic_action(out, self.zones, self.prior(obs), self._prior_logit.to(out.dtype), lamp_logit)
+        action = deterministic_action(out, self.zones, self.prior(obs), self._prior_logit.to(out.dtype),
+                                      lamp_logit)
         k, n, z = out.shape[0], obs.shape[0], self.zones
         flat_obs = obs[None].expand(k, *obs.shape).reshape(k * n, obs.shape[-1])
         return interlock(action.reshape(k * n, z + 2), z, flat_obs).reshape(k, n, z + 2)

@@ -90,7 +90,8 @@ def _load_snapshot(path: Path, expected_hash: str, device: str) -> TrainSnapshot
     try:
         blob = torch.load(path, map_location=device, weights_only=True)
     except (RuntimeError, OSError, EOFError) as exc:
-        raise CheckpointError(f"cannot read training snapshot {path}: {exc}; delete it to restart the member") from exc
+        raise CheckpointError(f"cannot read training snapshot {path}: {exc}; delete it to restart the "
+                              "member") from exc
     _check_same_run(path, blob.get("run_hash"), expected_hash)
     snapshot: TrainSnapshot = blob["snapshot"]
     return snapshot
@@ -206,13 +207,15 @@ def _train_member(cfg: PPOConfig, k: int, members: int, out: Path, progress: boo
             bar.update(m.env_steps - bar.n)
             # open: the rollout's valve-open share, then the served threshold's on the same states
             opened = f"{m.valve_open_rate:.3f}/{m.expert_open_rate:.3f}"
-            bar.set_postfix(sps=f"{m.steps_per_s:.0f}", reward=f"{m.mean_reward:.3f}", pg=f"{m.policy_loss:.3f}",
+            bar.set_postfix(sps=f"{m.steps_per_s:.0f}", reward=f"{m.mean_reward:.3f}",
+                            pg=f"{m.policy_loss:.3f}",
                             vf=f"{m.value_loss:.3f}", bc=f"{m.bc_loss:.3f}", kl=f"{m.approx_kl:.4f}",
                             prior_kl=f"{m.prior_kl:.4f}", open=opened,
                             refresh=False)
 
         keeper = BestCheckpoint.load(d) if resume is not None else BestCheckpoint()
-        suite = validation_suite(cfg.validation_scenarios, cfg.validation_days) if cfg.validate_every > 0 else []
+        suite = (validation_suite(cfg.validation_scenarios, cfg.validation_days) if cfg.validate_every > 0
+                 else [])
 
         def check(iteration: int, env_steps: int, agent: ActorCritic) -> None:
             point = validate(agent, suite, iteration, env_steps)
@@ -226,7 +229,8 @@ def _train_member(cfg: PPOConfig, k: int, members: int, out: Path, progress: boo
 
         result = train(member_cfg, progress=report, resume=resume, snapshot=save_snapshot,
                        snapshot_every=snapshot_every, validate=check if suite else None)
-    metrics: dict[str, Any] = {"train": result.metrics[-1]._asdict(), "train_seconds": time.perf_counter() - start,
+    metrics: dict[str, Any] = {"train": result.metrics[-1]._asdict(),
+                               "train_seconds": time.perf_counter() - start,
                                "torch_threads": torch.get_num_threads()}
     if keeper.best_state is not None:
         # The checkpoint that earned the most on the validation suite serves, not the last iterate.

@@ -110,15 +110,16 @@ def _tuned_expert(retune: bool, jobs: int) -> ThresholdExpert:
                                                    lights_of=tuned.get(False))
         tuning.save_tuned_threshold(found, train_score, scenarios, path, grid=grid, lighting=lighting)
         what = "served threshold (behind the interlock)" if interlocked else "tuned threshold"
-        print(f"{what}: {describe(found)} (training score {train_score:.4f}, {time.perf_counter() - t0:.0f} s) "
-              f"-> {path}")
+        print(f"{what}: {describe(found)} (training score {train_score:.4f}, {time.perf_counter() - t0:.0f} "
+              f"s) -> {path}")
         tuned[interlocked] = found
     return tuned[False]  # the baseline; the served one is the residual prior and the service's fallback
 
 
 def describe(expert: ThresholdExpert) -> str:
     """The expert's setting in one line."""
-    lights = (f"break-even lights c0 {expert.c0:g} kg/MWh, PAR_sat {expert.par_sat:g}, H_max {expert.h_max:g} h"
+    lights = (f"break-even lights c0 {expert.c0:g} kg/MWh, PAR_sat {expert.par_sat:g}, H_max "
+              f"{expert.h_max:g} h"
               if expert.c0 is not None else "growers' lights")
     return f"refill {expert.refill:g}, stop {expert.stop:g}, pump {expert.pump_pct:g} %, {lights}"
 
@@ -191,7 +192,8 @@ def gap_closed(results: dict[str, dict[str, Any]]) -> list[str]:
         p, b, t = (results[n]["profit_eur_m2"] for n in ("policy", base, top))
         gap = t - b
         share = f"{100.0 * (p - b) / gap:.0f} %" if gap > 1e-9 else "- (no gap)"
-        lines.append(f"the policy closes {share} of the {base}-to-{top} profit gap ({gap:+.3f} EUR/m2; {top}: {what})")
+        lines.append(f"the policy closes {share} of the {base}-to-{top} profit gap ({gap:+.3f} EUR/m2; "
+                     f"{top}: {what})")
     return lines
 
 
@@ -276,7 +278,8 @@ def run_eval(args: argparse.Namespace) -> int:
     controllers["served"] = Interlocked(served, zones=ZONES)
     if getattr(args, "hindsight", False):
         controllers["hindsight"] = tuning.hindsight_row(expert, scenarios[0].instances, lamps_ours=lamps_ours)
-        ceiling = tuning.hindsight_row(served, scenarios[0].instances, lamps_ours=lamps_ours, interlocked=True)
+        ceiling = tuning.hindsight_row(served, scenarios[0].instances, lamps_ours=lamps_ours,
+                                       interlocked=True)
         controllers["ceiling"] = ceiling
         controllers["oracle"] = tuning.per_greenhouse(ceiling)
         if lamps_ours and served.c0 in HINDSIGHT_C0:
@@ -286,21 +289,22 @@ def run_eval(args: argparse.Namespace) -> int:
     jobs = requested or default_jobs(len(scenarios))
     print(f"evaluating {', '.join(controllers)} on {len(scenarios)} scenarios (seeds {scenarios[0].seed}-"
           f"{scenarios[-1].seed}, {greenhouses} greenhouses x {scenarios[0].days:g} days, {jobs} "
-          f"process{'es' if jobs > 1 else ''}{'' if lamps_ours else ', lamps on the site schedule'}); expert: the "
-          f"tuned threshold ({describe(expert)}); served: the threshold tuned behind the interlock "
-          f"({describe(served)}), the service's fallback and the residual policy's starting point")
+          f"process{'es' if jobs > 1 else ''}{'' if lamps_ours else ', lamps on the site schedule'}); "
+          f"expert: the tuned threshold ({describe(expert)}); served: the threshold tuned behind the "
+          f"interlock ({describe(served)}), the service's fallback and the residual policy's starting point")
     if "hindsight" in controllers:
         row = controllers["hindsight"]
-        print(f"hindsight: per scenario, the best of {len(getattr(row, 'candidates', ()))} settings of the expert's "
-              "rule family chosen on that scenario's own outcome (a ceiling for fixed settings, not a controller); "
-              "ceiling: the same for the served rule behind the interlock, its per-scenario best setting (not an "
-              "upper bound); oracle: the same candidates picked per greenhouse on its own profit"
+        print(f"hindsight: per scenario, the best of {len(getattr(row, 'candidates', ()))} settings of the "
+              "expert's rule family chosen on that scenario's own outcome (a ceiling for fixed settings, not "
+              "a controller); ceiling: the same for the served rule behind the interlock, its per-scenario "
+              "best setting (not an upper bound); oracle: the same candidates picked per greenhouse on its "
+              "own profit"
               + ("; daily: per greenhouse and day the served rule's best lamp coefficient (c0 "
-                 f"{', '.join(f'{c:g}' for c in HINDSIGHT_C0)}) from paired branches of the twin, each scored by "
-                 "two days' profit (its day, then a day of the served setting) and the fruit its carbohydrate "
-                 "buffer holds" if "daily" in controllers else "")
-              + ("" if lamps_ours else "; no-stress: the timer with the crop's water stress switched off, the most "
-                 "yield any irrigation reaches with these lamps"))
+                 f"{', '.join(f'{c:g}' for c in HINDSIGHT_C0)}) from paired branches of the twin, each "
+                 "scored by two days' profit (its day, then a day of the served setting) and the fruit its "
+                 "carbohydrate buffer holds" if "daily" in controllers else "")
+              + ("" if lamps_ours else "; no-stress: the timer with the crop's water stress switched off, "
+                 "the most yield any irrigation reaches with these lamps"))
     t0 = time.perf_counter()
 
     def progress(done: int, total: int) -> None:
@@ -312,8 +316,8 @@ def run_eval(args: argparse.Namespace) -> int:
     chosen: dict[str, list[int]] = {}
     paired = [n for n in ("policy", "expert") if n in controllers]
     try:
-        results = evaluate_all(controllers, scenarios, progress, masked=masked, intact=intact, intact_among=paired,
-                               by_scenario=per_scenario, chosen=chosen, jobs=jobs)
+        results = evaluate_all(controllers, scenarios, progress, masked=masked, intact=intact,
+                               intact_among=paired, by_scenario=per_scenario, chosen=chosen, jobs=jobs)
         if "hindsight" in controllers and not lamps_ours:
             # With every greenhouse on the same lamps, water acts on yield only through the crop's
             # water stress: the timer in a twin without it grows what perfect irrigation would.
@@ -324,19 +328,22 @@ def run_eval(args: argparse.Namespace) -> int:
         return 1
     print(format_table(results))
     if any(m["hard_terminations"] for m in results.values()):
-        print("\nthe same, counting only the steps before a hard termination (survivor-biased; for comparison):")
+        print("\nthe same, counting only the steps before a hard termination (survivor-biased; for "
+              "comparison):")
         print(format_table(masked))
     if any(results[n]["hard_terminations"] for n in paired):
         kept = intact[paired[0]].greenhouses  # the same greenhouses for every controller
-        print(f"\npaired: only the {kept} of {greenhouses} greenhouses where no {' or '.join(paired)} pump was "
-              "wrecked (the same greenhouses for every controller):")
-        print(format_table({n: intact[n].as_dict() for n in paired + ["served", "timer"]}) if kept else "  none")
+        print(f"\npaired: only the {kept} of {greenhouses} greenhouses where no {' or '.join(paired)} pump "
+              "was wrecked (the same greenhouses for every controller):")
+        print(format_table({n: intact[n].as_dict() for n in paired + ["served", "timer"]}) if kept
+              else "  none")
     summary = versus(results, "expert", "timer")
     if summary:
         print(f"\n{summary}")
     differences = paired_profit(per_scenario)
     if differences:
-        print("\nprofit difference per scenario, EUR/m2 over the episode (paired by scenario, bootstrap interval):")
+        print("\nprofit difference per scenario, EUR/m2 over the episode (paired by scenario, bootstrap "
+              "interval):")
         for pair, diff in differences.items():
             print(f"  {pair:<20} {diff}")
     for line in gap_closed(results):

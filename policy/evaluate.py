@@ -73,12 +73,14 @@ SOIL_MIXES: tuple[tuple[str, tuple[float, float, float]], ...] = (
     ("clayey", (0.1, 0.2, 0.7)),
 )
 """(name, probabilities of sand / loam / clay per zone) cycled through the suites."""
-ECONOMIC_KEYS = ("yield_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "climate_cost_eur_m2",
+ECONOMIC_KEYS = ("yield_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2",
+                 "climate_cost_eur_m2",
                  "profit_eur_m2", "lamp_kwh_m2", "heat_kwh_m2", "price_capture", "mean_dli_mol")
 METRIC_KEYS = ("water_l_per_m2", "time_in_band_pct", "stress_hours", "energy_kwh", "hard_terminations",
                "reward_mean", *ECONOMIC_KEYS)
 ECONOMIC_INFO = ("fruit_kg_m2", "revenue_eur_m2", "energy_cost_eur_m2", "water_cost_eur_m2", "damage_eur_m2",
-                 "heat_cost_eur_m2", "co2_cost_eur_m2", "heat_kwh_m2", "lamp_kwh_m2", "price_eur_mwh", "par_mol_m2")
+                 "heat_cost_eur_m2", "co2_cost_eur_m2", "heat_kwh_m2", "lamp_kwh_m2", "price_eur_mwh",
+                 "par_mol_m2")
 """The step ``info`` keys (each [B], per m2 of floor, this step) the money metrics are summed from."""
 
 
@@ -129,7 +131,8 @@ def _scenario(index: int, seed: int, days: float, instances: int) -> Scenario:
 
 
 def scenarios_from_seeds(first: int, last: int, days: float = 30.0, instances: int = 8) -> list[Scenario]:
-    """Scenarios for seeds ``first..last`` inclusive (``--seeds A-B``), soils and faults cycled as in the suite."""
+    """Scenarios for seeds ``first..last`` inclusive (``--seeds A-B``), soils and faults cycled as in the
+    suite."""
     if last < first:
         raise ValueError(f"empty seed range {first}-{last}")
     return [_scenario(i, seed, days, instances) for i, seed in enumerate(range(first, last + 1))]
@@ -179,7 +182,8 @@ class ControllerMetrics:
     climate_cost_eur_m2: float = math.nan
     """The boiler's heat and the CO2 dosed, at the scenario's heat and CO2 prices."""
     profit_eur_m2: float = math.nan
-    """Revenue less energy, water, climate and damage (pump replacement and crop lost on a hard termination)."""
+    """Revenue less energy, water, climate and damage (pump replacement and crop lost on a hard
+    termination)."""
     lamp_kwh_m2: float = math.nan
     """Lamp energy per m2 of floor over the episode, mean per greenhouse."""
     heat_kwh_m2: float = math.nan
@@ -446,8 +450,10 @@ class BestOf:
             j = best([t for t, _ in runs])
             return runs[j], [j]
         n = runs[0][0].reward.size
-        picks = np.array([best([t.block(slice(g, g + 1)) for t, _ in runs]) for g in range(n)], dtype=np.int64)
-        return (_Tally.pick([t for t, _ in runs], picks), _Tally.pick([m for _, m in runs], picks)), picks.tolist()
+        picks = np.array([best([t.block(slice(g, g + 1)) for t, _ in runs]) for g in range(n)],
+                         dtype=np.int64)
+        return ((_Tally.pick([t for t, _ in runs], picks), _Tally.pick([m for _, m in runs], picks)),
+                picks.tolist())
 
 
 @runtime_checkable
@@ -538,22 +544,24 @@ def default_jobs(scenarios: int) -> int:
     return max(1, min(usable_cores(), scenarios))
 
 
-def _scenario_rows(scenario: Scenario, controllers: Sequence[Controller], alone: Sequence[OwnTwin]) -> list[Pair]:
+def _scenario_rows(scenario: Scenario, controllers: Sequence[Controller],
+                   alone: Sequence[OwnTwin]) -> list[Pair]:
     """One scenario's sums: each batched controller's block, then each row that runs alone."""
     batched = run_scenario(scenario, controllers) if controllers else []
     return batched + [row.run_alone(scenario) for row in alone]
 
 
-def _run_scenarios(scenarios: Sequence[Scenario], controllers: Sequence[Controller], progress: Progress | None,
-                   jobs: int, alone: Sequence[OwnTwin] = ()) -> list[list[Pair]]:
+def _run_scenarios(scenarios: Sequence[Scenario], controllers: Sequence[Controller],
+                   progress: Progress | None, jobs: int, alone: Sequence[OwnTwin] = ()) -> list[list[Pair]]:
     """:func:`_scenario_rows` for every scenario, in order, on ``jobs`` processes (1: this one)."""
     if jobs > 1 and len(scenarios) > 1:
         try:
             pickle.dumps((list(controllers), list(alone)))
         except Exception as exc:
-            raise ValueError(f"jobs > 1 needs controllers that can be pickled to the worker processes: {exc}") from exc
-    return map_in_processes(partial(_scenario_rows, controllers=list(controllers), alone=list(alone)), scenarios,
-                            jobs, progress)
+            raise ValueError("jobs > 1 needs controllers that can be pickled to the worker processes: "
+                             f"{exc}") from exc
+    return map_in_processes(partial(_scenario_rows, controllers=list(controllers), alone=list(alone)),
+                            scenarios, jobs, progress)
 
 
 def evaluate(controller: Controller, scenarios: Sequence[Scenario]) -> ControllerMetrics:
@@ -565,7 +573,8 @@ def evaluate_all(controllers: Mapping[str, Row], scenarios: Sequence[Scenario],
                  progress: Progress | None = None, *, masked: dict[str, dict[str, float | int]] | None = None,
                  intact: dict[str, ControllerMetrics] | None = None, intact_among: Sequence[str] = (),
                  by_scenario: dict[str, list[ControllerMetrics]] | None = None,
-                 chosen: dict[str, list[int]] | None = None, jobs: int = 1) -> dict[str, dict[str, float | int]]:
+                 chosen: dict[str, list[int]] | None = None,
+                 jobs: int = 1) -> dict[str, dict[str, float | int]]:
     """``{name: {metric: value}}`` for every controller on the same scenarios (the eval JSON);
     ``masked`` receives the same over the steps before each hard termination only, ``intact``
     over the greenhouses where none of the controllers named in ``intact_among`` hit a hard limit,
@@ -577,8 +586,8 @@ def evaluate_all(controllers: Mapping[str, Row], scenarios: Sequence[Scenario],
     picks: list[list[int]] = []
     names = list(controllers)
     results = evaluate_many(list(controllers.values()), scenarios, progress, masked=before, intact=paired,
-                            intact_among=[names.index(n) for n in intact_among], by_scenario=per, chosen=picks,
-                            jobs=jobs)
+                            intact_among=[names.index(n) for n in intact_among], by_scenario=per,
+                            chosen=picks, jobs=jobs)
     if masked is not None:
         masked.update({name: m.as_dict() for name, m in zip(names, before, strict=True)})
     if intact is not None:
@@ -618,5 +627,6 @@ class EnsembleController:
 
         voted = ensemble_vote(self.ensemble.propose(obs), self.zones)
         # Members' actions are interlocked one by one; the vote of safe actions need not be safe.
-        safe = interlock(torch.from_numpy(voted), self.zones, torch.as_tensor(_to_numpy(obs), dtype=torch.float32))
+        safe = interlock(torch.from_numpy(voted), self.zones,
+                         torch.as_tensor(_to_numpy(obs), dtype=torch.float32))
         return safe.numpy()

@@ -81,7 +81,8 @@ def integrated_gradients(model_fn: ModelFn, obs: torch.Tensor, baseline: torch.T
 
 
 def decision_score(agent: ActorCritic, obs: torch.Tensor) -> torch.Tensor:
-    """Scalar summary (B,) of the policy's intent: sum of P(valve open) + pump mean + lights mean, each in [0, 1].
+    """Scalar summary (B,) of the policy's intent: sum of P(valve open) + pump mean + lights mean, each in
+    [0, 1].
 
     Probabilities and means, not the thresholded action, so the score is differentiable and
     moves before a valve flips.
@@ -113,7 +114,8 @@ def neutral_baseline(obs: ArrayLike, spec: ObservationSpec, typical: ArrayLike |
     """
     x = np.array(obs, dtype=np.float32, copy=True)
     if x.shape[-1] != spec.dim:
-        raise ValueError(f"observation has {x.shape[-1]} features, the layout for {spec.zones} zones has {spec.dim}")
+        raise ValueError(f"observation has {x.shape[-1]} features, the layout for {spec.zones} zones has "
+                         f"{spec.dim}")
     s = spec.slices
     if typical is not None:
         ref = np.clip(np.asarray(typical, dtype=np.float32), spec.low, spec.high)
@@ -187,7 +189,8 @@ class Explanation:
 
 def _fmt(v: float) -> str:
     a = abs(v)
-    return f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 0.01 or a == 0 else f"{v:.1g}"
+    return (f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 0.01 or a == 0
+            else f"{v:.1g}")
 
 
 @cache
@@ -323,7 +326,8 @@ def saliency_many(ensemble: Ensemble, histories: Sequence[ArrayLike], *, steps: 
 
 
 class ExplanationHistory:
-    """The last ``maxlen`` (obs, action) pairs per greenhouse, so a low-confidence decision can show its lead-up.
+    """The last ``maxlen`` (obs, action) pairs per greenhouse, so a low-confidence decision can show its
+    lead-up.
 
     Thread-safe: the control loop records while the reporting path snapshots.
     """

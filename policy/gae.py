@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 
 
-def compute_gae(rewards: torch.Tensor, values: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
+def compute_gae(rewards: torch.Tensor, values: torch.Tensor, terminated: torch.Tensor,
+                truncated: torch.Tensor,
                 final_values: torch.Tensor, last_value: torch.Tensor, gamma: float, lam: float
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages and returns [T, B].

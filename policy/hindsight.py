@@ -53,7 +53,8 @@ class HindsightResult:
     def summary(self) -> str:
         best = self.gains[self.picks, np.arange(self.picks.size)]
         return (f"{self.demos.size:,} demonstrations from {self.picks.size} greenhouses "
-                f"({picked_counts(self.c0, self.picks)}); picked over served: {best.mean():+.3f} EUR/m2 per greenhouse")
+                f"({picked_counts(self.c0, self.picks)}); picked over served: {best.mean():+.3f} EUR/m2 per "
+                "greenhouse")
 
 
 def picked_counts(c0: Sequence[float], picks: np.ndarray) -> str:
@@ -77,7 +78,8 @@ def _scenario_demos(args: tuple[Scenario, ThresholdExpert, tuple[float, ...], in
             act_rows.append(actions.astype(np.float32))
 
     runs = run_scenario(scenario, rules, record)
-    # Profit over the steps before a hard termination (the wrecked pump's damage in it), less the served setting's.
+    # Profit over the steps before a hard termination (the wrecked pump's damage in it), less the served
+    # setting's.
     profit = np.stack([masked.profit for _, masked in runs])  # [candidates, greenhouses]
     gains = profit - profit[served_index]
     picks = np.where(gains.max(axis=0) > margin, gains.argmax(axis=0), served_index)
@@ -99,7 +101,8 @@ def hindsight_demos(scenarios: Sequence[Scenario], served: ThresholdExpert, *,
     be picked; ``jobs`` processes share the scenarios (same result)."""
     c0s = tuple(float(c) for c in c0)
     if served.c0 is None or served.c0 not in c0s:
-        raise ValueError(f"the served rule's lamp coefficient {served.c0} must be one of the candidates {c0s}")
+        raise ValueError(f"the served rule's lamp coefficient {served.c0} must be one of the candidates "
+                         f"{c0s}")
     if stride < 1 or margin < 0.0 or not scenarios:
         raise ValueError("hindsight demos need stride >= 1, margin >= 0 and at least one scenario")
     work = [(s, served, c0s, stride, margin, c0s.index(served.c0)) for s in scenarios]
@@ -107,7 +110,8 @@ def hindsight_demos(scenarios: Sequence[Scenario], served: ThresholdExpert, *,
     obs = np.concatenate([r[0] for r in results])
     action = np.concatenate([r[1] for r in results])
     dt_us = int(round(scenarios[0].dt_s * stride * 1e6))
-    when = np.concatenate([np.tile(np.arange(r[0].shape[0] // s.instances, dtype=np.int64) * dt_us, s.instances)
+    when = np.concatenate([np.tile(np.arange(r[0].shape[0] // s.instances, dtype=np.int64) * dt_us,
+                                   s.instances)
                            for r, s in zip(results, scenarios, strict=True)])
     demos = make_demo_batch(obs, action, np.full(obs.shape[0], "hindsight"), when)
     return HindsightResult(demos, c0s, np.concatenate([r[2] for r in results]),

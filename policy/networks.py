@@ -80,7 +80,8 @@ def action_parameters(out: torch.Tensor, zones: int, prior: ExpertPrior | None =
         c = 1.0 + conc.clamp(-10.0, 8.0).exp()
         return logits, c[..., :2], c[..., 2:]
     logits = logits + prior_logit * (2.0 * prior.valves.to(logits.dtype) - 1.0)
-    mode = torch.sigmoid(torch.logit(prior.cont.to(conc.dtype).clamp(RESIDUAL_MEAN_EPS, 1.0 - RESIDUAL_MEAN_EPS))
+    mode = torch.sigmoid(torch.logit(prior.cont.to(conc.dtype).clamp(RESIDUAL_MEAN_EPS,
+                                                                     1.0 - RESIDUAL_MEAN_EPS))
                          + conc[..., :2])
     kappa = RESIDUAL_KAPPA * conc[..., 2:].clamp(-5.0, 5.0).exp()
     # alpha, beta > 1 so the mode (alpha - 1) / (alpha + beta - 2) is exactly `mode`.
@@ -123,7 +124,8 @@ def deterministic_action(out: torch.Tensor, zones: int, prior: ExpertPrior | Non
     iff its probability is >= 0.5; pump and lights sit at the Beta's mean, or at its mode in residual
     mode (so the untrained residual policy is the expert). Leading axes broadcast as in
     :func:`action_parameters`."""
-    logits, a, b = action_parameters(out, zones, prior, prior_logit, lamp_logit if prior is not None else None)
+    logits, a, b = action_parameters(out, zones, prior, prior_logit,
+                                     lamp_logit if prior is not None else None)
     u = a / (a + b) if prior is None else (a - 1.0) / (a + b - 2.0)
     # The residual's Beta centres on the expert's setting clamped to RESIDUAL_MEAN_EPS, so an expert's
     # "off" would serve as 0.1 % lamps (paid for, and counted as lamp hours): off is off.
@@ -245,10 +247,12 @@ class ActorCritic(nn.Module):
                 nn.init.zeros_(self.lamp_head.weight)
                 nn.init.zeros_(self.lamp_head.bias)
         # A tuple, so the module tree does not register the split's parts twice.
-        self._split = (SplitActor(self.actor_torso, self.actor_head, self.lamp_torso, self.lamp_head, zones + 1),) \
+        self._split = (SplitActor(self.actor_torso, self.actor_head, self.lamp_torso, self.lamp_head,
+                                  zones + 1),) \
             if self.lamp_torso is not None and self.lamp_head is not None else None
 
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any,
+                              **kwargs: Any) -> None:
         """Checkpoints from before residual mode lack the buffer: they are plain policies. Older ones
         carry fewer settings and load with the defaults of the rest (:func:`complete_stored`)."""
         key = prefix + "residual_cfg"
@@ -271,7 +275,8 @@ class ActorCritic(nn.Module):
         buf = self.residual_cfg
         # Absent, or of another shape, on modules unpickled from older versions.
         cache = getattr(self, "_residual_cache", None)
-        if cache is None or len(cache) != 4 or cache[0] is not buf or cache[1] != buf._version:  # replaced or changed
+        # replaced or changed
+        if cache is None or len(cache) != 4 or cache[0] is not buf or cache[1] != buf._version:
             settings = ResidualSettings.from_tensor(buf)
             cache = self._residual_cache = (buf, buf._version, settings, settings.expert(self.zones))
         return cache[2], cache[3]
@@ -301,7 +306,8 @@ class ActorCritic(nn.Module):
         :meth:`forward` runs them; :func:`policy.ensemble.forward_members` runs the same layers
         of several members side by side."""
         split = getattr(self, "_split", None)  # absent on modules unpickled from before the lamp torso
-        return (self.obs_rms, *self.actor_torso, self.actor_head) if split is None else (self.obs_rms, split[0])
+        return ((self.obs_rms, *self.actor_torso, self.actor_head) if split is None
+                else (self.obs_rms, split[0]))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """The actor's raw output [B, zones + 4] for raw observations: valve logits, then the
@@ -327,7 +333,8 @@ class ActorCritic(nn.Module):
         settings, expert = self._residual()
         if expert is not None and prior is None:
             prior = expert_prior(expert, obs)
-        return _distributions_of(action_parameters(self._actor_out(x), self.zones, prior if expert is not None else None,
+        return _distributions_of(action_parameters(self._actor_out(x), self.zones,
+                                                   prior if expert is not None else None,
                                                    settings.prior_logit, settings.switch_logit))
 
     def prior_distributions(self, prior: ExpertPrior) -> tuple[Bernoulli, Beta]:
@@ -425,5 +432,6 @@ class ActorCritic(nn.Module):
         pump interlock."""
         settings, expert = self._residual()
         prior = None if expert is None else expert_prior(expert, obs)
-        return interlock(deterministic_action(self(obs), self.zones, prior, settings.prior_logit, settings.switch_logit),
+        return interlock(deterministic_action(self(obs), self.zones, prior, settings.prior_logit,
+                                              settings.switch_logit),
                          self.zones, obs)

@@ -79,7 +79,8 @@ class DailyLampOracle:
 
     def __post_init__(self) -> None:
         if self.served.c0 is None or float(self.served.c0) not in self.c0:
-            raise ValueError(f"the served rule's lamp coefficient {self.served.c0} must be one of the options {self.c0}")
+            raise ValueError(f"the served rule's lamp coefficient {self.served.c0} must be one of the "
+                             f"options {self.c0}")
 
     def options(self) -> tuple[ThresholdExpert, ...]:
         """The served rule under each lamp coefficient."""
@@ -98,7 +99,8 @@ class OptionBlocks:
     n: int
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return np.concatenate([np.asarray(r(obs[k * self.n:(k + 1) * self.n])) for k, r in enumerate(self.rules)])
+        return np.concatenate([np.asarray(r(obs[k * self.n:(k + 1) * self.n]))
+                               for k, r in enumerate(self.rules)])
 
 
 S = TypeVar("S", bound=ArrayStruct)
@@ -166,11 +168,13 @@ class DailyBranches:
         backend = make_backend("numpy", "cpu")
         self.model = TwinModel(self.cfg, backend, scenario.seed)
         self.n, self.k, self.zones = scenario.instances, len(options), self.cfg.zones
-        self.params, self.state, self.obs = self.model.reset(backend.asarray(np.arange(self.n), dtype=backend.int),
+        self.params, self.state, self.obs = self.model.reset(
+            backend.asarray(np.arange(self.n), dtype=backend.int),
                                                              backend.zeros((self.n,), dtype=backend.int))
         self.per_day = _steps_per_day(self.model, self.params)
         self.horizon = self.cfg.horizon_steps
-        self.branch = np.tile(np.arange(self.n), self.k)  # row k * n + g continues greenhouse g under option k
+        # row k * n + g continues greenhouse g under option k
+        self.branch = np.tile(np.arange(self.n), self.k)
         self.branch_params = take_rows(self.params, self.branch)  # the key, hence every random draw, copied
         self.served = served
         self._choose = Interlocked(OptionBlocks(tuple(options), self.n), zones=self.zones)
@@ -197,8 +201,8 @@ class DailyBranches:
         if day_sums is None or not day_sums[0].economic:
             raise ValueError("daily branches score lamp options by profit: this twin reports no money")
         day_ok = ok.copy()
-        _, last_obs, look = advance(self.model, self.branch_params, day_state, day_obs, ok, self._serve, ahead - end,
-                                    None)
+        _, last_obs, look = advance(self.model, self.branch_params, day_state, day_obs, ok, self._serve,
+                                    ahead - end, None)
         profit = day_sums[0].profit - start_profit
         value = np.zeros(n * k)
         if ahead < self.horizon:  # the episode goes on: the buffer becomes fruit the reported profit counts
@@ -246,7 +250,7 @@ def daily_oracle(scenario: Scenario, options: Sequence[ThresholdExpert], served:
         state, obs, pump_ok = take_rows(out.state, rows), out.obs[rows], out.pump_ok[rows]
         sums = (out.sums[0].take(rows), out.sums[1].take(rows))
         if on_day is not None:
-            on_day(DayBranches(day, window[0], scores, out.profit.reshape(k, n), out.value.reshape(k, n), picks,
-                               out.obs.reshape(k, n, -1)))
+            on_day(DayBranches(day, window[0], scores, out.profit.reshape(k, n), out.value.reshape(k, n),
+                               picks, out.obs.reshape(k, n, -1)))
     return branches.finish(sums)
 

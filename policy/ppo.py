@@ -92,8 +92,10 @@ def stagger_clocks(twin: VectorTwin, obs: torch.Tensor, steps: int, gen: torch.G
         for step in range(steps):
             ids = torch.nonzero(offsets == step).squeeze(1)
             if ids.numel():
-                twin.restore_episodes(TwinParams(**{k: v[ids.to(v.device)] for k, v in fresh_params.arrays().items()}),
-                                      TwinState(**{k: v[ids.to(v.device)] for k, v in fresh_state.arrays().items()}),
+                twin.restore_episodes(TwinParams(**{k: v[ids.to(v.device)]
+                                                    for k, v in fresh_params.arrays().items()}),
+                                      TwinState(**{k: v[ids.to(v.device)]
+                                                   for k, v in fresh_state.arrays().items()}),
                                       ids)
             obs, *_ = twin.step(interlock(controller(obs), zones, obs))
     return obs
@@ -123,7 +125,8 @@ def _rng_states(device: torch.device, gen: torch.Generator) -> dict[str, Any]:
 
 
 def _restore_rng(states: dict[str, Any], device: torch.device, gen: torch.Generator) -> None:
-    """Restore RNG streams; a snapshot from another device type keeps the fresh streams (states differ in kind)."""
+    """Restore RNG streams; a snapshot from another device type keeps the fresh streams (states differ in
+    kind)."""
     torch.set_rng_state(states["torch"].cpu())
     if states["device_type"] != device.type:
         return
@@ -155,8 +158,8 @@ def train(cfg: PPOConfig, *, progress: Callable[[IterationMetrics], None] | None
     if cfg.workers > 0:
         from policy.parallel.vector import ShmVectorTwin
 
-        with ShmVectorTwin(cfg.num_envs, cfg.workers, seed=cfg.seed, device=cfg.device, instance_offset=offset,
-                           **cfg.twin_kwargs()) as vec:
+        with ShmVectorTwin(cfg.num_envs, cfg.workers, seed=cfg.seed, device=cfg.device,
+                           instance_offset=offset, **cfg.twin_kwargs()) as vec:
             return _train(cfg, vec, progress, resume, snapshot, snapshot_every, validate, init_state)
     twin: VectorTwin = make_twin(cfg, instance_offset=offset)
     return _train(cfg, twin, progress, resume, snapshot, snapshot_every, validate, init_state)
@@ -209,14 +212,16 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
                                        cfg.bc_valve_balance).loss)
     if cfg.lamp_demo_files and resume is None and not fine_tuning:
         # The lamp switch cloned from hindsight demonstrations (policy.hindsight), the lamps alone.
-        lamp_obs, lamp_action = _stacked([load_demos(p, ObservationSpec(zones)) for p in cfg.lamp_demo_files], device)
+        lamp_obs, lamp_action = _stacked([load_demos(p, ObservationSpec(zones)) for p in cfg.lamp_demo_files],
+                                         device)
         _pretrain(cfg, agent, optimizer, lamp_obs, cfg.lamp_bc_updates, gen,
                   lambda pick: lamp_bc_loss(agent, lamp_obs[pick], lamp_action[pick]))
 
     # ---- storage and the first observation ---------------------------------------------------
     T, B = cfg.num_steps, cfg.num_envs
     rollout = Rollout.zeros(T, B, twin.observation_spec.dim, twin.action_spec.dim, zones, device)
-    scaler = ctx.reward_scaler(B, cfg.gamma, device) if cfg.scale_rewards and not cfg.fixed_reward_scale else None
+    scaler = (ctx.reward_scaler(B, cfg.gamma, device) if cfg.scale_rewards and not cfg.fixed_reward_scale
+              else None)
     potential = FruitPotential(twin.config) if cfg.shaping == "fruit_value" else None
     # The normaliser's statistics are the start's when PPO begins from a cloned or trained policy;
     # otherwise the warm-up's rollouts set them (see PPOConfig.freeze_obs_norm).
@@ -250,7 +255,8 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
         env_steps += T * B
         rewards = rollout.rewards
         if potential is not None:
-            rewards = shaped_rewards(rewards, rollout.potentials, _next_potentials(rollout, potential(next_obs)),
+            rewards = shaped_rewards(rewards, rollout.potentials,
+                                     _next_potentials(rollout, potential(next_obs)),
                                      rollout.terminated, cfg.gamma)
         if scaler is not None:
             rewards = scaler(rewards, rollout.dones)
@@ -260,7 +266,8 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
                                           rollout.final_values, last_value, cfg.gamma, cfg.gae_lambda)
 
         # ---- update ----------------------------------------------------------------------------
-        bc_coef = cfg.bc_coef * max(0.0, 1.0 - (env_steps - T * B) / cfg.bc_decay_steps) if demos is not None else 0.0
+        bc_coef = (cfg.bc_coef * max(0.0, 1.0 - (env_steps - T * B) / cfg.bc_decay_steps) if demos is not None
+                   else 0.0)
         stats = _update(cfg, agent, optimizer, rollout, advantages, returns, demos, bc_coef,
                         actor_on=iteration > cfg.critic_warmup_iterations, gen=gen, reference=reference)
         # The normaliser moves only between iterations, so stored log-probs match the update's.
@@ -284,8 +291,8 @@ def _train(cfg: PPOConfig, twin: VectorTwin, progress: Callable[[IterationMetric
             validate(iteration, env_steps, agent)
         if (snapshot is not None or ctx.active) and snapshot_every > 0 and iteration % snapshot_every == 0 \
                 and iteration < cfg.num_iterations:
-            snap = _snapshot(iteration, env_steps, agent, optimizer, gen, scaler, twin, next_obs, metrics, device,
-                             reference)
+            snap = _snapshot(iteration, env_steps, agent, optimizer, gen, scaler, twin, next_obs, metrics,
+                             device, reference)
             if snapshot is not None and ctx.is_main:
                 snapshot(snap)
     return TrainResult(agent, metrics, cfg)
@@ -360,12 +367,14 @@ def _update(cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Optimizer
     b_prior_valves, b_prior_cont = rollout.prior_valves.reshape(-1, zones), rollout.prior_cont.reshape(-1, 2)
     sums = torch.zeros(len(UPDATE_METRICS) + 1, device=device)  # UPDATE_METRICS, then the minibatch count
     # The KL leash on a quarter of each (shuffled) minibatch: unbiased, a quarter of the cost.
-    kl_rows = max(1, cfg.minibatch_size // 4) if agent.is_residual and cfg.prior_kl_coef > 0 and actor_on else 0
+    kl_rows = (max(1, cfg.minibatch_size // 4) if agent.is_residual and cfg.prior_kl_coef > 0 and actor_on
+               else 0)
     for _ in range(cfg.update_epochs):
         perm = torch.randperm(cfg.batch_size, generator=gen, device=device)
         for mb in perm.split(cfg.minibatch_size):
             # index_select takes the same rows as b_x[mb], without advanced indexing's overhead.
-            mb_obs, mb_act, mb_logp, adv, mb_ret = (x.index_select(0, mb) for x in (b_obs, b_act, b_logp, b_adv, b_ret))
+            mb_obs, mb_act, mb_logp, adv, mb_ret = (x.index_select(0, mb)
+                                                    for x in (b_obs, b_act, b_logp, b_adv, b_ret))
             prior = ExpertPrior(b_prior_valves.index_select(0, mb), b_prior_cont.index_select(0, mb)) \
                 if agent.is_residual else None
             ev = agent.evaluate_actions(mb_obs, mb_act, prior, prior_kl_rows=kl_rows, reference=reference)
@@ -412,9 +421,11 @@ def _snapshot(iteration: int, env_steps: int, agent: ActorCritic, optimizer: tor
               ) -> TrainSnapshot:
     """Everything a resumed run needs to continue this one's trajectory (the leash's frozen target too)."""
     return {
-        "format": SNAPSHOT_FORMAT, "iteration": iteration, "env_steps": env_steps, "num_envs": next_obs.shape[0],
+        "format": SNAPSHOT_FORMAT, "iteration": iteration, "env_steps": env_steps,
+        "num_envs": next_obs.shape[0],
         "agent": agent.state_dict(), "optimizer": optimizer.state_dict(), "rng": _rng_states(device, gen),
-        "scaler": None if scaler is None else {"stats": scaler.stats.state_dict(), "returns": scaler.returns.clone()},
+        "scaler": None if scaler is None else {"stats": scaler.stats.state_dict(),
+                                               "returns": scaler.returns.clone()},
         **rank_context().gather_instances(twin, next_obs),  # every rank's instances on a multi-rank run
         "metrics": [m._asdict() for m in metrics],
         "reference": None if reference is None else reference.state_dict(),

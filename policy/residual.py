@@ -78,7 +78,8 @@ def two_paths(action: torch.Tensor, obs: torch.Tensor, zones: int) -> torch.Tens
         level = (obs[:, sl["moisture"]] - low) / (high - low).clamp(min=1e-3)
         level = torch.where(valves | failed, torch.full_like(level, float("inf")), level)
         best, second = level.min(dim=1)
-        extra = torch.nn.functional.one_hot(second, zones).to(torch.bool) & (single & torch.isfinite(best))[:, None]
+        extra = (torch.nn.functional.one_hot(second, zones).to(torch.bool)
+                 & (single & torch.isfinite(best))[:, None])
         valves = valves | extra
     return torch.cat([valves.to(action.dtype), action[:, zones:]], dim=1)
 

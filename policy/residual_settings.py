@@ -43,10 +43,12 @@ class ResidualSettings:
     """The lamp switch's logit; 0: lamps on a Beta like the pump."""
 
     @classmethod
-    def of_expert(cls, expert: ThresholdExpert, prior_logit: float, lamp_logit: float = 0.0) -> ResidualSettings:
+    def of_expert(cls, expert: ThresholdExpert, prior_logit: float,
+                  lamp_logit: float = 0.0) -> ResidualSettings:
         """The settings of a residual policy around ``expert``."""
         return cls(True, expert.refill, expert.stop, expert.pump_pct, prior_logit,
-                   PRICE_BLIND_C0 if expert.c0 is None else expert.c0, expert.par_sat, expert.h_max, lamp_logit)
+                   PRICE_BLIND_C0 if expert.c0 is None else expert.c0, expert.par_sat, expert.h_max,
+                   lamp_logit)
 
     def expert(self, zones: int) -> ThresholdExpert | None:
         """The expert these settings describe for ``zones`` zones (None for a plain policy)."""
@@ -60,7 +62,8 @@ class ResidualSettings:
         """The lamp switch's logit, or None where the lamps are a Beta (a plain policy has no switch)."""
         return self.lamp_logit if self.enabled and self.lamp_logit > 0.0 else None
 
-    def to_tensor(self, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> torch.Tensor:
+    def to_tensor(self, dtype: torch.dtype = torch.float64,
+                  device: torch.device | str | None = None) -> torch.Tensor:
         """The stored buffer: one value per :data:`SLOTS` entry, in that order."""
         return torch.tensor([float(getattr(self, name)) for name in SLOTS], dtype=dtype, device=device)
 
@@ -68,7 +71,8 @@ class ResidualSettings:
     def from_tensor(cls, stored: torch.Tensor) -> ResidualSettings:
         """The settings a current-layout buffer holds (an older one goes through :func:`complete_stored`)."""
         if tuple(stored.shape) != (len(SLOTS),):
-            raise ValueError(f"residual settings hold {len(SLOTS)} values, got a buffer of shape {tuple(stored.shape)}")
+            raise ValueError(f"residual settings hold {len(SLOTS)} values, got a buffer of shape "
+                             f"{tuple(stored.shape)}")
         values = dict(zip(SLOTS, stored.tolist(), strict=True))
         return cls(**{**values, "enabled": values["enabled"] > 0.5})
 

@@ -92,12 +92,14 @@ class Rollout:
     """[T, B] Phi(pre-reset observation) where the step truncated, else 0 (as ``final_values``)."""
 
     @classmethod
-    def zeros(cls, steps: int, envs: int, obs_dim: int, act_dim: int, zones: int, device: torch.device) -> Rollout:
+    def zeros(cls, steps: int, envs: int, obs_dim: int, act_dim: int, zones: int,
+              device: torch.device) -> Rollout:
         def z(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros((steps, envs, *shape), dtype=dtype, device=device)
-        return cls(obs=z(obs_dim), actions=z(act_dim), logprobs=z(), rewards=z(), values=z(), final_values=z(),
-                   terminated=z(dtype=torch.bool), truncated=z(dtype=torch.bool),
-                   prior_valves=z(zones, dtype=torch.bool), prior_cont=z(2), potentials=z(), final_potentials=z())
+        return cls(obs=z(obs_dim), actions=z(act_dim), logprobs=z(), rewards=z(), values=z(),
+                   final_values=z(), terminated=z(dtype=torch.bool), truncated=z(dtype=torch.bool),
+                   prior_valves=z(zones, dtype=torch.bool), prior_cont=z(2), potentials=z(),
+                   final_potentials=z())
 
     @property
     def dones(self) -> torch.Tensor:

@@ -28,8 +28,8 @@ class FruitPotential:
         spec = ObservationSpec(config.zones)
         self.crop = config.crop_growth
         s = spec.slices
-        self.buffer, self.t24, self.t_sum, self.price = (s[k].start for k in ("carb_buffer", "t_can24", "temp_sum",
-                                                                               "fruit_price"))
+        self.buffer, self.t24, self.t_sum, self.price = (s[k].start for k in ("carb_buffer", "t_can24",
+                                                                              "temp_sum", "fruit_price"))
         # g CH2O -> kg fresh fruit (1e-3 kg per g of dry matter, dmc kg DM per kg fresh), over V_ref.
         self.scale = 1e-3 / self.crop.dmc / config.economics.v_ref(config.dt_s)
 

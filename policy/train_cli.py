@@ -32,7 +32,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--snapshot-every", type=int, default=10,
                         help="write a resumable mid-training snapshot every N iterations (0: never)")
     parser.add_argument("--eval-steps", type=int, default=None,
-                        help="held-out evaluation control steps per member (default: one simulated day; 0: none)")
+                        help="held-out evaluation control steps per member (default: one simulated day; 0: "
+                             "none)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a PPOConfig field, e.g. --set total_steps=100000 (repeatable)")
     parser.add_argument("--workers", type=int, default=None, metavar="W",
@@ -40,8 +41,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--demos", action="append", default=[], metavar="FILE.npz",
                         help="operator demonstrations for the BC term (`greentwin demos export`; repeatable)")
     parser.add_argument("--jobs", type=int, default=0,
-                        help="members trained at once on CPU cores, each in its own process (default 0: one per two "
-                             "cores on a CPU run, else 1); the same --jobs on the same machine gives the same weights")
+                        help="members trained at once on CPU cores, each in its own process (default 0: one "
+                             "per two cores on a CPU run, else 1); the same --jobs on the same machine gives "
+                             "the same weights")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -142,8 +144,8 @@ def _train_members(args: argparse.Namespace, device: str, world_size: int) -> in
     where, each = (f"{world_size} ranks on {device}", "per rank") if world_size > 1 else (device, "each")
     where += f" with {cfg.workers} twin workers" if cfg.workers else ""
     where += f", {min(jobs, args.members)} members at a time" if jobs > 1 else ""
-    print(f"training {args.members} member(s), preset {args.preset} on {where}: {cfg.num_iterations} iterations "
-          f"x {cfg.batch_size} env steps {each} -> {out}")
+    print(f"training {args.members} member(s), preset {args.preset} on {where}: {cfg.num_iterations} "
+          f"iterations x {cfg.batch_size} env steps {each} -> {out}")
     try:
         result = train_ensemble(cfg, args.members, out, progress=not args.no_progress,
                                 snapshot_every=args.snapshot_every, eval_steps=eval_steps, jobs=jobs)
@@ -160,10 +162,12 @@ def _train_members(args: argparse.Namespace, device: str, world_size: int) -> in
         parts = [f"member {m.member} (seed {m.seed}) {m.status}"]
         if train_m:
             expert_open = train_m.get("expert_open_rate", -1.0)
-            parts.append(f"train reward {train_m['mean_reward']:.3f}, valve open {train_m['valve_open_rate']:.3f}"
+            parts.append(f"train reward {train_m['mean_reward']:.3f}, valve open "
+                         f"{train_m['valve_open_rate']:.3f}"
                          + (f" (served threshold {expert_open:.3f})" if expert_open >= 0 else ""))
         if eval_m:
-            parts.append(f"eval reward {eval_m['mean_reward']:.3f}, terminations {eval_m['terminations']:.0f}")
+            parts.append(f"eval reward {eval_m['mean_reward']:.3f}, terminations "
+                         f"{eval_m['terminations']:.0f}")
         parts.append(f"{m.seconds:.1f} s")
         print("  " + ", ".join(parts))
     print(f"ensemble {result.policy_version} ({len(result.members)} members) written to {result.directory}")

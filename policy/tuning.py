@@ -102,7 +102,8 @@ def irrigation_candidates(grid: ThresholdGrid, base: ThresholdExpert) -> list[Th
 
 def lighting_candidates(grid: LightingGrid, base: ThresholdExpert) -> list[ThresholdExpert]:
     """``base``'s irrigation with each break-even lighting setting of the grid."""
-    out = [dataclasses.replace(base, c0=c, par_sat=s, h_max=h) for c, s, h in product(grid.c0, grid.par_sat, grid.h_max)]
+    out = [dataclasses.replace(base, c0=c, par_sat=s, h_max=h)
+           for c, s, h in product(grid.c0, grid.par_sat, grid.h_max)]
     if not out:
         raise ValueError("the lighting grid has an empty axis")
     return out
@@ -136,11 +137,13 @@ def tune_threshold(train_scenarios: Sequence[Scenario] | None = None, grid: Thre
     scores each candidate behind the serving interlock (``served_threshold.json``); ``jobs``
     worker processes share the scenarios (same result)."""
     scenarios = list(train_scenarios) if train_scenarios is not None else training_suite()
-    base = dataclasses.replace(lights_of, zones=zones) if lights_of is not None else ThresholdExpert(zones=zones)
+    base = (dataclasses.replace(lights_of, zones=zones) if lights_of is not None
+            else ThresholdExpert(zones=zones))
     candidates = irrigation_candidates(grid or ThresholdGrid(), base)
     best, best_score, economic = _best(candidates, scenarios, progress, interlocked, jobs)
     if lighting is not None and economic:
-        best, best_score, _ = _best(lighting_candidates(lighting, best), scenarios, progress, interlocked, jobs)
+        best, best_score, _ = _best(lighting_candidates(lighting, best), scenarios, progress, interlocked,
+                                    jobs)
     return best, best_score
 
 
@@ -231,7 +234,8 @@ def load_tuned_threshold(path: Path = TUNED_PATH) -> ThresholdExpert:
                              pump_pct=float(r["pump_pct"]))
     if r.get("c0") is None:  # tuned before the break-even rule: the growers' lights
         return expert
-    return dataclasses.replace(expert, c0=float(r["c0"]), par_sat=float(r["par_sat"]), h_max=float(r["h_max"]))
+    return dataclasses.replace(expert, c0=float(r["c0"]), par_sat=float(r["par_sat"]),
+                               h_max=float(r["h_max"]))
 
 
 def served_expert(zones: int, path: Path = SERVED_PATH) -> ThresholdExpert:

@@ -65,7 +65,8 @@ class ValidationPoint:
     hard_terminations: int
 
 
-def validate(agent: ActorCritic, scenarios: list[Scenario], iteration: int, env_steps: int) -> ValidationPoint:
+def validate(agent: ActorCritic, scenarios: list[Scenario], iteration: int,
+             env_steps: int) -> ValidationPoint:
     """Score ``agent`` on ``scenarios`` (CPU, the network's own weights, no training state touched)."""
     was_training = agent.training
     agent.eval()

@@ -106,5 +106,6 @@ def pdftotext() -> str:
     if found is None:
         _unavailable("pdftotext not installed (apt-get install -y poppler-utils poppler-data)")
     if not Path("/usr/share/poppler/cMap").is_dir():
-        _unavailable("poppler-data not installed: pdftotext cannot read CID fonts (apt-get install -y poppler-data)")
+        _unavailable("poppler-data not installed: pdftotext cannot read CID fonts "
+                     "(apt-get install -y poppler-data)")
     return found

@@ -48,7 +48,8 @@ LOOP = ["pkg.a", "pkg.b", "pkg.a"]
 ])
 def test_the_checker_sees_runtime_imports_and_ignores_type_only_ones(tmp_path: Path, b_source: str,
                                                                      cycle: list[str] | None) -> None:
-    for rel, text in {"pkg/__init__.py": "", "pkg/a.py": "from pkg.b import thing\n", "pkg/b.py": b_source}.items():
+    for rel, text in {"pkg/__init__.py": "", "pkg/a.py": "from pkg.b import thing\n",
+                      "pkg/b.py": b_source}.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     assert find_cycle(import_graph(tmp_path, packages=("pkg",))) == cycle
@@ -61,7 +62,8 @@ def test_a_cycle_is_reported_as_its_path() -> None:
 
 
 CONTROL_ORDER = ("records", "setup", "valve_evidence", "state", "outlook", "crop_twin", "observation",
-                 "decision_setup", "step", "estimation", "proposal", "explain", "finish", "batch", "controller")
+                 "decision_setup", "step", "estimation", "proposal", "explain", "finish", "batch",
+                 "controller")
 """control/'s modules in reading order (its package docstring lists them so)."""
 
 

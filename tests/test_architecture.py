@@ -88,7 +88,8 @@ def test_the_service_layer_rule_sees_both_directions() -> None:
     graph = {"app.api.routes.reports": {"app.cli.report"}, "app.cli": {"app.cli.db"},
              "app.services.reports": {"app.web.pages", "app.core.db"}, "app.clinic": {"app.cli"}}
     assert _service_layer_violations(graph) == ["app.api.routes.reports -> app.cli.report",
-                                                "app.clinic -> app.cli", "app.services.reports -> app.web.pages"]
+                                                "app.clinic -> app.cli",
+                                                "app.services.reports -> app.web.pages"]
 
 
 def test_graph_sees_the_real_imports(graph: dict[str, set[str]]) -> None:
@@ -130,7 +131,8 @@ def test_import_graph_resolves_every_import_form(tmp_path: Path) -> None:
     assert graph["safety"] == {"twin.core", "app.models"}  # the else branch and a function-level import
     with_types = import_graph(tmp_path, type_only=True)
     assert with_types["safety"] == {"twin.core", "app.models"}
-    _write(tmp_path, {"safety/__init__.py": "import typing\nif typing.TYPE_CHECKING:\n    import app.models\n"})
+    _write(tmp_path, {"safety/__init__.py": "import typing\nif typing.TYPE_CHECKING:\n"
+                                            "    import app.models\n"})
     assert import_graph(tmp_path)["safety"] == set()
     assert import_graph(tmp_path, type_only=True)["safety"] == {"app.models"}
     assert _violations(import_graph(tmp_path, type_only=True), "safety", ("app",)) == ["safety -> app.models"]
@@ -169,6 +171,8 @@ def test_the_twin_holds_no_network_client() -> None:
 
 
 def test_the_network_scan_sees_every_import_form(tmp_path: Path) -> None:
-    _write(tmp_path, {"a.py": "import httpx\n", "b.py": "from urllib import request\n", "c.py": "import urllib.parse\n",
-                      "sub/d.py": "def f():\n    from socket import socket\n", "e.py": "import requests_toolbelt\n"})
+    _write(tmp_path, {"a.py": "import httpx\n", "b.py": "from urllib import request\n",
+                      "c.py": "import urllib.parse\n",
+                      "sub/d.py": "def f():\n    from socket import socket\n",
+                      "e.py": "import requests_toolbelt\n"})
     assert _network_imports(tmp_path) == ["a.py: httpx", "b.py: urllib.request", "sub/d.py: socket"]

@@ -40,7 +40,8 @@ def test_settings_table_is_the_generated_one() -> None:
 
 def test_compose_services_wait_for_what_they_need(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert {"db", "mqtt", "init", "migrate", "greentwin", "audit-verify", "audit-purge", "retrain"} <= set(services)
+    assert {"db", "mqtt", "init", "migrate", "greentwin", "audit-verify", "audit-purge",
+            "retrain"} <= set(services)
     for name in ("db", "mqtt", "greentwin"):
         assert services[name]["healthcheck"]["test"], f"{name} has no health check"
     assert "/readyz" in " ".join(services["greentwin"]["healthcheck"]["test"])
@@ -69,17 +70,21 @@ def test_compose_secrets_are_declared_files_and_roles_split(compose: dict[str, A
     assert all(s["file"].startswith("./secrets/") for s in declared.values())
     env = {name: s.get("environment", {}) for name, s in compose["services"].items()}
     assert env["migrate"]["GREENTWIN_DB_ROLE"] == env["audit-purge"]["GREENTWIN_DB_ROLE"] == "greentwin_owner"
-    assert env["greentwin"]["GREENTWIN_DB_ROLE"] == env["audit-verify"]["GREENTWIN_DB_ROLE"] == "greentwin_app"
+    assert env["greentwin"]["GREENTWIN_DB_ROLE"] == env["audit-verify"]["GREENTWIN_DB_ROLE"] \
+        == "greentwin_app"
     assert "db_owner_password" not in compose["services"]["greentwin"]["secrets"]
     assert "verify" in " ".join(compose["services"]["audit-verify"]["command"])
     assert "purge" in " ".join(compose["services"]["audit-purge"]["command"])
     assert "db grant --role greentwin_app" in " ".join(compose["services"]["migrate"]["command"])
     assert env["retrain"]["GREENTWIN_DB_ROLE"] == "greentwin_app"  # rows only: the registry, the runs
     assert "greentwin retrain" in " ".join(compose["services"]["retrain"]["command"])
-    for name in ("audit-verify", "audit-purge", "retrain"):  # shell loops: stopped by an init, not after the grace period
-        assert compose["services"][name]["command"][:2] == ["sh", "-c"] and compose["services"][name]["init"] is True
+    # shell loops: stopped by an init, not after the grace period
+    for name in ("audit-verify", "audit-purge", "retrain"):
+        assert compose["services"][name]["command"][:2] == ["sh", "-c"] \
+            and compose["services"][name]["init"] is True
     text = (DEPLOY / "compose.yaml").read_text()
-    assert not re.search(r"(?i)password\s*[:=]\s*[^/\s{]", text.replace("PASSWORD_FILE", "")), "a literal password"
+    assert not re.search(r"(?i)password\s*[:=]\s*[^/\s{]", text.replace("PASSWORD_FILE", "")), \
+        "a literal password"
 
 
 def test_compose_files_it_mounts_exist(compose: dict[str, Any]) -> None:
@@ -97,13 +102,15 @@ def test_compose_images_default_to_upstream_and_can_be_named() -> None:
     """The images come from variables whose defaults are the registry images (deploy/Dockerfile's
     build for the service); deploy/local-images builds the same software under other names."""
     text = (DEPLOY / "compose.yaml").read_text()
-    for variable, default in (("GREENTWIN_IMAGE", "greentwin:latest"), ("GREENTWIN_POSTGRES_IMAGE", "postgres:15"),
+    for variable, default in (("GREENTWIN_IMAGE", "greentwin:latest"),
+                              ("GREENTWIN_POSTGRES_IMAGE", "postgres:15"),
                               ("GREENTWIN_MOSQUITTO_IMAGE", "eclipse-mosquitto:2")):
         assert f"image: ${{{variable}:-{default}}}" in text, variable
         assert variable in (DEPLOY / "README.md").read_text(), f"{variable} undocumented"
     assert re.search(r"^FROM python:3\.11-slim$", (DEPLOY / "Dockerfile").read_text(), re.M)
     build = (DEPLOY / "local-images" / "build.sh").read_text()
-    assert all(f"{name}:local" in build for name in ("greentwin", "greentwin-postgres", "greentwin-mosquitto"))
+    assert all(f"{name}:local" in build
+               for name in ("greentwin", "greentwin-postgres", "greentwin-mosquitto"))
 
 
 def test_compose_hands_the_broker_password_to_the_service(compose: dict[str, Any]) -> None:
@@ -159,7 +166,8 @@ def test_compose_hands_the_owner_role_to_its_jobs_only(compose: dict[str, Any]) 
               and (OWNER_SECRET in svc.get("secrets", []) or OWNER_ROLE in str(svc.get("environment", {})))}
     assert owners == OWNER_JOBS
     service = services["greentwin"]
-    assert OWNER_SECRET not in service["secrets"] and "owner" not in str(service.get("environment", {})).lower()
+    assert OWNER_SECRET not in service["secrets"] \
+        and "owner" not in str(service.get("environment", {})).lower()
     for env_file in [service["env_file"]] if isinstance(service["env_file"], str) else service["env_file"]:
         assert "OWNER" not in (DEPLOY / env_file).read_text().upper(), env_file
     assert services["migrate"]["restart"] == "no" and "serve" not in " ".join(services["migrate"]["command"])
@@ -175,7 +183,8 @@ def _unit(path: Path) -> configparser.ConfigParser:
 
 def test_systemd_timers_start_oneshot_jobs() -> None:
     timers = sorted(DEPLOY.glob("*.timer"))
-    assert {t.stem for t in timers} == {"greentwin-audit-verify", "greentwin-audit-purge", "greentwin-retrain"}
+    assert {t.stem for t in timers} == {"greentwin-audit-verify", "greentwin-audit-purge",
+                                        "greentwin-retrain"}
     for timer in timers:
         unit = _unit(timer)
         assert unit["Timer"]["OnCalendar"] and unit["Timer"]["Persistent"] == "true"
@@ -221,7 +230,8 @@ def test_systemd_service_never_holds_the_owner_role() -> None:
     assert "greentwin-migrate.service" in service["Unit"]["After"].split()
     assert service["Service"]["ProtectProc"] == "invisible"
     migrate = _unit(DEPLOY / "greentwin-migrate.service")["Service"]
-    assert migrate["Type"] == "oneshot" and migrate.get("RemainAfterExit", "no") == "no"  # again at every start
+    # again at every start
+    assert migrate["Type"] == "oneshot" and migrate.get("RemainAfterExit", "no") == "no"
     assert migrate["DynamicUser"] == "yes" and "User" not in migrate  # not the service's user
     run = migrate["ExecStart"]
     assert run.index("greentwin db upgrade") < run.index("greentwin db grant --role greentwin_app")
@@ -268,8 +278,9 @@ def test_roles_sql_gives_the_service_rows_but_not_the_schema(pg_url: str, tmp_pa
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     try:
         subprocess.run(["psql", "-v", "ON_ERROR_STOP=1", "-q", "-h", base.host or "127.0.0.1", "-p",
-                        str(base.port or 5432), "-U", base.username or "postgres", "-d", base.database or "test",
-                        "-f", str(tmp_path / "roles.sql")], check=True, capture_output=True, timeout=60)
+                        str(base.port or 5432), "-U", base.username or "postgres", "-d",
+                        base.database or "test", "-f", str(tmp_path / "roles.sql")], check=True,
+                       capture_output=True, timeout=60)
         as_owner = base.set(drivername="postgresql", username=owner, database=database)
         as_app = base.set(drivername="postgresql", username=app, database=database)
         db_cli.upgrade(as_owner.render_as_string(hide_password=False))

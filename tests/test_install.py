@@ -28,9 +28,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPI = "https://pypi.org/simple"
-TRUST_AND_PROXY = ("PIP_CERT", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY",
-                   "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
-"""What the isolated install keeps of this machine: whom to trust and the way out, not where packages come from."""
+TRUST_AND_PROXY = ("PIP_CERT", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "HTTP_PROXY",
+                   "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+"""What the isolated install keeps of this machine: whom to trust and the way out, not where packages
+come from."""
 BIG_DOWNLOAD_MB = 50.0
 
 
@@ -235,21 +236,25 @@ def test_whole_install_resolves_from_pypi_alone(tmp_path: Path) -> None:
 
     config = subprocess.run([python, "-m", "pip", "config", "list"], env=env, capture_output=True, text=True,
                             check=True, timeout=60).stdout
-    sources = [line for line in config.splitlines() if not line.startswith((":env:.config-file=", ":env:.cert="))]
+    sources = [line for line in config.splitlines()
+               if not line.startswith((":env:.config-file=", ":env:.cert="))]
     assert sources == [], f"pip still sees configuration: {sources}"
 
-    code, out = _run_watched([python, "-m", "pip", "install", "-q", "--upgrade", "pip"], env, src, timeout=120)
+    code, out = _run_watched([python, "-m", "pip", "install", "-q", "--upgrade", "pip"], env, src,
+                             timeout=120)
     assert code == 0, out
     report = tmp_path / "report.json"
     started = time.monotonic()
-    code, out = _run_watched([python, "tools/install_deps.py", "--dry-run", "--report", str(report)], env, src,
-                             timeout=240)
+    code, out = _run_watched([python, "tools/install_deps.py", "--dry-run", "--report", str(report)], env,
+                             src, timeout=240)
     took = time.monotonic() - started
     assert code == 0, out[-4000:]
 
     installs = {_norm(i["metadata"]["name"]): i for i in json.loads(report.read_text())["install"]}
-    urls = [i["download_info"]["url"] for i in installs.values() if _norm(i["metadata"]["name"]) != "greentwin"]
-    assert urls and all(u.startswith("https://") for u in urls), [u for u in urls if not u.startswith("https://")]
+    urls = [i["download_info"]["url"] for i in installs.values()
+            if _norm(i["metadata"]["name"]) != "greentwin"]
+    assert urls and all(u.startswith("https://") for u in urls), \
+        [u for u in urls if not u.startswith("https://")]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = _requirement_names(project["dependencies"] + project["optional-dependencies"]["dev"])
     assert wanted <= set(installs), f"not resolved: {sorted(wanted - set(installs))}"

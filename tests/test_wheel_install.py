@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("app", "audit", "control", "migrations", "plantsim", "policy", "safety", "twin", "wire", "pyproject.toml",
-           "README.md")
+SOURCES = ("app", "audit", "control", "migrations", "plantsim", "policy", "safety", "twin", "wire",
+           "pyproject.toml", "README.md")
 
 pytestmark = pytest.mark.packaging
 
@@ -56,7 +56,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (purelib / "zz_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
           str(wheel)], cwd=tmp)
-    where = _run([str(python), "-c", "import app, migrations; print(app.__file__); print(*migrations.__path__)"],
+    where = _run([str(python), "-c",
+                  "import app, migrations; print(app.__file__); print(*migrations.__path__)"],
                  cwd=tmp).split()
     assert all(Path(p).is_relative_to(purelib) for p in where), f"imported from outside the wheel: {where}"
     yield venv / "bin"
@@ -88,7 +89,8 @@ def test_wheel_migrates_a_new_sqlite_database(greentwin: Callable[..., str], tmp
 
 
 @pytest.mark.postgres
-def test_wheel_migrates_a_new_postgres_database(greentwin: Callable[..., str], make_pg_database: Callable) -> None:
+def test_wheel_migrates_a_new_postgres_database(greentwin: Callable[..., str],
+                                                make_pg_database: Callable) -> None:
     with make_pg_database("greentwin_wheel") as url:
         plain = url.replace("postgresql+psycopg://", "postgresql://", 1)  # the driver SQLAlchemy picks itself
         greentwin("db", "upgrade", url=plain)

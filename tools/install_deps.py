@@ -125,17 +125,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = choose_torch_source(version, os.environ.get("TORCH_INDEX_URL") or CPU_INDEX)
     if source.note:
         print(source.note, file=sys.stderr)
-    for command in install_commands(source, args.extras, constraints, dry_run=args.dry_run, report=args.report):
+    for command in install_commands(source, args.extras, constraints, dry_run=args.dry_run,
+                                    report=args.report):
         code = subprocess.run(command).returncode
         if code == 0:
             continue
         if "--no-deps" in command:
-            print(f"{PREFIX} pip could not install {source.requirement} (exit {code}, its output above): make "
-                  "PyPI reachable, or set TORCH_INDEX_URL to a copy of PyTorch's CPU index, or PIP_FIND_LINKS to "
-                  f"a directory holding torch-{version}+cpu's wheel", file=sys.stderr)
+            print(f"{PREFIX} pip could not install {source.requirement} (exit {code}, its output above): "
+                  "make PyPI reachable, or set TORCH_INDEX_URL to a copy of PyTorch's CPU index, or "
+                  f"PIP_FIND_LINKS to a directory holding torch-{version}+cpu's wheel", file=sys.stderr)
         else:
-            print(f"{PREFIX} pip could not resolve the project under {constraints.name} (exit {code}, its output "
-                  "above): make PyPI reachable, or point PIP_INDEX_URL at an index holding every pinned version",
+            print(f"{PREFIX} pip could not resolve the project under {constraints.name} (exit {code}, its "
+                  "output above): make PyPI reachable, or point PIP_INDEX_URL at an index holding every "
+                  "pinned version",
                   file=sys.stderr)
         return code
     return 0

@@ -91,7 +91,8 @@ def describe(kind: str, lang: str = DEFAULT_LANGUAGE) -> AlarmText:
     spec = KINDS.get(code)
     if spec is None:
         return AlarmText(code, "warning", text("alarm.unknown.title", lang, kind=kind),
-                         text("alarm.unknown.description", lang, kind=kind), text("alarm.unknown.action", lang), False)
+                         text("alarm.unknown.description", lang, kind=kind),
+                         text("alarm.unknown.action", lang), False)
     zones = _zones_words(detail, lang)
     words = {"zones": zones, "detail": _detail_words(detail, lang)}
     description = text(f"alarm.{code}.description", lang, **words)

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Thresholds(BaseModel):
-    """A greenhouse's alarm limits; every field has the site's default, so an override names only what differs."""
+    """A greenhouse's alarm limits; every field has the site's default, so an override names only what
+    differs."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -104,7 +105,8 @@ def evaluate(f: Facts, th: Thresholds) -> Evaluation:
     offline = f.silent_s > th.edge_offline_minutes * 60.0
     if offline:
         out.append(Reading("edge_offline", now))
-    if f.fallback_since is not None and ts - f.fallback_since >= timedelta(minutes=th.expert_fallback_minutes):
+    if f.fallback_since is not None \
+            and ts - f.fallback_since >= timedelta(minutes=th.expert_fallback_minutes):
         out.append(Reading("expert_fallback", ts))
     if f.valves_failed:
         out.append(Reading(_zones("valve_failed", f.valves_failed), ts))
@@ -166,4 +168,5 @@ class ConditionTracker:
 
     def active(self) -> list[tuple[str, str, datetime]]:
         """(greenhouse, kind, raised at) of every active watched alarm."""
-        return [(gh, kind, at) for gh, kinds in list(self._active.items()) for kind, at in list(kinds.items())]
+        return [(gh, kind, at) for gh, kinds in list(self._active.items())
+                for kind, at in list(kinds.items())]

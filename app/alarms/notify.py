@@ -42,8 +42,8 @@ QUEUE_MAX = 1000
 
 @dataclass(frozen=True)
 class Notice:
-    """One alarm, as a message says it: its words (``title``, ``description``, ``action``) in ``language``, the
-    language it was raised in; other readers get the catalogue's words for its kind (:meth:`words`)."""
+    """One alarm, as a message says it: its words (``title``, ``description``, ``action``) in ``language``,
+    the language it was raised in; other readers get the catalogue's words for its kind (:meth:`words`)."""
 
     alarm_id: str
     greenhouse_id: str
@@ -70,7 +70,8 @@ class Notice:
         return severity_words(self.severity, lang)
 
     def payload(self, lang: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
-        """The webhook's JSON: the machine fields as they are, the words in ``lang`` and ``language`` naming it."""
+        """The webhook's JSON: the machine fields as they are, the words in ``lang`` and ``language``
+        naming it."""
         title, description, action = self.words(lang)
         return {**asdict(self), "at": self.at.isoformat(), "title": title, "description": description,
                 "action": action, "language": language(lang), "severity_text": self.severity_words(lang)}
@@ -83,8 +84,8 @@ class Notice:
         title, description, action = self.words(lang)
         back = text("notify.unshelved", lang) if self.event == "unshelved" else ""
         return text("notify.body", lang, title=title, back=back, gh=self.greenhouse_id,
-                    at=self.at.isoformat(timespec="seconds"), description=description, action=action, kind=self.kind,
-                    id=self.alarm_id)
+                    at=self.at.isoformat(timespec="seconds"), description=description, action=action,
+                    kind=self.kind, id=self.alarm_id)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,8 @@ Address = tuple[str, str]
 class RateLimiter:
     """Per recipient address: one message per (greenhouse, kind) per ``repeat_s``, ``max_per_hour`` in all."""
 
-    def __init__(self, repeat_s: float, max_per_hour: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, repeat_s: float, max_per_hour: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.repeat_s, self.max_per_hour, self.clock = repeat_s, max_per_hour, clock
         self._last: dict[tuple[Address, str, str], float] = {}
         self._sent: dict[Address, deque[float]] = {}
@@ -147,7 +149,8 @@ class Notifier:
         self._queue: queue.Queue[Notice | None] = queue.Queue(QUEUE_MAX)
         self._held: dict[Address, list[Notice]] = {}
         self._held_language: dict[Address, str] = {}
-        """The language of the recipient whose notices are held for an address: its digest is written in it."""
+        """The language of the recipient whose notices are held for an address: its digest is written in
+        it."""
         self._failing: set[Address] = set()
         self._waiting: deque[Notice] = deque()
         """Notices that came while no list of recipients could be read yet, oldest first."""

@@ -33,7 +33,8 @@ def check_webhook_url(url: str, settings: NotifySettings) -> str:
     hosts = allowed_hosts(settings)
     if parts.hostname.lower() not in hosts:
         allowed = ", ".join(sorted(hosts)) or "none: only the site's webhook (leave the URL empty)"
-        raise ValueError(f"webhook host {parts.hostname!r} is not allowed (GREENTWIN_NOTIFY_WEBHOOK_HOSTS: {allowed})")
+        raise ValueError(f"webhook host {parts.hostname!r} is not allowed "
+                         f"(GREENTWIN_NOTIFY_WEBHOOK_HOSTS: {allowed})")
     return url
 
 
@@ -49,7 +50,8 @@ def load_recipients(sessions: sessionmaker[Session], settings: NotifySettings) -
         for p, lang in rows:
             hook = None
             if p.webhook_enabled:
-                own = p.webhook_url if p.webhook_url and (urlsplit(p.webhook_url).hostname or "").lower() in hosts \
+                own = p.webhook_url if p.webhook_url and (urlsplit(p.webhook_url).hostname
+                                                          or "").lower() in hosts \
                     else None  # an allowed host since removed from the list: back to the site's webhook
                 hook = own or settings.notify_webhook_url or None
             out.append(Recipient(p.username, p.min_severity, p.email if p.email_enabled else None, hook,  # type: ignore[arg-type]

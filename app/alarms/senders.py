@@ -40,7 +40,8 @@ def verify(secret: bytes, body: bytes, header: str) -> bool:
     return hmac.compare_digest(sign(secret, body), header)
 
 
-def _retrying(attempt: Callable[[], None], retries: int, backoff_s: float, sleep: Callable[[float], None]) -> None:
+def _retrying(attempt: Callable[[], None], retries: int, backoff_s: float,
+              sleep: Callable[[float], None]) -> None:
     """``attempt()`` until it returns, at most ``retries`` more times after the first, waiting
     ``backoff_s``, then twice that, and so on; a :class:`_Permanent` failure is not retried."""
     delay = backoff_s
@@ -96,8 +97,9 @@ class WebhookSender:
 class SmtpSender:
     """Plain-text e-mails through one SMTP server."""
 
-    def __init__(self, host: str, port: int, sender: str, *, starttls: bool = False, username: str | None = None,
-                 password: str | None = None, timeout_s: float = 5.0, retries: int = 3, backoff_s: float = 1.0,
+    def __init__(self, host: str, port: int, sender: str, *, starttls: bool = False,
+                 username: str | None = None, password: str | None = None, timeout_s: float = 5.0,
+                 retries: int = 3, backoff_s: float = 1.0,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.host, self.port, self.sender = host, port, sender
         self.starttls, self.username, self.password = starttls, username, password

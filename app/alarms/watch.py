@@ -32,8 +32,9 @@ EVERY_S = 5.0
 class ProcessAlarms:
     """Evaluates the watched conditions of the greenhouses this replica decides."""
 
-    def __init__(self, controllers: dict[str, GreenhouseController], dispatch: Dispatcher, writer: WriterProcess,
-                 outlook_alarms: Callable[[], Iterable[str]], every_s: float = EVERY_S) -> None:
+    def __init__(self, controllers: dict[str, GreenhouseController], dispatch: Dispatcher,
+                 writer: WriterProcess, outlook_alarms: Callable[[], Iterable[str]],
+                 every_s: float = EVERY_S) -> None:
         self.controllers = controllers
         self.dispatch = dispatch
         self.writer = writer
@@ -70,9 +71,11 @@ class ProcessAlarms:
             last, seen = ctl.last_ts, now
             self._heard[gh] = (last, seen)
         return Facts(
-            gh=gh, now=now, telemetry_ts=ctl.last_ts, silent_s=(now - seen).total_seconds(), moisture=tuple(state["theta"].tolist()),
+            gh=gh, now=now, telemetry_ts=ctl.last_ts, silent_s=(now - seen).total_seconds(),
+            moisture=tuple(state["theta"].tolist()),
             band=tuple((z.target_low, z.target_high) for z in ctl.zones),
-            water_today_l=tuple(ctl.water_today_l.tolist()), water_cap_l=tuple(z.daily_water_cap_l for z in ctl.zones),
+            water_today_l=tuple(ctl.water_today_l.tolist()),
+            water_cap_l=tuple(z.daily_water_cap_l for z in ctl.zones),
             valves_failed=tuple(np.flatnonzero(ctl.valve_failed >= 0.5).tolist()),
             probes_faulty=tuple(np.flatnonzero(faulty).tolist()), estop_latched=ctl.estop_latched,
             fallback_since=self.dispatch.fallback_since.get(gh), outlook_alarms=outlook,

@@ -30,7 +30,8 @@ def admin_actor(admin: Principal) -> str:
 def sealing(runtime: Runtime, admin: Principal, kind: str) -> SealChange:
     """Refuse before changing anything when there is no trail: an account change must be sealed."""
     if runtime.audit is None:
-        raise HTTPException(status_code=503, detail="no audit trail configured: account changes must be sealed")
+        raise HTTPException(status_code=503,
+                            detail="no audit trail configured: account changes must be sealed")
     return AccessSealer(runtime.audit.store, admin_actor(admin)).sealing(kind)
 
 

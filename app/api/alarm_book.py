@@ -79,7 +79,8 @@ class AlarmBook(AlarmGroups):
             def change(g: Group) -> None:
                 g.shelved_by, g.shelved_until, g.shelve_reason = actor, until, reason
 
-            self._apply(key, change, lambda s: s.add(self._action_row(match, "shelve", actor, now, reason, until)))
+            self._apply(key, change,
+                        lambda s: s.add(self._action_row(match, "shelve", actor, now, reason, until)))
             return self.get(key)
 
     def unshelve(self, key: str, actor: str, reason: str) -> AlarmPublic:
@@ -105,8 +106,8 @@ class AlarmBook(AlarmGroups):
 
     # ---- history -----------------------------------------------------------------------------
     def history(self, *, gh: str | None = None, kind: str | None = None, severity: Severity | None = None,
-                since: datetime | None = None, until: datetime | None = None, state: HistoryState | None = None,
-                limit: int = 200) -> list[AlarmEpisodePublic]:
+                since: datetime | None = None, until: datetime | None = None,
+                state: HistoryState | None = None, limit: int = 200) -> list[AlarmEpisodePublic]:
         """Episodes, newest first, that overlap [since, until) and match every filter given; ``kind`` is a
         whole kind (``zone_dry:2``) or a code (``zone_dry``: every zone)."""
         if self.sessions is None:
@@ -130,16 +131,18 @@ class AlarmBook(AlarmGroups):
                      "unacknowledged": e.acknowledged_by.is_(None)}[state]) if state is not None else q
         with self.sessions() as s:
             return [AlarmEpisodePublic(alarm_id=r.group_id, greenhouse_id=r.greenhouse_id, kind=r.kind,
-                                       severity=r.severity, title=describe(r.kind).title, raised_at=r.raised_at,
-                                       last_at=r.last_at, count=r.count, cleared_at=r.cleared_at,
-                                       acknowledged_by=r.acknowledged_by, acknowledged_at=r.acknowledged_at,
+                                       severity=r.severity, title=describe(r.kind).title,
+                                       raised_at=r.raised_at, last_at=r.last_at, count=r.count,
+                                       cleared_at=r.cleared_at, acknowledged_by=r.acknowledged_by,
+                                       acknowledged_at=r.acknowledged_at,
                                        ack_comment=r.ack_comment) for r in s.scalars(q)]
 
     def actions(self, key: str, limit: int = 200) -> list[AlarmActionPublic]:
         """The acknowledgements and shelvings of one alarm, newest first."""
         if self.sessions is None:
             return []
-        q = select(AlarmAction).where(AlarmAction.group_id == key).order_by(AlarmAction.id.desc()).limit(limit)
+        q = (select(AlarmAction).where(AlarmAction.group_id == key)
+             .order_by(AlarmAction.id.desc()).limit(limit))
         with self.sessions() as s:
             return [AlarmActionPublic(alarm_id=r.group_id, greenhouse_id=r.greenhouse_id, kind=r.kind,
                                       action=r.action, actor=r.actor, at=utc(r.at), comment=r.comment,  # type: ignore[arg-type]
@@ -154,8 +157,8 @@ class AlarmBook(AlarmGroups):
     @staticmethod
     def _action_row(match: AlarmPublic, action: str, actor: str, now: datetime, comment: str,
                     until: datetime | None = None) -> AlarmAction:
-        return AlarmAction(group_id=match.id, greenhouse_id=match.greenhouse_id, kind=match.kind, action=action,
-                           actor=actor, at=now, comment=comment, shelved_until=until)
+        return AlarmAction(group_id=match.id, greenhouse_id=match.greenhouse_id, kind=match.kind,
+                           action=action, actor=actor, at=now, comment=comment, shelved_until=until)
 
     def _apply(self, key: str, change: Callable[[Group], None], store: Callable[[Session], None]) -> None:
         """``change`` the group in memory, then store it with ``store``'s rows; undone if that fails."""

@@ -96,7 +96,8 @@ class AlarmGroups:
             if tracker.is_active(g.gh, g.kind):
                 return True
             cleared = tracker.cleared_at.get((g.gh, g.kind))
-            return (cleared is None or cleared < g.last_at) and (now - g.last_at).total_seconds() < WATCH_GRACE_S
+            return ((cleared is None or cleared < g.last_at)
+                    and (now - g.last_at).total_seconds() < WATCH_GRACE_S)
         return (now - g.last_at).total_seconds() < EVENT_ACTIVE_S
 
     def _cleared_at(self, g: Group, now: datetime) -> datetime:
@@ -106,7 +107,8 @@ class AlarmGroups:
         return min(now, g.last_at + timedelta(seconds=EVENT_ACTIVE_S))
 
     # ---- reading -----------------------------------------------------------------------------
-    def list(self, gh: str | None = None, *, shelved: bool = False, active: bool | None = None) -> list[AlarmPublic]:
+    def list(self, gh: str | None = None, *, shelved: bool = False,
+             active: bool | None = None) -> list[AlarmPublic]:
         """Groups, unacknowledged first, then newest first: the shelved ones with ``shelved``, else the
         others; ``active`` picks active (True) or inactive (False) ones."""
         now = self.clock()
@@ -141,7 +143,8 @@ class AlarmGroups:
             self.fold()
         now = self.clock()
         with self.lock:
-            return sum(1 for g in self.groups.values() if g.gh == gh and not g.acknowledged and not g.shelved(now))
+            return sum(1 for g in self.groups.values()
+                       if g.gh == gh and not g.acknowledged and not g.shelved(now))
 
     # ---- folding -----------------------------------------------------------------------------
     def fold(self) -> None:
@@ -151,7 +154,8 @@ class AlarmGroups:
         with self.lock:
             start = 0
             if self._last_folded is not None:
-                start = next((i + 1 for i in range(len(alarms) - 1, -1, -1) if alarms[i] is self._last_folded), 0)
+                start = next((i + 1 for i in range(len(alarms) - 1, -1, -1)
+                              if alarms[i] is self._last_folded), 0)
             for alarm in alarms[start:]:
                 if (notice := self._fold_one(alarm)) is not None:
                     notices.append(notice)

@@ -26,7 +26,8 @@ class AlarmPublic(BaseModel):
     title: str = Field(description="the kind in words, zones numbered from 1")
     description: str
     action: str = Field(description="what an operator should do")
-    active: bool = Field(description="watched kinds: the condition holds now; events: an occurrence in the last 10 min")
+    active: bool = Field(description="watched kinds: the condition holds now; "
+                                     "events: an occurrence in the last 10 min")
     first_at: Instant
     last_at: Instant
     count: int
@@ -52,13 +53,15 @@ class AlarmAck(BaseModel):
 
 class AckBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    comment: Comment = Field("", description="why, or what was done (kept with the acknowledgement and sealed)")
+    comment: Comment = Field("", description="why, or what was done "
+                                             "(kept with the acknowledgement and sealed)")
 
 
 class ShelveBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: Reason
-    minutes: int = Field(ge=1, le=SHELVE_MAX_MIN, description="how long the alarm stays shelved (at most 7 days)")
+    minutes: int = Field(ge=1, le=SHELVE_MAX_MIN,
+                         description="how long the alarm stays shelved (at most 7 days)")
 
 
 class UnshelveBody(BaseModel):

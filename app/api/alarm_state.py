@@ -76,11 +76,11 @@ class Group:
     def public(self, key: str, active: bool, now: datetime) -> AlarmPublic:
         text = describe(self.kind)
         shelved = self.shelved(now)
-        return AlarmPublic(id=key, greenhouse_id=self.gh, kind=self.kind, severity=text.severity, title=text.title,
-                           description=text.description, action=text.action, active=active,
+        return AlarmPublic(id=key, greenhouse_id=self.gh, kind=self.kind, severity=text.severity,
+                           title=text.title, description=text.description, action=text.action, active=active,
                            first_at=self.first_at, last_at=self.last_at, count=self.count,
-                           acknowledged=self.acknowledged, acknowledged_by=self.ack_by, acknowledged_at=self.ack_at,
-                           ack_comment=self.ack_comment, shelved=shelved,
+                           acknowledged=self.acknowledged, acknowledged_by=self.ack_by,
+                           acknowledged_at=self.ack_at, ack_comment=self.ack_comment, shelved=shelved,
                            shelved_by=self.shelved_by if shelved else None,
                            shelved_until=self.shelved_until if shelved else None,
                            shelve_reason=self.shelve_reason if shelved else None)
@@ -95,9 +95,9 @@ class Group:
     def row(self, key: str) -> AlarmGroup:
         return AlarmGroup(id=key, greenhouse_id=self.gh, kind=self.kind, first_at=self.first_at,
                           last_at=self.last_at, count=self.count, acknowledged_by=self.ack_by,
-                          acknowledged_at=self.ack_at, ack_through=self.ack_through, ack_comment=self.ack_comment,
-                          shelved_by=self.shelved_by, shelved_until=self.shelved_until,
-                          shelve_reason=self.shelve_reason)
+                          acknowledged_at=self.ack_at, ack_through=self.ack_through,
+                          ack_comment=self.ack_comment, shelved_by=self.shelved_by,
+                          shelved_until=self.shelved_until, shelve_reason=self.shelve_reason)
 
     @classmethod
     def of(cls, r: AlarmGroup) -> Group:

@@ -75,13 +75,16 @@ class Dashboard:
         self.alarms.stop()
         try:
             self.alarms.flush()
-        except Exception as exc:  # the occurrences since the last write are lost, the acknowledgements are not
+        except Exception as exc:
+            # the occurrences since the last write are lost, the acknowledgements are not
             log.warning("storing alarms at shutdown failed (%s)", exc.__class__.__name__)
         self.notifier.stop()
 
-    def history(self, session: Session, gh: str, start: datetime, end: datetime, points: int) -> HistoryResponse:
+    def history(self, session: Session, gh: str, start: datetime, end: datetime,
+                points: int) -> HistoryResponse:
         """Trends over [start, end): from the trend cells once they hold every stored decision."""
-        current: bool | None = self.trends.current_within(FRESH_S)  # the background rounds keep up: no round here
+        # the background rounds keep up: no round here
+        current: bool | None = self.trends.current_within(FRESH_S)
         if not current:
             try:
                 current = self.trends.catch_up(READ_CATCH_UP_ROWS, wait=False)
@@ -173,11 +176,12 @@ class Dashboard:
                 if start:
                     threading.Thread(target=self._estimate_all, daemon=True, name="economics").start()
             cached = self._estimates.get(gh)
-        return econ.today(ctl, cached[1] if cached is not None else None, self.runtime.settings.water_price_eur_m3,
-                          self.timeline_end(gh))
+        return econ.today(ctl, cached[1] if cached is not None else None,
+                          self.runtime.settings.water_price_eur_m3, self.timeline_end(gh))
 
     def _estimate_all(self) -> None:
-        """One crop-model run over today's trend cells of every greenhouse (a failed read: the next retries)."""
+        """One crop-model run over today's trend cells of every greenhouse (a failed read: the next
+        retries)."""
         try:
             ghs, climates, ages, days = [], [], [], []
             with self.runtime.sessions() as s:
@@ -186,7 +190,8 @@ class Dashboard:
                     if bounds is None:
                         continue
                     day, start, end = bounds
-                    cells = self.read_cells(s, gh, roll.cell_index(start), roll.cell_index(end - timedelta(microseconds=1)) + 1)
+                    cells = self.read_cells(s, gh, roll.cell_index(start),
+                                            roll.cell_index(end - timedelta(microseconds=1)) + 1)
                     ghs.append(gh)
                     climates.append(econ.day_climate(cells[0], cells[2], cells[3], ctl.z))
                     ages.append(econ.crop_age_days(ctl, start))
@@ -206,7 +211,8 @@ class Dashboard:
 
     def summary(self, gh: str, *, wait: bool = False) -> GreenhouseSummary:
         row = live_state.summary(self.runtime, gh, self.edge, in_band_pct=self.in_band(gh, wait=wait),
-                                 unacked=self.alarms.unacknowledged(gh), economics=self.economics(gh, wait=wait))
+                                 unacked=self.alarms.unacknowledged(gh),
+                                 economics=self.economics(gh, wait=wait))
         return row.model_copy(update={"name": self.name(gh)})
 
     def live(self, gh: str, *, wait: bool = False) -> GreenhouseLive:

@@ -1,5 +1,6 @@
 """A stored decision's sentences for one reader: the API's ``explanation_text``, ``command_text``,
-``clips_text`` and ``alarms_text``, in the caller's language, zones under the names their settings give them."""
+``clips_text`` and ``alarms_text``, in the caller's language, zones under the names their settings
+give them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ if TYPE_CHECKING:
 
 
 def zone_names(runtime: Runtime, gh: str) -> list[str | None]:
-    """Each zone's name as its settings say now (None where unnamed), so a command reads 'Zone 2 (north bed)'."""
+    """Each zone's name as its settings say now (None where unnamed), so a command reads
+    'Zone 2 (north bed)'."""
     ctl = runtime.controllers.get(gh)
     return [] if ctl is None else [z.name for z in ctl.zones]
 

@@ -39,8 +39,10 @@ class _BearerToken(HTTPBearer):
         return bearer_token(request.headers.get("authorization"))
 
 
-_bearer = _BearerToken(auto_error=False, scheme_name="HTTPBearer", description="token from POST /api/auth/login")
-_cookie = APIKeyCookie(name=SESSION_COOKIE, auto_error=False, description="session cookie set by POST /api/auth/login")
+_bearer = _BearerToken(auto_error=False, scheme_name="HTTPBearer",
+                       description="token from POST /api/auth/login")
+_cookie = APIKeyCookie(name=SESSION_COOKIE, auto_error=False,
+                       description="session cookie set by POST /api/auth/login")
 
 
 def get_runtime(request: Request) -> Runtime:

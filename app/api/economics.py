@@ -47,13 +47,15 @@ def hourly_price(ctl: GreenhouseController, ts: Sequence[datetime]) -> np.ndarra
 
 
 def source_of(recorded: np.ndarray) -> PriceSource:
-    """'recorded' when every price was recorded (also for none at all), 'tariff' when none was, else 'mixed'."""
+    """'recorded' when every price was recorded (also for none at all), 'tariff' when none was, else
+    'mixed'."""
     if recorded.all():
         return "recorded"
     return "mixed" if recorded.any() else "tariff"
 
 
-def priced(ctl: GreenhouseController, ts: Sequence[datetime], recorded: np.ndarray) -> tuple[np.ndarray, PriceSource]:
+def priced(ctl: GreenhouseController, ts: Sequence[datetime],
+           recorded: np.ndarray) -> tuple[np.ndarray, PriceSource]:
     """The recorded price [EUR/MWh] at each instant, the tariff's where none was recorded (NaN), and
     which of the two the prices are."""
     recorded = np.asarray(recorded, dtype=np.float64)
@@ -141,7 +143,8 @@ def fruit_kg_m2(climates: Sequence[DayClimate], ages: Sequence[float]) -> list[f
     total = np.zeros(g)
     ones = np.ones(g)
     for i in range(n):
-        state, fruit = step_crop(np, CROP, state, np.maximum(par[i], 0.0), co2[i], temp[i], ones, float(roll.CELL_S))
+        state, fruit = step_crop(np, CROP, state, np.maximum(par[i], 0.0), co2[i], temp[i], ones,
+                                 float(roll.CELL_S))
         total += np.where(live[i], fruit, 0.0)
     return [float(total[k]) if len(c.starts) else None for k, c in enumerate(climates)]
 
@@ -193,7 +196,8 @@ def today(ctl: GreenhouseController, cached: DayEstimate | None, water_price_eur
     price: float | None = None
     source: PriceSource = "tariff"
     if cached is not None:
-        price, source = ((cached.lamp_price_eur_mwh, cached.lamp_price_source) if cached.lamp_price_eur_mwh is not None
+        price, source = ((cached.lamp_price_eur_mwh, cached.lamp_price_source)
+                         if cached.lamp_price_eur_mwh is not None
                          else (cached.price_now_eur_mwh, cached.now_price_source))
     if price is None or not math.isfinite(price):
         price, source = float(hourly_price(ctl, [now])[0]), "tariff"
@@ -205,10 +209,10 @@ def today(ctl: GreenhouseController, cached: DayEstimate | None, water_price_eur
     revenue = None if kg is None else kg * fruit_price
     return EconomicsToday.model_construct(
         day=day, dli_mol_m2=float(ctl.crop_twin.dli_today), lights_hours=float(ctl.lights_hours_today),
-        lamp_kwh=lamp_kwh, lamp_price_eur_mwh=price, energy_cost_eur=energy, price_source=source, water_l=water_l,
-        water_price_eur_m3=water_price_eur_m3, water_cost_eur=water, fruit_price_eur_kg=fruit_price,
-        yield_kg=kg, revenue_eur=revenue, profit_eur=None if revenue is None else revenue - energy - water,
-        estimated=list(ESTIMATED))
+        lamp_kwh=lamp_kwh, lamp_price_eur_mwh=price, energy_cost_eur=energy, price_source=source,
+        water_l=water_l, water_price_eur_m3=water_price_eur_m3, water_cost_eur=water,
+        fruit_price_eur_kg=fruit_price, yield_kg=kg, revenue_eur=revenue,
+        profit_eur=None if revenue is None else revenue - energy - water, estimated=list(ESTIMATED))
 
 
 def _floats(a: Sequence[float]) -> list[float | None]:
@@ -237,4 +241,5 @@ def outlook(ctl: GreenhouseController, decided: tuple[datetime, Sequence[float]]
     return Outlook.model_construct(
         decided_at=ts, hours=[first + timedelta(hours=k) for k in range(slots)],
         temp_c=[None, *_floats(temp[:slots - 1])], solar_w_m2=[None, *_floats(solar[:slots - 1])],
-        price_eur_mwh=_floats(values[sl["price"]]), published=[v >= 0.5 for v in values[sl["price_published"]]])
+        price_eur_mwh=_floats(values[sl["price"]]),
+        published=[v >= 0.5 for v in values[sl["price_published"]]])

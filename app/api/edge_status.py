@@ -49,7 +49,8 @@ class EdgeStatus:
 class EdgeStatusWatcher:
     """Subscribes to every greenhouse's status topic and keeps the last state of each."""
 
-    def __init__(self, mqtt_url: str | MqttTarget, tls: TlsFiles | None = None, topic_root: str = TOPIC_ROOT) -> None:
+    def __init__(self, mqtt_url: str | MqttTarget, tls: TlsFiles | None = None,
+                 topic_root: str = TOPIC_ROOT) -> None:
         self.target = mqtt_url if isinstance(mqtt_url, MqttTarget) else parse_mqtt_url(mqtt_url)
         self.tls = tls
         self.topic_root = validate_topic_root(topic_root)

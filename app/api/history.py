@@ -31,9 +31,9 @@ MAX_POINTS = 2000
 
 def _bucket_rows(session: Session, gh: str, zones: int, start: datetime, end: datetime,
                  bucket_s: float) -> Sequence[Any]:
-    """(bucket, rows, mean theta per zone..., mean scalars..., mean recorded price) per non-empty bucket, averaged by the
-    database (AVG leaves out nulls: a missing reading is not a zero). Decoding whole telemetry and
-    estimate documents in Python instead cost ~1.6 s for a week of minutes (10,080 rows)."""
+    """(bucket, rows, mean theta per zone..., mean scalars..., mean recorded price) per non-empty bucket,
+    averaged by the database (AVG leaves out nulls: a missing reading is not a zero). Decoding whole
+    telemetry and estimate documents in Python instead cost ~1.6 s for a week of minutes (10,080 rows)."""
     bucket = roll.bucket_of(session, start.astimezone(UTC), bucket_s)  # SQLite compares the stored UTC text
     return session.execute(
         select(bucket.label("bucket"), func.count(),
@@ -58,7 +58,8 @@ def _from_cells(session: Session, gh: str, zones: int, start: datetime, bucket_s
     """(bucket indices, decisions per bucket, means) summed from the cells: exact on the cell grid."""
     n = roll.width(zones)
     first = roll.cell_index(start)
-    cells, decisions, sums, counts = read(session, gh, first, roll.cell_index(end - timedelta(microseconds=1)) + 1)
+    cells, decisions, sums, counts = read(session, gh, first,
+                                          roll.cell_index(end - timedelta(microseconds=1)) + 1)
     if not len(cells) or sums.shape[1] != n:  # none, or cells of an earlier zone count of this greenhouse
         return [], [], np.zeros((0, n))
     b = np.minimum((cells - first) * roll.CELL_S // int(bucket_s), points - 1)
@@ -73,7 +74,8 @@ def _from_cells(session: Session, gh: str, zones: int, start: datetime, bucket_s
 
 
 def history(session: Session, gh: str, zones: int, bands: list[tuple[float, float]], start: datetime,
-            end: datetime, points: int, *, cells: bool = False, read: CellReader = roll.read_cells) -> HistoryResponse:
+            end: datetime, points: int, *, cells: bool = False,
+            read: CellReader = roll.read_cells) -> HistoryResponse:
     """Bucket means of moisture per zone and the greenhouse's scalar readings over [start, end).
 
     ``cells``: the trend cells are up to date, so buckets on their grid may be read from them (with
@@ -91,8 +93,9 @@ def history(session: Session, gh: str, zones: int, bands: list[tuple[float, floa
         counts = [int(r[1]) for r in rows]
         means = np.array([r[2:] for r in rows], dtype=np.float64).reshape(len(rows), roll.width(zones))
     centres = [start + timedelta(seconds=(i + 0.5) * bucket_s) for i in index]
-    return HistoryResponse(greenhouse_id=gh, start=start, end=end, bucket_s=bucket_s, samples=int(sum(counts)),
-                           ts=centres, moisture_vwc=[_listed(means[:, z]) for z in range(zones)],
+    return HistoryResponse(greenhouse_id=gh, start=start, end=end, bucket_s=bucket_s,
+                           samples=int(sum(counts)), ts=centres,
+                           moisture_vwc=[_listed(means[:, z]) for z in range(zones)],
                            zone_labels=[zone_label(z) for z in range(zones)],
                            band_low_vwc=[b[0] for b in bands], band_high_vwc=[b[1] for b in bands],
                            **{name: _listed(means[:, zones + j]) for j, name in enumerate(SCALARS)},

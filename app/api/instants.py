@@ -37,7 +37,8 @@ def parse_instant(name: str, value: str) -> datetime:
         raise HTTPException(status_code=422, detail=f"'{name}' {value!r} is not ISO-8601{hint}") from None
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise HTTPException(status_code=422,
-                            detail=f"'{name}' {value!r} needs a UTC offset (e.g. 2026-06-01T00:00:00Z or +02:00)")
+                            detail=f"'{name}' {value!r} needs a UTC offset "
+                                   "(e.g. 2026-06-01T00:00:00Z or +02:00)")
     try:
         return dt.astimezone(UTC)
     except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 lies before the first representable instant

@@ -87,8 +87,8 @@ def width(zones: int) -> int:
 def trend_filter(gh: str, start: datetime, end: datetime) -> tuple[Any, ...]:
     """The decisions a trend shows: this greenhouse, [start, end), the ones made on no telemetry (the
     watchdog's holds, the repeats after a reconnect) left out."""
-    return (Decision.greenhouse_id == gh, Decision.ts >= start.astimezone(UTC), Decision.ts < end.astimezone(UTC),
-            Decision.actor.notin_(NO_TELEMETRY_ACTORS))
+    return (Decision.greenhouse_id == gh, Decision.ts >= start.astimezone(UTC),
+            Decision.ts < end.astimezone(UTC), Decision.actor.notin_(NO_TELEMETRY_ACTORS))
 
 
 def cell_index(ts: datetime) -> int:
@@ -150,7 +150,8 @@ def read_cells(session: Session, gh: str, first: int, end: int) -> tuple[np.ndar
         if len(keep) < len(rows):  # the greenhouse's zone count changed in the period: the current shape
             rows, docs = [rows[i] for i in keep], [[docs[0][i] for i in keep], [docs[1][i] for i in keep]]
         price = np.array([(r[4], r[5]) for r in rows], dtype=np.float64)
-        return (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
+        return (np.array([r[0] for r in rows], dtype=np.int64),
+                np.array([r[1] for r in rows], dtype=np.int64),
                 np.column_stack([np.array(docs[0], dtype=np.float64), price[:, 0]]),
                 np.column_stack([np.array(docs[1], dtype=np.float64), price[:, 1]]))
     return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, 0)), np.zeros((0, 0))
@@ -215,7 +216,8 @@ class TrendRollup:
 
 
 class RollupThread:
-    """Runs rounds every ``period_s`` in the background (a database error is logged, the next round retries)."""
+    """Runs rounds every ``period_s`` in the background (a database error is logged, the next round
+    retries)."""
 
     def __init__(self, rollup: TrendRollup, period_s: float = 5.0,
                  when_current: Callable[[], None] | None = None) -> None:

@@ -19,7 +19,8 @@ from starlette.responses import JSONResponse
 
 
 def finite_json(value: Any) -> Any:
-    """``value`` (JSON-ready) with each non-finite float replaced by ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``."""
+    """``value`` (JSON-ready) with each non-finite float replaced by ``"NaN"``, ``"Infinity"`` or
+    ``"-Infinity"``."""
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     if isinstance(value, dict):

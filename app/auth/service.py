@@ -70,7 +70,8 @@ class AccountLocked(RateLimited):
     """The account is locked and this address has failed on it (other addresses may still try)."""
 
     reason = "locked"
-    message = "too many failed logins on this account: try again from here in {s} s, or ask an admin to lift the lock"
+    message = ("too many failed logins on this account: try again from here in {s} s, or ask an admin to "
+               "lift the lock")
 
 
 class AuditUnavailable(LoginRefused):
@@ -82,7 +83,8 @@ class AuditUnavailable(LoginRefused):
 
 @dataclass(frozen=True)
 class Principal:
-    """The authenticated caller of one request, as the database says now (roles are not taken from the token)."""
+    """The authenticated caller of one request, as the database says now (roles are not taken from the
+    token)."""
 
     user_id: int
     username: str
@@ -108,8 +110,8 @@ def service_secret_key(settings: Settings, state_dir: Path) -> str:
     if settings.secret_key is not None and (key := settings.secret_key.get_secret_value().strip()):
         return key
     if settings.environment != "demo":
-        raise AuthConfigError("GREENTWIN_SECRET_KEY is not set: the API does not start without a token signing "
-                              "secret outside demo mode")
+        raise AuthConfigError("GREENTWIN_SECRET_KEY is not set: the API does not start without a token "
+                              "signing secret outside demo mode")
     path = Path(state_dir) / SECRET_FILE
     if path.exists():
         return path.read_text(encoding="ascii").strip()
@@ -144,7 +146,8 @@ class AuthService:
             locked = user is not None and self._lock_holds(session, user, now)
             admission = self.throttle.admit(name, client, locked=locked)  # counts until it succeeds
             if admission.wait_s > 0:
-                exc = AccountLocked(admission.wait_s) if admission.locked_out else RateLimited(admission.wait_s)
+                exc = (AccountLocked(admission.wait_s) if admission.locked_out
+                       else RateLimited(admission.wait_s))
                 self._refuse(exc, client, user)
             # Unknown names cost a hash check too, so timing does not tell which accounts exist.
             ok = verify_password(user.password_hash if user is not None else dummy_hash(), password)
@@ -213,8 +216,8 @@ class AuthService:
             self.metrics.login_lock_changes.labels("locked").inc()
             log.warning("login lock on %s until %s: %d failed logins from %d addresses within %g s",
                         user.username, user.locked_until.isoformat(timespec="seconds"),
-                        self.throttle.accounts.count(user.username), self.throttle.addresses_failing(user.username),
-                        self.throttle.accounts.window_s)
+                        self.throttle.accounts.count(user.username),
+                        self.throttle.addresses_failing(user.username), self.throttle.accounts.window_s)
 
     def _refuse(self, exc: LoginRefused, client: str, user: User | None) -> NoReturn:
         self.metrics.login_failures.labels(exc.reason).inc()

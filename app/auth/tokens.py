@@ -60,7 +60,8 @@ class TokenSigner:
         """A fresh token and its claims."""
         now = int(self._clock())
         claims = TokenClaims(user_id, username, epoch, now, now + int(self.ttl_s))
-        payload = {"uid": user_id, "sub": username, "ep": epoch, "iat": claims.issued_at, "exp": claims.expires_at}
+        payload = {"uid": user_id, "sub": username, "ep": epoch, "iat": claims.issued_at,
+                   "exp": claims.expires_at}
         return self._serializer.dumps(payload), claims
 
     def verify(self, token: str) -> TokenClaims:

@@ -50,7 +50,8 @@ def validate_username(username: str) -> str:
     """Return the normalised name, or raise ``ValueError`` saying what a name may contain."""
     name = normalize_username(username)
     if USERNAME_RE.fullmatch(name) is None:
-        raise ValueError(f"invalid username {username!r}: expected [a-z0-9][a-z0-9_.@-]{{0,{USERNAME_MAX_LEN - 1}}}")
+        raise ValueError(f"invalid username {username!r}: expected "
+                         f"[a-z0-9][a-z0-9_.@-]{{0,{USERNAME_MAX_LEN - 1}}}")
     return name
 
 
@@ -81,7 +82,8 @@ def _keep_an_enabled_admin(session: Session, user: User) -> None:
 
 def create_user(*, session: Session, username: str, password: str, roles: Sequence[str],
                 seal: SealChange | None = None) -> User:
-    """Store a new enabled account (sealed as ``{username, roles}``); ``UserExists`` when the name is taken."""
+    """Store a new enabled account (sealed as ``{username, roles}``); ``UserExists`` when the name is
+    taken."""
     name = validate_username(username)
     wanted = validate_roles(roles)
     user = User(username=name, password_hash=hash_password(password), token_epoch=0,

@@ -1,4 +1,5 @@
-"""Handlers behind ``greentwin audit verify``, ``audit baseline-access``, ``audit purge`` and ``audit keygen``.
+"""Handlers behind ``greentwin audit verify``, ``audit baseline-access``, ``audit purge`` and
+``audit keygen``.
 
 Keys come from :mod:`app.audit_keys`. In ``dev``/``demo`` a missing key is generated for this
 run with a warning (such keys open nothing stored earlier); in ``prod`` it is an error, because
@@ -269,11 +270,13 @@ def run_keygen(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(f"wrote {folder / KEYRING_FILE} (key {keyring.current_key_id}) and {folder / SIGNING_KEY_FILE}; "
-          f"set GREENTWIN_AUDIT_KEY={folder / KEYRING_FILE} and GREENTWIN_AUDIT_SIGNING_KEY={folder / SIGNING_KEY_FILE}")
+          f"set GREENTWIN_AUDIT_KEY={folder / KEYRING_FILE} and "
+          f"GREENTWIN_AUDIT_SIGNING_KEY={folder / SIGNING_KEY_FILE}")
     return EXIT_OK
 
 
 def main(args: argparse.Namespace) -> int:
     """``greentwin audit SUBCOMMAND``."""
-    runs = {"verify": run_verify, "keygen": run_keygen, "baseline-access": run_baseline_access, "purge": run_purge}
+    runs = {"verify": run_verify, "keygen": run_keygen, "baseline-access": run_baseline_access,
+            "purge": run_purge}
     return runs[args.audit_command](args)

@@ -25,7 +25,8 @@ def run_db(args: argparse.Namespace) -> int:
             return 2
         if record is not None:
             print(f"audit trail dropped by {record['by']}: {record['reason']!r}; recorded in "
-                  f"{Path(args.state_dir) / 'audit-trail-drops.jsonl'} with {len(record['chain_heads'])} chain heads")
+                  f"{Path(args.state_dir) / 'audit-trail-drops.jsonl'} with {len(record['chain_heads'])} "
+                  "chain heads")
     elif args.db_command == "grant":
         from app.cli.db_grant import grant
 
@@ -54,7 +55,8 @@ def run_greenhouse_add(args: argparse.Namespace) -> int:
         # The keys first: a registration that could not be sealed is not made.
         trail = AccessTrail(args.url, args.state_dir)
         gh = add_greenhouse(args.url, args.gh_id, zones=args.zones, soil=args.soil, name=args.name,
-                            daily_water_cap_l=args.daily_water_cap_l, seal=trail.sealing("greenhouse_register"))
+                            daily_water_cap_l=args.daily_water_cap_l,
+                            seal=trail.sealing("greenhouse_register"))
     except ChangeNotSealed as exc:  # the registration was rolled back with its record
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -22,7 +22,8 @@ from app.core.db import make_engine
 UPDATES: dict[str, tuple[str, ...]] = {
     "decision": ("UPDATE (ack_status)",),         # the command's ack status, nothing that was sealed
     "greenhouse": ("UPDATE",),                    # its settings (name, lamps, version), sealed as they change
-    "zone": ("UPDATE",),                          # its settings (band, cap, soil, name), sealed as they change
+    "zone": ("UPDATE",),                          # its settings (band, cap, soil, name), sealed as they
+                                                  # change
     "app_user": ("UPDATE",),                      # password, disabling, last login, token epoch
     "app_user_role": ("UPDATE", "DELETE"),        # role changes
     "alarm_group": ("UPDATE",),                   # acknowledging, shelving, counting repeats

@@ -66,9 +66,9 @@ def _chain_heads(url: str) -> list[dict[str, Any]]:
     try:
         with engine.connect() as conn:
             rows = conn.execute(text(
-                "SELECT r.greenhouse_id, r.seq, r.record_hash FROM audit_record r JOIN (SELECT greenhouse_id, "
-                "MAX(seq) AS seq FROM audit_record GROUP BY greenhouse_id) h ON h.greenhouse_id = r.greenhouse_id "
-                "AND h.seq = r.seq ORDER BY r.greenhouse_id"))
+                "SELECT r.greenhouse_id, r.seq, r.record_hash FROM audit_record r JOIN (SELECT "
+                "greenhouse_id, MAX(seq) AS seq FROM audit_record GROUP BY greenhouse_id) h ON "
+                "h.greenhouse_id = r.greenhouse_id AND h.seq = r.seq ORDER BY r.greenhouse_id"))
             return [{"greenhouse_id": g, "seq": int(s), "record_hash": h} for g, s, h in rows]
     finally:
         engine.dispose()
@@ -77,7 +77,8 @@ def _chain_heads(url: str) -> list[dict[str, Any]]:
 def record_drop(url: str, revision: str, reason: str, state_dir: Path) -> dict[str, Any]:
     """Refuse an empty reason; append the confirmation and the chain heads (fsync'd); return it."""
     if len(reason.strip()) < 3:
-        raise AuditTrailDropRefused("--drop-audit-trail needs a reason (at least 3 characters); it is recorded")
+        raise AuditTrailDropRefused("--drop-audit-trail needs a reason (at least 3 characters); it is "
+                                    "recorded")
     entry = {"at": datetime.now(UTC).isoformat(), "by": getpass.getuser(), "reason": reason.strip(),
              "database": make_engine(url).url.render_as_string(hide_password=True), "to_revision": revision,
              "chain_heads": _chain_heads(url)}

@@ -60,7 +60,8 @@ def add_demo_arguments(demo: argparse.ArgumentParser) -> None:
         "broker (amqtt) there, which stops with this demo. Topics are ROOT/<greenhouse>/<channel> with ROOT "
         f"GREENTWIN_MQTT_TOPIC_ROOT, else {DEMO_ROOT_PREFIX}<8 hex> of this host and the data directory, "
         "so demos sharing a broker never hear each other.")
-    demo.add_argument("--port", type=int, default=DEFAULT_PORT, help="the API and dashboard on 127.0.0.1:PORT")
+    demo.add_argument("--port", type=int, default=DEFAULT_PORT,
+                      help="the API and dashboard on 127.0.0.1:PORT")
     demo.add_argument("--mqtt-url", default=None, metavar="URL",
                       help=f"the MQTT broker (now: {broker}); mqtt://HOST:PORT or mqtts://")
     demo.add_argument("--speed", type=float, default=60.0, help="simulated seconds per wall second")

@@ -23,18 +23,22 @@ EXIT_OK, EXIT_USAGE = 0, 2
 def add_demos_arguments(parser: argparse.ArgumentParser) -> None:
     """``demos export`` (argparse only)."""
     sub = parser.add_subparsers(dest="demos_command", required=True)
-    exp = sub.add_parser("export", help="operator overrides as a .npz of demonstrations for `greentwin train --demos`")
+    exp = sub.add_parser("export",
+                         help="operator overrides as a .npz of demonstrations for `greentwin train --demos`")
     exp.add_argument("--out", required=True, metavar="FILE.npz")
-    exp.add_argument("--zones", type=int, default=DEFAULT_ZONES, help="greenhouses with this many zones (one layout per file)")
+    exp.add_argument("--zones", type=int, default=DEFAULT_ZONES,
+                     help="greenhouses with this many zones (one layout per file)")
     exp.add_argument("--greenhouse", metavar="GH", default=None, help="default: every greenhouse")
     exp.add_argument("--from", dest="since", type=datetime.fromisoformat, default=None, metavar="ISO")
     exp.add_argument("--to", dest="until", type=datetime.fromisoformat, default=None, metavar="ISO")
     exp.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
-    hin = sub.add_parser("hindsight", help="per greenhouse, the served rule with the lamp setting that earned most, "
-                                           "as a .npz for `greentwin train --set lamp_demo_files=FILE`")
+    hin = sub.add_parser("hindsight",
+                         help="per greenhouse, the served rule with the lamp setting that earned most, as a "
+                              ".npz for `greentwin train --set lamp_demo_files=FILE`")
     _lamp_demo_arguments(hin)
-    day = sub.add_parser("daily", help="per greenhouse and day, the lamp option that earned most in paired branches "
-                                       "of the twin, as a .npz for `greentwin train --set lamp_demo_files=FILE`")
+    day = sub.add_parser("daily", help="per greenhouse and day, the lamp option that earned most in paired "
+                                       "branches of the twin, as a .npz for `greentwin train --set "
+                                       "lamp_demo_files=FILE`")
     _lamp_demo_arguments(day)
     day.add_argument("--learner", default=None, metavar="DIR",
                      help="a policy whose own states the branches start from (DAgger); default: the daily "
@@ -45,9 +49,11 @@ def _lamp_demo_arguments(parser: argparse.ArgumentParser) -> None:
     """What every lamp-demonstration builder takes: where to write, which training scenarios, how densely."""
     parser.add_argument("--out", required=True, metavar="FILE.npz")
     parser.add_argument("--seeds", default="100-139", metavar="A-B",
-                        help="training seeds of 30-day scenarios (default %(default)s; never evaluation seeds)")
+                        help="training seeds of 30-day scenarios (default %(default)s; never evaluation "
+                             "seeds)")
     parser.add_argument("--days", type=float, default=30.0)
-    parser.add_argument("--stride", type=int, default=3, help="keep every n-th control step (default %(default)s)")
+    parser.add_argument("--stride", type=int, default=3,
+                        help="keep every n-th control step (default %(default)s)")
     parser.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per usable core)")
 
 
@@ -113,5 +119,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(f"wrote {result.count} operator demonstrations to {args.out}"
-          + (f" ({result.skipped} overrides skipped: no observation or another layout)" if result.skipped else ""))
+          + (f" ({result.skipped} overrides skipped: no observation or another layout)"
+             if result.skipped else ""))
     return EXIT_OK

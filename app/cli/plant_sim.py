@@ -31,7 +31,8 @@ def run_plant_sim(args: argparse.Namespace) -> int:
         except ValueError as exc:  # names the bad setting, never its value (hide_input_in_errors)
             logger.error("plant-sim: %s", exc)
             return 2
-        url, tz, root = url or settings.mqtt_url, tz or settings.site_timezone, root or settings.mqtt_topic_root
+        url, tz, root = (url or settings.mqtt_url, tz or settings.site_timezone,
+                         root or settings.mqtt_topic_root)
     greenhouses = [g.strip() for g in str(args.greenhouses).split(",") if g.strip()]
     try:
         files = [getattr(args, f"{name}_file", None) for name in ("ca", "cert", "key")]
@@ -56,7 +57,8 @@ def run_plant_sim(args: argparse.Namespace) -> int:
         return 2
     if outlook is not None:
         logger.info("plant-sim: weather forecast on %s/v1/forecast, day-ahead prices on %s/v1/day-ahead "
-                    "(GREENTWIN_WEATHER_URL and GREENTWIN_PRICE_URL of the service)", outlook.url, outlook.url)
+                    "(GREENTWIN_WEATHER_URL and GREENTWIN_PRICE_URL of the service)", outlook.url,
+                    outlook.url)
     previous = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         if not sim.start():

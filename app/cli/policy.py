@@ -61,7 +61,8 @@ def main(args: argparse.Namespace) -> int:
                     print("no registered policy versions (the threshold expert serves)")
                 for r in rows:
                     when = r.promoted_at.isoformat(timespec="seconds") if r.promoted_at else "-"
-                    print(f"{r.version:<28} {r.status:<12} parent {r.parent or '-':<28} promoted {when:<25} {r.note}")
+                    print(f"{r.version:<28} {r.status:<12} parent {r.parent or '-':<28} "
+                          f"promoted {when:<25} {r.note}")
             elif args.policy_command == "promote":
                 info = promote(sessions, args.version, actor, args.reason)
                 print(f"promoted {info.version}; the service switches within its poll interval")

@@ -27,8 +27,8 @@ def load_settings() -> Settings:
     """The settings, or :class:`StartBlocked` naming the first invalid one."""
     secrets_dir = configured_secrets_dir()
     if secrets_dir is not None and not os.access(secrets_dir, os.R_OK | os.X_OK):
-        raise StartBlocked(f"GREENTWIN_SECRETS_DIR {str(secrets_dir)!r} is missing or unreadable by this user; "
-                           f"{INIT_HINT}")
+        raise StartBlocked(f"GREENTWIN_SECRETS_DIR {str(secrets_dir)!r} is missing or unreadable by this "
+                           f"user; {INIT_HINT}")
     try:
         return get_settings()
     except ValidationError as exc:
@@ -48,7 +48,8 @@ def _readable(name: str, path: Path | None) -> None:
             pass
     except OSError as exc:
         raise StartBlocked(f"{name} file {str(path)!r} cannot be read by this user ({exc.strerror}); "
-                           "give the service's user read access (run `greentwin init` as that user)") from None
+                           "give the service's user read access (run `greentwin init` as that "
+                           "user)") from None
 
 
 def check_keys(settings: Settings) -> None:
@@ -57,7 +58,8 @@ def check_keys(settings: Settings) -> None:
     from audit.errors import AuditError
 
     for name, path in (("GREENTWIN_AUDIT_SIGNING_KEY", settings.audit_signing_key),
-                       ("GREENTWIN_REPORT_KEY", settings.report_key), ("GREENTWIN_REPORT_CERT", settings.report_cert)):
+                       ("GREENTWIN_REPORT_KEY", settings.report_key),
+                       ("GREENTWIN_REPORT_CERT", settings.report_cert)):
         _readable(name, path)
     try:
         keyring, signer = load_keyring(settings), load_signer(settings)
@@ -91,7 +93,8 @@ def check_database(settings: Settings) -> None:
         raise StartBlocked(str(exc)) from None
     except SQLAlchemyError as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise StartBlocked(f"database {where} unreachable: {reason}; start it or fix GREENTWIN_DATABASE_URL") from None
+        raise StartBlocked(f"database {where} unreachable: {reason}; start it or fix "
+                           "GREENTWIN_DATABASE_URL") from None
     finally:
         engine.dispose()
 

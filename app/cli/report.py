@@ -95,14 +95,16 @@ def _generated_by() -> str:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    """``greentwin report --greenhouse GH --from ISO --to ISO --out FILE.pdf [--url URL] [--language LANG]``."""
+    """``greentwin report --greenhouse GH --from ISO --to ISO --out FILE.pdf [--url URL]
+    [--language LANG]``."""
     from app.core.config import get_settings
     from app.core.db import SchemaOutOfDate, make_engine, make_session_factory, require_current_schema
     from app.services.reports import audit_verification, report_data, sign_report
 
     try:
         if not args.greenhouse or not args.out:
-            raise ValueError("--greenhouse and --out are required (or use `greentwin report verify FILE.pdf`)")
+            raise ValueError("--greenhouse and --out are required (or use `greentwin report verify "
+                             "FILE.pdf`)")
         start = _parse_iso("from", args.period_from)
         end = _parse_iso("to", args.period_to)
         if end <= start:

@@ -43,8 +43,9 @@ class EmbeddedBroker:
         from amqtt.broker import Broker
 
         asyncio.set_event_loop(self._loop)
-        cfg = {"listeners": {"default": {"type": "tcp", "bind": f"{self.host}:{self.port}"}}, "sys_interval": 0,
-               "auth": {"allow-anonymous": True, "plugins": ["auth_anonymous"]}, "topic-check": {"enabled": False}}
+        cfg = {"listeners": {"default": {"type": "tcp", "bind": f"{self.host}:{self.port}"}},
+               "sys_interval": 0, "auth": {"allow-anonymous": True, "plugins": ["auth_anonymous"]},
+               "topic-check": {"enabled": False}}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             broker = Broker(cfg, loop=self._loop)
@@ -203,8 +204,8 @@ def _run_demo(args: argparse.Namespace, start: DemoStart) -> int:
 
     from app.retraining.schedule import RetrainSchedule
 
-    schedule = RetrainSchedule(settings.retrain_dir, first_s=args.retrain_after, every_s=settings.retrain_every_s) \
-        if settings.retrain_every_s > 0 else None
+    schedule = RetrainSchedule(settings.retrain_dir, first_s=args.retrain_after,
+                               every_s=settings.retrain_every_s) if settings.retrain_every_s > 0 else None
 
     async def main() -> None:
         serve = asyncio.create_task(server.serve())

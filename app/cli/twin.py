@@ -1,4 +1,5 @@
-"""``greentwin simulate`` and ``greentwin validate-env``: the twin driven by the policy's baseline controllers.
+"""``greentwin simulate`` and ``greentwin validate-env``: the twin driven by the policy's baseline
+controllers.
 
 A command, not part of the twin: the twin knows no controller, so this lives with the other commands.
 """
@@ -29,9 +30,11 @@ class EpisodeTally:
     finished: list[dict[str, float | str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.reward, self.water_l, self.energy_kwh, self.in_band, self.steps = (np.zeros(self.b) for _ in range(5))
+        self.reward, self.water_l, self.energy_kwh, self.in_band, self.steps = (
+            np.zeros(self.b) for _ in range(5))
 
-    def add(self, twin: GreenhouseTwin, reward: np.ndarray, info: dict, done: np.ndarray, reasons: np.ndarray) -> None:
+    def add(self, twin: GreenhouseTwin, reward: np.ndarray, info: dict, done: np.ndarray,
+            reasons: np.ndarray) -> None:
         self.reward += reward
         self.water_l += info["water_l"].sum(axis=1)
         self.energy_kwh += info["energy_kwh"]
@@ -39,8 +42,10 @@ class EpisodeTally:
         self.steps += 1
         for i in np.flatnonzero(done):
             area = twin.config.zones * twin.config.hydraulics.zone_area_m2
-            self.finished.append({"instance": int(i), "steps": int(self.steps[i]), "return": float(self.reward[i]),
-                                  "water_l_m2": float(self.water_l[i] / area), "energy_kwh": float(self.energy_kwh[i]),
+            self.finished.append({"instance": int(i), "steps": int(self.steps[i]),
+                                  "return": float(self.reward[i]),
+                                  "water_l_m2": float(self.water_l[i] / area),
+                                  "energy_kwh": float(self.energy_kwh[i]),
                                   "in_band_pct": float(100 * self.in_band[i] / self.steps[i]),
                                   "end": TERMINATION_REASONS[int(reasons[i])] if reasons[i] else "horizon"})
             for arr in (self.reward, self.water_l, self.energy_kwh, self.in_band, self.steps):
@@ -66,7 +71,8 @@ def _print_summary(title: str, tally: EpisodeTally, limit: int = 8) -> None:
     print(f"\n{title}: {len(rows)} finished episodes")
     if not rows:
         return
-    print(f"{'inst':>5} {'steps':>6} {'return':>9} {'water L/m2':>11} {'energy kWh':>11} {'in band %':>10}  end")
+    print(f"{'inst':>5} {'steps':>6} {'return':>9} {'water L/m2':>11} {'energy kWh':>11} "
+          f"{'in band %':>10}  end")
     for r in rows[:limit]:
         print(f"{r['instance']:>5} {r['steps']:>6} {r['return']:>9.1f} {r['water_l_m2']:>11.1f} "
               f"{r['energy_kwh']:>11.1f} {r['in_band_pct']:>10.1f}  {r['end']}")
@@ -107,10 +113,10 @@ def validate_env(args: argparse.Namespace) -> int:
         check_observation(twin, twin.reset())
         random_tally = _run(twin, RandomController(twin.config.zones, seed=args.seed), args.steps)
         expert_tally = _run(twin, ThresholdExpert(zones=twin.config.zones), args.steps)
-        print("spec checks: every observation (bounds, 0/1 flags, clock, lamp hours since midnight), reward "
-              "(the five EUR terms over V_ref, the climate term minus the heat and CO2 bills), step info (fruit, "
-              "revenue, costs, damage, heat and CO2 used and their cost, lamp kWh, price, PAR) and flag matched "
-              "its spec")
+        print("spec checks: every observation (bounds, 0/1 flags, clock, lamp hours since midnight), "
+              "reward (the five EUR terms over V_ref, the climate term minus the heat and CO2 bills), step "
+              "info (fruit, revenue, costs, damage, heat and CO2 used and their cost, lamp kWh, price, PAR) "
+              "and flag matched its spec")
     except SpecViolation as exc:
         failures.append(f"spec: {exc}")
         random_tally = expert_tally = EpisodeTally(args.instances)

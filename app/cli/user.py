@@ -34,7 +34,8 @@ def add_user_arguments(parser: argparse.ArgumentParser) -> None:
     add.add_argument("name", metavar="NAME")
     add.add_argument("--role", dest="roles", action="append", choices=ROLES, required=True,
                      help="repeat for several roles")
-    add.add_argument("--password-stdin", action="store_true", help="read the password from the first line of stdin")
+    add.add_argument("--password-stdin", action="store_true",
+                     help="read the password from the first line of stdin")
     add.add_argument("--url", default=None, help="default: GREENTWIN_DATABASE_URL")
     add.add_argument("--state-dir", default=None, help="the service's state folder (demo-mode audit keys; "
                      "default: GREENTWIN_STATE_DIR or ./state)")
@@ -157,17 +158,20 @@ def main(args: argparse.Namespace) -> int:
                 print(f"user {user.username}: roles {', '.join(before)} -> {', '.join(sorted(user.roles))}")
         elif args.user_command == "unlock":  # the lock is in the database: every replica sees it lifted
             with _session(args.url) as session:
-                user, until = lift_lock(session=session, username=args.name, seal=_sealing(trail, "user_unlocked"))
+                user, until = lift_lock(session=session, username=args.name,
+                                        seal=_sealing(trail, "user_unlocked"))
                 print(f"lifted the login lock on {user.username} (it would have run until "
                       f"{until.isoformat(timespec='seconds')})")
         else:
             with _session(args.url) as session:
-                user = disable_user(session=session, username=args.name, seal=_sealing(trail, "user_disabled"))
+                user = disable_user(session=session, username=args.name,
+                                    seal=_sealing(trail, "user_disabled"))
                 print(f"disabled user {user.username}; its tokens no longer work")
     except ChangeNotSealed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_NOT_SEALED
-    except (ValueError, UnknownUser, NotLocked, SchemaOutOfDate, AuditKeyError) as exc:  # UserExists: a ValueError
+    except (ValueError, UnknownUser, NotLocked, SchemaOutOfDate,
+            AuditKeyError) as exc:  # UserExists: a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     finally:

@@ -18,7 +18,8 @@ from wire.topics import validate_topic_root
 DEFAULT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policy" / "shipped"
 
 # Values that people paste from examples; a production audit trail must never be sealed with them.
-PLACEHOLDER_KEYS = frozenset({"", "changeme", "change-me", "change_me", "changethis", "secret", "placeholder", "xxx", "todo"})
+PLACEHOLDER_KEYS = frozenset({"", "changeme", "change-me", "change_me", "changethis", "secret", "placeholder",
+                              "xxx", "todo"})
 MIN_PROD_KEY_LEN = 32
 
 Environment = Literal["dev", "demo", "prod"]
@@ -47,7 +48,9 @@ class Settings(NotifySettings):
     mqtt_url: str = Field(default="mqtt://127.0.0.1:1883", repr=False)  # may carry a password
     """MQTT broker the edge boxes speak to (`mqtt://` or `mqtts://`; credentials in the URL or below)."""
     mqtt_topic_root: str = "greentwin"
-    """First level of every MQTT topic (`<root>/<greenhouse>/telemetry`, ...): services and edge boxes with different roots share a broker without hearing each other; the broker's ACL names it (deploy/mosquitto/acl). `greentwin demo` takes one of its own unless this is set."""
+    """First level of every MQTT topic (`<root>/<greenhouse>/telemetry`, ...): services and edge boxes with
+    different roots share a broker without hearing each other; the broker's ACL names it
+    (deploy/mosquitto/acl). `greentwin demo` takes one of its own unless this is set."""
     policy_dir: Path = DEFAULT_POLICY_DIR
     """Directory of the served policy ensemble (the shipped one by default)."""
     environment: Environment = "dev"
@@ -65,7 +68,9 @@ class Settings(NotifySettings):
     """Below this ensemble confidence the loop falls back to the expert controller."""
 
     metrics_token: SecretStr | None = None
-    """Bearer token Prometheus sends to read `/metrics` (`greentwin init` writes one as the secret file `greentwin_metrics_token`); unset, `/metrics` answers 401, except in `demo` to requests from this machine's loopback address."""
+    """Bearer token Prometheus sends to read `/metrics` (`greentwin init` writes one as the secret file
+    `greentwin_metrics_token`); unset, `/metrics` answers 401, except in `demo` to requests from this
+    machine's loopback address."""
     secret_key: SecretStr | None = None
     """Signs API tokens and session cookies; the service refuses to start without one outside `demo`."""
     access_token_ttl_s: float = Field(default=8 * 3600.0, gt=0, le=7 * 24 * 3600.0)
@@ -78,7 +83,8 @@ class Settings(NotifySettings):
     """The site's IANA time zone: the dashboard shows times in it (ISO-8601 with offset on hover)."""
     # Deployment: key files and the state directory (`greentwin init` makes all of them).
     audit_keys: SecretStr | None = None
-    """Audit keyring JSON text; takes precedence over `audit_key` (for platforms that inject secrets as variables)."""
+    """Audit keyring JSON text; takes precedence over `audit_key` (for platforms that inject secrets as
+    variables)."""
     audit_signing_key: Path | None = None
     """Ed25519 PEM file that signs audit checkpoints and purge anchors (required in `prod`)."""
     report_key: Path | None = None
@@ -97,23 +103,30 @@ class Settings(NotifySettings):
     audit_seal_stuck_s: float = Field(default=300.0, gt=0)
     """Seconds an audit event may wait to be sealed before /readyz fails (sealing is stuck)."""
     writer_behind_s: float = Field(default=30.0, gt=0)
-    """Seconds a journaled decision, mode change or ack may wait to be stored before /readyz fails (the writer falls behind)."""
+    """Seconds a journaled decision, mode change or ack may wait to be stored before /readyz fails (the writer
+    falls behind)."""
     audit_anchor_every_min: float = Field(default=15.0, gt=0)
-    """Minutes between exports of every audit chain's head, signed with the audit signing key, to `audit_anchor_file` (and `audit_anchor_url`); `greentwin audit verify` finds a chain cut or rewritten after its last export."""
+    """Minutes between exports of every audit chain's head, signed with the audit signing key, to
+    `audit_anchor_file` (and `audit_anchor_url`); `greentwin audit verify` finds a chain cut or rewritten
+    after its last export."""
     audit_anchor_file: Path | None = None
-    """Append-only file of signed chain heads (archive it off the database host); default `audit-anchors.jsonl` in the state directory."""
+    """Append-only file of signed chain heads (archive it off the database host); default
+    `audit-anchors.jsonl` in the state directory."""
     audit_anchor_url: str | None = Field(default=None, repr=False)
-    """Also POST each export (JSON, the same signed lines) to this URL, e.g. a log service on another host; a failed POST is logged and the file still written."""
+    """Also POST each export (JSON, the same signed lines) to this URL, e.g. a log service on another host; a
+    failed POST is logged and the file still written."""
 
     # Edge input and broker access.
     max_clock_skew_s: float = Field(default=30.0, gt=0)
-    """Edge timestamps further ahead than this are refused (a box with a wrong clock must not pass as fresh); an accelerated simulation needs it raised."""
+    """Edge timestamps further ahead than this are refused (a box with a wrong clock must not pass as fresh);
+    an accelerated simulation needs it raised."""
     telemetry_rate_per_s: float = Field(default=20.0, gt=0)
     """Sustained inbound telemetry per greenhouse; beyond it and the burst, messages are shed and counted."""
     telemetry_burst: int = Field(default=40, ge=1)
     """Burst of inbound telemetry per greenhouse allowed above the sustained rate."""
     telemetry_bytes_per_s: float = Field(default=1024 * 1024, gt=0)
-    """Telemetry bytes per second a greenhouse may send before they are parsed, valid or not; beyond it and the burst they are shed unparsed (counted), so one box's junk cannot hold up the others."""
+    """Telemetry bytes per second a greenhouse may send before they are parsed, valid or not; beyond it and
+    the burst they are shed unparsed (counted), so one box's junk cannot hold up the others."""
     telemetry_bytes_burst: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
     """Burst of inbound telemetry bytes per greenhouse allowed above the sustained rate."""
     inbox_per_greenhouse: int = Field(default=64, ge=1)
@@ -131,17 +144,26 @@ class Settings(NotifySettings):
     max_request_bytes: int = Field(default=256 * 1024, ge=1024)
     """Largest API request body accepted (413 beyond)."""
     login_max_failures_per_account: int = Field(default=20, ge=1)
-    """Failed logins per account from all addresses together within `login_window_s` that lock it for `login_lockout_s`: while locked, an address that failed on it is refused and any other gets one try, so its owner still logs in from a clean address; an admin lifts a lock on the Users page, `POST /api/users/{name}/unlock` or `greentwin user unlock NAME`."""
+    """Failed logins per account from all addresses together within `login_window_s` that lock it for
+    `login_lockout_s`: while locked, an address that failed on it is refused and any other gets one try, so
+    its owner still logs in from a clean address; an admin lifts a lock on the Users page, `POST
+    /api/users/{name}/unlock` or `greentwin user unlock NAME`."""
     login_max_failures_per_address: int = Field(default=20, ge=1)
-    """Failed logins from one client address within `login_window_s`, over every account and unknown name together; beyond it the address is refused (429) until the window slides open."""
+    """Failed logins from one client address within `login_window_s`, over every account and unknown name
+    together; beyond it the address is refused (429) until the window slides open."""
     login_lockout_s: float = Field(default=900.0, gt=0, le=86400.0)
     """How long an account stays locked after the last failed login at `login_max_failures_per_account`."""
     log_repeat_interval_s: float = Field(default=60.0, gt=0, le=3600.0)
-    """The log's flood guard: of each kind of line (logger, level and message template; access lines by status, successful ones by route), at most `log_repeat_burst` per this many seconds; the rest are counted and one line then says how many were suppressed."""
+    """The log's flood guard: of each kind of line (logger, level and message template; access lines by
+    status, successful ones by route), at most `log_repeat_burst` per this many seconds; the rest are counted
+    and one line then says how many were suppressed."""
     log_repeat_burst: int = Field(default=10, ge=1)
     """Lines of one kind let through per `log_repeat_interval_s` before the rest are only counted."""
     trusted_proxies: str = ""
-    """Comma-separated addresses or networks (CIDR) of the reverse proxies in front of the API, e.g. `10.0.0.5,10.1.0.0/16`: from them alone `X-Forwarded-For` (the right-most address not in this list is the client, for login limits and the audit trail) and `X-Forwarded-Proto` are believed. Empty: none, the client is the connection's peer."""
+    """Comma-separated addresses or networks (CIDR) of the reverse proxies in front of the API, e.g.
+    `10.0.0.5,10.1.0.0/16`: from them alone `X-Forwarded-For` (the right-most address not in this list is the
+    client, for login limits and the audit trail) and `X-Forwarded-Proto` are believed. Empty: none, the
+    client is the connection's peer."""
 
     def trusted_proxy_networks(self) -> tuple[IPNetwork, ...]:
         """`trusted_proxies` parsed."""
@@ -180,21 +202,26 @@ class Settings(NotifySettings):
 
     # Leases (several replicas): a replica commands a greenhouse only while it holds its lease.
     lease_ttl_s: float = Field(default=12.0, gt=0, le=3600.0)
-    """How long a greenhouse's lease lasts unrenewed; a dead replica's greenhouses are taken over within `lease_ttl_s` + `lease_renew_s`."""
+    """How long a greenhouse's lease lasts unrenewed; a dead replica's greenhouses are taken over within
+    `lease_ttl_s` + `lease_renew_s`."""
     lease_renew_s: float = Field(default=3.0, gt=0)
     """How often a replica renews its leases and takes over expired ones (at most half of `lease_ttl_s`)."""
     replica_id: str | None = Field(default=None, min_length=1, max_length=128)
-    """Names this replica in the lease table; by default the host and the state directory, so a restarted replica takes its own leases back at once."""
+    """Names this replica in the lease table; by default the host and the state directory, so a restarted
+    replica takes its own leases back at once."""
 
     # The site's outlook: one weather and one price provider, shared by every greenhouse.
     weather_url: str = ""
-    """Base URL of an Open-Meteo style hourly forecast API (`{url}/v1/forecast`); empty: no forecast is fetched and decisions see yesterday's observed weather, else a fixed climatology (recorded as `fallback`, no alarm)."""
+    """Base URL of an Open-Meteo style hourly forecast API (`{url}/v1/forecast`); empty: no forecast is
+    fetched and decisions see yesterday's observed weather, else a fixed climatology (recorded as `fallback`,
+    no alarm)."""
     site_latitude: float = Field(default=52.0, ge=-90.0, le=90.0)
     """The site's latitude [deg] for the weather forecast."""
     site_longitude: float = Field(default=5.0, ge=-180.0, le=180.0)
     """The site's longitude [deg] for the weather forecast (and the climatology's solar time)."""
     price_url: str = ""
-    """Base URL of the day-ahead price API (`GET {url}/v1/day-ahead`, JSON `{"unit": "EUR/MWh", "prices": [{"start": ISO, "eur_mwh": x}]}`); empty: the time-of-use tariff is the contract, every hour known."""
+    """Base URL of the day-ahead price API (`GET {url}/v1/day-ahead`, JSON `{"unit": "EUR/MWh", "prices":
+    [{"start": ISO, "eur_mwh": x}]}`); empty: the time-of-use tariff is the contract, every hour known."""
     price_adder_eur_mwh: float = Field(default=30.0, ge=-1000.0, le=6000.0)
     """Network, tax and supplier margin the grower pays on top of the spot or tariff price [EUR/MWh]."""
     outlook_timeout_s: float = Field(default=3.0, gt=0, le=60.0)
@@ -206,26 +233,36 @@ class Settings(NotifySettings):
     outlook_refresh_s: float = Field(default=300.0, gt=0)
     """How often the outlook is refreshed, off the event loop; a decision never waits for it."""
     outlook_stale_s: float = Field(default=3 * 3600.0, gt=0)
-    """A configured source whose data is older than this, or that fell back, raises an `outlook_*` alarm on every decision until it recovers."""
+    """A configured source whose data is older than this, or that fell back, raises an `outlook_*` alarm on
+    every decision until it recovers."""
     forecast_every_s: float = Field(default=300.0, ge=0.0)
-    """How often each greenhouse's twin runs the served policy 24 h forward under the outlook (the dashboard's forecast), in a worker process beside the control loop; 0: no forecasts."""
+    """How often each greenhouse's twin runs the served policy 24 h forward under the outlook (the dashboard's
+    forecast), in a worker process beside the control loop; 0: no forecasts."""
     # Policy registry and nightly retraining (app.registry, app.retraining).
     policy_poll_s: float = Field(default=30.0, gt=0, le=3600.0)
-    """How often the service checks the policy registry for a newly promoted ensemble and swaps to it (no restart)."""
+    """How often the service checks the policy registry for a newly promoted ensemble and swaps to it (no
+    restart)."""
     settings_poll_s: float = Field(default=5.0, gt=0, le=3600.0)
-    """How often each replica checks the greenhouse table for new registrations and settings changes and applies them (no restart); the replica that serves a change applies it at once."""
+    """How often each replica checks the greenhouse table for new registrations and settings changes and
+    applies them (no restart); the replica that serves a change applies it at once."""
     retrain_dir: Path = Path("retrain")
-    """Where `greentwin retrain` keeps its runs (one resumable folder each) and the candidate ensembles it registers."""
+    """Where `greentwin retrain` keeps its runs (one resumable folder each) and the candidate ensembles it
+    registers."""
     retrain_launcher: str = ""
-    """A command that `greentwin retrain` runs its fine-tuning under, e.g. `torchrun --standalone --nproc-per-node 4` (several GPUs; `--nnodes` for several machines); it is followed by `-m app.cli retrain-worker JOB`. Empty: in the retraining process."""
+    """A command that `greentwin retrain` runs its fine-tuning under, e.g. `torchrun --standalone
+    --nproc-per-node 4` (several GPUs; `--nnodes` for several machines); it is followed by `-m app.cli
+    retrain-worker JOB`. Empty: in the retraining process."""
     retrain_every_s: float = Field(default=0.0, ge=0.0)
-    """`greentwin demo` only: run the retraining job this often with a tiny budget (0: never; the demo sets its own). Production schedules `greentwin retrain` with the systemd timer or the compose service."""
+    """`greentwin demo` only: run the retraining job this often with a tiny budget (0: never; the demo sets
+    its own). Production schedules `greentwin retrain` with the systemd timer or the compose service."""
 
     # The site's economics: what the policy's observation and the PDF report's money both price.
     fruit_price_eur_kg: float = Field(default=1.0, gt=0.0, le=10.0)
-    """What the grower is paid per kg of fresh fruit [EUR/kg]: the observation's fruit price (its range ends at 10) and the report's revenue."""
+    """What the grower is paid per kg of fresh fruit [EUR/kg]: the observation's fruit price (its range ends
+    at 10) and the report's revenue."""
     water_price_eur_m3: float = Field(default=0.75, ge=0.0, le=100.0)
-    """What irrigation water costs [EUR/m3]: the report's water cost and the dashboard's water cost today (tap water ~1, rainwater ~0)."""
+    """What irrigation water costs [EUR/m3]: the report's water cost and the dashboard's water cost today (tap
+    water ~1, rainwater ~0)."""
 
     @model_validator(mode="after")
     def _renew_well_within_ttl(self) -> Self:
@@ -242,7 +279,8 @@ class Settings(NotifySettings):
         try:
             ZoneInfo(self.site_timezone)
         except (ValueError, KeyError) as exc:
-            raise ValueError(f"GREENTWIN_SITE_TIMEZONE {self.site_timezone!r} is not an IANA time zone") from exc
+            raise ValueError(f"GREENTWIN_SITE_TIMEZONE {self.site_timezone!r} is not an IANA "
+                             "time zone") from exc
         return self
 
     @model_validator(mode="after")
@@ -266,7 +304,8 @@ class Settings(NotifySettings):
         example metrics token let anyone read the site's metrics)."""
         if self.environment != "prod":
             return self
-        for name, secret in (("GREENTWIN_SECRET_KEY", self.secret_key), ("GREENTWIN_METRICS_TOKEN", self.metrics_token)):
+        for name, secret in (("GREENTWIN_SECRET_KEY", self.secret_key),
+                             ("GREENTWIN_METRICS_TOKEN", self.metrics_token)):
             if secret is None:
                 continue
             key = secret.get_secret_value().strip()

@@ -124,7 +124,8 @@ def require_current_schema(engine: Engine) -> None:
     current, head = current_revisions(engine), head_revisions()
     if current != head:
         raise SchemaOutOfDate(
-            f"database at {sorted(current) or 'no revision'}, code expects {sorted(head)}: run `greentwin db upgrade`"
+            f"database at {sorted(current) or 'no revision'}, code expects {sorted(head)}: "
+            "run `greentwin db upgrade`"
         )
 
 

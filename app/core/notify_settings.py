@@ -28,11 +28,14 @@ class NotifySettings(BaseSettings):
     notify_email_from: str = Field(default="greentwin@localhost", min_length=3, max_length=254)
     """Sender address of alarm e-mails."""
     notify_webhook_url: str = Field(default="", max_length=2000, repr=False)
-    """The site's webhook (a chat or paging integration): users who choose the webhook channel without a URL of their own are notified here by a JSON POST."""
+    """The site's webhook (a chat or paging integration): users who choose the webhook channel without a URL
+    of their own are notified here by a JSON POST."""
     notify_webhook_secret: SecretStr | None = None
-    """Shared secret of the webhooks: each POST carries `X-Greentwin-Signature: sha256=<hex HMAC-SHA256 of the body>`; unset, no webhook is sent."""
+    """Shared secret of the webhooks: each POST carries `X-Greentwin-Signature: sha256=<hex HMAC-SHA256 of the
+    body>`; unset, no webhook is sent."""
     notify_webhook_hosts: str = ""
-    """Comma-separated host names a user's own webhook URL may point at; empty: users can only choose the site's webhook (the service posts nowhere else)."""
+    """Comma-separated host names a user's own webhook URL may point at; empty: users can only choose the
+    site's webhook (the service posts nowhere else)."""
     notify_retries: int = Field(default=3, ge=0, le=10)
     """Retries of a failed webhook POST or SMTP delivery, with doubling back-off from 1 s."""
     notify_timeout_s: float = Field(default=5.0, gt=0, le=60.0)
@@ -40,4 +43,5 @@ class NotifySettings(BaseSettings):
     notify_repeat_min: float = Field(default=30.0, ge=0.0, le=24 * 60.0)
     """A recipient hears of an alarm kind in a greenhouse at most once per this many minutes."""
     notify_max_per_hour: int = Field(default=20, ge=1, le=1000)
-    """Messages per recipient per hour; alarms beyond it are held and sent as one digest when the hour allows."""
+    """Messages per recipient per hour; alarms beyond it are held and sent as one digest when the hour
+    allows."""

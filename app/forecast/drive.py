@@ -92,7 +92,8 @@ def params(scene: Scene, twin: TwinModel) -> TwinParams:
     soil = [SOIL_TYPES[SOIL_INDEX[zone.soil_type]] for zone in scene.setup.zones]
     fc = np.array([s.field_capacity for s in soil])
     wp = np.array([s.wilting_point for s in soil])
-    sat = np.array([min(s.saturation, zone.saturation) for s, zone in zip(soil, scene.setup.zones, strict=True)])
+    sat = np.array([min(s.saturation, zone.saturation)
+                    for s, zone in zip(soil, scene.setup.zones, strict=True)])
     p = cfg.crop.depletion_fraction
     setups = [scene.setup_of(v) for v in scene.variants]
     lows = [[zone.target_low for zone in s.zones] for s in setups]
@@ -120,13 +121,15 @@ def params(scene: Scene, twin: TwinModel) -> TwinParams:
         valve_tau_s=rows(np.full(z, float(np.mean(hyd.valve_tau_s)))),
         pump_qmax=b.full((n,), hyd.pump_runout_flow_l_s), network_k=b.full((n,), hyd.network_resistance),
         transmissivity=b.full((n,), scene.transmissivity), year=b.zeros((n,), dtype=b.int),
-        start_hour=b.full((n,), scene.local_hour_of_year % HOURS_PER_YEAR), crop_day0=b.full((n,), scene.crop_day),
-        forecast_bias_temp=no + 0.0, forecast_bias_solar=no + 0.0,
-        fruit_price=b.full((n,), scene.fruit_price_eur_kg), water_price=b.full((n,), scene.water_price_eur_m3),
+        start_hour=b.full((n,), scene.local_hour_of_year % HOURS_PER_YEAR),
+        crop_day0=b.full((n,), scene.crop_day), forecast_bias_temp=no + 0.0, forecast_bias_solar=no + 0.0,
+        fruit_price=b.full((n,), scene.fruit_price_eur_kg),
+        water_price=b.full((n,), scene.water_price_eur_m3),
         drain_price=mid(econ.drain_price_eur_m3), price_adder=b.full((n,), scene.price_adder_eur_mwh),
         heat_price=mid(econ.heat_price_eur_kwh), co2_price=mid(econ.co2_price_eur_kg),
         price_scale=b.full((n,), 1.0), lamps_ours=b.asarray(np.array(lamps)),
-        p_drift=no + 0.0, p_comm_loss=no + 0.0, p_offline=no + 0.0, p_valve_stuck=no + 0.0, p_pump_wear=no + 0.0)
+        p_drift=no + 0.0, p_comm_loss=no + 0.0, p_offline=no + 0.0, p_valve_stuck=no + 0.0,
+        p_pump_wear=no + 0.0)
 
 
 def start_state(scene: Scene, twin: TwinModel, prm: TwinParams) -> tuple[TwinState, Array]:
@@ -134,7 +137,8 @@ def start_state(scene: Scene, twin: TwinModel, prm: TwinParams) -> tuple[TwinSta
     b, cfg = twin.backend, twin.cfg
     n = len(scene.variants)
     temp = b.full((n,), scene.air_temp_c)
-    vapour = b.full((n,), scene.air_rh_pct * 0.01 * float(saturation_vapour_kpa(np, np.float64(scene.air_temp_c))))
+    vapour = b.full((n,), scene.air_rh_pct * 0.01
+                    * float(saturation_vapour_kpa(np, np.float64(scene.air_temp_c))))
     state = initial_state(cfg, b, prm, b.zeros((n,), dtype=b.int), temp, vapour)
     theta = np.clip(np.nan_to_num(np.array(scene.moisture), nan=0.2), 0.01, b.to_numpy(prm.saturation)[0])
     if scene.crop_pools is not None:

@@ -58,8 +58,8 @@ class _Plant:
     """(B,) the local day number the water counts."""
 
 
-def _decide(proposer: Proposer, scene: Scene, rules: _Rules, obs: np.ndarray, plant: _Plant, hour_of_year: float,
-            natural_par: float) -> np.ndarray:
+def _decide(proposer: Proposer, scene: Scene, rules: _Rules, obs: np.ndarray, plant: _Plant,
+            hour_of_year: float, natural_par: float) -> np.ndarray:
     """(B, D) observations -> (B, Z + 2) clipped actions, as the service would command them."""
     z = scene.zones
     members = np.asarray(proposer.propose_many(obs))
@@ -76,7 +76,8 @@ def _decide(proposer: Proposer, scene: Scene, rules: _Rules, obs: np.ndarray, pl
                           zone_water_today_l=plant.water_today_l[i], moisture_vwc=obs[i, sl["moisture"]],
                           sensor_ok=np.ones(z, dtype=bool),
                           saturation_vwc=rules.saturation,
-                          natural_par_umol=natural_par, lights_on_hours_today=float(obs[i, sl["lamp_hours_today"].start]),
+                          natural_par_umol=natural_par,
+                          lights_on_hours_today=float(obs[i, sl["lamp_hours_today"].start]),
                           local_hour=local_hour)
         safe, _ = clip(action, ctx, limits)
         changed = (safe[:z] >= 0.5) != (plant.prev[i, :z] >= 0.5)

@@ -83,9 +83,11 @@ class Scene:
     def setup_of(self, variant: Variant) -> GreenhouseSetup:
         """The settings a variant runs under: the greenhouse's, with what it tries in their place."""
         zones = tuple(replace(z, target_low=lo, target_high=hi) for z, (lo, hi) in
-                      ((z, variant.band_of(i, (z.target_low, z.target_high))) for i, z in enumerate(self.setup.zones)))
+                      ((z, variant.band_of(i, (z.target_low, z.target_high)))
+                       for i, z in enumerate(self.setup.zones)))
         lamps = self.setup.lamps_ours if variant.lamps is None else variant.lamps == "policy"
-        hours = self.setup.lamp_hours_per_day if variant.lamp_hours_per_day is None else variant.lamp_hours_per_day
+        hours = self.setup.lamp_hours_per_day if variant.lamp_hours_per_day is None \
+            else variant.lamp_hours_per_day
         return replace(self.setup, zones=zones, lamps_ours=lamps, lamp_hours_per_day=hours)
 
     def limits_of(self, variant: Variant) -> SafetyLimits:
@@ -113,8 +115,8 @@ def scene_of(ctl: GreenhouseController, outlook: Outlook, site_limits: SafetyLim
     held = ctl.obs_builder.held
     pools = ctl.crop_twin.state
     return Scene(
-        greenhouse_id=ctl.gh, start=ctl.last_ts, local_hour_of_year=hour_of_year(ctl.last_ts, ctl.site_tz), setup=ctl.setup,
-        site_limits=site_limits,
+        greenhouse_id=ctl.gh, start=ctl.last_ts, local_hour_of_year=hour_of_year(ctl.last_ts, ctl.site_tz),
+        setup=ctl.setup, site_limits=site_limits,
         moisture=tuple(float(v) for v in np.asarray(ctl.estimator.state["theta"], dtype=float)),
         crop_day=float(ctl.crop_twin.day),
         crop_pools=None if pools is None else {k: float(v[0]) for k, v in pools._asdict().items()},
@@ -122,8 +124,10 @@ def scene_of(ctl: GreenhouseController, outlook: Outlook, site_limits: SafetyLim
         water_today_l=tuple(float(v) for v in ctl.water_today_l),
         irrigation_24h_mm=tuple(float(v) for v in ctl.obs_builder.irrigation_24h_mm),
         air_temp_c=_finite(held.get("air_temp"), 20.0), air_rh_pct=_finite(held.get("air_rh"), 70.0),
-        co2_ppm=_finite(held.get("co2"), 420.0), outlook=outlook.at(ctl.last_ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0)),
-        fruit_price_eur_kg=float(ctl.obs_builder.fruit_price_eur_kg), water_price_eur_m3=float(water_price_eur_m3),
+        co2_ppm=_finite(held.get("co2"), 420.0),
+        outlook=outlook.at(ctl.last_ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0)),
+        fruit_price_eur_kg=float(ctl.obs_builder.fruit_price_eur_kg),
+        water_price_eur_m3=float(water_price_eur_m3),
         price_adder_eur_mwh=float(ctl.obs_builder.tariff.adder_eur_mwh),
         transmissivity=float(ctl.obs_builder.transmissivity), threshold=float(ctl.threshold),
         policy_version=str(ctl.proposer.policy_version), variants=default_variants(ctl.setup))

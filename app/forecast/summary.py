@@ -126,15 +126,18 @@ def summarise(scene: Scene, tally: Tally, area_m2: float) -> Forecast:
         wet = ((steps > high[:, None]).sum(axis=1) * step_h)
         money = {k: float(v[i].sum() * area_m2) for k, v in tally.money.items()}
         water = tally.water_l[i].sum(axis=1)
-        totals = {"water_l": round(float(water.sum()), 1), "water_l_per_zone": [round(float(w), 1) for w in water],
+        totals = {"water_l": round(float(water.sum()), 1),
+                  "water_l_per_zone": [round(float(w), 1) for w in water],
                   "lamp_hours": round(float(tally.lamp_h[i].sum()), 2),
                   "energy_kwh": round(float(tally.energy_kwh[i].sum()), 2),
                   "energy_cost_eur": round(money["energy_cost_eur_m2"], 2),
                   "water_cost_eur": round(money["water_cost_eur_m2"], 2),
-                  "fruit_kg": round(money["fruit_kg_m2"], 3), "revenue_eur": round(money["revenue_eur_m2"], 2),
+                  "fruit_kg": round(money["fruit_kg_m2"], 3),
+                  "revenue_eur": round(money["revenue_eur_m2"], 2),
                   "profit_eur": round(money["revenue_eur_m2"] - money["energy_cost_eur_m2"]
                                       - money["water_cost_eur_m2"], 2),
-                  "hours_dry": [round(float(h), 2) for h in dry], "hours_wet": [round(float(h), 2) for h in wet]}
+                  "hours_dry": [round(float(h), 2) for h in dry],
+                  "hours_wet": [round(float(h), 2) for h in wet]}
         out.append(VariantForecast(
             name=variant.name, lamps="policy" if setup.lamps_ours else "rule",
             bands=[[round(float(lo), 4), round(float(hi), 4)] for lo, hi in zip(low, high, strict=True)],

@@ -107,7 +107,8 @@ class ForecastTracker:
 
         by_lead = [{"from_h": lo, "to_h": hi, "samples": int(rows.shape[0]), "mae_pct_vwc": mae(rows)}
                    for lo, hi in LEAD_BUCKETS_H
-                   for rows in [samples[(samples[:, 0] > lo) & (samples[:, 0] <= hi)] if samples.size else samples]]
+                   for rows in [samples[(samples[:, 0] > lo) & (samples[:, 0] <= hi)]
+                                if samples.size else samples]]
         return {"samples": int(samples.shape[0]), "mae_pct_vwc": mae(samples),
                 "bias_pct_vwc": round(float(samples[:, 2].mean()) * pct, 2) if samples.size else None,
                 "by_lead": by_lead, "water": water}

@@ -98,8 +98,8 @@ class Status:
 class ForecastWorker:
     """Rounds of forecasts for the greenhouses this replica decides, and what-ifs on request."""
 
-    def __init__(self, controllers: dict[str, GreenhouseController], outlook: OutlookFeed, limits: SafetyLimits, *,
-                 every_s: float, water_price_eur_m3: float, busy: Any = frozenset,
+    def __init__(self, controllers: dict[str, GreenhouseController], outlook: OutlookFeed,
+                 limits: SafetyLimits, *, every_s: float, water_price_eur_m3: float, busy: Any = frozenset,
                  mine: Any = lambda gh: True) -> None:
         self.controllers = controllers
         self.outlook = outlook
@@ -174,14 +174,15 @@ class ForecastWorker:
         self.tracker.meter(gh, float(ctl.water_today_l.sum()))
         self.tracker.observe(gh, ctl.last_ts, ctl.estimator.state["theta"].copy())
         if not ctl.wants_policy:
-            self.status[gh] = Status("off", "e-stop latched" if ctl.estop_latched else "manual mode: the policy "
-                                     "does not decide")
+            self.status[gh] = Status("off", "e-stop latched" if ctl.estop_latched else "manual mode: the "
+                                     "policy does not decide")
             return None
         scene = scene_of(ctl, self.outlook.current, self.limits, water_price_eur_m3=self.water_price)
         return None if scene is None else (scene, ctl.proposer)
 
     async def round(self) -> None:
-        """One forecast per decided greenhouse, one after another; one that fails is logged and the others go on."""
+        """One forecast per decided greenhouse, one after another; one that fails is logged and the others
+        go on."""
         for gh in list(self.controllers):
             if self.paused:
                 break

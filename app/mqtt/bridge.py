@@ -94,9 +94,10 @@ class MqttBridge:
         self.on_connected = on_connected
         self.tracker = CommandTracker(ack_timeout_s=ack_timeout_s, max_attempts=max_attempts)
         self.inbound = Inbound(
-            admission=TelemetryAdmission(max_age_s=max_age_s, max_future_s=max_future_s, wall_clock=wall_clock),
-            tracker=self.tracker, deliver=self._deliver_call, zones=zones, known_greenhouses=known_greenhouses,
-            topic_root=topic_root,
+            admission=TelemetryAdmission(max_age_s=max_age_s, max_future_s=max_future_s,
+                                         wall_clock=wall_clock),
+            tracker=self.tracker, deliver=self._deliver_call, zones=zones,
+            known_greenhouses=known_greenhouses, topic_root=topic_root,
             on_telemetry=on_telemetry, on_ack=on_ack, on_estop=on_estop, on_reject=on_reject, on_shed=on_shed,
             rate_limit=rate_limit or RateLimit(), event_rate_limit=event_rate_limit or RateLimit(),
             byte_budget=byte_budget or RateLimit(TELEMETRY_BYTES_PER_S, TELEMETRY_BYTES_BURST))
@@ -182,7 +183,8 @@ class MqttBridge:
         return self.client.publish(command_topic(gh, self.topic_root), encode(command), qos=QOS, retain=False)
 
     def overdue_commands(self) -> list[PendingCommand]:
-        """Commands whose ack is overdue, each handed out once per publication (see :class:`CommandTracker`)."""
+        """Commands whose ack is overdue, each handed out once per publication (see
+        :class:`CommandTracker`)."""
         return self.tracker.expired()
 
     def can_retry(self, entry: PendingCommand) -> bool:
@@ -208,8 +210,10 @@ class MqttBridge:
             self._connects += 1
             if self._connects > 1:
                 self._reconnects += 1
-        logger.info("MQTT connected to %s:%s (connect #%d)", self.target.host, self.target.port, self._connects)
-        result, mid = client.subscribe([(subscription(ch, self.topic_root), QOS) for ch in ("telemetry", "ack", "estop")])
+        logger.info("MQTT connected to %s:%s (connect #%d)", self.target.host, self.target.port,
+                    self._connects)
+        result, mid = client.subscribe([(subscription(ch, self.topic_root), QOS)
+                                        for ch in ("telemetry", "ack", "estop")])
         if result != mqtt.MQTT_ERR_SUCCESS:
             logger.error("MQTT subscribe failed: %s", mqtt.error_string(result))
         self._sub_mid = mid

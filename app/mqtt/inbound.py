@@ -84,7 +84,8 @@ class Inbound:
     """Valid telemetry per greenhouse: beyond it, shed before the intake."""
     event_rate_limit: RateLimit = field(default_factory=RateLimit)
     """Acks and e-stop releases per greenhouse (one bucket per channel); a press is never shed."""
-    byte_budget: RateLimit = field(default_factory=lambda: RateLimit(TELEMETRY_BYTES_PER_S, TELEMETRY_BYTES_BURST))
+    byte_budget: RateLimit = field(
+        default_factory=lambda: RateLimit(TELEMETRY_BYTES_PER_S, TELEMETRY_BYTES_BURST))
     """Telemetry bytes per greenhouse before parsing: the parse of what a box sends beyond it is never
     spent, whatever it holds."""
     topic_root: str = TOPIC_ROOT
@@ -96,7 +97,8 @@ class Inbound:
     def snapshot(self) -> dict[str, Any]:
         """``accepted``, ``rejected`` {reason: count}, ``shed``."""
         with self._lock:
-            return {"accepted": self.stats.accepted, "rejected": dict(self.stats.rejected), "shed": self.stats.shed}
+            return {"accepted": self.stats.accepted, "rejected": dict(self.stats.rejected),
+                    "shed": self.stats.shed}
 
     def on_telemetry_msg(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
@@ -125,10 +127,12 @@ class Inbound:
                 return
             match = self.tracker.match(gh, ack.cmd_id, ack.status)
             if match == "foreign":
-                self._reject(gh, "foreign_ack", f"ack for command {ack.cmd_id} sent to {self.tracker.owner(ack.cmd_id)}")
+                self._reject(gh, "foreign_ack",
+                             f"ack for command {ack.cmd_id} sent to {self.tracker.owner(ack.cmd_id)}")
                 return
             if match == "unknown":  # nothing of ours to answer: not worth a sealed record
-                self._reject(gh, "unknown_command", f"ack for command {ack.cmd_id}, which this service did not send")
+                self._reject(gh, "unknown_command",
+                             f"ack for command {ack.cmd_id}, which this service did not send")
                 return
             self.tracker.resolve(gh, ack.cmd_id)
             if match == "repeat":  # a redelivered or re-acked answer: heard (and recorded) once already
@@ -140,7 +144,8 @@ class Inbound:
 
     def on_estop_msg(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
-            if (gh := self._admit(msg, "estop")) is None or (event := self._timed_event(gh, msg, EstopEvent)) is None:
+            if ((gh := self._admit(msg, "estop")) is None
+                    or (event := self._timed_event(gh, msg, EstopEvent)) is None):
                 return
             if not event.pressed and self._over_rate(gh, "estop"):
                 return  # a release changes nothing in the service; a press always gets through

@@ -66,7 +66,8 @@ class OutlookFeed:
         self._lock = threading.Lock()
         now = utc_now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
         # Until the first refresh: climatology and the tariff, as a failed first refresh would give.
-        times = np.datetime64(now.replace(tzinfo=None), "s") + np.arange(1, SOLAR_LEADS + 1) * np.timedelta64(3600, "s")
+        times = np.datetime64(now.replace(tzinfo=None), "s") + np.arange(1, SOLAR_LEADS + 1) \
+            * np.timedelta64(3600, "s")
         clim = climatology(times, longitude)
         first = prices.outlook() if not prices.configured else PriceOutlook(
             now, prices.tariff_prices(now), np.zeros(FORECAST_HOURS), "fallback", None, "not fetched yet")
@@ -79,7 +80,8 @@ class OutlookFeed:
         clock = SiteClock()
         common = {"timeout_s": settings.outlook_timeout_s, "retries": settings.outlook_retries,
                   "cache_ttl_s": settings.outlook_cache_ttl_s, "utc_now": clock}
-        weather = WeatherProvider(settings.weather_url, settings.site_latitude, settings.site_longitude, **common)
+        weather = WeatherProvider(settings.weather_url, settings.site_latitude, settings.site_longitude,
+                                  **common)
         prices = PriceProvider(settings.price_url, tariff, site_timezone=settings.site_timezone, **common)
         return cls(weather, prices, stale_s=settings.outlook_stale_s, refresh_s=settings.outlook_refresh_s,
                    longitude=settings.site_longitude, utc_now=clock)
@@ -110,7 +112,8 @@ class OutlookFeed:
         hour = now.replace(minute=0, second=0, microsecond=0)
         w = self.weather.forecast(hours=SOLAR_LEADS + 1)  # +0 .. +47 h
         if w.source != "fallback":  # the hour as forecast: tomorrow's fallback replays it
-            self.weather.record_observation(hour, float(w.temperature_c[0]), float(w.relative_humidity_pct[0]),
+            self.weather.record_observation(hour, float(w.temperature_c[0]),
+                                            float(w.relative_humidity_pct[0]),
                                             float(w.shortwave_radiation_w_m2[0]), float(w.wind_speed_m_s[0]),
                                             float(w.precipitation_mm[0]))
         p = self.prices.outlook()
@@ -129,8 +132,8 @@ class OutlookFeed:
             alarms.append(f"outlook_prices:{'fallback' if p.source == 'fallback' else 'stale'}")
         if not fetched:
             alarms = []  # nothing asked yet: the first refresh decides
-        return Outlook(hour, temp, solar, p.eur_mwh, p.published, weather_source, weather_age, p.source, p.age_s,
-                       tuple(alarms))
+        return Outlook(hour, temp, solar, p.eur_mwh, p.published, weather_source, weather_age, p.source,
+                       p.age_s, tuple(alarms))
 
     async def run(self) -> None:
         """Refresh now and every ``refresh_s`` in a worker thread until cancelled; never raises."""

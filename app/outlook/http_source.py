@@ -61,4 +61,5 @@ def retryable(exc: BaseException) -> bool:
 def retrying(retries: int) -> Retrying:
     """``retries`` more attempts after the first, 0.05, 0.1, 0.2 ... s apart (at most 0.5 s)."""
     return Retrying(stop=stop_after_attempt(retries + 1), reraise=True,
-                    wait=wait_exponential(multiplier=0.05, min=0.05, max=0.5), retry=retry_if_exception(retryable))
+                    wait=wait_exponential(multiplier=0.05, min=0.05, max=0.5),
+                    retry=retry_if_exception(retryable))

@@ -44,8 +44,9 @@ _KEEP_S = 3 * 86400
 class PriceProvider:
     """Day-ahead price client that answers within a bounded time and degrades instead of raising."""
 
-    def __init__(self, base_url: str, tariff: PriceConfig, *, site_timezone: str = "UTC", timeout_s: float = 3.0,
-                 retries: int = 2, cache_ttl_s: float = 900.0, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, base_url: str, tariff: PriceConfig, *, site_timezone: str = "UTC",
+                 timeout_s: float = 3.0, retries: int = 2, cache_ttl_s: float = 900.0,
+                 clock: Callable[[], float] = time.monotonic,
                  utc_now: Callable[[], datetime] = lambda: datetime.now(UTC),
                  transport: httpx.BaseTransport | None = None) -> None:
         if not (timeout_s > 0 and retries >= 0 and cache_ttl_s >= 0):
@@ -92,7 +93,8 @@ class PriceProvider:
                 live = True
             except Exception as exc:  # degrade, never crash the control loop
                 reason = f"{error_kind(exc)}: {exc}"
-                logger.warning("day-ahead price fetch failed (%s)", reason, exc_info=error_kind(exc) == "unexpected")
+                logger.warning("day-ahead price fetch failed (%s)", reason,
+                               exc_info=error_kind(exc) == "unexpected")
         with self._lock:
             known, fetched = dict(self._known), self._fetched_at
         age = None if fetched is None else self._clock() - fetched

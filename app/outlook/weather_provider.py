@@ -48,7 +48,8 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class WeatherStats:
-    """Answers by source, HTTP attempts, and failed attempts by kind (timeout, transport, http_5xx, bad_data...)."""
+    """Answers by source, HTTP attempts, and failed attempts by kind (timeout, transport, http_5xx,
+    bad_data...)."""
 
     live: int = 0
     cache: int = 0
@@ -107,8 +108,10 @@ class WeatherProvider:
         self.close()
 
     def record_observation(self, time: datetime, temperature_c: float, relative_humidity_pct: float,
-                           shortwave_radiation_w_m2: float, wind_speed_m_s: float, precipitation_mm: float) -> None:
-        """Remember measured weather (wind at 2 m) so tomorrow's fallback can replay it; hourly means, 48 h kept."""
+                           shortwave_radiation_w_m2: float, wind_speed_m_s: float,
+                           precipitation_mm: float) -> None:
+        """Remember measured weather (wind at 2 m) so tomorrow's fallback can replay it; hourly means, 48 h
+        kept."""
         key, row = observation_row(time, (temperature_c, relative_humidity_pct, shortwave_radiation_w_m2,
                                           wind_speed_m_s, precipitation_mm))
         with self._lock:
@@ -119,14 +122,16 @@ class WeatherProvider:
                 del self._obs[old]
 
     def forecast(self, hours: int = 6) -> HourlyWeather:
-        """Weather for the ``hours`` hours from the current UTC hour; never raises for network or data trouble."""
+        """Weather for the ``hours`` hours from the current UTC hour; never raises for network or data
+        trouble."""
         if not 1 <= hours <= MAX_HOURS:
             raise ValueError(f"hours must be between 1 and {MAX_HOURS}, got {hours}")
         start = utc_hour(self._utc_now())
         with self._fetch_lock:
             with self._lock:
                 cached, age = self._cache, self._clock() - self._cached_at
-            hit = cached.window(start, hours, "cache") if cached is not None and age <= self.cache_ttl_s else None
+            hit = cached.window(start, hours, "cache") if cached is not None and age <= self.cache_ttl_s \
+                else None
             if hit is not None:
                 return self._count("cache", hit)
             if not self.configured:
@@ -171,13 +176,16 @@ class WeatherProvider:
             cached = self._cache
         stale = cached.window(start, hours, "cache") if cached is not None else None
         if stale is not None:
-            logger.warning("weather fetch failed (%s); serving the last good forecast", reason, exc_info=trace)
+            logger.warning("weather fetch failed (%s); serving the last good forecast", reason,
+                           exc_info=trace)
             return self._count("cache", stale)
         times = start + np.arange(hours) * HOUR
         with self._lock:
-            noise = self._rng.standard_normal((len(FIELDS), hours))  # always drawn: the sequence is call-determined
+            noise = self._rng.standard_normal((len(FIELDS), hours))  # always drawn: the sequence is
+                                                                     # call-determined
             rows = [self._obs.get(int((t - DAY).astype(np.int64))) for t in times]
-        weather = fallback_weather(times, self._longitude, [None if r is None else r[0] / r[1] for r in rows], noise)
+        weather = fallback_weather(times, self._longitude, [None if r is None else r[0] / r[1] for r in rows],
+                                   noise)
         used = sum(r is not None for r in rows)
         logger.log(logging.DEBUG if exc is None else logging.WARNING,
                    "weather fetch failed (%s); fallback from %d/%d observed hours, rest climatology",

@@ -27,7 +27,8 @@ def alarm_title(kind: str, lang: str = DEFAULT_LANGUAGE) -> str:
     detail = split(kind)[1]
     if not _ZONES.match(detail):
         return title
-    return text("report.alarm_zones", lang, title=title, zones=zone_list((int(i) for i in detail.split(",")), lang))
+    return text("report.alarm_zones", lang, title=title,
+                zones=zone_list((int(i) for i in detail.split(",")), lang))
 
 
 def collect_alarms(session: Session, data: ReportData, start: datetime, end: datetime) -> None:
@@ -39,7 +40,8 @@ def collect_alarms(session: Session, data: ReportData, start: datetime, end: dat
             AlarmEpisode.greenhouse_id == gh, AlarmEpisode.raised_at >= start, AlarmEpisode.raised_at < end)):
         summary = by_kind.get(ep.kind)
         if summary is None:
-            summary = by_kind[ep.kind] = AlarmSummary(alarm_title(ep.kind, lang), ep.severity or describe(ep.kind).severity)
+            summary = by_kind[ep.kind] = AlarmSummary(alarm_title(ep.kind, lang),
+                                                      ep.severity or describe(ep.kind).severity)
         summary.raised += 1
         summary.acknowledged += ep.acknowledged_at is not None and utc(ep.acknowledged_at) < end
         summary.open_at_end += ep.cleared_at is None or utc(ep.cleared_at) >= end
@@ -52,7 +54,9 @@ def collect_alarms(session: Session, data: ReportData, start: datetime, end: dat
         if act.action == "shelve":
             by_kind.setdefault(act.kind, AlarmSummary(title, describe(act.kind).severity)).shelved += 1
         if len(data.alarm_actions) < MAX_LISTED:
-            data.alarm_actions.append(AlarmActionEntry(utc(act.at), act.actor, act.action, title, act.comment or ""))
+            data.alarm_actions.append(AlarmActionEntry(utc(act.at), act.actor, act.action, title,
+                                                       act.comment or ""))
     rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
-    data.alarms = sorted(by_kind.values(), key=lambda a: (rank.get(a.severity, len(rank)), -a.raised, a.title))
+    data.alarms = sorted(by_kind.values(),
+                         key=lambda a: (rank.get(a.severity, len(rank)), -a.raised, a.title))
     data.alarm_action_counts = dict(counts)

@@ -240,7 +240,8 @@ class _Collector:
 
 def site_energy_model(settings: Settings) -> EnergyModel:
     """The report's economics at the site's configured prices, the ones the policy's observation sees."""
-    return EnergyModel(fruit_price_eur_kg=settings.fruit_price_eur_kg, water_price_eur_m3=settings.water_price_eur_m3)
+    return EnergyModel(fruit_price_eur_kg=settings.fruit_price_eur_kg,
+                       water_price_eur_m3=settings.water_price_eur_m3)
 
 
 def collect_report_data(
@@ -271,7 +272,8 @@ def collect_report_data(
     gh = session.get(Greenhouse, greenhouse_id)
     if gh is None:
         raise LookupError(f"unknown greenhouse {greenhouse_id!r}")
-    bands = session.scalars(select(Zone).where(Zone.greenhouse_id == greenhouse_id).order_by(Zone.index)).all()
+    bands = session.scalars(select(Zone).where(Zone.greenhouse_id == greenhouse_id)
+                            .order_by(Zone.index)).all()
     zones = [ZoneStats(z.index, z.target_low_vwc, z.target_high_vwc, name=z.name) for z in bands]
     data = ReportData(gh.id, gh.name, start, end, verification, zones, verify_command=verify_command,
                       language=wording_language(language))
@@ -316,8 +318,9 @@ def collect_report_data(
 def _stream_decisions(session: Session, greenhouse_id: str, start: datetime, end: datetime) -> Iterator[Any]:
     """Only the columns a report reads, through a server-side cursor."""
     stmt = (
-        select(Decision.ts, Decision.seq, Decision.actor, Decision.mode, Decision.telemetry, Decision.estimate,
-               Decision.clipped, Decision.rules_fired, Decision.confidence, Decision.explanation)
+        select(Decision.ts, Decision.seq, Decision.actor, Decision.mode, Decision.telemetry,
+               Decision.estimate, Decision.clipped, Decision.rules_fired, Decision.confidence,
+               Decision.explanation)
         .where(Decision.greenhouse_id == greenhouse_id, Decision.ts >= start, Decision.ts < end)
         .order_by(Decision.ts, Decision.seq)
     )

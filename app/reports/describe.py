@@ -144,5 +144,6 @@ def saliency_map(row: Any, ts: datetime, zones: int, top: int) -> SaliencyMap | 
     names = feature_names(dim, zones)
     total = sum(totals)
     return SaliencyMap(ts, int(row.seq), str(row.actor), float(row.confidence),
-                       tuple(names[i] for i in ranked), tuple(tuple(step[i] for step in grid) for i in ranked),
+                       tuple(names[i] for i in ranked),
+                       tuple(tuple(step[i] for step in grid) for i in ranked),
                        dim, 100.0 * sum(totals[i] for i in ranked) / total if total > 0 else 0.0)

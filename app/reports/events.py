@@ -74,7 +74,8 @@ def _setting_words(field: str, value: Any, lang: str) -> str:
     if isinstance(value, int | float) and math.isfinite(value):
         if field.endswith("_vwc"):
             return f"{100.0 * value:.1f} %"
-        return text("report.litres_a_day", lang, value=f"{value:g}") if field == "daily_water_cap_l" else f"{value:g}"
+        return text("report.litres_a_day", lang, value=f"{value:g}") if field == "daily_water_cap_l" \
+            else f"{value:g}"
     return str(value)
 
 
@@ -88,7 +89,8 @@ def _field_words(field: str, lang: str) -> str:
 
 
 def settings_change_words(changed: Any, lang: str = DEFAULT_LANGUAGE) -> str:
-    """What a settings change changed, e.g. ``Zone 2 band low 19.5 % -> 21.0 %; water cap a day 250 -> 200 L/day``."""
+    """What a settings change changed, e.g. ``Zone 2 band low 19.5 % -> 21.0 %; water cap a day 250 ->
+    200 L/day``."""
     if not isinstance(changed, Mapping):
         return "-"
     parts = []
@@ -107,7 +109,8 @@ def settings_change(ts: datetime, record: Any, lang: str = DEFAULT_LANGUAGE) -> 
         return None
     version = record.get("version")
     return SettingsChangeEntry(ts, version if isinstance(version, int) else 0, str(record.get("actor", "?")),
-                               str(record.get("reason", "")), settings_change_words(record.get("changed"), lang))
+                               str(record.get("reason", "")),
+                               settings_change_words(record.get("changed"), lang))
 
 
 class EventTally:

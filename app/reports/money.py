@@ -18,7 +18,8 @@ class Ledger:
         self.energy = energy
         self.prev_yield: float | None = None
 
-    def add(self, estimate: dict[str, Any], dt_h: float, litres: float, lamp_kwh: float, pump_kwh: float) -> None:
+    def add(self, estimate: dict[str, Any], dt_h: float, litres: float, lamp_kwh: float,
+            pump_kwh: float) -> None:
         """The economic view of one interval: energy at its recorded price, water, the crop twin's harvest."""
         econ = self.econ
         price = estimate.get("price_eur_mwh")

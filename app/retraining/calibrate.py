@@ -81,7 +81,8 @@ def calibrate_greenhouse(window: GreenhouseWindow) -> dict[str, Any]:
     return {"greenhouse_id": window.greenhouse_id, "steps": window.steps, "dt_s": window.dt_s,
             "skipped_decisions": window.skipped, "zones": zones, "zone_soils": soils,
             "root_mm": float(np.median(roots)),
-            "rmse_before": _mean([z["before"]["rmse"] for z in zones]), "rmse_after": _mean([u["rmse"] for u in used]),
+            "rmse_before": _mean([z["before"]["rmse"] for z in zones]),
+            "rmse_after": _mean([u["rmse"] for u in used]),
             "distance_before": _mean([z["before"]["distance"] for z in zones]),
             "distance_after": _mean([u["distance"] for u in used])}
 

@@ -2,9 +2,9 @@
 
 Each member starts from the incumbent member's weights and its own training recipe (residual or
 not, network size) and trains in the calibrated twin, its episodes starting from the window's
-logged states (:mod:`app.retraining.starts`), with a small budget (``iterations`` rollouts of ``num_envs`` x ``num_steps``)
-and the window's operator overrides as demonstrations in the BC term. Members are saved one by
-one, so a killed run skips the finished ones when it resumes.
+logged states (:mod:`app.retraining.starts`), with a small budget (``iterations`` rollouts of
+``num_envs`` x ``num_steps``) and the window's operator overrides as demonstrations in the BC
+term. Members are saved one by one, so a killed run skips the finished ones when it resumes.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ CALIBRATED_KEYS = ("start_states", "zone_soils", "fixed_soils")
 """Twin overrides that describe one night's greenhouses: the incumbent's are replaced, not kept."""
 
 
-def member_config(train_config: dict[str, Any], *, iterations: int, num_envs: int, num_steps: int, seed: int,
-                  demos: Path | None, start_states: Sequence[StartState] = (), device: str = "cpu") -> PPOConfig:
+def member_config(train_config: dict[str, Any], *, iterations: int, num_envs: int, num_steps: int,
+                  seed: int, demos: Path | None, start_states: Sequence[StartState] = (),
+                  device: str = "cpu") -> PPOConfig:
     """The incumbent member's recipe with the fine-tuning budget, in the calibrated twin: its
     episodes start from ``start_states`` (each in its greenhouse's fitted soils) when given."""
     fields = dict(train_config)
@@ -96,9 +97,10 @@ def finetune(incumbent: Path, out: Path, *, iterations: int, num_envs: int, num_
         result = train(cfg, init_state=state)
         last = result.metrics[-1]._asdict()
         save_member(d, result.agent, build_meta(cfg, seed=seed + k, member=k, metrics={
-            "train": last, "train_seconds": time.perf_counter() - start, "torch_threads": torch.get_num_threads(),
-            "world_size": world_size,
+            "train": last, "train_seconds": time.perf_counter() - start,
+            "torch_threads": torch.get_num_threads(), "world_size": world_size,
             "finetuned_from": {"version": manifest["policy_version"], "member": entry["dir"]}}))
         if on_member is not None:
             on_member(k + 1, len(entries))
-    return write_ensemble_manifest(out, dirs, extra={"parent": parent, "finetuned_from": manifest["policy_version"]})
+    return write_ensemble_manifest(out, dirs, extra={"parent": parent,
+                                                     "finetuned_from": manifest["policy_version"]})

@@ -5,7 +5,8 @@ its calibrated twin (its fitted soils, episodes starting from its logged states)
 Promoted only if the candidate earns more profit than the incumbent, with the paired bootstrap
 interval of the per-scenario difference above zero, and is no worse in yield, stress hours, hard
 terminations and safety clips (the interlock's interventions on its voted actions: what the
-service's safety layer would have had to correct), each beyond a stated margin (:data:`NO_WORSE`). Otherwise the verdict says which test failed.
+service's safety layer would have had to correct), each beyond a stated margin (:data:`NO_WORSE`).
+Otherwise the verdict says which test failed.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ class ReplayScenario(Scenario):
 
     def config(self) -> TwinConfig:
         cfg = super().config()
-        crop = dataclasses.replace(cfg.crop, root_depth_m=(self.root_m, self.root_m)) if self.root_m > 0 else cfg.crop
+        crop = dataclasses.replace(cfg.crop, root_depth_m=(self.root_m, self.root_m)) if self.root_m > 0 \
+            else cfg.crop
         return dataclasses.replace(cfg, fixed_soils=self.soils, zone_soils=self.zone_soils, crop=crop,
                                    start_states=self.start_states or None)
 
@@ -86,7 +88,8 @@ def _voter(directory: Path, zones: int) -> Any:
     return lambda obs: ensemble_vote(ensemble.propose(obs), zones)
 
 
-def replay_scenarios(calibrations: list[dict[str, Any]], days: float, instances: int, seed: int) -> list[Scenario]:
+def replay_scenarios(calibrations: list[dict[str, Any]], days: float, instances: int,
+                     seed: int) -> list[Scenario]:
     """One scenario per calibrated greenhouse of the default layout (weather drawn from ``seed``)."""
     out: list[Scenario] = []
     for i, c in enumerate(calibrations):
@@ -100,7 +103,8 @@ def replay_scenarios(calibrations: list[dict[str, Any]], days: float, instances:
     return out
 
 
-def _suite(controllers: dict[str, Counted], scenarios: list[Scenario]) -> tuple[dict[str, Any], dict[str, list[float]]]:
+def _suite(controllers: dict[str, Counted],
+           scenarios: list[Scenario]) -> tuple[dict[str, Any], dict[str, list[float]]]:
     for c in controllers.values():
         c.clips = 0
     per: dict[str, list[ControllerMetrics]] = {}
@@ -110,12 +114,13 @@ def _suite(controllers: dict[str, Counted], scenarios: list[Scenario]) -> tuple[
     return metrics, {n: [m.profit_eur_m2 for m in ms] for n, ms in per.items()}
 
 
-def run_gate(candidate: Path, incumbent: Path, calibrations: list[dict[str, Any]], *, scenarios: int, days: float,
-             instances: int, replay_days: float, seed: int = 0) -> dict[str, Any]:
-    """Evaluate and decide; returns ``{"promote": bool, "reason": str, "suites": ..., "profit_diff": ...}``."""
+def run_gate(candidate: Path, incumbent: Path, calibrations: list[dict[str, Any]], *, scenarios: int,
+             days: float, instances: int, replay_days: float, seed: int = 0) -> dict[str, Any]:
+    """Evaluate and decide; returns ``{"promote": bool, "reason": str, "suites": ...,
+    "profit_diff": ...}``."""
     z = DEFAULT_ZONES
-    controllers = {"candidate": Counted(_voter(candidate, z), z), "incumbent": Counted(_voter(incumbent, z), z),
-                   "served": Counted(served_expert(z), z)}
+    controllers = {"candidate": Counted(_voter(candidate, z), z),
+                   "incumbent": Counted(_voter(incumbent, z), z), "served": Counted(served_expert(z), z)}
     suites: dict[str, Any] = {}
     profits: dict[str, list[float]] = {n: [] for n in controllers}
     plan = [("held_out", held_out_suite(scenarios, days=days, instances=instances))]

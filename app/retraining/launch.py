@@ -62,14 +62,16 @@ def command(launcher: str, job: Path) -> list[str]:
 
 
 def launch(launcher: str, job: Path, report: Emit, tail_lines: int = 20) -> None:
-    """Run the worker under ``launcher``; relays its progress to ``report``; LaunchFailed unless it exits 0."""
+    """Run the worker under ``launcher``; relays its progress to ``report``; LaunchFailed unless it
+    exits 0."""
     cmd = command(launcher, job)
     log.info("fine-tuning under %s", shlex.join(cmd))
     tail: deque[str] = deque(maxlen=tail_lines)
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     except OSError as exc:
-        raise LaunchFailed(f"launcher {shlex.split(launcher)[0]!r} could not start: {exc.strerror or exc}") from exc
+        raise LaunchFailed(f"launcher {shlex.split(launcher)[0]!r} could not start: "
+                           f"{exc.strerror or exc}") from exc
     assert proc.stdout is not None
     with proc:
         for line in proc.stdout:
@@ -82,7 +84,8 @@ def launch(launcher: str, job: Path, report: Emit, tail_lines: int = 20) -> None
                 log.info("launcher: %s", line)
     if proc.returncode != 0:
         if tail:
-            log.error("the fine-tuning launcher exited with %s; its last output:\n%s", proc.returncode, "\n".join(tail))
+            log.error("the fine-tuning launcher exited with %s; its last output:\n%s", proc.returncode,
+                      "\n".join(tail))
         said = [t.strip() for t in tail if any(c.isalnum() for c in t)]  # not torchrun's ==== rulers
         last = said[-1][:200] if said else "no output"
         raise LaunchFailed(f"launcher '{launcher}' exited with code {proc.returncode}; last output: {last}")

@@ -31,7 +31,8 @@ def lock_path(engine: Engine) -> Path:
     file; for any other database (in-memory SQLite) one in the temporary folder named by its URL."""
     url = engine.url
     database = url.database or ""
-    if url.get_backend_name() == "sqlite" and database and database != ":memory:" and not database.startswith("file:"):
+    if url.get_backend_name() == "sqlite" and database and database != ":memory:" \
+            and not database.startswith("file:"):
         db = Path(database).resolve()
         return db.with_name(db.name + ".retrain.lock")
     key = hashlib.sha256(url.render_as_string(hide_password=False).encode()).hexdigest()[:16]

@@ -124,8 +124,8 @@ def run_retrain(sessions: sessionmaker[Session], policy_dir: Path, root: Path, o
                candidate=final.get("candidate"), reason=str(final.get("reason", "")), finished=True)
     run.close()
     report("end", run=run.run_id, status=status, reason=final.get("reason", ""))
-    return Outcome(EXIT_PROMOTED if status == "promoted" else EXIT_REFUSED, run.run_id, str(final.get("reason", "")),
-                   summary)
+    return Outcome(EXIT_PROMOTED if status == "promoted" else EXIT_REFUSED, run.run_id,
+                   str(final.get("reason", "")), summary)
 
 
 def _resumable(sessions: sessionmaker[Session], root: Path, opts: RetrainOptions, now: datetime,
@@ -179,8 +179,10 @@ def _window(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts
 
     incumbent = registry.ensure_seeded(sessions, policy_dir)
     if incumbent is None:
-        raise registry.RegistryError(f"no promoted policy and no ensemble in {policy_dir}: nothing to fine-tune")
-    until = max(now, newest_decision(sessions) or now)  # a plant clock ahead of this one (the demo's) counts too
+        raise registry.RegistryError(f"no promoted policy and no ensemble in {policy_dir}: nothing to "
+                                     "fine-tune")
+    until = max(now, newest_decision(sessions) or now)  # a plant clock ahead of this one (the demo's)
+                                                        # counts too
     since = until - timedelta(days=opts.window_days)
     folder = run.path / "window"
     folder.mkdir(exist_ok=True)
@@ -188,7 +190,8 @@ def _window(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts
     for w in windows:
         w.save(folder / f"{w.greenhouse_id}.npz")
     demos, demo_file = _export_demos(sessions, run.path / "demos.npz", since, until)
-    return {"since": since, "until": until, "incumbent": incumbent.version, "incumbent_dir": incumbent.directory,
+    return {"since": since, "until": until, "incumbent": incumbent.version,
+            "incumbent_dir": incumbent.directory,
             "greenhouses": [{"id": w.greenhouse_id, "steps": w.steps, "skipped": w.skipped} for w in windows],
             "demos": demos, "demos_file": demo_file}
 
@@ -220,8 +223,8 @@ def _calibrate(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, o
         if len(w.soils) == DEFAULT_ZONES:  # the ensemble's layout: its episodes can start here
             starts = start_states(w, c, opts.start_states, seed=opts.seed + i)
             c["start_states"] = [asdict(s) for s in starts]
-            c["distribution"] = distances(w, starts, instances=opts.distance_instances, days=opts.distance_days,
-                                          seed=opts.seed + i)
+            c["distribution"] = distances(w, starts, instances=opts.distance_instances,
+                                          days=opts.distance_days, seed=opts.seed + i)
         else:
             c["start_states"] = []
             c["distribution"] = {"why": f"{len(w.soils)} zones: the ensemble controls {DEFAULT_ZONES}"}
@@ -265,7 +268,8 @@ def _finetune(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, op
         config_hash=twin_hash, git_commit=git_commit(),
         calibration=_brief("calibrate", calibration), note=f"fine-tuned by retraining run {run.run_id}")
     return {"candidate": version, "directory": str(out), "members": len(manifest["members"]),
-            "start_states": len(logged), "twin": "calibrated, logged starts" if logged else "default (no logged starts)",
+            "start_states": len(logged),
+            "twin": "calibrated, logged starts" if logged else "default (no logged starts)",
             "twin_config_hash": twin_hash, "ranks": (first.get("metrics") or {}).get("world_size", 1),
             "launcher": opts.launcher or "in-process"}
 
@@ -282,8 +286,8 @@ def _gate(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opts: 
                       replay_days=opts.replay_days, seed=opts.seed)
     info = registry.get(sessions, tuned["candidate"])
     if info is not None and info.status == "candidate":
-        registry.add_candidate(sessions, tuned["candidate"], Path(tuned["directory"]), parent=window["incumbent"],
-                               metrics=plain(_brief("gate", result)))
+        registry.add_candidate(sessions, tuned["candidate"], Path(tuned["directory"]),
+                               parent=window["incumbent"], metrics=plain(_brief("gate", result)))
     return result
 
 
@@ -293,7 +297,8 @@ def _promote(sessions: sessionmaker[Session], policy_dir: Path, run: RunDir, opt
     candidate = tuned["candidate"]
     reason = str(gate.get("reason", ""))
     current = registry.promoted(sessions)
-    if gate.get("promote") and current is not None and current.version == candidate:  # a crash after promoting
+    if gate.get("promote") and current is not None \
+            and current.version == candidate:  # a crash after promoting
         return {"promoted": True, "candidate": candidate, "reason": reason}
     if gate.get("promote") and current is not None and current.version != window["incumbent"]:
         reason = (f"{current.version} was promoted while the run compared against {window['incumbent']}: "

@@ -159,6 +159,6 @@ def last_run(sessions: sessionmaker[Session]) -> dict[str, Any] | None:
         row = s.scalar(select(RetrainRun).order_by(RetrainRun.started_at.desc()).limit(1))
         if row is None:
             return None
-        return plain({"id": row.id, "status": row.status, "started_at": row.started_at, "finished_at": row.finished_at,
-                      "incumbent": row.incumbent, "candidate": row.candidate, "reason": row.reason,
-                      "summary": row.summary})
+        return plain({"id": row.id, "status": row.status, "started_at": row.started_at,
+                      "finished_at": row.finished_at, "incumbent": row.incumbent, "candidate": row.candidate,
+                      "reason": row.reason, "summary": row.summary})

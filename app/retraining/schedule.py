@@ -19,7 +19,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 DEMO_BUDGET: tuple[str, ...] = ("--days", "14", "--iterations", "1", "--envs", "16", "--steps", "32",
-                                "--scenarios", "2", "--eval-days", "1", "--replay-days", "1", "--instances", "2")
+                                "--scenarios", "2", "--eval-days", "1", "--replay-days", "1", "--instances",
+                                "2")
 """A run of a minute or two on a laptop: enough to go through every stage, not to learn much."""
 
 
@@ -50,7 +51,8 @@ class RetrainSchedule:
         cmd = [sys.executable, "-m", "app.cli", "retrain", "--dir", str(self.root), *self.budget]
         log.info("scheduled retraining: %s", " ".join(cmd[2:]))
         self._proc = await asyncio.create_subprocess_exec(
-            *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env={**os.environ, **(self.env or {})})
+            *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            env={**os.environ, **(self.env or {})})
         assert self._proc.stdout is not None
         async for raw in self._proc.stdout:
             line = raw.decode(errors="replace").strip()
@@ -68,7 +70,8 @@ class RetrainSchedule:
         self._proc = None
         self.codes.append(code)
         log.warning("scheduled retraining finished: exit %d (%s)", code,
-                    {0: "promoted", 1: "error", 3: "refused by the gate", 4: "another run holds the lock"}.get(code, "?"))
+                    {0: "promoted", 1: "error", 3: "refused by the gate",
+                     4: "another run holds the lock"}.get(code, "?"))
         return code
 
     def stop(self) -> None:

@@ -26,7 +26,8 @@ from twin import GreenhouseTwin
 from twin.config import StartState, TwinConfig
 
 
-def start_states(window: GreenhouseWindow, calibration: dict[str, Any], limit: int, seed: int) -> list[StartState]:
+def start_states(window: GreenhouseWindow, calibration: dict[str, Any], limit: int,
+                 seed: int) -> list[StartState]:
     """Up to ``limit`` of the window's steps with every zone's moisture logged (a seeded sample, in
     time order), in the greenhouse's calibrated soils and root depth."""
     moisture = window.logged_moisture()
@@ -45,7 +46,8 @@ def start_states(window: GreenhouseWindow, calibration: dict[str, Any], limit: i
     return out
 
 
-def before_after(window: GreenhouseWindow, starts: list[StartState], dt_s: float) -> tuple[TwinConfig, TwinConfig]:
+def before_after(window: GreenhouseWindow, starts: list[StartState],
+                 dt_s: float) -> tuple[TwinConfig, TwinConfig]:
     """The greenhouse's twin before calibration (its soil classes' table values, random starts)
     and after (its fitted soils and root depth, its logged starts)."""
     before = TwinConfig(fixed_soils=window.soils, dt_s=dt_s)
@@ -89,7 +91,8 @@ def _rollout(cfg: TwinConfig, instances: int, days: float, seed: int) -> dict[st
         irrigation[t] = np.asarray(info["irrigation_mm"], dtype=np.float64)
     whole = steps // per_day
     daily = irrigation[:whole * per_day].reshape(whole, per_day, instances, z).sum(axis=1)
-    return {"start": start, "moisture": np.concatenate(moisture).reshape(-1), "daily_irrigation": daily.reshape(-1)}
+    return {"start": start, "moisture": np.concatenate(moisture).reshape(-1),
+            "daily_irrigation": daily.reshape(-1)}
 
 
 def distances(window: GreenhouseWindow, starts: list[StartState], *, instances: int, days: float, seed: int,
@@ -102,8 +105,8 @@ def distances(window: GreenhouseWindow, starts: list[StartState], *, instances: 
     out: dict[str, Any] = {"instances": instances, "rollout_days": days, "start_states": len(starts)}
     if not starts:
         return out | {"why": "no step of the window has every zone's moisture"}
-    sims = {name: _rollout(cfg, instances, days, seed) for name, cfg in zip(("before", "after"),
-                                                                            before_after(window, starts, dt_s), strict=True)}
+    sims = {name: _rollout(cfg, instances, days, seed)
+            for name, cfg in zip(("before", "after"), before_after(window, starts, dt_s), strict=True)}
     for key, logged, sim_key in (("start_moisture", logged_moisture, "start"),
                                  ("rollout_moisture", logged_moisture, "moisture"),
                                  ("daily_irrigation_mm", logged_irrigation, "daily_irrigation")):
@@ -114,7 +117,8 @@ def distances(window: GreenhouseWindow, starts: list[StartState], *, instances: 
 def describe(greenhouse_id: str, result: dict[str, Any]) -> str:
     """One line: each distance before -> after."""
     parts = []
-    for key, unit in (("start_moisture", "m3/m3"), ("rollout_moisture", "m3/m3"), ("daily_irrigation_mm", "mm/day")):
+    for key, unit in (("start_moisture", "m3/m3"), ("rollout_moisture", "m3/m3"),
+                      ("daily_irrigation_mm", "mm/day")):
         d = result.get(key)
         if d:
             parts.append(f"{key} {d['before']:.4f} -> {d['after']:.4f} {unit}")

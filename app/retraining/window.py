@@ -125,7 +125,8 @@ def read_window(sessions: sessionmaker[Session], since: datetime, until: datetim
                 etc.append(max(0.0, float(est["etc_mm"])))
                 ts.append(when)
                 theta = est.get("theta") if isinstance(est.get("theta"), list) else []
-                est_theta.append([_number(v) for v in theta][:len(zone_soils)] + [math.nan] * (len(zone_soils) - len(theta)))
+                est_theta.append([_number(v) for v in theta][:len(zone_soils)]
+                                 + [math.nan] * (len(zone_soils) - len(theta)))
                 crop_days.append(_number((est.get("crop_twin") or {}).get("crop_day")))
             if len(etc) < MIN_STEPS or any(len(m) != len(zone_soils) for m in moist):
                 continue
@@ -133,7 +134,8 @@ def read_window(sessions: sessionmaker[Session], since: datetime, until: datetim
             dt_s = float(np.median(gaps)) if gaps.size else 600.0
             out.append(GreenhouseWindow(gh, tuple(zone_soils), np.asarray(moist, dtype=np.float64),
                                         np.asarray(irr, dtype=np.float64), np.asarray(etc, dtype=np.float64),
-                                        max(dt_s, 1.0), skipped, theta_est=np.asarray(est_theta, dtype=np.float64),
+                                        max(dt_s, 1.0), skipped,
+                                        theta_est=np.asarray(est_theta, dtype=np.float64),
                                         hour_of_year=np.asarray([hour_of_year(t, site) for t in ts]),
                                         crop_day=np.asarray(crop_days, dtype=np.float64)))
     return out

@@ -64,7 +64,8 @@ def signing_identity(settings: Settings, state_dir: Path,
 
 
 def trusted_certificate(settings: Settings, state_dir: Path) -> Path:
-    """The certificate a report of this service is checked against: the configured one, else the dev/demo one."""
+    """The certificate a report of this service is checked against: the configured one, else the
+    dev/demo one."""
     return Path(settings.report_cert or dev_signing_paths(state_dir)[1])
 
 

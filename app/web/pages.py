@@ -47,8 +47,8 @@ def _to_login(request: Request) -> RedirectResponse:
     return RedirectResponse(f"/login?next={target}", status_code=303)
 
 
-PAGE_WORDS = ("nav.", "gh.", "col.", "kv.", "tile.", "value.", "alarms.", "severity.", "unit.days", "language.", "zone",
-              "list.sep", "page.", "badge.", "soil.")
+PAGE_WORDS = ("nav.", "gh.", "col.", "kv.", "tile.", "value.", "alarms.", "severity.", "unit.days",
+              "language.", "zone", "list.sep", "page.", "badge.", "soil.")
 """The catalogue's keys the pages' scripts label themselves with (handed over in a ``<meta>`` tag)."""
 
 
@@ -82,7 +82,8 @@ def _render(request: Request, name: str, session: tuple[Principal, str], **conte
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str = "/") -> Response:
     # Only a path on this site: '//host' and '/\\host' are other sites to a browser.
-    safe_next = next if next.startswith("/") and not next.startswith(("//", "/\\")) and "\\" not in next else "/"
+    safe_next = (next if next.startswith("/") and not next.startswith(("//", "/\\")) and "\\" not in next
+                 else "/")
     if _user(request) is not None:
         return RedirectResponse(safe_next, status_code=303)
     lang = _login_language(request)
@@ -108,7 +109,8 @@ def greenhouse_page(gh: str, request: Request) -> Response:
     if gh not in request.app.state.runtime.controllers:
         raise HTTPException(status_code=404, detail=f"unknown greenhouse {gh!r}")
     runtime = request.app.state.runtime
-    return _page(request, "greenhouse.html", page="greenhouse", gh=gh, gh_name=runtime.controllers[gh].setup.name or gh,
+    return _page(request, "greenhouse.html", page="greenhouse", gh=gh,
+                 gh_name=runtime.controllers[gh].setup.name or gh,
                  verify_command=verify_command(runtime.settings.report_cert, runtime.state_dir))
 
 

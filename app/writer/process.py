@@ -70,7 +70,8 @@ class WriterConfig:
 
 
 def _load_one_thread(directory: Path, zones: int) -> Proposer:
-    """:func:`control.load_proposer`, then torch on one thread: this process must not crowd the control loop."""
+    """:func:`control.load_proposer`, then torch on one thread: this process must not crowd the control
+    loop."""
     proposer = load_proposer(directory, zones)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
@@ -96,7 +97,8 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
         from audit import Keyring, Signer
         from audit.store import AuditStore
 
-        audit = AuditSink(AuditStore(engine, Keyring.from_json(cfg.audit_keys[0]), Signer.from_pem(cfg.audit_keys[1])),
+        audit = AuditSink(AuditStore(engine, Keyring.from_json(cfg.audit_keys[0]),
+                                     Signer.from_pem(cfg.audit_keys[1])),
                           recorder.dead_letters)
     proposers = ProposerCache(cfg.policy_dir, loader=_load_one_thread,
                               fixed=pickle.loads(cfg.proposer) if cfg.proposer is not None else None)
@@ -160,7 +162,8 @@ def _serve(cfg: WriterConfig, conn: Any) -> None:
             if audit is None or audit.pending == 0:
                 reader.delete_consumed(including_current=True)  # the loop closed the journal before "stop"
             else:  # the next start replays the journal and seals what is missing
-                log.error("%d audit events could not be sealed at shutdown; they stay journaled", audit.pending)
+                log.error("%d audit events could not be sealed at shutdown; they stay journaled",
+                          audit.pending)
             break
     if audit is not None:
         audit.close()

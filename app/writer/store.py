@@ -37,7 +37,8 @@ class DecisionStore:
     def store(self, jobs: list[Job], *, skip_stored: bool = False) -> list[Job]:
         """Store ``jobs`` in order; ``skip_stored`` first drops those already in the database (a
         replay after a crash). Returns the jobs stored by this call."""
-        to_store, to_audit = (self._not_stored(jobs), self._not_audited(jobs)) if skip_stored else (jobs, jobs)
+        to_store, to_audit = ((self._not_stored(jobs), self._not_audited(jobs)) if skip_stored
+                              else (jobs, jobs))
         needed = {id(j) for j in (*to_store, *to_audit)}
         if skip_stored:
             stored = {id(j) for j in to_store}
@@ -103,7 +104,8 @@ class DecisionStore:
                 keys = [(g, q) for k, g, q in (j.key for j in jobs) if k == kind]
                 stored |= {(kind, g, q) for g, q in self.recorder.stored_keys(kind, keys)}
         except OperationalError:  # cannot tell: all go to the spool, whose write-back skips stored rows
-            log.warning("database unavailable while replaying %d journaled records: spooling them all", len(jobs))
+            log.warning("database unavailable while replaying %d journaled records: spooling them all",
+                        len(jobs))
         return [j for j in jobs if j.key not in stored]
 
     def _explain_in_order(self, jobs: list[Job], needed: set[int]) -> None:

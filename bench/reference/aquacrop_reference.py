@@ -1,4 +1,5 @@
-"""AquaCrop reference runs for the twin's wet- and dry-side water stress: tomato, one dry season, four regimes.
+"""AquaCrop reference runs for the twin's wet- and dry-side water stress: tomato, one dry season, four
+regimes.
 
 The twin's root-zone bucket takes its dry-side stress from FAO-56 and its wet-side (aeration) stress from
 FAO's AquaCrop. This script runs AquaCrop itself, through its Python port AquaCrop-OSPy, so the twin can
@@ -10,11 +11,11 @@ be driven with the same daily ET0, rain and irrigation and compared day by day:
 Setup: AquaCrop's own Tomato crop (transplanted 1 April, 110-day season) on its shipped Tunis weather
 file, season 1995: 35.5 mm of rain against 568.5 mm of reference ET over the season, and a highest
 maximum temperature of 36.3 degC, under the tomato's 40 degC pollination limit, so irrigation decides
-the outcome and heat does not. One homogeneous soil for all scenarios, AquaCrop's built-in SandyClay (wilting point
-0.27, field capacity 0.39, saturation 0.50, Ksat 35 mm/day): it drains slowly, and its anaerobiosis point
-(saturation minus the crop's Aer, 0.45) lies above field capacity, so refilling to field capacity does
-not by itself count as waterlogging. (On AquaCrop's "Clay" and "SiltClay" it would: their saturation is
-within 5 vol% of field capacity.) Every run starts at field capacity.
+the outcome and heat does not. One homogeneous soil for all scenarios, AquaCrop's built-in SandyClay
+(wilting point 0.27, field capacity 0.39, saturation 0.50, Ksat 35 mm/day): it drains slowly, and its
+anaerobiosis point (saturation minus the crop's Aer, 0.45) lies above field capacity, so refilling to
+field capacity does not by itself count as waterlogging. (On AquaCrop's "Clay" and "SiltClay" it would:
+their saturation is within 5 vol% of field capacity.) Every run starts at field capacity.
 
 Scenarios:
   full     AquaCrop's soil-moisture-target rule: irrigate when the root zone has lost 20 % of its total
@@ -77,7 +78,8 @@ def _require_aquacrop() -> Any:
     try:
         import aquacrop
     except ImportError:
-        sys.exit(f"aquacrop_reference: AquaCrop-OSPy is not installed (pip install aquacrop=={AQUACROP_VERSION})")
+        sys.exit(f"aquacrop_reference: AquaCrop-OSPy is not installed "
+                 f"(pip install aquacrop=={AQUACROP_VERSION})")
     found = metadata.version("aquacrop")
     if found != AQUACROP_VERSION:
         sys.exit(f"aquacrop_reference: needs aquacrop=={AQUACROP_VERSION}, found {found}")
@@ -169,7 +171,8 @@ def _daily_rows(name: str, model: Any, probed: list[dict[str, float]], weather: 
             "et0_mm": _r(met.at[date, "ReferenceET"]), "precip_mm": _r(met.at[date, "Precipitation"]),
             "irrigation_mm": _r(flux.at[i, "IrrDay"]), "runoff_mm": _r(flux.at[i, "Runoff"]),
             "deep_perc_mm": _r(flux.at[i, "DeepPerc"]), "soil_evap_mm": _r(flux.at[i, "Es"]),
-            "theta_rz": _r(flux.at[i, "Wr"] / (1000.0 * depth)), "depletion_mm": _r(rz[2]), "taw_mm": _r(rz[4]),
+            "theta_rz": _r(flux.at[i, "Wr"] / (1000.0 * depth)), "depletion_mm": _r(rz[2]),
+            "taw_mm": _r(rz[4]),
             "root_depth_m": _r(z_root), "theta_rz_stress": _r(p["theta_rz_stress"]),
             "tr_mm": _r(flux.at[i, "Tr"]), "tr_pot_mm": _r(flux.at[i, "TrPot"]),
             "ks_sto_lin": _r(p["ks_sto_lin"]), "ks_sto": _r(p["ks_sto"]), "ksa_aer": _r(p["ksa_aer"]),
@@ -179,7 +182,8 @@ def _daily_rows(name: str, model: Any, probed: list[dict[str, float]], weather: 
     return rows
 
 
-def _summary(rule: str, model: Any, rows: list[dict[str, Any]], probed: list[dict[str, float]]) -> dict[str, Any]:
+def _summary(rule: str, model: Any, rows: list[dict[str, Any]],
+             probed: list[dict[str, float]]) -> dict[str, Any]:
     """Seasonal totals and stress-day counts of one scenario, with AquaCrop's own yield names."""
     final = model.get_simulation_results().iloc[0]
     growth = model.get_crop_growth()
@@ -269,8 +273,10 @@ def _soil_params(model: Any, aer_pct: float) -> dict[str, Any]:
 
 
 def _full(ac: Any) -> Scenario:
-    """Irrigation that keeps the root zone between field capacity and well inside its readily available water."""
-    return Scenario("full", f"soil-moisture target: irrigate to field capacity (at most 25 mm) whenever the root "
+    """Irrigation that keeps the root zone between field capacity and well inside its readily available
+    water."""
+    return Scenario("full", f"soil-moisture target: irrigate to field capacity (at most 25 mm) "
+                            f"whenever the root "
                             f"zone holds less than {FULL_SMT_PCT:g} % of its total available water",
                     lambda: ac.IrrigationManagement(1, SMT=[FULL_SMT_PCT] * 4))
 
@@ -296,7 +302,8 @@ def _realised_schedule(rows: list[dict[str, Any]]) -> Any:
     import pandas as pd
 
     wet = [r for r in rows if r["irrigation_mm"] > 0]
-    return pd.DataFrame({"Date": pd.to_datetime([r["date"] for r in wet]), "Depth": [r["irrigation_mm"] for r in wet]})
+    return pd.DataFrame({"Date": pd.to_datetime([r["date"] for r in wet]),
+                         "Depth": [r["irrigation_mm"] for r in wet]})
 
 
 def _simulate(ac: Any, weather: Any, scen: Scenario) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
@@ -352,8 +359,10 @@ def main() -> int:
     (OUT_DIR / SUMMARY_JSON).write_text(json.dumps(doc, indent=2) + "\n")
     for name, s in summaries.items():
         print(f"{name:8s} irr {s['seasonal_irrigation_mm']:7.1f} mm  Tr {s['seasonal_transpiration_mm']:6.1f}"
-              f"/{s['seasonal_potential_transpiration_mm']:6.1f} mm  aer days {s['days_with_aeration_stress']:3d}"
-              f"  dry yield {s['dry_yield_t_ha']:6.3f} t/ha ({s['relative_to_full']['dry_yield']:.3f} of full)")
+              f"/{s['seasonal_potential_transpiration_mm']:6.1f} mm  "
+              f"aer days {s['days_with_aeration_stress']:3d}"
+              f"  dry yield {s['dry_yield_t_ha']:6.3f} t/ha "
+              f"({s['relative_to_full']['dry_yield']:.3f} of full)")
     return 0
 
 

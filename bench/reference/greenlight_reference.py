@@ -155,8 +155,10 @@ def _mods(days: float, scenario: Scenario) -> list[dict[str, Any]]:
     return [options, consts] if consts else [options]
 
 
-def simulate(scenario: Scenario, days: float, jobs: int = 1) -> tuple[pd.DataFrame, dict[str, float], dict[str, float]]:
-    """Run one scenario: 5-minute samples of COLUMNS (0 .. days inclusive), constants, wall and CPU seconds."""
+def simulate(scenario: Scenario, days: float,
+             jobs: int = 1) -> tuple[pd.DataFrame, dict[str, float], dict[str, float]]:
+    """Run one scenario: 5-minute samples of COLUMNS (0 .. days inclusive), constants, wall and CPU
+    seconds."""
     t0, c0 = time.perf_counter(), time.process_time()
     mdl = greenlight.GreenLight(optional_prompt=_mods(days, scenario))  # default prompt = MODEL + WEATHER
     with contextlib.redirect_stdout(_Progress(scenario.name)), warnings.catch_warnings():
@@ -168,7 +170,8 @@ def simulate(scenario: Scenario, days: float, jobs: int = 1) -> tuple[pd.DataFra
     frame = mdl.full_sol[["Time", *COLUMNS]].astype(float).reset_index(drop=True)
     names = set(LAMP_CONSTS + SETPOINT_CONSTS + CONVERSION_CONSTS)
     consts = {k: _arith(mdl.variables[k]) for k in sorted(names)}
-    return frame, consts, {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "jobs": jobs}
+    return frame, consts, {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                           "jobs": jobs}
 
 
 Run = tuple[pd.DataFrame, dict[str, float], dict[str, float]]
@@ -227,7 +230,8 @@ def summarise(f: pd.DataFrame, c: Mapping[str, float]) -> dict[str, float]:
     heat_mj = integral(col["hBoilPipe"] + col["hBoilGroPipe"]) / 1e6
     lamp_kwh = integral(col["qLampIn"] + col["qIntLampIn"]) / 3.6e6
     par_sun = integral(c["parJtoUmolSun"] * col["rParGhSun"]) / 1e6
-    par_lamp = integral(c["zetaLampPar"] * col["rParGhLamp"] + c["zetaIntLampPar"] * col["rParGhIntLamp"]) / 1e6
+    par_lamp = integral(c["zetaLampPar"] * col["rParGhLamp"]
+                        + c["zetaIntLampPar"] * col["rParGhIntLamp"]) / 1e6
     harvest_ch2o = integral(col["mcFruitHar"]) / 1e3  # g CH2O m-2
     fruit0, fruit1 = col["cFruit"][0] / 1e3, col["cFruit"][-1] / 1e3
     net_ch2o = harvest_ch2o + fruit1 - fruit0
@@ -293,7 +297,8 @@ HOURLY_COLUMNS = {
     "co2_air_ppm": "co2InPpm",
     "t_can_c": "tCan",
     "par_sun_umol_m2_s": "parJtoUmolSun * rParGhSun (sun's PAR above the canopy, after the cover)",
-    "par_lamp_umol_m2_s": "zetaLampPar * rParGhLamp + zetaIntLampPar * rParGhIntLamp (lamps' PAR above the canopy)",
+    "par_lamp_umol_m2_s": ("zetaLampPar * rParGhLamp + zetaIntLampPar * rParGhIntLamp "
+                           "(lamps' PAR above the canopy)"),
     "lamp_frac": "uLamp (toplight control, 0..1)",
     "lamp_w_m2": "qLampIn + qIntLampIn (lamp electrical input)",
     "heating_w_m2": "hBoilPipe + hBoilGroPipe (boiler heat into the pipes)",
@@ -340,7 +345,8 @@ def hourly_table(f: pd.DataFrame, c: Mapping[str, float]) -> pd.DataFrame:
         "co2_air_ppm": hourly(g["co2InPpm"]),
         "t_can_c": hourly(g["tCan"]),
         "par_sun_umol_m2_s": hourly(c["parJtoUmolSun"] * g["rParGhSun"]),
-        "par_lamp_umol_m2_s": hourly(c["zetaLampPar"] * g["rParGhLamp"] + c["zetaIntLampPar"] * g["rParGhIntLamp"]),
+        "par_lamp_umol_m2_s": hourly(c["zetaLampPar"] * g["rParGhLamp"]
+                                     + c["zetaIntLampPar"] * g["rParGhIntLamp"]),
         "lamp_frac": hourly(g["uLamp"]),
         "lamp_w_m2": hourly(g["qLampIn"] + g["qIntLampIn"]),
         "heating_w_m2": hourly(g["hBoilPipe"] + g["hBoilGroPipe"]),

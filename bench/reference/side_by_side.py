@@ -65,11 +65,12 @@ def greenlight_table() -> str:
         for s in GREENLIGHT_SCENARIOS:
             cells += [fmt.format(tables.reference(s, key)), fmt.format(getattr(runs[s], key))]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
-    reference = {**tables.summary["marginal"], "fruit_fw_g_per_mol_par": tables.reference("shipped",
-                                                                                          "fruit_fw_g_per_mol_par")}
+    reference = {**tables.summary["marginal"],
+                 "fruit_fw_g_per_mol_par": tables.reference("shipped", "fruit_fw_g_per_mol_par")}
     twin = marginals(runs)
     out += ["", "| marginal quantity | GreenLight | twin |", "|---|---|---|"]
-    out += [f"| {label} | {fmt.format(reference[key])} | {fmt.format(twin[key])} |" for label, key, fmt in MARGINAL_ROWS]
+    out += [f"| {label} | {fmt.format(reference[key])} | {fmt.format(twin[key])} |"
+            for label, key, fmt in MARGINAL_ROWS]
     return "\n".join(out)
 
 
@@ -78,9 +79,12 @@ def aquacrop_table() -> str:
     tables = AquaCropTables.read(REFERENCE)
     days, soil, crop = tables.days, tables.soil, CropConfig()
     drain = fit_daily_drainage(days["excess"], soil, crop, 0.5, tables.mean_theta("excess"))
-    out = [f"Bucket drainage fitted on the excess run: {drain:.3f} of the water above field capacity a day.", "",
-           "| regime | irrigation [mm] | AquaCrop Tr [mm] | twin Tr [mm] | twin Tr, FAO-56 p 0.40 [mm] | AquaCrop mean "
-           "theta | twin mean theta | AquaCrop aeration days | twin aeration days | AquaCrop dry yield / full | twin Tr / full "
+    out = [f"Bucket drainage fitted on the excess run: {drain:.3f} of the water above field capacity a day.",
+           "",
+           "| regime | irrigation [mm] | AquaCrop Tr [mm] | twin Tr [mm] | twin Tr, FAO-56 p 0.40 [mm] | "
+           "AquaCrop mean "
+           "theta | twin mean theta | AquaCrop aeration days | twin aeration days | "
+           "AquaCrop dry yield / full | twin Tr / full "
            "(its assimilation factor) |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     full_tr = drive_aquacrop(days["full"], soil, crop, 0.5, drain)["transpiration_mm"]
@@ -88,9 +92,12 @@ def aquacrop_table() -> str:
         ref = tables.summary["scenarios"][name]
         twin = drive_aquacrop(days[name], soil, crop, 0.5, drain)
         fao = drive_aquacrop(days[name], soil, crop, crop.depletion_fraction, drain)
-        out.append(f"| {name} | {ref['seasonal_irrigation_mm']:.0f} | {ref['seasonal_transpiration_mm']:.0f} | "
-                   f"{twin['transpiration_mm']:.0f} | {fao['transpiration_mm']:.0f} | {tables.mean_theta(name):.3f} | "
-                   f"{twin['mean_theta']:.3f} | {ref['days_with_aeration_stress']} | {twin['aeration_days']} | "
+        out.append(f"| {name} | {ref['seasonal_irrigation_mm']:.0f} | "
+                   f"{ref['seasonal_transpiration_mm']:.0f} | "
+                   f"{twin['transpiration_mm']:.0f} | {fao['transpiration_mm']:.0f} | "
+                   f"{tables.mean_theta(name):.3f} | "
+                   f"{twin['mean_theta']:.3f} | {ref['days_with_aeration_stress']} | "
+                   f"{twin['aeration_days']} | "
                    f"{ref['relative_to_full']['dry_yield']:.2f} | {twin['transpiration_mm'] / full_tr:.2f} |")
     return "\n".join(out)
 

@@ -64,7 +64,8 @@ def upgrade() -> None:
         ),
         sa.CheckConstraint("daily_water_cap_l > 0", name=op.f("ck_zone_water_cap_pos")),
         sa.ForeignKeyConstraint(
-            ["greenhouse_id"], ["greenhouse.id"], name=op.f("fk_zone_greenhouse_id_greenhouse"), ondelete="CASCADE"
+            ["greenhouse_id"], ["greenhouse.id"], name=op.f("fk_zone_greenhouse_id_greenhouse"),
+            ondelete="CASCADE"
         ),
         sa.PrimaryKeyConstraint("greenhouse_id", "zone_index", name=op.f("pk_zone")),
     )
@@ -95,7 +96,8 @@ def upgrade() -> None:
         ),
         sa.CheckConstraint("confidence >= 0 AND confidence <= 1", name=op.f("ck_decision_confidence_range")),
         sa.ForeignKeyConstraint(
-            ["greenhouse_id"], ["greenhouse.id"], name=op.f("fk_decision_greenhouse_id_greenhouse"), ondelete="RESTRICT"
+            ["greenhouse_id"], ["greenhouse.id"], name=op.f("fk_decision_greenhouse_id_greenhouse"),
+            ondelete="RESTRICT"
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_decision")),
         sa.UniqueConstraint("cmd_id", name=op.f("uq_decision_cmd_id")),
@@ -113,10 +115,12 @@ def upgrade() -> None:
         sa.Column("to_mode", sa.String(length=8), nullable=False),
         sa.Column("reason", sa.String(length=500), nullable=False),
         sa.CheckConstraint("seq >= 0", name=op.f("ck_mode_change_seq_nonneg")),
-        sa.CheckConstraint(f"from_mode IS NULL OR from_mode IN {_MODES}", name=op.f("ck_mode_change_from_mode")),
+        sa.CheckConstraint(f"from_mode IS NULL OR from_mode IN {_MODES}",
+                           name=op.f("ck_mode_change_from_mode")),
         sa.CheckConstraint(f"to_mode IN {_MODES}", name=op.f("ck_mode_change_to_mode")),
         sa.ForeignKeyConstraint(
-            ["greenhouse_id"], ["greenhouse.id"], name=op.f("fk_mode_change_greenhouse_id_greenhouse"), ondelete="RESTRICT"
+            ["greenhouse_id"], ["greenhouse.id"], name=op.f("fk_mode_change_greenhouse_id_greenhouse"),
+            ondelete="RESTRICT"
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_mode_change")),
         sa.UniqueConstraint("greenhouse_id", "seq", name=op.f("uq_mode_change_greenhouse_id_seq")),

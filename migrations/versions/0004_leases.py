@@ -31,7 +31,8 @@ def upgrade() -> None:
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
         sa.CheckConstraint("fencing_token >= 0", name=op.f("ck_greenhouse_lease_fencing_token_nonneg")),
         sa.ForeignKeyConstraint(["greenhouse_id"], ["greenhouse.id"],
-                                name=op.f("fk_greenhouse_lease_greenhouse_id_greenhouse"), ondelete="CASCADE"),
+                                name=op.f("fk_greenhouse_lease_greenhouse_id_greenhouse"),
+                                ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("greenhouse_id", name=op.f("pk_greenhouse_lease")),
     )
     op.create_table(

@@ -30,8 +30,8 @@ def upgrade() -> None:
         sa.Column("decisions", sa.Integer(), nullable=False),
         sa.Column("sums", sa.JSON(), nullable=False),
         sa.Column("counts", sa.JSON(), nullable=False),
-        sa.ForeignKeyConstraint(["greenhouse_id"], ["greenhouse.id"], name=op.f("fk_trend_cell_greenhouse_id_greenhouse"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(["greenhouse_id"], ["greenhouse.id"],
+                                name=op.f("fk_trend_cell_greenhouse_id_greenhouse"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("greenhouse_id", "cell", name=op.f("pk_trend_cell")),
     )
     op.create_table(

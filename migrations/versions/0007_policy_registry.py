@@ -48,7 +48,8 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("version", name=op.f("pk_policy_version")),
     )
     op.create_index("uq_policy_version_promoted", "policy_version", ["status"], unique=True,
-                    postgresql_where=sa.text("status = 'promoted'"), sqlite_where=sa.text("status = 'promoted'"))
+                    postgresql_where=sa.text("status = 'promoted'"),
+                    sqlite_where=sa.text("status = 'promoted'"))
     op.create_table(
         "retrain_run",
         sa.Column("id", sa.String(length=64), nullable=False),

@@ -28,14 +28,18 @@ def upgrade() -> None:
     Plain ``ADD COLUMN`` on every database: SQLite's batch mode would copy and drop the greenhouse table,
     and with foreign keys on, the drop would take every zone with it. Its checks are PostgreSQL's (SQLite
     adds no constraint to an existing table; the API refuses such values before any write)."""
-    op.add_column("greenhouse", sa.Column("lamps_ours", sa.Boolean(), server_default=sa.true(), nullable=False))
+    op.add_column("greenhouse", sa.Column("lamps_ours", sa.Boolean(), server_default=sa.true(),
+                                          nullable=False))
     op.add_column("greenhouse", sa.Column("lamp_hours_per_day", sa.Float(), nullable=True))
-    op.add_column("greenhouse", sa.Column("settings_version", sa.Integer(), server_default="1", nullable=False))
+    op.add_column("greenhouse", sa.Column("settings_version", sa.Integer(), server_default="1",
+                                          nullable=False))
     op.add_column("zone", sa.Column("name", sa.String(length=200), nullable=True))
     if op.get_bind().dialect.name != "sqlite":
         op.create_check_constraint(op.f("ck_greenhouse_lamp_hours_range"), "greenhouse",
-                                   "lamp_hours_per_day IS NULL OR (lamp_hours_per_day >= 0 AND lamp_hours_per_day <= 24)")
-        op.create_check_constraint(op.f("ck_greenhouse_settings_version_pos"), "greenhouse", "settings_version >= 1")
+                                   "lamp_hours_per_day IS NULL OR (lamp_hours_per_day >= 0 AND "
+                                   "lamp_hours_per_day <= 24)")
+        op.create_check_constraint(op.f("ck_greenhouse_settings_version_pos"), "greenhouse",
+                                   "settings_version >= 1")
 
 
 def downgrade() -> None:

@@ -72,4 +72,5 @@ class ErrorLog:
         """One line per fingerprint seen more than once (called when the vector twin closes)."""
         for kind in self.kinds.values():
             if kind.count > 1:
-                self._log.warning("fingerprint %s happened %d times: %s", kind.fingerprint, kind.count, kind.summary)
+                self._log.warning("fingerprint %s happened %d times: %s", kind.fingerprint, kind.count,
+                                  kind.summary)

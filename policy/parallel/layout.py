@@ -200,7 +200,8 @@ def row_checksum(obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, tr
     c = np.ascontiguousarray(obs, dtype=np.float32).view(np.uint32) @ w[:d]
     c += np.ascontiguousarray(reward, dtype=np.float32).view(np.uint32) * w[d]
     c += (terminated.astype(np.uint32) * np.uint32(2) + truncated.astype(np.uint32)) * w[d + 1]
-    key = np.asarray(ids, dtype=np.uint64) * _K_ID + np.broadcast_to(np.asarray(step, dtype=np.uint64), (n,)) * _K_STEP
+    key = (np.asarray(ids, dtype=np.uint64) * _K_ID
+           + np.broadcast_to(np.asarray(step, dtype=np.uint64), (n,)) * _K_STEP)
     return c.astype(np.uint64) ^ key
 
 
@@ -240,13 +241,15 @@ class RowCopy(NamedTuple):
 def read_slot(buf: SharedBuffers, slot: int, max_tries: int = 1000) -> tuple[RowCopy, int]:
     """Seqlock-consistent copy of every row of one slot, and how many row reads had to be retried."""
     b = buf.layout.num_instances
-    out = RowCopy(np.zeros((b, buf.layout.obs_dim), np.float32), np.zeros(b, np.float32), np.zeros(b, np.bool_),
-                  np.zeros(b, np.bool_), np.zeros(b, np.uint64), np.full(b, -1, np.int64))
+    out = RowCopy(np.zeros((b, buf.layout.obs_dim), np.float32), np.zeros(b, np.float32),
+                  np.zeros(b, np.bool_), np.zeros(b, np.bool_), np.zeros(b, np.uint64),
+                  np.full(b, -1, np.int64))
     pending, retries = np.arange(b), 0
     for _ in range(max_tries):
         before = buf.seq[slot, pending]  # fancy indexing copies
         obs, reward = buf.obs[slot, pending], buf.reward[slot, pending]
-        term, trunc, checksum = buf.terminated[slot, pending], buf.truncated[slot, pending], buf.checksum[slot, pending]
+        term, trunc, checksum = (buf.terminated[slot, pending], buf.truncated[slot, pending],
+                                 buf.checksum[slot, pending])
         after = buf.seq[slot, pending]
         ok = (before == after) & (before % 2 == 0) & (before > 0)
         empty = (before == after) & (before == 0)  # never written: nothing to read
@@ -265,11 +268,14 @@ def read_newest(buf: SharedBuffers, max_tries: int = 1000) -> tuple[RowCopy, int
     a, ra = read_slot(buf, 0, max_tries)
     b, rb = read_slot(buf, 1, max_tries)
     pick_b = b.step > a.step
-    return RowCopy(*(np.where(pick_b[:, None] if x.ndim == 2 else pick_b, y, x) for x, y in zip(a, b, strict=True))), ra + rb
+    return RowCopy(*(np.where(pick_b[:, None] if x.ndim == 2 else pick_b, y, x)
+                     for x, y in zip(a, b, strict=True))), ra + rb
 
 
 def verify_rows(rows: RowCopy) -> np.ndarray:
-    """True per row whose checksum matches its contents, step and position (rows never read count as valid)."""
+    """True per row whose checksum matches its contents, step and position (rows never read count as
+    valid)."""
     ids = np.arange(rows.step.shape[0], dtype=np.int64)
-    expected = row_checksum(rows.obs, rows.reward, rows.terminated, rows.truncated, np.maximum(rows.step, 0), ids)
+    expected = row_checksum(rows.obs, rows.reward, rows.terminated, rows.truncated, np.maximum(rows.step, 0),
+                            ids)
     return (expected == rows.checksum) | (rows.step < 0)

@@ -2,9 +2,9 @@
 
 Worker ``w`` owns the contiguous rows ``lo_w:hi_w`` and steps a numpy
 :class:`~twin.env.GreenhouseTwin` built with their global instance ids (``instance_offset + row``),
-so every row is bit-identical to the same row of one in-process numpy twin over all B instances. Actions and results live in one shared
-segment (:mod:`policy.parallel.layout`); ``step`` returns torch views of it (zero-copy on the
-CPU), valid until the second next ``step`` or ``reset``: clone what must live longer.
+so every row is bit-identical to the same row of one in-process numpy twin over all B instances. Actions and
+results live in one shared segment (:mod:`policy.parallel.layout`); ``step`` returns torch views of it
+(zero-copy on the CPU), valid until the second next ``step`` or ``reset``: clone what must live longer.
 
 Supervision, on the learner's side of every request:
 
@@ -116,7 +116,8 @@ def _one_blas_thread() -> Iterator[None]:
 
 def _context(method: StartMethod) -> BaseContext:
     if method not in ("forkserver", "spawn"):
-        raise ValueError(f"start_method must be 'forkserver' or 'spawn' (fork is unsafe with torch), got {method!r}")
+        raise ValueError("start_method must be 'forkserver' or 'spawn' (fork is unsafe with torch), got "
+                         f"{method!r}")
     ctx = mp.get_context(method)
     if method == "forkserver":
         # The server imports the worker module (and the main script, which children would otherwise each
@@ -161,7 +162,8 @@ class ShmVectorTwin:
     metadata = {"autoreset_mode": "same_step", "termination_reasons": TERMINATION_REASONS}
 
     def __init__(self, num_instances: int, num_workers: int, *, seed: int = 0, device: str = "cpu",
-                 config: TwinConfig | None = None, hang_timeout_s: float = 60.0, startup_timeout_s: float = 120.0,
+                 config: TwinConfig | None = None, hang_timeout_s: float = 60.0,
+                 startup_timeout_s: float = 120.0,
                  heartbeat_s: float = 0.2, max_failures: int = 5, start_method: StartMethod = "forkserver",
                  instance_offset: int = 0, **overrides: Any) -> None:
         if num_workers < 1 or num_instances < num_workers:
@@ -171,7 +173,8 @@ class ShmVectorTwin:
         if num_instances > 1 and min(hi - lo for lo, hi in bounds) < 2:
             # numpy steps a one-row batch on another code path whose results differ in the last bit.
             raise ValueError(f"each worker needs at least 2 instances (one-row batches are not bit-identical "
-                             f"to batched rows): use at most {num_instances // 2} workers for {num_instances}")
+                             f"to batched rows): use at most {num_instances // 2} workers for "
+                             f"{num_instances}")
         if min(hang_timeout_s, startup_timeout_s, heartbeat_s) <= 0 or max_failures < 1:
             raise ValueError("timeouts and heartbeat_s must be > 0 and max_failures >= 1")
         if instance_offset < 0:
@@ -181,7 +184,8 @@ class ShmVectorTwin:
         self.config = config if config is not None else TwinConfig.from_overrides(**overrides)
         self.num_instances, self.num_workers = int(num_instances), int(num_workers)
         self.seed, self.device = int(seed), torch.device(device)
-        self.hang_timeout_s, self.startup_timeout_s, self.heartbeat_s = hang_timeout_s, startup_timeout_s, heartbeat_s
+        self.hang_timeout_s, self.startup_timeout_s, self.heartbeat_s = (hang_timeout_s, startup_timeout_s,
+                                                                         heartbeat_s)
         self.max_failures = max_failures
         self.observation_spec = ObservationSpec(self.config.zones)
         self.action_spec = ActionSpec(self.config.zones)
@@ -193,8 +197,9 @@ class ShmVectorTwin:
         layout = Layout(self.num_instances, self.observation_spec.dim, self.action_spec.dim, self.num_workers)
         self._buf = SharedBuffers.create(layout)
         self.instance_offset = int(instance_offset)
-        self._handles = [_Handle(WorkerSpec(i, lo, hi, self._buf.name, layout, self.seed, self.config, heartbeat_s,
-                                            self.instance_offset)) for i, (lo, hi) in enumerate(bounds)]
+        self._handles = [_Handle(WorkerSpec(i, lo, hi, self._buf.name, layout, self.seed, self.config,
+                                            heartbeat_s, self.instance_offset))
+                         for i, (lo, hi) in enumerate(bounds)]
         self._finalizer = weakref.finalize(self, _shutdown, self._handles, self._buf, self._errors)
         try:
             self._actions = torch.from_numpy(self._buf.actions)
@@ -296,7 +301,8 @@ class ShmVectorTwin:
         rows, retries = read_newest(self._buf)
         bad = np.flatnonzero(~verify_rows(rows))
         if bad.size:
-            raise TornReadError(f"{bad.size} rows failed their checksum after a clean seqlock read, e.g. {bad[:5]}")
+            raise TornReadError(f"{bad.size} rows failed their checksum after a clean seqlock read, e.g. "
+                                f"{bad[:5]}")
         return Peek(rows, retries)
 
     # ---- supervision and diagnostics -------------------------------------------------------
@@ -358,7 +364,8 @@ class ShmVectorTwin:
         return {name: torch.from_numpy(getattr(b, name)[slot])
                 for name in ("obs", "final_obs", "reward", "terminated", "truncated", "rebuilt")}
 
-    def _result(self, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+    def _result(self, k: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         v = self._views[k % 2]
         if self.device.type != "cpu":
             v = {n: t.to(self.device) for n, t in v.items()}
@@ -514,7 +521,8 @@ class ShmVectorTwin:
         while todo:
             for h in todo:
                 parent, child = self._ctx.Pipe(duplex=True)
-                proc = self._ctx.Process(target=worker_main, args=(with_seed(h.spec, self.seed, rebuild), child),
+                proc = self._ctx.Process(target=worker_main,
+                                         args=(with_seed(h.spec, self.seed, rebuild), child),
                                          name=f"greentwin-worker-{h.spec.index}", daemon=True)
                 self._buf.heartbeat[h.spec.index] = time.monotonic()
                 with _one_blas_thread():

@@ -78,8 +78,8 @@ class Proc:
 
     def start(self) -> None:
         with self.log.open("ab") as out:
-            self.popen = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=self.env, start_new_session=True)
+            self.popen = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, env=self.env, start_new_session=True)
 
     @property
     def pid(self) -> int:
@@ -123,7 +123,8 @@ class Mosquitto(Proc):
         self.port = port or free_port()
         folder.mkdir(parents=True, exist_ok=True)
         conf = folder / "mosquitto.conf"
-        text = config if config is not None else f"listener {self.port} 127.0.0.1\nallow_anonymous true\n{extra_config}"
+        text = config if config is not None else (f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+                                                  f"{extra_config}")
         conf.write_text(text, encoding="utf-8")
         super().__init__([MOSQUITTO, "-c", str(conf)], folder / "mosquitto.log")
 
@@ -148,7 +149,8 @@ def service_env(*, database_url: str, mqtt_url: str, keys: AuditKeys, policy_dir
     env = {k: v for k, v in os.environ.items() if not k.startswith("GREENTWIN_")}
     env.update({"GREENTWIN_DATABASE_URL": database_url, "GREENTWIN_MQTT_URL": mqtt_url,
                 "GREENTWIN_ENVIRONMENT": "dev", "GREENTWIN_POLICY_DIR": str(policy_dir),
-                "GREENTWIN_AUDIT_KEYS": keys.keyring_json, "GREENTWIN_AUDIT_SIGNING_KEY": str(keys.signing_pem),
+                "GREENTWIN_AUDIT_KEYS": keys.keyring_json,
+                "GREENTWIN_AUDIT_SIGNING_KEY": str(keys.signing_pem),
                 "GREENTWIN_SECRET_KEY": keys.api_secret, "GREENTWIN_METRICS_TOKEN": keys.metrics_token,
                 "PYTHONUNBUFFERED": "1",
                 # The plant simulator runs many times faster than the wall clock: its timestamps
@@ -194,7 +196,8 @@ class Service(Proc):
     def __init__(self, folder: Path, env: Mapping[str, str], name: str = "serve") -> None:
         self.port = free_port()
         self.state_dir = folder / "state"
-        argv = [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), "--state-dir", str(self.state_dir)]
+        argv = [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port),
+                "--state-dir", str(self.state_dir)]
         super().__init__(argv, folder / f"{name}.log", env)
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10.0)
 
@@ -269,7 +272,8 @@ class MqttObserver:
         self.messages: list[Observed] = []
         self._lock = threading.Lock()
         self._subscribed = threading.Event()
-        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"gt-observer-{uuid.uuid4().hex[:8]}")
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2,
+                                  client_id=f"gt-observer-{uuid.uuid4().hex[:8]}")
         self.client.on_message = self._on_message
         self.client.on_subscribe = lambda *_a: self._subscribed.set()
         self.client.connect("127.0.0.1", port, keepalive=30)

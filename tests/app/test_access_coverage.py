@@ -47,15 +47,19 @@ def _checked(url: str, store: AuditStore) -> AccessCoverage:
         engine.dispose()
 
 
-def test_sealed_changes_account_for_the_tables_and_unsealed_ones_are_named(trail: tuple[str, AuditStore]) -> None:
+def test_sealed_changes_account_for_the_tables_and_unsealed_ones_are_named(
+        trail: tuple[str, AuditStore]) -> None:
     url, store = trail
     engine = make_engine(url)
     sealer = AccessSealer(store, "admin:adam")
     with Session(engine, expire_on_commit=False) as s:
         create_user(session=s, username="adam", password=PW, roles=["admin"], seal=sealer.sealing("user_add"))
-        create_user(session=s, username="olga", password=PW, roles=["operator"], seal=sealer.sealing("user_added"))
-        create_user(session=s, username="ivan", password=PW, roles=["operator"], seal=sealer.sealing("user_add"))
-        set_roles(session=s, username="olga", roles=["agronomist", "operator"], seal=sealer.sealing("user_roles"))
+        create_user(session=s, username="olga", password=PW, roles=["operator"],
+                    seal=sealer.sealing("user_added"))
+        create_user(session=s, username="ivan", password=PW, roles=["operator"],
+                    seal=sealer.sealing("user_add"))
+        set_roles(session=s, username="olga", roles=["agronomist", "operator"],
+                  seal=sealer.sealing("user_roles"))
         disable_user(session=s, username="ivan", seal=sealer.sealing("user_disable"))
     add_greenhouse(url, "gh1", zones=2, seal=sealer.sealing("greenhouse_register"))
     store.append(ACCESS_CHAIN, "login", "adam", {"username": "adam", "roles": ["admin"]})
@@ -80,11 +84,12 @@ def test_sealed_changes_account_for_the_tables_and_unsealed_ones_are_named(trail
     assert found.disabled_differ == ["ivan: sealed disabled, stored active"]
     assert found.vanished_accounts == ["adam"]
     missing, differs = found.describe().splitlines()
-    assert missing.startswith("MISSING _access: 1 of 3 accounts never sealed: eve; 1 of 2 greenhouses never sealed: "
-                              "gh-quiet")  # SQLite's created_at is in whole seconds: older than sealing, maybe
-    assert differs == ("DIFFERS _access: roles other than sealed: olga: sealed ['agronomist', 'operator'], stored "
-                       "['admin']; disabled state other than sealed: ivan: sealed disabled, stored active; "
-                       "sealed accounts gone from the table: adam")
+    # SQLite's created_at is in whole seconds: older than sealing, maybe
+    assert missing.startswith("MISSING _access: 1 of 3 accounts never sealed: eve; 1 of 2 greenhouses "
+                              "never sealed: gh-quiet")
+    assert differs == ("DIFFERS _access: roles other than sealed: olga: sealed ['agronomist', 'operator'], "
+                       "stored ['admin']; disabled state other than sealed: ivan: sealed disabled, "
+                       "stored active; sealed accounts gone from the table: adam")
     engine.dispose()
 
 
@@ -126,11 +131,13 @@ def test_a_baseline_is_the_state_from_its_record_on() -> None:
         "accounts": [{"username": "adam", "roles": ["admin"], "disabled": False},
                      {"username": "ivan", "roles": ["operator"], "disabled": True}, {"no": "name"}],
         "greenhouses": ["ga"]}))
-    sealed.add(entry(3, "user_roles", {"username": "adam", "from_roles": ["admin"], "to_roles": ["operator"]}))
+    sealed.add(entry(3, "user_roles", {"username": "adam", "from_roles": ["admin"],
+                                       "to_roles": ["operator"]}))
     assert sealed.baselined and sealed.greenhouses == {"ga"}
     assert {n: (a.created, a.roles, a.disabled) for n, a in sealed.accounts.items()} == {
         "adam": (True, ["operator"], False), "ivan": (True, ["operator"], True)}
-    rows = AccessRows([StoredAccount("adam", ["operator"], False, t0), StoredAccount("ivan", ["operator"], True, t0),
+    rows = AccessRows([StoredAccount("adam", ["operator"], False, t0),
+                       StoredAccount("ivan", ["operator"], True, t0),
                        StoredAccount("eve", ["admin"], False, t0)], {"ga": t0})
     found = compare_access(rows, sealed)
     assert found.unsealed_accounts == ["eve"] and not found.vanished_accounts and not found.roles_differ

@@ -1,5 +1,5 @@
-"""Every change of who may do what is sealed in the ``_access`` chain exactly once, whichever process makes it,
-or it does not happen: the service (the real app on PostgreSQL) and ``greentwin user|greenhouse`` as real
+"""Every change of who may do what is sealed in the ``_access`` chain exactly once, whichever process makes
+it, or it does not happen: the service (the real app on PostgreSQL) and ``greentwin user|greenhouse`` as real
 processes on the same database, and an audit table that refuses the record.
 
 Each process caches the chain heads it wrote, so the service's next append after a CLI command used to hit
@@ -41,7 +41,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @dataclass
 class Plant:
-    """The running service (in this process) and what a CLI process needs to reach the same database and keys."""
+    """The running service (in this process) and what a CLI process needs to reach the same database and
+    keys."""
 
     client: TestClient
     url: str
@@ -93,7 +94,8 @@ def plant(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Pla
         settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1", policy_dir=root / "no-policy",
                             environment="demo", secret_key=SECRET)
         try:
-            with TestClient(create_app(settings, state_dir=root / "state"), raise_server_exceptions=False) as client:
+            with TestClient(create_app(settings, state_dir=root / "state"),
+                            raise_server_exceptions=False) as client:
                 yield Plant(client, url, root / "state", engine)
         finally:
             engine.dispose()
@@ -114,7 +116,8 @@ def test_a_role_change_after_a_cli_user_add_is_sealed_once(plant: Plant) -> None
     entries = store.tail_entries(ACCESS_CHAIN, 3)
     assert [(e.kind, e.actor.split(":")[0]) for e in entries] == [("login", "adam"), ("user_added", "cli"),
                                                                   ("user_roles", "admin")]
-    assert entries[2].payload == {"username": "olga", "from_roles": ["operator"], "to_roles": ["agronomist", "operator"]}
+    assert entries[2].payload == {"username": "olga", "from_roles": ["operator"],
+                                  "to_roles": ["agronomist", "operator"]}
     assert all(r.ok for r in store.verify(ACCESS_CHAIN))
 
 
@@ -140,7 +143,8 @@ def test_cli_changes_while_the_service_keeps_appending_are_each_sealed_once(
 
     def keep_sealing() -> None:
         while not stop.is_set():
-            sealed.append(service_store.append(ACCESS_CHAIN, "alarm_ack", "operator:olga", {"n": len(sealed)}).seq)
+            sealed.append(service_store.append(ACCESS_CHAIN, "alarm_ack", "operator:olga",
+                                               {"n": len(sealed)}).seq)
             time.sleep(0.005)
 
     sealer = threading.Thread(target=keep_sealing)
@@ -156,8 +160,10 @@ def test_cli_changes_while_the_service_keeps_appending_are_each_sealed_once(
     assert "another writer appended to _access meanwhile" in caplog.text  # the service did lose races
     assert sealed == sorted(sealed)
     store = plant.store()
-    entries = [e for e in store.tail_entries(ACCESS_CHAIN, len(sealed) + 10) if e.kind in ("alarm_ack", "user_added")]
-    assert sorted(e.payload["username"] for e in entries if e.kind == "user_added") == ["crowd0", "crowd1", "crowd2"]
+    entries = [e for e in store.tail_entries(ACCESS_CHAIN, len(sealed) + 10)
+               if e.kind in ("alarm_ack", "user_added")]
+    assert sorted(e.payload["username"] for e in entries
+                  if e.kind == "user_added") == ["crowd0", "crowd1", "crowd2"]
     assert [e.payload["n"] for e in entries if e.kind == "alarm_ack"] == list(range(len(sealed)))
     for i in range(3):
         assert plant.roles(f"crowd{i}") == ["operator"]
@@ -195,9 +201,11 @@ def test_a_change_the_trail_refuses_is_not_made(plant: Plant) -> None:
         assert plant.client.post("/api/greenhouses", json={"id": "gh-unsealed", "zones": 2},
                                  headers=admin).status_code == 503
         cli = plant.cli("user", "roles", "rita", "--role", "admin")
-        assert cli.returncode == 1 and "audit trail" in cli.stderr and "Traceback" not in cli.stderr, cli.stderr
+        assert cli.returncode == 1 and "audit trail" in cli.stderr and "Traceback" not in cli.stderr, \
+            cli.stderr
         cli = plant.cli("greenhouse", "add", "gh-unsealed-cli")
-        assert cli.returncode == 1 and "audit trail" in cli.stderr and "Traceback" not in cli.stderr, cli.stderr
+        assert cli.returncode == 1 and "audit trail" in cli.stderr and "Traceback" not in cli.stderr, \
+            cli.stderr
     assert [h for h in store.heads() if h[0] == ACCESS_CHAIN] == [head_before]
     assert plant.roles("rita") == ["operator"]
     with Session(plant.engine) as s:

@@ -102,7 +102,8 @@ def test_a_failed_post_is_logged_without_credentials_and_the_file_still_written(
 
 def test_default_path_is_in_the_state_directory(tmp_path: Path) -> None:
     assert anchor_path(Settings(), tmp_path) == tmp_path / "audit-anchors.jsonl"
-    assert anchor_path(Settings(audit_anchor_file=tmp_path / "x.jsonl"), Path("elsewhere")) == tmp_path / "x.jsonl"
+    assert anchor_path(Settings(audit_anchor_file=tmp_path / "x.jsonl"),
+                       Path("elsewhere")) == tmp_path / "x.jsonl"
 
 
 def test_audit_verify_fails_a_rewritten_chain_that_verifies_on_its_own(
@@ -163,10 +164,12 @@ def test_audit_verify_holds_old_anchors_and_checkpoints_after_the_signing_key_is
     assert pem.read_bytes() not in out.encode(), "ids only, never key material"
     # The service restarts on the new keys: its first export signs every head anew; the lines the old
     # key signed stay in the file and must still verify.
-    after = AuditStore(engine, Keyring.from_file(ring), new, checkpoint_every=2, retired_keys=load_retired_keys())
+    after = AuditStore(engine, Keyring.from_file(ring), new, checkpoint_every=2,
+                       retired_keys=load_retired_keys())
     after.append_many("gh1", [AuditEvent("decision", "loop", {"seq": i}) for i in range(5, 9)])
     HeadAnchoring(after, path, 60.0).anchor_now()
-    assert [json.loads(ln)["key_id"] for ln in path.read_text().splitlines()] == [old.key_id] * 2 + [new.key_id] * 2
+    assert [json.loads(ln)["key_id"] for ln in path.read_text().splitlines()] == \
+        [old.key_id] * 2 + [new.key_id] * 2
 
     def verify() -> int:
         return run_verify(argparse.Namespace(url=url, greenhouse=None, anchors=str(path)))

@@ -45,7 +45,8 @@ def _sink(url: str, keys: tuple[Keyring, Signer], dead: DeadLetters | None = Non
 
 def test_an_event_that_cannot_be_sealed_is_dead_lettered_and_the_chain_goes_on(url, keys, tmp_path) -> None:
     alarms: list[tuple[str, str]] = []
-    dead = DeadLetters(tmp_path / "dead-letter.jsonl", on_add=lambda gh, kind, reason: alarms.append((gh, kind)))
+    dead = DeadLetters(tmp_path / "dead-letter.jsonl",
+                       on_add=lambda gh, kind, reason: alarms.append((gh, kind)))
     sink = _sink(url, keys, dead)
     sink.add("ga", "decision", "policy:x", {"seq": 1}, T0)
     sink.add("ga", "decision", "policy:x", {"seq": 2, "v": float("nan")}, T0)  # no canonical JSON for NaN
@@ -90,9 +91,10 @@ def test_sealing_state_is_reported_for_metrics_and_readiness(url, keys) -> None:
 def _journal_decisions(state: Path, seqs: range) -> None:
     journal = DecisionJournal(state / "journal")
     rows = [{"greenhouse_id": "ga", "seq": q, "ts": T0 + timedelta(minutes=q), "actor": "policy:test",
-             "mode": "auto", "telemetry": {}, "estimate": None, "member_actions": [], "voted": {}, "clipped": {},
-             "rules_fired": [], "reward_terms": None, "confidence": 1.0, "explanation": {"alarms": []},
-             "cmd_id": str(uuid.UUID(int=q)), "ack_status": "pending"} for q in seqs]
+             "mode": "auto", "telemetry": {}, "estimate": None, "member_actions": [], "voted": {},
+             "clipped": {}, "rules_fired": [], "reward_terms": None, "confidence": 1.0,
+             "explanation": {"alarms": []}, "cmd_id": str(uuid.UUID(int=q)),
+             "ack_status": "pending"} for q in seqs]
     journal.append(Job("decision", r, "decision", "policy:test", r["ts"]).entry() for r in rows)
     journal.close()
 
@@ -167,7 +169,8 @@ def test_audit_verify_finds_a_chain_deleted_whole_and_records_never_sealed(url, 
     args = argparse.Namespace(url=url, greenhouse=None)
     assert run_verify(args) == 0
     out = capsys.readouterr().out
-    assert "ok   ga: every record in the tables is in the trail, as sealed (3 decisions, 0 mode_changes, 0 acks)" in out
+    assert ("ok   ga: every record in the tables is in the trail, as sealed (3 decisions, 0 mode_changes, "
+            "0 acks)") in out
     assert "ok   gb: no records and no chain yet" in out
 
     with make_session_factory(make_engine(url)).begin() as s:  # stored, never sealed (a lost event)
@@ -186,7 +189,8 @@ def test_audit_verify_finds_a_chain_deleted_whole_and_records_never_sealed(url, 
         in capsys.readouterr().out
 
 
-def test_a_downgrade_that_drops_the_audit_trail_needs_a_recorded_confirmation(url, keys, tmp_path, capsys) -> None:
+def test_a_downgrade_that_drops_the_audit_trail_needs_a_recorded_confirmation(
+        url, keys, tmp_path, capsys) -> None:
     import stat
 
     from app.cli import main
@@ -202,7 +206,8 @@ def test_a_downgrade_that_drops_the_audit_trail_needs_a_recorded_confirmation(ur
     assert main(["db", "downgrade", "0001", "--url", url, "--state-dir", str(state)]) == 2
     assert "drops the audit trail" in capsys.readouterr().err
     db_cli.downgrade(url, "0003", state_dir=state)  # the revisions above the users' table: no confirmation
-    assert main(["db", "downgrade", "-2", "--url", url, "--state-dir", str(state)]) == 2  # relative, crossing 0002
+    assert main(["db", "downgrade", "-2", "--url", url,
+                 "--state-dir", str(state)]) == 2  # relative, crossing 0002
     assert db_cli.current(url) == "0003" and not (state / "audit-trail-drops.jsonl").exists()
 
     db_cli.downgrade(url, "-1", state_dir=state)  # the users' table only: no confirmation needed
@@ -213,7 +218,8 @@ def test_a_downgrade_that_drops_the_audit_trail_needs_a_recorded_confirmation(ur
     path = state / "audit-trail-drops.jsonl"
     [record] = [json.loads(line) for line in path.read_text().splitlines()]
     assert record["reason"] == "decommissioning the test site" and record["by"]
-    assert record["chain_heads"] == [{"greenhouse_id": "ga", "seq": head.seq, "record_hash": head.record_hash}]
+    assert record["chain_heads"] == [{"greenhouse_id": "ga", "seq": head.seq,
+                                      "record_hash": head.record_hash}]
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 

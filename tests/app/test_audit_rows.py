@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from app.audit_rows import comparable, differing_columns, digest
 
 SEALED = {"greenhouse_id": "ga", "seq": 7, "ts": "2026-06-01T00:07:00.000007+00:00", "actor": "policy:test",
-          "mode": "auto", "telemetry": {"big": 1e16, "huge": 1e300, "neg_zero": -0.0, "x": 0.30000000000000004},
+          "mode": "auto", "telemetry": {"big": 1e16, "huge": 1e300, "neg_zero": -0.0,
+                                        "x": 0.30000000000000004},
           "confidence": 1.0, "ack_status": "pending"}
 
 

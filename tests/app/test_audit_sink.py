@@ -48,8 +48,8 @@ def test_flush_seals_all_greenhouses_at_once_and_a_bad_chain_holds_up_no_other(s
     assert sink.flush() == 6 and sink.pending == 0
     # gb's next record cannot be stored (a database-side refusal): ga's still are, gb's wait in order.
     with store._engine.begin() as conn:
-        conn.execute(text("CREATE TRIGGER refuse_gb BEFORE INSERT ON audit_record WHEN NEW.greenhouse_id = 'gb' "
-                          "BEGIN SELECT RAISE(ABORT, 'disk full'); END"))
+        conn.execute(text("CREATE TRIGGER refuse_gb BEFORE INSERT ON audit_record "
+                          "WHEN NEW.greenhouse_id = 'gb' BEGIN SELECT RAISE(ABORT, 'disk full'); END"))
     sink.add("ga", "decision", "policy:x", {"seq": 4}, T0 + timedelta(seconds=4))
     sink.add("gb", "decision", "policy:x", {"seq": 4}, T0 + timedelta(seconds=4))
     sink.add("gb", "decision", "policy:x", {"seq": 5}, T0 + timedelta(seconds=5))
@@ -69,6 +69,7 @@ def test_the_policy_in_force_is_recorded_when_it_changes(store: AuditStore) -> N
     assert record_policy_in_force(store, ["ppo-b"], T0 + timedelta(seconds=2)) == "policy_change"
     assert record_policy_in_force(store, ["ppo-a"], T0 + timedelta(seconds=3)) == "policy_change"  # rollback
     entries = store.tail_entries(ACCESS_CHAIN, 10)
-    assert [(e.kind, e.payload["from_versions"], e.payload["to_versions"]) for e in entries if e.kind != "login"] == [
+    assert [(e.kind, e.payload["from_versions"], e.payload["to_versions"]) for e in entries
+            if e.kind != "login"] == [
         ("policy_in_use", None, ["ppo-a"]), ("policy_change", ["ppo-a"], ["ppo-b"]),
         ("policy_change", ["ppo-b"], ["ppo-a"])]

@@ -32,7 +32,8 @@ from tests.audit.test_store import db_url as database  # noqa: F401 (a fixture: 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 TELEMETRY = {"air_temp_c": 21.5, "soil_vwc": [[0.25, 0.26]], "sum": 0.1 + 0.2, "tiny": 1e-7, "big": 1e16,
              "huge": 1e300, "neg_zero": -0.0, "note": "Düse ✓", "none": None, "flag": True}
-"""Values a JSONB column gives back in another spelling (1e16 as an integer, -0.0 as 0): equal all the same."""
+"""Values a JSONB column gives back in another spelling (1e16 as an integer, -0.0 as 0): equal all the
+same."""
 _COLUMNS = (AuditRecord.greenhouse_id, AuditRecord.seq, AuditRecord.ts, AuditRecord.kind, AuditRecord.actor,
             AuditRecord.key_id, AuditRecord.nonce, AuditRecord.ciphertext, AuditRecord.prev_hash,
             AuditRecord.record_hash)
@@ -46,7 +47,8 @@ def url(database: str, keys: tuple[Keyring, Signer]) -> str:  # noqa: F811
 
 
 def register(url: str, gh: str) -> None:
-    """`greentwin greenhouse add` with the configured keys (the ``keys`` fixture): sealed in the access chain."""
+    """`greentwin greenhouse add` with the configured keys (the ``keys`` fixture): sealed in the access
+    chain."""
     assert main(["greenhouse", "add", gh, "--zones", "2", "--url", url]) == 0
 
 
@@ -133,7 +135,8 @@ def _flip_ciphertext(conn: Connection, seq: int, *, rehash: bool, chain: str = "
     """Change one bit of record ``seq``'s ciphertext; with ``rehash`` also recompute the hashes from it on,
     so that links and hashes hold and only decryption can tell."""
     records = [SealedRecord(*row) for row in conn.execute(
-        select(*_COLUMNS).where(AuditRecord.greenhouse_id == chain, AuditRecord.seq >= seq).order_by(AuditRecord.seq))]
+        select(*_COLUMNS).where(AuditRecord.greenhouse_id == chain,
+                                AuditRecord.seq >= seq).order_by(AuditRecord.seq))]
     ct = bytearray(records[0].ciphertext)
     ct[5] ^= 0x01
     prev = records[0].prev_hash
@@ -169,13 +172,13 @@ def test_rows_as_sealed_verify(url, keys, tmp_path, capsys) -> None:
     _the_day(url, keys, tmp_path)
     code, out = verify(capsys, url)
     assert code == 0, out
-    assert "ok   ga: every record in the tables is in the trail, as sealed (3 decisions, 1 mode_changes, 3 acks)" \
-        in out
+    assert ("ok   ga: every record in the tables is in the trail, as sealed (3 decisions, 1 mode_changes, "
+            "3 acks)") in out
 
 
 @pytest.mark.parametrize(("changes", "named"), [
-    pytest.param(["UPDATE decision SET clipped = '{\"valves\": [1, 1], \"pump_pct\": 100.0, \"light_pct\": 0.0}', "
-                  "actor = 'operator:op1', ack_status = 'rejected' WHERE seq = 2"],
+    pytest.param(["UPDATE decision SET clipped = '{\"valves\": [1, 1], \"pump_pct\": 100.0, "
+                  "\"light_pct\": 0.0}', actor = 'operator:op1', ack_status = 'rejected' WHERE seq = 2"],
                  "1 row differs from its sealed record: decision seq 2 actor: stored 'operator:op1', "
                  "sealed 'policy:test' (also clipped, ack_status)", id="decision"),
     # The one column written after insert must be what the last sealed command_ack says.
@@ -197,7 +200,8 @@ def test_a_row_changed_after_sealing_is_named_by_table_greenhouse_seq_and_column
     assert f"DIFFERS ga: {named}" in out
 
 
-def test_a_decision_stored_before_a_crash_is_sealed_as_stored(url, keys, tmp_path, capsys, monkeypatch) -> None:
+def test_a_decision_stored_before_a_crash_is_sealed_as_stored(
+        url, keys, tmp_path, capsys, monkeypatch) -> None:
     """The writer replays what a crash left unsealed: a row it had stored keeps the explanation it was stored
     with, and that is what is sealed, however the ensemble would explain it now (swapped meanwhile, or
     another batch's rounding)."""
@@ -219,19 +223,21 @@ def test_a_decision_stored_before_a_crash_is_sealed_as_stored(url, keys, tmp_pat
     engine = make_engine(url)
     try:
         recorder = DecisionRecorder(make_session_factory(engine), tmp_path / "spool.jsonl")
-        DecisionStore(recorder, lambda zones: ensemble).store(jobs())  # stored; the writer dies before sealing
+        # stored; the writer dies before sealing
+        DecisionStore(recorder, lambda zones: ensemble).store(jobs())
         version["v"] = "after the restart"
         sink = AuditSink(AuditStore(engine, *keys))
         DecisionStore(recorder, lambda zones: ensemble, audit=sink).store(jobs(), skip_stored=True)
         assert sink.flush() == 2
     finally:
         engine.dispose()
-    code, out = verify(capsys, url)  # before: the replay sealed a fresh explanation, other than the stored one
+    # before: the replay sealed a fresh explanation, other than the stored one
+    code, out = verify(capsys, url)
     assert code == 0, out
 
 
-def test_after_a_purge_a_row_that_only_claims_to_be_older_than_the_trail_is_still_asked_for(url, keys, tmp_path,
-                                                                                          capsys) -> None:
+def test_after_a_purge_a_row_that_only_claims_to_be_older_than_the_trail_is_still_asked_for(
+        url, keys, tmp_path, capsys) -> None:
     """Rows whose records were purged on purpose are not asked for; which ones those are is told by their
     seq, below every remaining record's, not only by the ``ts`` a row gives itself."""
     old = [decision_job(q) for q in (1, 2)]

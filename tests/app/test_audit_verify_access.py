@@ -62,9 +62,10 @@ def sealed_site(pg_site: str, keys: tuple[Keyring, Signer], tmp_path: Path,  # n
     and a greenhouse by that admin through the service's API, every change sealed by whoever made it."""
     monkeypatch.setattr("sys.stdin", io.StringIO(PW + "\n"))
     assert _cli("user", "add", "adam", "--role", "admin", "--password-stdin", "--url", pg_site) == 0
-    settings = Settings(database_url=pg_site, mqtt_url="mqtt://127.0.0.1:1", policy_dir=tmp_path / "no-policy",
-                        environment="demo", secret_key=SECRET)
-    with TestClient(create_app(settings, state_dir=tmp_path / "state"), raise_server_exceptions=False) as client:
+    settings = Settings(database_url=pg_site, mqtt_url="mqtt://127.0.0.1:1",
+                        policy_dir=tmp_path / "no-policy", environment="demo", secret_key=SECRET)
+    with TestClient(create_app(settings, state_dir=tmp_path / "state"),
+                    raise_server_exceptions=False) as client:
         r = client.post("/api/auth/login", json={"username": "adam", "password": PW})
         assert r.status_code == 200, r.text
         admin = {"Authorization": f"Bearer {r.json()['access_token']}"}
@@ -84,17 +85,21 @@ def sealed_site(pg_site: str, keys: tuple[Keyring, Signer], tmp_path: Path,  # n
                  id="role-updated"),
     pytest.param(["INSERT INTO app_user_role (user_id, role) SELECT id, 'admin' FROM app_user "
                   "WHERE username = 'olga'"],
-                 "DIFFERS _access: roles other than sealed: olga: sealed ['operator'], stored ['admin', 'operator']",
+                 "DIFFERS _access: roles other than sealed: olga: sealed ['operator'], "
+                 "stored ['admin', 'operator']",
                  id="role-inserted"),
-    pytest.param(["INSERT INTO app_user (username, password_hash, token_epoch) SELECT 'eve', password_hash, 0 "
-                  "FROM app_user WHERE username = 'adam'",
-                  "INSERT INTO app_user_role (user_id, role) SELECT id, 'admin' FROM app_user WHERE username = 'eve'"],
+    pytest.param(["INSERT INTO app_user (username, password_hash, token_epoch) SELECT 'eve', password_hash, "
+                  "0 FROM app_user WHERE username = 'adam'",
+                  "INSERT INTO app_user_role (user_id, role) SELECT id, 'admin' FROM app_user "
+                  "WHERE username = 'eve'"],
                  "MISSING _access: 1 of 3 accounts never sealed: eve", id="account-inserted"),
 ])
-def test_a_change_of_who_may_do_what_made_in_the_database_is_named(sealed_site, capsys, changes, named) -> None:
+def test_a_change_of_who_may_do_what_made_in_the_database_is_named(
+        sealed_site, capsys, changes, named) -> None:
     code, out = verify(capsys, sealed_site)
     assert code == 0, out
-    assert "ok   _access: every account and registration is sealed as it stands (2 accounts, 1 greenhouses)" in out
+    assert ("ok   _access: every account and registration is sealed as it stands (2 accounts, "
+            "1 greenhouses)") in out
     for sql in changes:
         as_owner(sealed_site, sql)
     code, out = verify(capsys, sealed_site)  # before: exit 0, the chain verified and nothing else was asked
@@ -112,15 +117,16 @@ def _access_site(url: str, audit_keys: tuple[Keyring, Signer]) -> None:
         sealer = AccessSealer(AuditStore(engine, *audit_keys), "cli:root")
         add_greenhouse(url, "ga", zones=2, seal=sealer.sealing("greenhouse_register"))
         with Session(engine) as s:
-            create_user(session=s, username="adam", password=PW, roles=["admin"], seal=sealer.sealing("user_added"))
+            create_user(session=s, username="adam", password=PW, roles=["admin"],
+                        seal=sealer.sealing("user_added"))
     finally:
         engine.dispose()
 
 
 @pytest.mark.parametrize(("rehash", "reason"), [(False, "record_hash does not match"),
                                                 (True, "decryption failed")])
-def test_a_tampered_access_record_is_the_chain_s_failure_not_a_traceback(database, keys, capsys, rehash,  # noqa: F811
-                                                                        reason) -> None:
+def test_a_tampered_access_record_is_the_chain_s_failure_not_a_traceback(
+        database, keys, capsys, rehash, reason) -> None:  # noqa: F811
     _access_site(database, keys)
     assert verify(capsys, database)[0] == 0
     with past_the_triggers(database) as conn:
@@ -130,12 +136,13 @@ def test_a_tampered_access_record_is_the_chain_s_failure_not_a_traceback(databas
     [named] = [ln for ln in out.splitlines() if "seq=2" in ln]
     assert named.startswith(f"FAIL _access: first bad record seq=2: {reason}")
     # before: the accounts were not compared and nothing said so
-    assert "FAIL _access: accounts and registrations not compared with the trail past seq 1, where its chain fails" \
-        in out
+    assert ("FAIL _access: accounts and registrations not compared with the trail past seq 1, "
+            "where its chain fails") in out
     assert "MISSING _access" not in out and "DIFFERS _access" not in out  # nothing judged on a broken chain
     assert _cli("audit", "baseline-access", "--url", database) == 1  # nor sealed on one
     [refused] = capsys.readouterr().err.splitlines()
-    assert refused.startswith(f"error: the _access chain fails at seq 2 ({reason}") and "Traceback" not in refused
+    assert refused.startswith(f"error: the _access chain fails at seq 2 ({reason}") \
+        and "Traceback" not in refused
 
 
 def _pre_sealing_site(url: str, audit_keys: tuple[Keyring, Signer]) -> None:
@@ -148,13 +155,14 @@ def _pre_sealing_site(url: str, audit_keys: tuple[Keyring, Signer]) -> None:
             create_user(session=s, username="adam", password=PW, roles=["admin"])
             create_user(session=s, username="ivan", password=PW, roles=["agronomist", "operator"])
             disable_user(session=s, username="ivan")
-        AuditStore(engine, *audit_keys).append(ACCESS_CHAIN, "login", "adam", {"username": "adam", "roles": ["admin"]})
+        AuditStore(engine, *audit_keys).append(ACCESS_CHAIN, "login", "adam",
+                                               {"username": "adam", "roles": ["admin"]})
     finally:
         engine.dispose()
 
 
-def test_the_baseline_seals_a_pre_sealing_site_once_and_later_direct_changes_are_caught(database, keys,  # noqa: F811
-                                                                                      capsys) -> None:
+def test_the_baseline_seals_a_pre_sealing_site_once_and_later_direct_changes_are_caught(
+        database, keys, capsys) -> None:  # noqa: F811
     _pre_sealing_site(database, keys)
     code, out = verify(capsys, database)  # before: exit 0, nothing compared the accounts with the chain
     assert code == 1, out
@@ -174,19 +182,22 @@ def test_the_baseline_seals_a_pre_sealing_site_once_and_later_direct_changes_are
         engine.dispose()
     assert record.kind == "access_baseline" and record.actor.startswith("cli:")
     assert record.payload["accounts"] == [{"username": "adam", "roles": ["admin"], "disabled": False},
-                                          {"username": "ivan", "roles": ["agronomist", "operator"], "disabled": True}]
+                                          {"username": "ivan", "roles": ["agronomist", "operator"],
+                                           "disabled": True}]
     assert record.payload["greenhouses"] == ["ga"]
     assert record.payload["accepted"]["never_sealed_accounts"] == ["adam", "ivan"]
     code, out = verify(capsys, database)
     assert code == 0, out
-    assert "ok   _access: every account and registration is sealed as it stands (2 accounts, 1 greenhouses)" in out
+    assert ("ok   _access: every account and registration is sealed as it stands (2 accounts, "
+            "1 greenhouses)") in out
 
     assert _cli("audit", "baseline-access", "--url", database) == 1  # once: nothing to baseline now
-    assert capsys.readouterr().err == ("error: nothing to baseline: every account and registration is sealed as it "
-                                       "stands (2 accounts, 1 greenhouses)\n")
+    assert capsys.readouterr().err == ("error: nothing to baseline: every account and registration is "
+                                       "sealed as it stands (2 accounts, 1 greenhouses)\n")
 
     as_owner(database, "UPDATE app_user SET disabled_at = NULL WHERE username = 'ivan'")
-    as_owner(database, "INSERT INTO app_user_role (user_id, role) SELECT id, 'admin' FROM app_user WHERE username = 'ivan'")
+    as_owner(database, "INSERT INTO app_user_role (user_id, role) SELECT id, 'admin' FROM app_user "
+                       "WHERE username = 'ivan'")
     as_owner(database, "INSERT INTO greenhouse (id, name, zones) VALUES ('gb', 'gb', 1)")
     code, out = verify(capsys, database)
     assert code == 1, out
@@ -197,9 +208,11 @@ def test_the_baseline_seals_a_pre_sealing_site_once_and_later_direct_changes_are
 
 
 @pytest.mark.postgres
-def test_an_account_made_while_the_baseline_reads_is_not_left_out(pg_site, keys, capsys, monkeypatch) -> None:  # noqa: F811
+def test_an_account_made_while_the_baseline_reads_is_not_left_out(
+        pg_site, keys, capsys, monkeypatch) -> None:  # noqa: F811
     """An account added (and sealed) after the baseline read the tables but before it sealed takes the next
-    seq first; the baseline is read again, so it does not seal a state without that account after its record."""
+    seq first; the baseline is read again, so it does not seal a state without that account after its
+    record."""
     from app import access_baseline
 
     _pre_sealing_site(pg_site, keys)
@@ -224,6 +237,8 @@ def test_an_account_made_while_the_baseline_reads_is_not_left_out(pg_site, keys,
         engine.dispose()
     assert reads == [2, 3]
     assert kinds == [(1, "login"), (2, "user_add"), (3, "access_baseline")]
-    code, out = verify(capsys, pg_site)  # without the second read: nina never sealed, as the baseline replaced her
+    # without the second read: nina never sealed, as the baseline replaced her
+    code, out = verify(capsys, pg_site)
     assert code == 0, out
-    assert "ok   _access: every account and registration is sealed as it stands (3 accounts, 1 greenhouses)" in out
+    assert ("ok   _access: every account and registration is sealed as it stands (3 accounts, "
+            "1 greenhouses)") in out

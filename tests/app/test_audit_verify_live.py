@@ -31,7 +31,8 @@ pytestmark = [pytest.mark.postgres]
 
 
 class Plant:
-    """The control loop's side: journals a decision every ``period_s``, and the edge box's ack of the one before."""
+    """The control loop's side: journals a decision every ``period_s``, and the edge box's ack of the one
+    before."""
 
     def __init__(self, journal: DecisionJournal, writer: WriterProcess, period_s: float = 0.05) -> None:
         self.journal, self.writer, self.period_s = journal, writer, period_s
@@ -60,7 +61,8 @@ class Plant:
 
 
 @pytest.fixture
-def service(make_pg_database, keys, tmp_path: Path) -> Iterator[tuple[str, WriterProcess, DecisionJournal]]:  # noqa: F811
+def service(make_pg_database, keys,  # noqa: F811
+            tmp_path: Path) -> Iterator[tuple[str, WriterProcess, DecisionJournal]]:
     """A migrated PostgreSQL database with greenhouse ``ga`` and the writer process tailing a journal,
     sealing at least every 3 s while records keep coming (the service's default is 15 s)."""
     keyring, signer = keys
@@ -69,8 +71,9 @@ def service(make_pg_database, keys, tmp_path: Path) -> Iterator[tuple[str, Write
         register(url, "ga")
         journal = DecisionJournal(tmp_path / "journal")
         writer = WriterProcess()
-        writer.start(WriterConfig(database_url=url, spool_path=tmp_path / "spool.jsonl", journal=journal.folder,
-                                  policy_dir=tmp_path / "no-policy", audit_keys=(keyring.to_json(), signer.to_pem()),
+        writer.start(WriterConfig(database_url=url, spool_path=tmp_path / "spool.jsonl",
+                                  journal=journal.folder, policy_dir=tmp_path / "no-policy",
+                                  audit_keys=(keyring.to_json(), signer.to_pem()),
                                   audit_flush_s=1.0, audit_flush_busy_s=3.0))
         try:
             assert writer.wait_ready(120)
@@ -100,12 +103,14 @@ def test_verify_passes_every_time_while_the_writer_writes(service, capsys) -> No
             time.sleep(0.2)
         # Four runs at least, and on until one met rows not sealed yet (a quiet machine's writer may
         # keep ahead of a few runs): that run is the one that shows the wait works.
-        while len(runs) < 4 or (not any("sealed while verifying" in out for _, out in runs) and len(runs) < 12):
+        while len(runs) < 4 or (not any("sealed while verifying" in out for _, out in runs)
+                                and len(runs) < 12):
             runs.append(verify(capsys, url))
         rows_then, _ = _counts(url)
     failed = [out for code, out in runs if code != 0]
     assert not failed, f"{len(failed)} of {len(runs)} runs failed; first:\n{failed[0]}"
-    assert rows_then > 40 and all("ok   ga: every record in the tables is in the trail" in out for _, out in runs)
+    assert rows_then > 40 and all("ok   ga: every record in the tables is in the trail" in out
+                                  for _, out in runs)
     assert any("sealed while verifying" in out for _, out in runs)  # the newest rows were waited for
 
 
@@ -119,7 +124,8 @@ def test_a_row_that_is_never_sealed_is_missing_once_the_lag_is_over(service, cap
         deadline = time.monotonic() + 60
         while _counts(url)[1] < 20 and time.monotonic() < deadline:
             time.sleep(0.2)
-        forged = {**decision_job(100_000).row, "ts": datetime.now(UTC) + timedelta(days=1), "actor": "operator:op1"}
+        forged = {**decision_job(100_000).row, "ts": datetime.now(UTC) + timedelta(days=1),
+                  "actor": "operator:op1"}
         engine = make_engine(url)
         try:
             with engine.begin() as conn:
@@ -131,7 +137,8 @@ def test_a_row_that_is_never_sealed_is_missing_once_the_lag_is_over(service, cap
         took = time.monotonic() - started
     assert code == 1, out
     [missing] = [line for line in out.splitlines() if line.startswith("MISSING ga: ")]
-    assert missing.startswith("MISSING ga: 1 of ") and missing.endswith("decisions without an audit record: 100000")
+    assert missing.startswith("MISSING ga: 1 of ") \
+        and missing.endswith("decisions without an audit record: 100000")
     assert took >= lag
 
 

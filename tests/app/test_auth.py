@@ -1,4 +1,5 @@
-"""Auth building blocks: Argon2id hashes, signed expiring tokens, the failed-login window, accounts, `greentwin user`."""
+"""Auth building blocks: Argon2id hashes, signed expiring tokens, the failed-login window, accounts,
+`greentwin user`."""
 
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ def test_token_round_trip_expiry_and_tampering() -> None:
     clock = FakeClock()
     signer = TokenSigner("s" * 40, ttl_s=60, clock=clock)
     token, claims = signer.issue(user_id=7, username="olga", epoch=3)
-    assert signer.verify(token) == claims and (claims.user_id, claims.username, claims.epoch) == (7, "olga", 3)
+    assert signer.verify(token) == claims \
+        and (claims.user_id, claims.username, claims.epoch) == (7, "olga", 3)
     clock.t += 59
     assert signer.verify(token).username == "olga"
     clock.t += 1
@@ -140,7 +142,8 @@ def test_a_tighter_limit_forgiving_and_recording() -> None:
     assert limiter.attempt("a") == 0.0 and limiter.count("a") == 2
     limiter.forgive("a")  # the newest attempt succeeded: the older failure stays
     assert limiter.count("a") == 1
-    assert [limiter.record("b") for _ in range(5)] == [1, 2, 3, 3, 3], "recording never refuses, the window caps"
+    assert [limiter.record("b") for _ in range(5)] == [1, 2, 3, 3, 3], \
+        "recording never refuses, the window caps"
 
 
 def test_login_throttle_locks_out_failed_addresses_only() -> None:
@@ -184,7 +187,8 @@ def test_sliding_window_memory_is_bounded() -> None:
 
 
 def test_create_list_disable_users(session: Session) -> None:
-    user = create_user(session=session, username=" Olga ", password=PW, roles=["operator", "agronomist", "operator"])
+    user = create_user(session=session, username=" Olga ", password=PW,
+                       roles=["operator", "agronomist", "operator"])
     assert user.username == "olga" and user.roles == {"operator", "agronomist"} and user.disabled_at is None
     with pytest.raises(UserExists):
         create_user(session=session, username="OLGA", password=PW, roles=["admin"])
@@ -240,7 +244,8 @@ def test_two_admins_stepping_down_at_once_leave_one_of_them(pg_url: str) -> None
             sealing, release = threading.Event(), threading.Event()
             outcome: dict[str, str] = {}
 
-            def slow_seal(_session: Session, _payload: dict[str, Any]) -> None:  # a slow audit write, mid-transaction
+            # a slow audit write, mid-transaction
+            def slow_seal(_session: Session, _payload: dict[str, Any]) -> None:
                 sealing.set()
                 release.wait(10)
 
@@ -347,7 +352,8 @@ def test_user_cli_add_list_disable(db_url: str, session: Session, capsys: pytest
     assert all(r.ok for r in store.verify(ACCESS_CHAIN))
 
 
-def test_user_cli_unlock_lifts_a_lock_sealed(db_url: str, session: Session, capsys: pytest.CaptureFixture[str],
+def test_user_cli_unlock_lifts_a_lock_sealed(db_url: str, session: Session,
+                                            capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "demo")
     state = str(tmp_path / "state")
@@ -367,25 +373,29 @@ def test_user_cli_unlock_lifts_a_lock_sealed(db_url: str, session: Session, caps
 
     store = AuditStore(make_engine(db_url), *service_audit_keys(Settings(environment="demo"), Path(state)))
     [entry] = store.tail_entries(ACCESS_CHAIN, 10)
-    assert (entry.kind, entry.payload["username"]) == ("user_unlocked", "olga") and entry.actor.startswith("cli:")
+    assert (entry.kind, entry.payload["username"]) == ("user_unlocked", "olga") \
+        and entry.actor.startswith("cli:")
     assert datetime.fromisoformat(entry.payload["locked_until"]) == until
     assert all(r.ok for r in store.verify(ACCESS_CHAIN))
 
 
-def test_role_changes_and_registrations_from_the_cli_are_sealed(db_url: str, capsys: pytest.CaptureFixture[str],
-                                                                monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_role_changes_and_registrations_from_the_cli_are_sealed(
+        db_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "demo")
     state = str(tmp_path / "state")
     assert cli_main(["user", "add", "olga", "--role", "operator", "--url", db_url, "--state-dir", state]) == 0
     assert cli_main(["user", "roles", "olga", "--role", "admin", "--role", "agronomist", "--url", db_url,
                      "--state-dir", state]) == 0
     assert "roles operator -> admin, agronomist" in capsys.readouterr().out
-    assert cli_main(["user", "roles", "nobody", "--role", "admin", "--url", db_url, "--state-dir", state]) == 2
+    assert cli_main(["user", "roles", "nobody", "--role", "admin", "--url", db_url,
+                     "--state-dir", state]) == 2
     capsys.readouterr()
     for refused in (["user", "roles", "olga", "--role", "operator"], ["user", "disable", "olga"]):
         assert cli_main([*refused, "--url", db_url, "--state-dir", state]) == 2, refused
         assert "'olga' is the last enabled admin" in capsys.readouterr().err
-    assert cli_main(["greenhouse", "add", "gh-cli", "--zones", "2", "--url", db_url, "--state-dir", state]) == 0
+    assert cli_main(["greenhouse", "add", "gh-cli", "--zones", "2", "--url", db_url,
+                     "--state-dir", state]) == 0
     assert cli_main(["greenhouse", "add", "gh-cli", "--url", db_url, "--state-dir", state]) == 2
     assert "already exists" in capsys.readouterr().err
     from app.audit_sink import ACCESS_CHAIN, service_audit_keys
@@ -395,11 +405,13 @@ def test_role_changes_and_registrations_from_the_cli_are_sealed(db_url: str, cap
     entries = store.tail_entries(ACCESS_CHAIN, 10)
     assert [e.kind for e in entries] == ["user_added", "user_roles", "greenhouse_register"]
     assert all(e.actor.startswith("cli:") for e in entries)
-    assert entries[1].payload == {"username": "olga", "from_roles": ["operator"], "to_roles": ["admin", "agronomist"]}
+    assert entries[1].payload == {"username": "olga", "from_roles": ["operator"],
+                                  "to_roles": ["admin", "agronomist"]}
     assert entries[2].payload["greenhouse_id"] == "gh-cli" and entries[2].payload["zones"] == 2
 
 
-def test_a_cli_change_the_trail_refuses_is_not_made(db_url: str, session: Session, capsys: pytest.CaptureFixture[str],
+def test_a_cli_change_the_trail_refuses_is_not_made(db_url: str, session: Session,
+                                                   capsys: pytest.CaptureFixture[str],
                                                    monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The change and its record are one transaction: the audit table refusing the record (here a trigger,
     as a full disk would) rolls the change back, and the command says so (exit 1, no traceback)."""
@@ -433,7 +445,8 @@ def test_the_demo_accounts_and_their_new_passwords_are_sealed(db_url: str, monke
     monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "demo")
     trail = AccessTrail(db_url, str(tmp_path / "state"))
     try:
-        first, second = demo_logins(db_url, trail), demo_logins(db_url, trail)  # a second start resets passwords
+        # a second start resets passwords
+        first, second = demo_logins(db_url, trail), demo_logins(db_url, trail)
         entries = trail.store.tail_entries(ACCESS_CHAIN, 10)
     finally:
         trail.close()
@@ -443,7 +456,8 @@ def test_the_demo_accounts_and_their_new_passwords_are_sealed(db_url: str, monke
 
 
 def test_greenhouse_cli_registers_nothing_it_cannot_record(db_url: str, capsys: pytest.CaptureFixture[str],
-                                                           monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:
     for name in ("GREENTWIN_AUDIT_KEYS", "GREENTWIN_AUDIT_KEY", "GREENTWIN_AUDIT_SIGNING_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GREENTWIN_ENVIRONMENT", "dev")

@@ -32,7 +32,8 @@ PROXIES = parse_networks("10.0.0.0/24, 2001:db8::1")
     ("2001:db8::1", ["203.0.113.9:5555"], "203.0.113.9"),
     ("testclient", ["203.0.113.9"], "testclient"),
 ])
-def test_the_right_most_address_no_trusted_proxy_wrote_is_the_client(peer: str, chain: list[str], client: str) -> None:
+def test_the_right_most_address_no_trusted_proxy_wrote_is_the_client(
+        peer: str, chain: list[str], client: str) -> None:
     assert forwarded_client(peer, chain, PROXIES) == client
 
 

@@ -67,7 +67,8 @@ def test_prod_refuses_missing_key() -> None:
         Settings(environment="prod")
 
 
-@pytest.mark.parametrize("key", ["", "changeme", "CHANGEME", "change-me", "  secret  ", "x" * 40, "short-but-real"])
+@pytest.mark.parametrize("key", ["", "changeme", "CHANGEME", "change-me", "  secret  ", "x" * 40,
+                                 "short-but-real"])
 def test_prod_refuses_placeholder_or_weak_key(key: str) -> None:
     with pytest.raises(ValidationError, match="AUDIT_KEY"):
         Settings(environment="prod", audit_key=key)

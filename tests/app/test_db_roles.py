@@ -28,7 +28,13 @@ from app.services.greenhouses import add_greenhouse
 from audit import Keyring, Signer
 from audit.store import AuditStore
 from tests.app.pg_roles import RoleDatabase, owner_and_app_roles
-from tests.app.test_audit_verify import ack_job, decision_job, keys, verify, write_as_the_service  # noqa: F401
+from tests.app.test_audit_verify import (  # noqa: F401
+    ack_job,
+    decision_job,
+    keys,
+    verify,
+    write_as_the_service,
+)
 
 pytestmark = [pytest.mark.postgres]
 
@@ -53,12 +59,13 @@ def test_the_service_role_records_decisions_accounts_and_audit_records(roles: Ro
         cmd_id = str(uuid.uuid4())
         with engine.begin() as conn:
             conn.execute(text(
-                "INSERT INTO decision (greenhouse_id, seq, ts, actor, mode, telemetry, member_actions, voted, "
-                "clipped, rules_fired, confidence, cmd_id) VALUES ('gh1', 1, now(), 'policy', 'auto', '{}', '[]', "
-                "'{}', '{}', '[]', 1.0, :c)"), {"c": cmd_id})
+                "INSERT INTO decision (greenhouse_id, seq, ts, actor, mode, telemetry, member_actions, "
+                "voted, clipped, rules_fired, confidence, cmd_id) VALUES ('gh1', 1, now(), 'policy', 'auto', "
+                "'{}', '[]', '{}', '{}', '[]', 1.0, :c)"), {"c": cmd_id})
             conn.execute(text("UPDATE decision SET ack_status = 'applied' WHERE cmd_id = :c"), {"c": cmd_id})
         with make_session_factory(engine)() as session:
-            create_user(session=session, username="olga", password="a-long-enough-password-1", roles=["operator"])
+            create_user(session=session, username="olga", password="a-long-enough-password-1",
+                        roles=["operator"])
             assert disable_user(session=session, username="olga").disabled_at is not None
         store = AuditStore(engine, Keyring.generate(), Signer.generate(), checkpoint_every=2)
         for i in range(3):
@@ -124,8 +131,8 @@ def test_grant_refuses_an_unknown_role_and_sqlite(roles: RoleDatabase, tmp_path:
         grant(f"sqlite:///{tmp_path}/x.sqlite3", "anyone")
 
 
-def test_what_the_service_role_may_still_change_is_caught_by_verify(roles, keys, tmp_path, capsys,  # noqa: F811
-                                                                   monkeypatch) -> None:
+def test_what_the_service_role_may_still_change_is_caught_by_verify(
+        roles, keys, tmp_path, capsys, monkeypatch) -> None:  # noqa: F811
     """The ack status is the service's to write, so its role may set it to anything: verify compares it with
     the sealed command_ack and names the row, run as that same role (as the scheduled verify runs)."""
     add_greenhouse(roles.owner_url, "ga", zones=2)

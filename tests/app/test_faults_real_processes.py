@@ -90,14 +90,16 @@ def broker(tmp_path: Path) -> Iterator[Mosquitto]:
         yield b
 
 
-def _env(tmp_path: Path, database_url: str, broker: Mosquitto, keys: AuditKeys, **extra: str) -> dict[str, str]:
+def _env(tmp_path: Path, database_url: str, broker: Mosquitto, keys: AuditKeys,
+         **extra: str) -> dict[str, str]:
     return service_env(database_url=database_url, mqtt_url=broker.url, keys=keys,
                        policy_dir=tmp_path / "no-policy", extra=extra)
 
 
 def _crash_lines(log: str) -> list[str]:
     """Lines that mean an exception escaped a handler (the service logs and survives those)."""
-    marks = ("Traceback", "Exception in callback", "unexpected error", "handler failed", "housekeeping round failed")
+    marks = ("Traceback", "Exception in callback", "unexpected error", "handler failed",
+             "housekeeping round failed")
     return [ln for ln in log.splitlines() if any(m in ln for m in marks)]
 
 
@@ -113,7 +115,8 @@ def test_service_reconnects_and_commands_resume_after_a_broker_restart(
         pid = service.pid
 
         broker.kill()
-        wait_until(lambda: service.readyz()["checks"]["mqtt"] == "down", 10, "the service to see the broker gone")
+        wait_until(lambda: service.readyz()["checks"]["mqtt"] == "down", 10,
+                   "the service to see the broker gone")
         decided_during_outage = service.decisions(GH)
         broker.restart()
         observer = MqttObserver(broker.port, [f"greentwin/{GH}/command", f"greentwin/{GH}/ack"])
@@ -126,7 +129,8 @@ def test_service_reconnects_and_commands_resume_after_a_broker_restart(
                 acks = [json.loads(m.payload) for m in observer.seen("/ack")]
                 return sum(1 for a in acks if a["cmd_id"] in sent and a["status"] == "applied")
 
-            wait_until(lambda: applied_new_commands() >= 3, 20, "commands published and applied after the restart",
+            wait_until(lambda: applied_new_commands() >= 3, 20,
+                       "commands published and applied after the restart",
                        context=lambda: sim.tail() + "\n" + service.tail())
         finally:
             observer.close()
@@ -157,7 +161,8 @@ def _history(url: str, gh: str) -> tuple[list[Decision], list[ModeChange]]:
     engine = make_engine(url)
     try:
         with Session(engine) as s:
-            decisions = list(s.scalars(select(Decision).where(Decision.greenhouse_id == gh).order_by(Decision.seq)))
+            decisions = list(s.scalars(select(Decision).where(Decision.greenhouse_id == gh)
+                                       .order_by(Decision.seq)))
             changes = list(s.scalars(select(ModeChange).where(ModeChange.greenhouse_id == gh)
                                      .order_by(ModeChange.seq)))
         return decisions, changes
@@ -195,14 +200,16 @@ def pg_behind_proxy(make_pg_database: Any) -> Iterator[tuple[str, str, CuttableP
         target = make_url(url)
         proxy = CuttableProxy((target.host or "127.0.0.1", target.port or 5432))
         try:
-            yield url, target.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False), proxy
+            yield (url, target.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False),
+                   proxy)
         finally:
             proxy.close()
 
 
 @pytest.mark.postgres
 def test_database_outage_spools_decisions_and_writes_each_back_exactly_once(
-        tmp_path: Path, keys: AuditKeys, broker: Mosquitto, pg_behind_proxy: tuple[str, str, CuttableProxy]) -> None:
+        tmp_path: Path, keys: AuditKeys, broker: Mosquitto,
+        pg_behind_proxy: tuple[str, str, CuttableProxy]) -> None:
     direct_url, proxied_url, proxy = pg_behind_proxy
     service = Service(tmp_path, _env(tmp_path, proxied_url, broker, keys))
     sim = RecordingPlantSim(broker.url, [GH], speed=600.0, dt_s=60.0, seed=1)  # one step every 100 ms
@@ -217,23 +224,25 @@ def test_database_outage_spools_decisions_and_writes_each_back_exactly_once(
 
             proxy.cut()
             decided, applied = service.decisions(GH), len(sim.applied)
-            wait_until(lambda: service.readyz()["checks"]["database"] != "ok", 10, "/readyz to report the database")
+            wait_until(lambda: service.readyz()["checks"]["database"] != "ok", 10,
+                       "/readyz to report the database")
             # The gauge is set by each write-back round: one has run, and failed, while the database is away.
-            wait_until(lambda: service.metric("greentwin_decisions_spooled") > 0, 20, "a failed write-back round",
-                       context=service.tail)
+            wait_until(lambda: service.metric("greentwin_decisions_spooled") > 0, 20,
+                       "a failed write-back round", context=service.tail)
             wait_until(lambda: service.readyz()["checks"]["spooled_decisions"] >= 10, 20, "decisions spooled")
             assert service.decisions(GH) >= decided + 10, "control goes on while the database is down"
             assert len(sim.applied) >= applied + 10, "and its commands reach the plant"
             assert proxy.refused > 0, "the service did try the database during the outage"
 
             proxy.restore()
-            wait_until(lambda: service.readyz()["ready"] and service.readyz()["checks"]["spooled_decisions"] == 0
+            wait_until(lambda: service.readyz()["ready"]
+                       and service.readyz()["checks"]["spooled_decisions"] == 0
                        and service.metric("greentwin_decisions_spooled") == 0, 30, "the spool written back",
                        context=service.tail)
             stop.set()
             stepping.join(timeout=10)
-            made = wait_until(lambda: (n := service.decisions(GH)) == len(_history(direct_url, GH)[0]) and n, 20,
-                              "every decision in the database")
+            made = wait_until(lambda: (n := service.decisions(GH)) == len(_history(direct_url, GH)[0])
+                              and n, 20, "every decision in the database")
             wait_until(lambda: _verify_audit(direct_url, keys, GH).count("decision") == made, 30,
                        "every decision in the audit trail",
                        context=lambda: f"{_verify_audit(direct_url, keys, GH).count('decision')} of {made}")
@@ -244,7 +253,8 @@ def test_database_outage_spools_decisions_and_writes_each_back_exactly_once(
         sim.close()
 
     decisions, changes = _history(direct_url, GH)
-    assert [d.seq for d in decisions] == list(range(1, made + 1)), "one row per decision: none lost, none doubled"
+    assert [d.seq for d in decisions] == list(range(1, made + 1)), \
+        "one row per decision: none lost, none doubled"
     assert changes == []
     assert len({d.cmd_id for d in decisions}) == made
     assert crash_lines == []
@@ -264,21 +274,25 @@ def test_sigkilled_service_restarts_without_losing_doubling_or_reapplying(
         with running(first):
             assert sim.start(), "plant simulator connected"
             stepping.start()
-            wait_until(lambda: first.decisions(GH) >= 5, 30, "decisions before the e-stop", context=first.tail)
+            wait_until(lambda: first.decisions(GH) >= 5, 30, "decisions before the e-stop",
+                       context=first.tail)
             # The physical button: the service latches its own e-stop, which outlives the button's release.
             sim.press_estop(GH)
-            wait_until(lambda: first.metric("greentwin_estops_total", greenhouse=GH) >= 1, 10, "the e-stop latched")
+            wait_until(lambda: first.metric("greentwin_estops_total", greenhouse=GH) >= 1, 10,
+                       "the e-stop latched")
             sim.release_estop(GH)
             latched_at = first.decisions(GH)
             wait_until(lambda: first.decisions(GH) >= latched_at + 5, 20, "decisions after the release")
             assert first.kill() == -signal.SIGKILL
 
         with running(second):
-            wait_until(lambda: second.decisions(GH) >= 5, 30, "decisions after the restart", context=second.tail)
+            wait_until(lambda: second.decisions(GH) >= 5, 30, "decisions after the restart",
+                       context=second.tail)
             stop.set()
             stepping.join(timeout=10)
             newest = wait_until(lambda: _history(sqlite_url, GH)[0][-1].cmd_id, 5, "the newest decision")
-            wait_until(lambda: any(str(c.cmd_id) == newest for c in sim.applied), 10, "the last command applied")
+            wait_until(lambda: any(str(c.cmd_id) == newest for c in sim.applied), 10,
+                       "the last command applied")
             crash_lines = _crash_lines(second.output())
     finally:
         stop.set()
@@ -290,8 +304,9 @@ def test_sigkilled_service_restarts_without_losing_doubling_or_reapplying(
     [change] = changes
     assert (change.from_mode, change.to_mode) == ("auto", "estop") and change.actor.startswith("edge:")
     after_estop = [d for d in decisions if d.seq > change.seq]
-    assert after_estop and all(d.mode == "estop" and d.clipped["pump_pct"] == 0.0 and not any(d.clipped["valves"])
-                               for d in after_estop), "every decision after the e-stop, restart included, is all-off"
+    assert after_estop and all(d.mode == "estop" and d.clipped["pump_pct"] == 0.0
+                               and not any(d.clipped["valves"]) for d in after_estop), \
+        "every decision after the e-stop, restart included, is all-off"
 
     applied_ids = [str(c.cmd_id) for c in sim.applied]
     assert len(applied_ids) == len(set(applied_ids)), "no cmd_id applied twice"

@@ -69,10 +69,11 @@ class Service:
     def decide(self, gh: str, ts: datetime, **fields: Any) -> Decision:
         """One telemetry message through the runtime; its stored decision (the writer stores it)."""
         z = self.runtime.controllers[gh].z
-        tel = Telemetry(**{"ts": ts, "boot_id": "settings", "seq": int(ts.timestamp()), "soil_vwc": [[0.2, 0.2]] * z,
-                           "air_temp_c": 21.0, "air_rh_pct": 70.0, "par_umol_m2_s": 200.0, "co2_ppm": 500.0,
-                           "leaf_temp_c": 21.0, "flow_l_min": 0.0, "pump_current_a": 0.0, "valve_open": [0] * z,
-                           "pump_pct": 0.0, "light_pct": 0.0, "estop": False, **fields})
+        tel = Telemetry(**{"ts": ts, "boot_id": "settings", "seq": int(ts.timestamp()),
+                           "soil_vwc": [[0.2, 0.2]] * z, "air_temp_c": 21.0, "air_rh_pct": 70.0,
+                           "par_umol_m2_s": 200.0, "co2_ppm": 500.0, "leaf_temp_c": 21.0, "flow_l_min": 0.0,
+                           "pump_current_a": 0.0, "valve_open": [0] * z, "pump_pct": 0.0, "light_pct": 0.0,
+                           "estop": False, **fields})
         self.client.portal.call(self.runtime.on_telemetry, gh, tel)  # type: ignore[union-attr]
         return wait_for(lambda: self._stored(gh, ts), f"the decision of {gh} at {ts}")
 
@@ -126,12 +127,14 @@ def test_a_patch_is_in_force_from_the_next_decision_and_sealed_with_who_and_why(
     assert before.clipped["valves"] == [1, 1, 1] and before.estimate["settings_version"] == 1
 
     r = service.patch(gh, {"reason": "zone 2 drains into the path", "zones": [
-        {"index": 1, "name": "Path side", "daily_water_cap_l": 5, "target_low_vwc": 0.22, "target_high_vwc": 0.3}]})
+        {"index": 1, "name": "Path side", "daily_water_cap_l": 5, "target_low_vwc": 0.22,
+         "target_high_vwc": 0.3}]})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["version"] == 2 and body["zones"][1]["water_cap_in_force_l"] == 5.0
     assert body["changed"] == {"zones[1].name": [None, "Path side"], "zones[1].daily_water_cap_l": [250.0, 5],
-                               "zones[1].target_low_vwc": [0.195, 0.22], "zones[1].target_high_vwc": [0.27, 0.3]}
+                               "zones[1].target_low_vwc": [0.195, 0.22],
+                               "zones[1].target_high_vwc": [0.27, 0.3]}
     [sealed] = service.access_tail()
     assert (sealed.kind, sealed.actor) == ("greenhouse_settings", "agronomist:pia")
     assert sealed.payload["reason"] == "zone 2 drains into the path"
@@ -153,7 +156,8 @@ def test_a_patch_is_in_force_from_the_next_decision_and_sealed_with_who_and_why(
     assert later.estimate["settings_version"] == 2 and "settings_change" not in later.estimate
 
     # A restart builds the controllers from the database: the same settings, the same caps in force.
-    [ctl] = build_controllers(rt.sessions, rt.settings, rt.limits, lambda z: ExpertProposer(ThresholdExpert()),
+    [ctl] = build_controllers(rt.sessions, rt.settings, rt.limits,
+                              lambda z: ExpertProposer(ThresholdExpert()),
                               SnapshotStore(service.root / "restart")).values()
     assert ctl.setup == rt.controllers[gh].setup
     assert list(ctl.limits.water_cap_per_zone()) == [250.0, 5.0, 250.0]
@@ -185,13 +189,16 @@ def test_nan_lamp_hours_over_the_cap_and_a_missing_reason_are_refused(service: S
     r = service.client.patch("/api/greenhouses/gh1/settings", content=raw, headers={
         **service.auth("pia"), "Content-Type": "application/json"})
     assert r.status_code == 422 and "daily_water_cap_l" in r.text
-    r = service.client.patch("/api/greenhouses/gh1/settings", content='{"reason": "nan", "lamp_hours_per_day": NaN}',
+    r = service.client.patch("/api/greenhouses/gh1/settings",
+                             content='{"reason": "nan", "lamp_hours_per_day": NaN}',
                              headers={**service.auth("pia"), "Content-Type": "application/json"})
     assert r.status_code == 422 and ["body", "lamp_hours_per_day"] in [e["loc"] for e in r.json()["detail"]]
     r = service.patch("gh1", {"reason": "more light", "lamp_hours_per_day": 20})
-    assert r.status_code == 422 and r.json()["detail"].startswith("lamp_hours_per_day: 20 h is outside 0-16 h")
+    assert r.status_code == 422 \
+        and r.json()["detail"].startswith("lamp_hours_per_day: 20 h is outside 0-16 h")
     assert service.patch("gh1", {"name": "Renamed"}).status_code == 422  # no reason
-    assert service.patch("gh1", {"reason": "no such zone", "zones": [{"index": 9, "name": "x"}]}).status_code == 422
+    assert service.patch("gh1", {"reason": "no such zone",
+                                 "zones": [{"index": 9, "name": "x"}]}).status_code == 422
     assert service.access_tail()[0].seq == head
 
 
@@ -204,8 +211,8 @@ def test_roles_and_unknown_greenhouses(service: Service) -> None:
 
 def test_lamps_and_names_are_live_on_the_pages_and_in_the_observation(service: Service) -> None:
     r = service.patch("gh1", {"reason": "the climate computer runs the lamps now", "name": "North glasshouse",
-                              "lamps_ours": False, "lamp_hours_per_day": 12, "zones": [{"index": 2, "name": ""}]},
-                      user="adam")
+                              "lamps_ours": False, "lamp_hours_per_day": 12,
+                              "zones": [{"index": 2, "name": ""}]}, user="adam")
     assert r.status_code == 200, r.text
     assert service.access_tail()[0].actor == "admin:adam"
     ctl = service.runtime.controllers["gh1"]
@@ -225,12 +232,14 @@ def test_lamps_and_names_are_live_on_the_pages_and_in_the_observation(service: S
         page = service.client.get("/greenhouses/gh1").text
     finally:
         service.client.cookies.clear()
-    assert ">North glasshouse</a>" in page and "<title>North glasshouse" in page and 'id="settings-form"' in page
+    assert ">North glasshouse</a>" in page and "<title>North glasshouse" in page \
+        and 'id="settings-form"' in page
 
 
 def test_another_replicas_change_and_the_audit_coverage(service: Service) -> None:
     """A change made elsewhere (another replica, same database) is taken at the next poll; ``audit verify``'s
-    access check holds the rows to the last sealed settings and names a row changed behind the trail's back."""
+    access check holds the rows to the last sealed settings and names a row changed behind the trail's
+    back."""
     rt = service.runtime
     sealer = AccessSealer(rt.audit.store, "admin:elsewhere")
     edit = SettingsEdit("set on replica b", zones={0: {"target_high_vwc": 0.28}})
@@ -244,7 +253,8 @@ def test_another_replicas_change_and_the_audit_coverage(service: Service) -> Non
     with engine.connect() as conn:
         assert check_access(conn, rt.audit.store).coverage.settings_differ == []
     with engine.begin() as conn:
-        conn.execute(text("UPDATE zone SET daily_water_cap_l = 900 WHERE greenhouse_id = 'gh1' AND zone_index = 1"))
+        conn.execute(text("UPDATE zone SET daily_water_cap_l = 900 WHERE greenhouse_id = 'gh1' "
+                          "AND zone_index = 1"))
     try:
         with engine.connect() as conn:
             found = check_access(conn, rt.audit.store).coverage
@@ -252,7 +262,8 @@ def test_another_replicas_change_and_the_audit_coverage(service: Service) -> Non
         assert "greenhouse settings other than sealed" in found.describe()
     finally:
         with engine.begin() as conn:
-            conn.execute(text("UPDATE zone SET daily_water_cap_l = 5 WHERE greenhouse_id = 'gh1' AND zone_index = 1"))
+            conn.execute(text("UPDATE zone SET daily_water_cap_l = 5 WHERE greenhouse_id = 'gh1' "
+                              "AND zone_index = 1"))
 
 
 def test_a_greenhouse_registered_while_running_gets_decisions(service: Service) -> None:
@@ -281,8 +292,9 @@ def test_lamps_greentwin_does_not_control_are_never_commanded() -> None:
 
     def light(k: int) -> float:
         tel = Telemetry(ts=noon + timedelta(minutes=k), boot_id="lamps", seq=k + 1, soil_vwc=[[0.2, 0.2]] * 2,
-                        air_temp_c=21.0, air_rh_pct=70.0, par_umol_m2_s=200.0, co2_ppm=500.0, leaf_temp_c=21.0,
-                        flow_l_min=0.0, pump_current_a=0.0, valve_open=[0, 0], pump_pct=0.0, light_pct=0.0, estop=False)
+                        air_temp_c=21.0, air_rh_pct=70.0, par_umol_m2_s=200.0, co2_ppm=500.0,
+                        leaf_temp_c=21.0, flow_l_min=0.0, pump_current_a=0.0, valve_open=[0, 0], pump_pct=0.0,
+                        light_pct=0.0, estop=False)
         return float(ctl.on_telemetry(tel).clipped["light_pct"])
 
     assert light(1) == 80.0
@@ -294,5 +306,6 @@ def test_lamps_greentwin_does_not_control_are_never_commanded() -> None:
     assert light(2) == 0.0 and ctl.setup.version == 2 and ctl.estimator.models[0].saturation == 0.38
     theta = ctl.estimator.state_dict()["zones"][0]["theta"]
     ctl.apply_setup(GreenhouseSetup("gh1", zones, lamps_ours=True, lamp_hours_per_day=0.0, version=3), site)
-    assert ctl.estimator.state_dict()["zones"][0]["theta"] == theta, "the estimate carries over a change of soil"
+    assert ctl.estimator.state_dict()["zones"][0]["theta"] == theta, \
+        "the estimate carries over a change of soil"
     assert light(3) == 0.0 and ctl.limits.lights_daily_hours_cap == 0.0  # a budget of none: the clipper's cap

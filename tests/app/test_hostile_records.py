@@ -31,8 +31,8 @@ from wire.topics import Ack, EstopEvent, PayloadError, Telemetry, parse_payload
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 TS = "2026-06-01T00:00:00+00:00"
 TELEMETRY = {"ts": TS, "boot_id": "b1", "seq": 1, "soil_vwc": [[0.2]], "air_temp_c": 20.0, "air_rh_pct": 50.0,
-             "par_umol_m2_s": 0.0, "co2_ppm": 400.0, "leaf_temp_c": 20.0, "flow_l_min": 0.0, "pump_current_a": 0.0,
-             "valve_open": [0], "pump_pct": 0.0, "light_pct": 0.0, "estop": False}
+             "par_umol_m2_s": 0.0, "co2_ppm": 400.0, "leaf_temp_c": 20.0, "flow_l_min": 0.0,
+             "pump_current_a": 0.0, "valve_open": [0], "pump_pct": 0.0, "light_pct": 0.0, "estop": False}
 
 
 @pytest.mark.parametrize(("model", "payload", "field"), [
@@ -52,7 +52,8 @@ def test_hostile_but_schema_shaped_payloads_are_refused_at_the_edge(model, paylo
 
 
 def test_edge_limits_and_table_columns_share_one_definition() -> None:
-    assert parse_payload(json.dumps({"ts": TS, "pressed": True, "source": "p" * ESTOP_SOURCE_MAX_LEN}).encode(),
+    assert parse_payload(json.dumps({"ts": TS, "pressed": True,
+                                     "source": "p" * ESTOP_SOURCE_MAX_LEN}).encode(),
                          EstopEvent).source
     for model in (Decision, ModeChange):
         assert isinstance(model.__table__.c.actor.type, String)
@@ -94,9 +95,11 @@ def _seqs(url: str) -> list[int]:
         return sorted(s.scalars(select(Decision.seq)))
 
 
-def test_a_row_the_database_refuses_is_dead_lettered_once_and_the_rest_recorded(db_url: str, tmp_path: Path) -> None:
+def test_a_row_the_database_refuses_is_dead_lettered_once_and_the_rest_recorded(
+        db_url: str, tmp_path: Path) -> None:
     alarms: list[tuple[str, str]] = []
-    dead = DeadLetters(tmp_path / "state" / "dead-letter.jsonl", on_add=lambda gh, kind, reason: alarms.append((gh, kind)))
+    dead = DeadLetters(tmp_path / "state" / "dead-letter.jsonl",
+                       on_add=lambda gh, kind, reason: alarms.append((gh, kind)))
     rec = DecisionRecorder(make_session_factory(make_engine(db_url)), tmp_path / "state" / "spool.jsonl",
                            dead_letters=dead)
     assert rec.record_many([("decision", _row(1)), ("decision", _hostile(db_url, 2)), ("decision", _row(3))])
@@ -112,9 +115,11 @@ def test_a_row_the_database_refuses_is_dead_lettered_once_and_the_rest_recorded(
     assert _seqs(db_url) == [1, 3, 4] and dead.count == 1
 
 
-def test_a_spooled_row_the_database_refuses_is_dead_lettered_and_the_spool_drains(db_url: str, tmp_path: Path) -> None:
+def test_a_spooled_row_the_database_refuses_is_dead_lettered_and_the_spool_drains(
+        db_url: str, tmp_path: Path) -> None:
     dead = DeadLetters(tmp_path / "dead-letter.jsonl")
-    rec = DecisionRecorder(make_session_factory(make_engine(db_url)), tmp_path / "spool.jsonl", dead_letters=dead)
+    rec = DecisionRecorder(make_session_factory(make_engine(db_url)), tmp_path / "spool.jsonl",
+                           dead_letters=dead)
     rec._spool_many([("decision", _row(1)), ("decision", _hostile(db_url, 2)), ("decision", _row(3))])
     rec.flush_spool()
     assert rec.spooled == 0 and _seqs(db_url) == [1, 3] and dead.count == 1
@@ -137,7 +142,8 @@ def test_a_restart_with_a_refused_row_in_the_journal_starts(db_url: str, tmp_pat
         assert s.scalar(select(func.count()).select_from(ModeChange)) == 0
 
 
-def test_the_writer_process_dead_letters_a_refused_row_and_raises_its_alarm(db_url: str, tmp_path: Path) -> None:
+def test_the_writer_process_dead_letters_a_refused_row_and_raises_its_alarm(
+        db_url: str, tmp_path: Path) -> None:
     from app.writer import WriterConfig, WriterProcess
     from audit import Keyring, Signer
     from tests.app.writer.test_writer_process import _wait
@@ -146,13 +152,14 @@ def test_the_writer_process_dead_letters_a_refused_row_and_raises_its_alarm(db_u
     writer = WriterProcess(on_dead_letter=lambda gh, kind, reason: alarms.append((gh, kind)))
     journal = DecisionJournal(tmp_path / "journal")
     keyring, signer = Keyring.generate(), Signer.generate()
-    writer.start(WriterConfig(database_url=db_url, spool_path=tmp_path / "spool.jsonl", journal=journal.folder,
-                              policy_dir=tmp_path / "no-policy", audit_keys=(keyring.to_json(), signer.to_pem()),
-                              gather_s=0.01))
+    writer.start(WriterConfig(database_url=db_url, spool_path=tmp_path / "spool.jsonl",
+                              journal=journal.folder, policy_dir=tmp_path / "no-policy",
+                              audit_keys=(keyring.to_json(), signer.to_pem()), gather_s=0.01))
     try:
         assert writer.wait_ready(60)
         rows = [_row(1), _hostile(db_url, 2), _row(3)]
-        writer.appended(journal.append(Job("decision", r, "decision", "policy:test", r["ts"]).entry() for r in rows))
+        writer.appended(journal.append(Job("decision", r, "decision", "policy:test", r["ts"]).entry()
+                                       for r in rows))
         assert _wait(lambda: writer.backlog == 0 and alarms, 60)
         row = _row(4)
         writer.appended(journal.append([Job("decision", row, "decision", "policy:test", row["ts"]).entry()]))

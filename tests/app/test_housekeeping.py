@@ -49,14 +49,14 @@ class FakeBridge:
 
 
 def _telemetry(ts: datetime) -> Telemetry:
-    return Telemetry(ts=ts, boot_id="b1", seq=1, soil_vwc=[[0.22, 0.23]] * 6, air_temp_c=22.0, air_rh_pct=60.0,
-                     par_umol_m2_s=50.0, co2_ppm=420.0, leaf_temp_c=21.0, flow_l_min=0.0, pump_current_a=0.0,
-                     valve_open=[0] * 6, pump_pct=0.0, light_pct=0.0, estop=False)
+    return Telemetry(ts=ts, boot_id="b1", seq=1, soil_vwc=[[0.22, 0.23]] * 6, air_temp_c=22.0,
+                     air_rh_pct=60.0, par_umol_m2_s=50.0, co2_ppm=420.0, leaf_temp_c=21.0, flow_l_min=0.0,
+                     pump_current_a=0.0, valve_open=[0] * 6, pump_pct=0.0, light_pct=0.0, estop=False)
 
 
 def _service(tmp_path: Path, ghs: list[str]) -> tuple[Housekeeping, dict[str, GreenhouseController], Metrics]:
-    controllers = {gh: GreenhouseController(gh, ZONES, ExpertProposer(ThresholdExpert()), SafetyLimits.default(),
-                                            max_age_s=120.0) for gh in ghs}
+    controllers = {gh: GreenhouseController(gh, ZONES, ExpertProposer(ThresholdExpert()),
+                                            SafetyLimits.default(), max_age_s=120.0) for gh in ghs}
     metrics = Metrics()
     writer = WriterProcess()  # never started: it only counts what is journaled
     journal, snapshots = DecisionJournal(tmp_path / "journal"), SnapshotStore(tmp_path)
@@ -66,19 +66,21 @@ def _service(tmp_path: Path, ghs: list[str]) -> tuple[Housekeeping, dict[str, Gr
 
 
 def _pending(gh: str, attempts: int) -> PendingCommand:
-    command = Command(cmd_id=uuid.uuid4(), ts=T0, seq=1, ttl_s=30.0, mode="auto", valves=[0] * 6, pump_pct=0.0,
-                      light_pct=0.0, policy_version="expert")
+    command = Command(cmd_id=uuid.uuid4(), ts=T0, seq=1, ttl_s=30.0, mode="auto", valves=[0] * 6,
+                      pump_pct=0.0, light_pct=0.0, policy_version="expert")
     return PendingCommand(gh=gh, command=command, sent_at=0.0, attempts=attempts)
 
 
-def test_an_overdue_command_is_resent_until_its_attempts_are_used_then_recorded_as_timed_out(tmp_path: Path) -> None:
+def test_an_overdue_command_is_resent_until_its_attempts_are_used_then_recorded_as_timed_out(
+        tmp_path: Path) -> None:
     hk, _, metrics = _service(tmp_path, ["ga", "gb"])
     again, given_up = _pending("ga", attempts=1), _pending("gb", attempts=3)
     bridge = FakeBridge([again, given_up])
     hk.dispatch.bridge = bridge  # type: ignore[assignment]
     hk.tick(T0)
     assert bridge.retried == [again]
-    assert [(a.greenhouse_id, a.kind) for a in hk.dispatch.alarms] == [("ga", "ack_timeout"), ("gb", "ack_timeout")]
+    assert [(a.greenhouse_id, a.kind) for a in hk.dispatch.alarms] == [("ga", "ack_timeout"),
+                                                                       ("gb", "ack_timeout")]
     assert metrics.ack_timeouts.labels("gb")._value.get() == 1.0
     hk.dispatch.journal.close()
     [entry] = JournalReader(tmp_path / "journal").read()
@@ -99,7 +101,8 @@ def test_a_stale_greenhouse_gets_the_safe_state_unless_it_is_being_decided(tmp_p
     assert [(a.greenhouse_id, a.kind) for a in hk.dispatch.alarms] == [("ga", "telemetry_stale")]
     hk.dispatch.journal.close()
     [entry] = JournalReader(tmp_path / "journal").read()
-    assert (entry["kind"], entry["row"]["actor"], entry["row"]["greenhouse_id"]) == ("decision", "watchdog", "ga")
+    assert (entry["kind"], entry["row"]["actor"], entry["row"]["greenhouse_id"]) == \
+        ("decision", "watchdog", "ga")
 
 
 def test_reconnects_are_counted_once(tmp_path: Path) -> None:
@@ -114,7 +117,8 @@ def test_reconnects_are_counted_once(tmp_path: Path) -> None:
     assert metrics.mqtt_reconnects._value.get() == 3.0
 
 
-def test_with_leases_only_held_greenhouses_are_watched_retried_and_commanded_with_their_token(tmp_path: Path) -> None:
+def test_with_leases_only_held_greenhouses_are_watched_retried_and_commanded_with_their_token(
+        tmp_path: Path) -> None:
     hk, controllers, _ = _service(tmp_path, ["ga", "gb"])
     for gh in ("ga", "gb"):
         controllers[gh].on_telemetry(_telemetry(T0))
@@ -153,7 +157,8 @@ def test_a_decision_the_journal_cannot_take_is_not_published_but_alarmed_and_com
         "what was published is what was journaled, and only that"
 
 
-def test_a_panel_estop_and_an_ack_the_journal_refused_are_journaled_with_its_next_write(tmp_path: Path) -> None:
+def test_a_panel_estop_and_an_ack_the_journal_refused_are_journaled_with_its_next_write(
+        tmp_path: Path) -> None:
     """A full disk delays the records of what already happened at the plant (the button was pressed, the
     box answered); it must not lose them. The refused decision itself was never commanded."""
     hk, controllers, _ = _service(tmp_path, ["ga"])
@@ -167,7 +172,8 @@ def test_a_panel_estop_and_an_ack_the_journal_refused_are_journaled_with_its_nex
         dispatch.emit([latched])
         dispatch.record_ack("ga", uuid.uuid4(), "applied", None, T0)
     assert bridge.published == [] and ctl.estop_latched
-    later = ctl.on_telemetry(_telemetry(T0 + timedelta(seconds=60)).model_copy(update={"seq": 2, "estop": True}))
+    later = ctl.on_telemetry(
+        _telemetry(T0 + timedelta(seconds=60)).model_copy(update={"seq": 2, "estop": True}))
     dispatch.emit([later])
     dispatch.journal.close()
     kinds = [(e["kind"], e["row"].get("to_mode")) for e in JournalReader(tmp_path / "journal").read()]

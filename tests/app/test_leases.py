@@ -74,14 +74,16 @@ def _rows(sessions: Any) -> dict[str, tuple[str | None, int]]:
 def test_two_replicas_share_the_greenhouses_each_held_by_exactly_one(sessions: Any) -> None:
     a, b = _book(sessions, "a"), _book(sessions, "b")
     first = a.round(GHS)
-    assert sorted(first.gained) == GHS and set(first.gained.values()) == {1}, "alone: takes everything, token 1"
+    assert sorted(first.gained) == GHS and set(first.gained.values()) == {1}, \
+        "alone: takes everything, token 1"
     a.activate(first.gained, a.clock())
     assert b.round(GHS).gained == {}, "nothing is free yet"
     _settle([a, b])
     held_a, held_b = a.held(), b.held()
     assert len(held_a) == len(held_b) == 3 and not set(held_a) & set(held_b)
     rows = _rows(sessions)
-    assert {gh: h for gh, (h, _) in rows.items()} == {**dict.fromkeys(held_a, "a"), **dict.fromkeys(held_b, "b")}
+    assert {gh: h for gh, (h, _) in rows.items()} == {**dict.fromkeys(held_a, "a"),
+                                                      **dict.fromkeys(held_b, "b")}
     assert all(rows[gh][1] == 2 for gh in held_b), "a moved lease has a higher token"
     assert all(rows[gh][1] == 1 for gh in held_a)
 
@@ -162,7 +164,8 @@ def test_the_edge_box_refuses_a_lower_token_than_it_has_seen() -> None:
     assert st.decide(_command(None, now), now.timestamp())[0] == "rejected"
     old = now - timedelta(seconds=60)
     assert st.decide(_command(5, old), now.timestamp())[0] == "expired"
-    assert st.decide(_command(4, now), now.timestamp())[0] == "rejected", "an expired newer token still fences"
+    assert st.decide(_command(4, now), now.timestamp())[0] == "rejected", \
+        "an expired newer token still fences"
 
 
 def test_the_token_travels_in_the_command_payload_and_is_optional() -> None:
@@ -183,7 +186,8 @@ def test_catch_up_continues_after_the_records_and_keeps_a_latch() -> None:
     catch_up(ctl, 3, "auto", 1)
     assert (ctl.seq, ctl.estop_latched) == (9, True), "never backwards, and a latch is never lifted here"
     catch_up(ctl, 12, None, 3)
-    assert ctl.seq == seq_floor(3) == 2 * 2**32, "a new tenure starts past anything the previous one may still store"
+    assert ctl.seq == seq_floor(3) == 2 * 2**32, \
+        "a new tenure starts past anything the previous one may still store"
 
 
 def _proposer() -> Any:
@@ -224,7 +228,8 @@ def test_the_runtime_ignores_and_refuses_what_another_replica_holds(tmp_path: Pa
         engine.dispose()
 
 
-def _start_together(url: str, keys: tuple[Any, Any], replicas: int) -> tuple[list[str | None], list[BaseException]]:
+def _start_together(url: str, keys: tuple[Any, Any],
+                    replicas: int) -> tuple[list[str | None], list[BaseException]]:
     """Each replica's start-up records, sealed by threads with stores of their own released at one moment
     (a store's lock is per store, so they race as processes do)."""
     import threading

@@ -15,7 +15,8 @@ class FakeClock:
         return self.t
 
 
-def _record(msg: str, *args: object, name: str = "app.auth.service", level: int = logging.WARNING) -> logging.LogRecord:
+def _record(msg: str, *args: object, name: str = "app.auth.service",
+            level: int = logging.WARNING) -> logging.LogRecord:
     return logging.LogRecord(name, level, __file__, 1, msg, args, None)
 
 
@@ -27,7 +28,8 @@ def _guard(**kw: object) -> tuple[RepeatFilter, list[logging.LogRecord], FakeClo
 
 def test_repeats_of_one_message_are_counted_and_reported_after_the_interval() -> None:
     f, emitted, clock = _guard()
-    passed = [f.filter(_record("login refused (%s) for %s from %s", "bad", "x", f"10.0.0.{i}")) for i in range(50)]
+    passed = [f.filter(_record("login refused (%s) for %s from %s", "bad", "x", f"10.0.0.{i}"))
+              for i in range(50)]
     assert passed == [True] * 3 + [False] * 47, "the arguments do not make another kind of line"
     assert f.filter(_record("another message")), "another key has its own budget"
     assert emitted == []
@@ -54,9 +56,11 @@ def test_access_lines_are_keyed_by_status_failures_by_status_only() -> None:
     access = '%s - "%s %s HTTP/%s" %d'
 
     def line(path: str, status: int) -> logging.LogRecord:
-        return _record(access, "127.0.0.1:5", "GET", path, "1.1", status, name="uvicorn.access", level=logging.INFO)
+        return _record(access, "127.0.0.1:5", "GET", path, "1.1", status, name="uvicorn.access",
+                       level=logging.INFO)
 
-    assert [f.filter(line(f"/nope/{i}", 404)) for i in range(5)] == [True] * 3 + [False] * 2, "any path, one key"
+    assert [f.filter(line(f"/nope/{i}", 404)) for i in range(5)] == [True] * 3 + [False] * 2, \
+        "any path, one key"
     assert [f.filter(line("/healthz?x=1", 200)) for _ in range(4)] == [True] * 3 + [False]
     assert f.filter(line("/api/overview", 200)), "another route's successes are another key"
 

@@ -18,8 +18,9 @@ TOKEN = "metrics-test-token-" + "4d" * 16
 def _app(root: Path, **settings: object) -> TestClient:
     url = f"sqlite:///{root / 'gt.sqlite3'}"
     db_cli.upgrade(url)
-    return TestClient(create_app(Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1", policy_dir=root / "none",
-                                          environment="demo", secret_key="metrics-access-" + "1f" * 16, **settings),
+    return TestClient(create_app(Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1",
+                                          policy_dir=root / "none", environment="demo",
+                                          secret_key="metrics-access-" + "1f" * 16, **settings),
                                  state_dir=root / "state"))
 
 
@@ -36,7 +37,8 @@ def _get(app: TestClient, peer: str, **headers: str) -> int:
 def test_the_demo_without_a_token_shows_metrics_to_this_machine_only(demo: TestClient) -> None:
     assert _get(demo, "127.0.0.1") == 200 and _get(demo, "::1") == 200
     assert _get(demo, "192.0.2.8") == 401
-    assert _get(demo, "127.0.0.1", **{"X-Forwarded-For": "192.0.2.8"}) == 401, "through a proxy on this machine"
+    assert _get(demo, "127.0.0.1", **{"X-Forwarded-For": "192.0.2.8"}) == 401, \
+        "through a proxy on this machine"
     r = TestClient(demo.app, client=("192.0.2.8", 1)).get("/metrics")
     assert "GREENTWIN_METRICS_TOKEN" in r.json()["detail"]
 
@@ -49,7 +51,8 @@ def test_with_a_token_only_its_holder_reads_metrics(tmp_path: Path) -> None:
 
 
 def test_prod_refuses_a_placeholder_metrics_token() -> None:
-    keys = {"environment": "prod", "audit_keys": "k" + "0123456789abcdef" * 3, "secret_key": "s" + "0123456789abcdef" * 3}
+    keys = {"environment": "prod", "audit_keys": "k" + "0123456789abcdef" * 3,
+            "secret_key": "s" + "0123456789abcdef" * 3}
     with pytest.raises(ValueError, match="GREENTWIN_METRICS_TOKEN is a placeholder"):
         Settings(**keys, metrics_token="changeme")
     with pytest.raises(ValueError, match="GREENTWIN_METRICS_TOKEN must be at least 32"):

@@ -93,19 +93,21 @@ def test_cell_price_columns_upgrade_existing_cells_and_downgrade(db_url: str, en
     assert _diffs(engine) == []
 
 
-def test_settings_columns_keep_existing_greenhouses_as_they_ran_and_downgrade(db_url: str, engine: Engine) -> None:
+def test_settings_columns_keep_existing_greenhouses_as_they_ran_and_downgrade(
+        db_url: str, engine: Engine) -> None:
     """0010 gives a greenhouse registered before it its lamps, the limits' lamp budget and version 1, its
     zones no name ("Zone N"), and keeps their zones (no table copy on SQLite, whose drop would cascade);
     PostgreSQL refuses a budget over 24 h; downgrading keeps bands and caps."""
     db_cli.upgrade(db_url, "0009_login_lock")
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO greenhouse (id, name, zones) VALUES ('gh-1', 'North', 1)"))
-        conn.execute(text("INSERT INTO zone (greenhouse_id, zone_index, soil_type, target_low_vwc, target_high_vwc, "
-                          "saturation_vwc, daily_water_cap_l) VALUES ('gh-1', 0, 'loam', 0.2, 0.27, 0.45, 250)"))
+        conn.execute(text("INSERT INTO zone (greenhouse_id, zone_index, soil_type, target_low_vwc, "
+                          "target_high_vwc, saturation_vwc, daily_water_cap_l) "
+                          "VALUES ('gh-1', 0, 'loam', 0.2, 0.27, 0.45, 250)"))
     db_cli.upgrade(db_url, "0010_greenhouse_settings")
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT lamps_ours, lamp_hours_per_day, settings_version FROM greenhouse")).one() \
-            == (True, None, 1)
+        assert conn.execute(text("SELECT lamps_ours, lamp_hours_per_day, settings_version "
+                                 "FROM greenhouse")).one() == (True, None, 1)
         assert conn.execute(text("SELECT name, daily_water_cap_l FROM zone")).one() == (None, 250.0)
     if engine.dialect.name == "postgresql":  # SQLite adds no check to an existing table: the API refuses it
         with pytest.raises(IntegrityError), engine.begin() as conn:
@@ -123,7 +125,8 @@ def test_user_language_keeps_existing_accounts_in_english_and_downgrades(db_url:
     drop would cascade to them); PostgreSQL refuses a language the catalogue lacks; downgrading drops it."""
     db_cli.upgrade(db_url, "0011_alarm_operations")
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO app_user (username, password_hash, token_epoch) VALUES ('olga', 'x', 0)"))
+        conn.execute(text("INSERT INTO app_user (username, password_hash, token_epoch) "
+                          "VALUES ('olga', 'x', 0)"))
         conn.execute(text("INSERT INTO app_user_role (user_id, role) SELECT id, 'operator' FROM app_user"))
     db_cli.upgrade(db_url, "0012_user_language")
     with engine.begin() as conn:
@@ -178,11 +181,13 @@ def test_greenhouse_decisions_and_constraints(db_url: str, engine: Engine) -> No
     with Session(engine) as s:
         zones = s.scalars(select(Zone).where(Zone.greenhouse_id == "gh-1").order_by(Zone.index)).all()
         assert [z.index for z in zones] == [0, 1, 2]
-        assert all(z.soil_type == "clay" and z.target_low_vwc < z.target_high_vwc <= z.saturation_vwc for z in zones)
+        assert all(z.soil_type == "clay" and z.target_low_vwc < z.target_high_vwc <= z.saturation_vwc
+                   for z in zones)
         assert s.get(Greenhouse, "gh-1").created_at is not None  # type: ignore[union-attr]
 
         s.add_all([_decision("gh-1", 1), _decision("gh-1", 2), _decision("gh-2", 1)])
-        s.add(ModeChange(greenhouse_id="gh-1", seq=1, ts=datetime.now(UTC), actor="op", from_mode=None, to_mode="auto"))
+        s.add(ModeChange(greenhouse_id="gh-1", seq=1, ts=datetime.now(UTC), actor="op", from_mode=None,
+                         to_mode="auto"))
         s.commit()
         stored = s.scalars(select(Decision).where(Decision.greenhouse_id == "gh-1", Decision.seq == 1)).one()
         assert stored.telemetry == {"soil_vwc": [[0.21, None]]} and stored.rules_fired == ["pump_rate_limit"]

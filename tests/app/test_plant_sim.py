@@ -230,7 +230,8 @@ def test_a_box_whose_clock_is_set_wrong_stamps_and_judges_by_it(mqtt_available: 
         else:
             assert telemetry.get(timeout=5) == sent
             ack = acks.get(timeout=5)
-            assert ack.status == "applied" and abs((ack.ts - datetime.now(UTC)).total_seconds() - offset_s) < 5.0
+            assert ack.status == "applied" \
+                and abs((ack.ts - datetime.now(UTC)).total_seconds() - offset_s) < 5.0
             assert rejected == [] and sim.state[gh].applied_count == 1
     finally:
         sim.close()
@@ -260,7 +261,8 @@ def test_lamps_left_to_the_site_run_on_its_schedule_through_the_fall_back() -> N
         assert st.site_lamps and float(sim.twin.params.lamps_ours[0]) == 0.0
         st.check_watchdog(noon.timestamp() + 120.0)  # silence beyond the TTL: valves and pump go safe
         tel = sim.step_once()["gh1"]
-        assert st.failsafe and tel.valve_open == [0] * ZONES and tel.pump_pct == 0.0 and tel.light_pct == 100.0
+        assert st.failsafe and tel.valve_open == [0] * ZONES and tel.pump_pct == 0.0 \
+            and tel.light_pct == 100.0
         later = noon + timedelta(minutes=3)
         assert st.decide(_command(ts=later, seq=2, light_pct=20.0), later.timestamp())[0] == "applied"
         assert sim.step_once()["gh1"].light_pct == 20.0 and float(sim.twin.params.lamps_ours[0]) == 1.0

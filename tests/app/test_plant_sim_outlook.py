@@ -39,14 +39,16 @@ def test_both_endpoints_answer_their_documented_shapes(served: tuple[PlantSim, O
     weather = parse_open_meteo(httpx.get(server.url + "/v1/forecast", params={"forecast_days": 3}).json())
     assert weather.times[0] == np.datetime64("2026-06-01T00:00:00") and len(weather.times) == 72
     prices = parse_day_ahead(httpx.get(server.url + "/v1/day-ahead").json())
-    assert len(prices) == 72 and min(prices) == int((START.replace(hour=0, minute=0) - timedelta(days=1)).timestamp())
+    assert len(prices) == 72 \
+        and min(prices) == int((START.replace(hour=0, minute=0) - timedelta(days=1)).timestamp())
     assert httpx.get(server.url + "/nope").status_code == 404
     # The forecast's sun is the plant's own: the twin's weather at the same simulated hour.
     b = sim.twin.backend
     hour = float(sim.twin.params.start_hour[0] + sim.twin.state.step[0] * sim.twin.config.dt_h)
     k = int((START.replace(minute=0) - START.replace(hour=0, minute=0)).total_seconds() // 3600) + 1
     then = hour + (START.replace(minute=0) + timedelta(hours=1) - START).total_seconds() / 3600.0
-    own = float(b.to_numpy(sim.twin.model.weather.at(b, sim.twin.params.year[:1], np.array([then])))[0, SOLAR])
+    own = float(b.to_numpy(sim.twin.model.weather.at(b, sim.twin.params.year[:1],
+                                                     np.array([then])))[0, SOLAR])
     assert weather.shortwave_radiation_w_m2[k] == pytest.approx(min(max(own, 0.0), 1500.0), abs=0.1)
 
 
@@ -56,7 +58,8 @@ def test_the_service_feed_reads_a_live_non_flat_outlook(served: tuple[PlantSim, 
         sim.step_once()
     clock = lambda: sim.sim_time  # noqa: E731
     feed = OutlookFeed(WeatherProvider(server.url, 52.0, 5.0, retries=0, utc_now=clock),
-                       PriceProvider(server.url, PriceConfig(source="tou"), retries=0, utc_now=clock), utc_now=clock)
+                       PriceProvider(server.url, PriceConfig(source="tou"), retries=0, utc_now=clock),
+                       utc_now=clock)
     out = feed.refresh()
     feed.close()
     assert (out.weather_source, out.price_source, out.alarms) == ("live", "live", ())
@@ -95,8 +98,10 @@ def test_telemetry_twin_and_outlook_share_the_sites_local_clock() -> None:
     assert all((t.par_umol_m2_s or 0.0) < 1.0 for t in night.values())
     # The forecast's hour 0 is the plant's own weather now: the twin's solar at its current hour.
     b = sim.twin.backend
-    now_hour = float(b.to_numpy(sim.twin.params.start_hour)[0] + float(sim.twin.state.step[0]) * sim.twin.config.dt_h)
-    own = float(b.to_numpy(sim.twin.model.weather.at(b, sim.twin.params.year[:1], np.array([now_hour])))[0, SOLAR])
+    now_hour = float(b.to_numpy(sim.twin.params.start_hour)[0]
+                     + float(sim.twin.state.step[0]) * sim.twin.config.dt_h)
+    own = float(b.to_numpy(sim.twin.model.weather.at(b, sim.twin.params.year[:1],
+                                                     np.array([now_hour])))[0, SOLAR])
     forecast = forecast_payload(sim)
     assert forecast["hourly"]["shortwave_radiation"][forecast["hourly"]["time"].index("2026-06-01T22:00")] \
         == pytest.approx(min(max(own, 0.0), 1500.0), abs=0.1) == 0.0
@@ -114,6 +119,6 @@ def test_a_new_episode_keeps_the_sites_clock() -> None:
 def test_plant_sim_refuses_an_unknown_site_time_zone() -> None:
     from app.cli.plant_sim import run_plant_sim
 
-    args = argparse.Namespace(mqtt_url="mqtt://127.0.0.1:1", site_timezone="Nowhere/Atlantis", greenhouses="gh1",
-                              speed=1.0, dt_s=60.0, seed=0, zones=3, outlook_port=None)
+    args = argparse.Namespace(mqtt_url="mqtt://127.0.0.1:1", site_timezone="Nowhere/Atlantis",
+                              greenhouses="gh1", speed=1.0, dt_s=60.0, seed=0, zones=3, outlook_port=None)
     assert run_plant_sim(args) == 2

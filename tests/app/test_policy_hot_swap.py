@@ -49,9 +49,10 @@ def test_promotion_is_picked_up_sealed_and_a_bad_one_is_refused(tmp_path: Path) 
     assert {c.proposer.policy_version for c in rt.controllers.values()} == {shipped}
     assert registry.promoted(rt.sessions).version == shipped  # type: ignore[union-attr]
 
-    registry.add_candidate(rt.sessions, "ppo-test-v2", _ensemble_copy(tmp_path, "ppo-test-v2"), parent=shipped)
-    registry.add_candidate(rt.sessions, "ppo-test-bad", _ensemble_copy(tmp_path, "ppo-test-bad", corrupt=True),
+    registry.add_candidate(rt.sessions, "ppo-test-v2", _ensemble_copy(tmp_path, "ppo-test-v2"),
                            parent=shipped)
+    registry.add_candidate(rt.sessions, "ppo-test-bad",
+                           _ensemble_copy(tmp_path, "ppo-test-bad", corrupt=True), parent=shipped)
 
     async def run() -> tuple[bool, bool, bool]:
         unchanged = await rt.policy_watch.check()
@@ -89,7 +90,8 @@ def test_promotion_is_picked_up_sealed_and_a_bad_one_is_refused(tmp_path: Path) 
     assert {c.proposer.policy_version for c in again.controllers.values()} == {"expert"}
 
 
-def test_the_writer_explains_decisions_after_a_swap_with_the_new_ensemble(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_writer_explains_decisions_after_a_swap_with_the_new_ensemble(  # type: ignore[no-untyped-def]
+        monkeypatch) -> None:
     """Journal order decides: decisions before the swap record are explained with the old ensemble,
     those after it with the new one, in the same writer round."""
     from datetime import UTC, datetime
@@ -110,15 +112,16 @@ def test_the_writer_explains_decisions_after_a_swap_with_the_new_ensemble(monkey
     stored: list[tuple[str, dict]] = []
     recorder = SimpleNamespace(record_many=lambda items: stored.extend(items) or True)
     store = DecisionStore(recorder, lambda zones: current["v"],  # type: ignore[arg-type]
-                          on_swap=lambda job: current.update(v=SimpleNamespace(policy_version=job.row["to_version"],
-                                                                               ensemble="members")))
+                          on_swap=lambda job: current.update(v=SimpleNamespace(
+                              policy_version=job.row["to_version"], ensemble="members")))
     ts = datetime(2026, 6, 1, tzinfo=UTC)
 
     def decision(seq: int) -> Job:
-        return Job("decision", {"greenhouse_id": "ga", "seq": seq, "ts": ts, "explanation": {}}, "decision", "policy",
-                   ts, request=seq, zones=6)  # type: ignore[arg-type]
+        return Job("decision", {"greenhouse_id": "ga", "seq": seq, "ts": ts, "explanation": {}},
+                   "decision", "policy", ts, request=seq, zones=6)  # type: ignore[arg-type]
 
-    swap = Job.policy_swap("ga", ts, {"from_version": "old", "to_version": "new", "directory": "/x"}, "registry:t")
+    swap = Job.policy_swap("ga", ts, {"from_version": "old", "to_version": "new", "directory": "/x"},
+                           "registry:t")
     store.store([decision(1), decision(2), swap, decision(3)])
     assert explained == [("old", 1), ("old", 2), ("new", 3)]
     assert [kind for kind, _ in stored] == ["decision", "decision", "decision"]  # the swap has no row

@@ -51,10 +51,12 @@ class _Fleet:
 
 
 def _info(version: str, directory: Path | None = None) -> registry.VersionInfo:
-    return registry.VersionInfo(version=version, parent=None, status="promoted", directory=str(directory or version),
-                                created_at=datetime(2026, 6, 1, tzinfo=UTC), promoted_at=None, promoted_by="cli:alice",
-                                note="", metrics=None, calibration=None, data_from=None, data_to=None,
-                                twin_version=None, config_hash=None, git_commit=None)
+    return registry.VersionInfo(version=version, parent=None, status="promoted",
+                                directory=str(directory or version),
+                                created_at=datetime(2026, 6, 1, tzinfo=UTC), promoted_at=None,
+                                promoted_by="cli:alice", note="", metrics=None, calibration=None,
+                                data_from=None, data_to=None, twin_version=None, config_hash=None,
+                                git_commit=None)
 
 
 def test_the_watcher_swaps_through_its_collaborators_and_refuses_a_bad_version_once(
@@ -93,8 +95,8 @@ def test_a_promoted_version_that_fails_at_start_gives_way_to_the_configured_one(
     holder: dict[str, PolicyWatcher] = {}
     cache = ProposerCache(tmp_path / "configured", loader=_load, fallback=tmp_path / "configured",
                           on_fallback=lambda d, exc: holder["w"].fell_back(d, exc))
-    watcher = holder["w"] = PolicyWatcher(object(), tmp_path / "configured", cache, _Fleet(),  # type: ignore[arg-type]
-                                          poll_s=60.0)
+    watcher = holder["w"] = PolicyWatcher(
+        object(), tmp_path / "configured", cache, _Fleet(), poll_s=60.0)  # type: ignore[arg-type]
     assert watcher.adopt() is not None and cache.directory == promoted
     assert cache.get(6).policy_version == "configured"
     assert "bad-v2" in watcher.failed and cache.directory == tmp_path / "configured"

@@ -55,7 +55,8 @@ def test_a_swap_replaces_every_proposer_held() -> None:
     assert cache.get(6).policy_version == "v1", "loading alone puts nothing in force"
     cache.swap(Path("v2"), fresh)
     assert cache.get(6) is fresh[6] and cache.directory == Path("v2")
-    assert cache.get(2).policy_version == "v2", "a zone count first asked after the swap comes from the new directory"
+    assert cache.get(2).policy_version == "v2", \
+        "a zone count first asked after the swap comes from the new directory"
 
 
 def test_following_a_directory_that_fails_to_load_keeps_the_old_proposers() -> None:

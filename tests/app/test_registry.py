@@ -57,7 +57,8 @@ def test_empty_registry_adopts_the_configured_ensemble(sessions: sessionmaker[Se
 def test_promote_then_rollback(sessions: sessionmaker[Session], tmp_path: Path) -> None:
     first = registry.ensure_seeded(sessions, DEFAULT_POLICY_DIR)
     assert first is not None
-    registry.add_candidate(sessions, "cand-1", _copy_ensemble(tmp_path, "c1"), parent=first.version, metrics={"x": 1})
+    registry.add_candidate(sessions, "cand-1", _copy_ensemble(tmp_path, "c1"), parent=first.version,
+                           metrics={"x": 1})
     with pytest.raises(registry.RegistryError, match="unknown"):
         registry.promote(sessions, "nope", "cli:test")
     registry.promote(sessions, "cand-1", "cli:test")
@@ -80,7 +81,8 @@ def test_a_second_promoted_row_is_refused(sessions: sessionmaker[Session], tmp_p
 
 
 @pytest.mark.postgres
-def test_concurrent_promotions_leave_one_promoted(make_pg_database, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_concurrent_promotions_leave_one_promoted(  # type: ignore[no-untyped-def]
+        make_pg_database, tmp_path: Path) -> None:
     with make_pg_database("h_retrain_race") as url:
         db_cli.upgrade(url)
         engine = make_engine(url, pool_size=10)
@@ -120,7 +122,8 @@ def test_policy_cli(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "unknown policy version" in capsys.readouterr().err
     assert cli_main(["policy", "rollback", "--url", db_url]) == 2
     engine = make_engine(db_url)
-    registry.add_candidate(make_session_factory(engine), "cand-9", _copy_ensemble(tmp_path, "c9"), parent=shipped)
+    registry.add_candidate(make_session_factory(engine), "cand-9", _copy_ensemble(tmp_path, "c9"),
+                           parent=shipped)
     engine.dispose()
     assert cli_main(["policy", "promote", "cand-9", "--url", db_url]) == 0
     assert cli_main(["policy", "rollback", "--url", db_url, "--reason", "test"]) == 0

@@ -52,7 +52,8 @@ class JudgingPlantSim(PlantSim):
         return status, reason
 
     def applied(self) -> list[tuple[float, str, int]]:
-        return [(t, gh, cmd.fencing_token or 0) for t, gh, cmd, status in list(self.judged) if status == "applied"]
+        return [(t, gh, cmd.fencing_token or 0) for t, gh, cmd, status in list(self.judged)
+                if status == "applied"]
 
 
 @pytest.fixture
@@ -79,9 +80,10 @@ def test_two_replicas_command_each_greenhouse_once_and_take_over_a_killed_ones_w
         replicas = {}
         for rid in ("r1", "r2"):
             (tmp_path / rid).mkdir()
-            env = service_env(database_url=url, mqtt_url=broker.url, keys=keys, policy_dir=tmp_path / "no-policy",
-                              extra={"GREENTWIN_LEASE_TTL_S": str(TTL_S), "GREENTWIN_LEASE_RENEW_S": str(RENEW_S),
-                                     "GREENTWIN_REPLICA_ID": rid})
+            env = service_env(database_url=url, mqtt_url=broker.url, keys=keys,
+                              policy_dir=tmp_path / "no-policy",
+                              extra={"GREENTWIN_LEASE_TTL_S": str(TTL_S),
+                                     "GREENTWIN_LEASE_RENEW_S": str(RENEW_S), "GREENTWIN_REPLICA_ID": rid})
             replicas[rid] = Service(tmp_path / rid, env, name=rid)
         sim = JudgingPlantSim(broker.url, GHS, speed=300.0, dt_s=60.0, seed=2)  # one step every 200 ms
         stop = threading.Event()
@@ -108,7 +110,8 @@ def test_two_replicas_command_each_greenhouse_once_and_take_over_a_killed_ones_w
 
             def split() -> dict[str, dict[str, int]] | None:
                 held = sample(["r1", "r2"])
-                fair = all(len(held[rid]) == 2 for rid in held) and set(held["r1"]) | set(held["r2"]) == set(GHS)
+                fair = (all(len(held[rid]) == 2 for rid in held)
+                        and set(held["r1"]) | set(held["r2"]) == set(GHS))
                 return held if fair else None
 
             held = wait_until(split, 30, "the greenhouses split two and two",
@@ -119,15 +122,16 @@ def test_two_replicas_command_each_greenhouse_once_and_take_over_a_killed_ones_w
             for _ in range(10):
                 sample(["r1", "r2"])
                 time.sleep(0.1)
-            assert replicas["r2"].metric("greentwin_telemetry_total", outcome="ignored", reason="not_mine") > 0, \
+            assert replicas["r2"].metric("greentwin_telemetry_total", outcome="ignored",
+                                         reason="not_mine") > 0, \
                 "telemetry reaches every replica; each decides only its own greenhouses"
 
             victim, survivor = replicas["r1"], replicas["r2"]
             orphans = dict(held["r1"])
             killed_at = time.monotonic()
             victim.kill()
-            wait_until(lambda: len(sample(["r2"])["r2"]) == len(GHS), BOUND_S + SLACK_S, "the survivor holding all",
-                       context=survivor.tail)
+            wait_until(lambda: len(sample(["r2"])["r2"]) == len(GHS), BOUND_S + SLACK_S,
+                       "the survivor holding all", context=survivor.tail)
 
             def taken_over() -> dict[str, float] | None:
                 firsts: dict[str, float] = {}
@@ -151,7 +155,8 @@ def test_two_replicas_command_each_greenhouse_once_and_take_over_a_killed_ones_w
                 r.stop()
 
         assert takeover_s <= BOUND_S + SLACK_S
-        assert sim.refused == [], "no replica ever commanded outside its lease: the edge's fence never had to act"
+        assert sim.refused == [], \
+            "no replica ever commanded outside its lease: the edge's fence never had to act"
         assert both_held == [], "no moment at which two replicas both held a greenhouse"
         assert all(len(rids) == 1 for rids in owners.values()), f"one replica per token: {dict(owners)}"
         applied = sim.applied()

@@ -29,9 +29,9 @@ T0 = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
 
 def _telemetry(k: int, ts: datetime | None = None, theta: float = 0.2) -> Telemetry:
     return Telemetry(ts=ts or T0 + timedelta(seconds=60 * k), boot_id="b1", seq=k,
-                     soil_vwc=[[theta, theta + 0.01]] * 6, air_temp_c=22.0, air_rh_pct=60.0, par_umol_m2_s=50.0,
-                     co2_ppm=420.0, leaf_temp_c=21.0, flow_l_min=0.0, pump_current_a=0.0, valve_open=[0] * 6,
-                     pump_pct=0.0, light_pct=0.0, estop=False)
+                     soil_vwc=[[theta, theta + 0.01]] * 6, air_temp_c=22.0, air_rh_pct=60.0,
+                     par_umol_m2_s=50.0, co2_ppm=420.0, leaf_temp_c=21.0, flow_l_min=0.0, pump_current_a=0.0,
+                     valve_open=[0] * 6, pump_pct=0.0, light_pct=0.0, estop=False)
 
 
 def _database(tmp_path: Path, ghs: list[str]) -> str:
@@ -98,9 +98,9 @@ def test_group_commit_spools_while_the_database_is_down_and_never_doubles(tmp_pa
 
     def row(seq: int) -> dict:
         return {"greenhouse_id": "ga", "seq": seq, "ts": T0 + timedelta(minutes=seq), "actor": "policy:test",
-                "mode": "auto", "telemetry": {}, "estimate": None, "member_actions": [], "voted": {}, "clipped": {},
-                "rules_fired": [], "reward_terms": None, "confidence": 1.0, "explanation": None,
-                "cmd_id": str(uuid.UUID(int=seq)), "ack_status": "pending"}
+                "mode": "auto", "telemetry": {}, "estimate": None, "member_actions": [], "voted": {},
+                "clipped": {}, "rules_fired": [], "reward_terms": None, "confidence": 1.0,
+                "explanation": None, "cmd_id": str(uuid.UUID(int=seq)), "ack_status": "pending"}
 
     assert not rec.record_many([("decision", row(1)), ("decision", row(2))])
     assert rec.spooled == 2

@@ -50,7 +50,8 @@ def service_env(tmp_path, mqtt_available):
         create_user(session=session, username="op1", password=OPERATOR_PW, roles=["operator"])
     engine.dispose()
     settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1883", policy_dir=tmp_path / "no-policy",
-                        max_age_s=3600.0, max_clock_skew_s=3600.0, environment="demo", metrics_token=METRICS_TOKEN)
+                        max_age_s=3600.0, max_clock_skew_s=3600.0, environment="demo",
+                        metrics_token=METRICS_TOKEN)
     return gh, settings, tmp_path / "state"
 
 
@@ -72,18 +73,22 @@ def test_decisions_flow_end_to_end_and_estop_survives_restart(service_env):
             rows = client.get(f"/api/greenhouses/{gh}/decisions").json()
             assert [r["seq"] for r in rows] == [5, 4, 3, 2, 1]
             # The edge box's acks reach the decisions' rows (the writer stores them in journal order).
-            assert _wait(lambda: [r["ack_status"] for r in client.get(f"/api/greenhouses/{gh}/decisions").json()]
+            assert _wait(lambda: [r["ack_status"]
+                                  for r in client.get(f"/api/greenhouses/{gh}/decisions").json()]
                          == ["applied"] * 5), "acks recorded"
 
-            assert client.post(f"/api/greenhouses/{gh}/estop", json={"actor": "op1", "reason": ""}).status_code == 422
             assert client.post(f"/api/greenhouses/{gh}/estop",
-                               json={"actor": "op1", "reason": "leak at zone 3", "extra": 1}).status_code == 422
+                               json={"actor": "op1", "reason": ""}).status_code == 422
+            assert client.post(f"/api/greenhouses/{gh}/estop",
+                               json={"actor": "op1", "reason": "leak at zone 3",
+                                     "extra": 1}).status_code == 422
             r = client.post(f"/api/greenhouses/{gh}/estop", json={"actor": "op1", "reason": "leak at zone 3"})
             assert r.status_code == 200 and r.json()["to_mode"] == "estop"
             sim.step_once()
             assert _wait(lambda: runtime.last_decision[gh]["mode"] == "estop")
             assert runtime.last_decision[gh]["clipped"]["pump_pct"] == 0.0
-            assert client.post("/api/greenhouses/nope/estop", json={"actor": "a", "reason": "abc"}).status_code == 404
+            assert client.post("/api/greenhouses/nope/estop",
+                               json={"actor": "a", "reason": "abc"}).status_code == 404
             metrics = client.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}).text
             assert f'greentwin_decisions_total{{actor="policy",greenhouse="{gh}"}} 5.0' in metrics
             assert f'greentwin_estops_total{{greenhouse="{gh}",source="api"}} 1.0' in metrics
@@ -94,7 +99,8 @@ def test_decisions_flow_end_to_end_and_estop_survives_restart(service_env):
             _login(client)
             listed = {g["id"]: g for g in client.get("/api/greenhouses").json()}
             assert listed[gh]["estop_latched"] is True and listed[gh]["mode"] == "estop"
-            r = client.post(f"/api/greenhouses/{gh}/estop/reset", json={"actor": "op1", "reason": "leak fixed"})
+            r = client.post(f"/api/greenhouses/{gh}/estop/reset",
+                            json={"actor": "op1", "reason": "leak fixed"})
             assert r.status_code == 200 and r.json()["to_mode"] == "manual"  # a safe hold, not the policy
             changes = client.get(f"/api/greenhouses/{gh}/mode-changes").json()
             # The logged-in operator is the actor, whatever the body's "actor" says.

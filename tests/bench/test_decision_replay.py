@@ -25,8 +25,8 @@ def short(bench: ModuleType) -> Any:
     """Every event of the full script, squeezed into 130 steps of four greenhouses."""
     return bench.Script(greenhouses=4, steps=130, dead_probe=(3, 4, range(20, 40)), gap=(0, range(50, 55)),
                         silent_co2=(1, range(60, 70)), panel_estop=(1, 10), operator_estop=(2, 70),
-                        reset_after=10, auto_after=15, band_change=(0, 30), lamp_budget=(3, 45), initial_vwc=0.185,
-                        water_cap_l=2.0)
+                        reset_after=10, auto_after=15, band_change=(0, 30), lamp_budget=(3, 45),
+                        initial_vwc=0.185, water_cap_l=2.0)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,8 @@ def recorded(bench: ModuleType, short: Any) -> dict[str, Any]:
     return bench.replay(short, keep_records=True)
 
 
-def test_the_same_session_gives_the_same_hashes(bench: ModuleType, short: Any, recorded: dict[str, Any]) -> None:
+def test_the_same_session_gives_the_same_hashes(bench: ModuleType, short: Any,
+                                                recorded: dict[str, Any]) -> None:
     again = bench.replay(short, keep_records=True)
     assert again["digest"] == recorded["digest"] and again["hashes"] == recorded["hashes"]
     assert bench.first_difference(recorded, again) is None
@@ -44,9 +45,12 @@ def test_the_script_walks_the_paths_a_refactor_can_break(bench: ModuleType, shor
                                                          recorded: dict[str, Any]) -> None:
     records = recorded["records"]
     decisions = [r for r in records if r["kind"] == "decision"]
-    modes = [(r["greenhouse_id"], r["from_mode"], r["to_mode"], r["actor"]) for r in records if r["kind"] == "mode"]
-    assert ("gh2", "auto", "estop", "edge:estop") in modes and ("gh3", "auto", "estop", "operator:olga") in modes
-    assert ("gh2", "estop", "manual", "operator:olga") in modes and ("gh2", "manual", "auto", "operator:olga") in modes
+    modes = [(r["greenhouse_id"], r["from_mode"], r["to_mode"], r["actor"]) for r in records
+             if r["kind"] == "mode"]
+    assert ("gh2", "auto", "estop", "edge:estop") in modes \
+        and ("gh3", "auto", "estop", "operator:olga") in modes
+    assert ("gh2", "estop", "manual", "operator:olga") in modes \
+        and ("gh2", "manual", "auto", "operator:olga") in modes
     actors = {r["actor"].split(":")[0] for r in decisions}
     assert {"policy", "expert", "estop", "operator"} <= actors, actors
     assert any(r["rules_fired"] for r in decisions), "the clipper changes something"
@@ -67,7 +71,9 @@ def test_a_changed_decision_is_named_where_it_happens(bench: ModuleType, short: 
     assert where is not None
     index = int(where.split()[1])
     assert recorded["hashes"][:index] == changed["hashes"][:index] and index < len(recorded["hashes"])
-    assert recorded["records"][index]["actor"].startswith("policy:"), "the first policy decision is the first to differ"
+    assert recorded["records"][index]["actor"].startswith("policy:"), \
+        "the first policy decision is the first to differ"
     assert "actor" in where and "member_actions" in where
     assert bench.first_difference(recorded, {**recorded, "digest": "", "hashes": recorded["hashes"][:-1],
-                                             "count": recorded["count"] - 1}).startswith("the replays differ in length")
+                                             "count": recorded["count"] - 1}).startswith(
+        "the replays differ in length")

@@ -33,7 +33,8 @@ def report(bench: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> dict[
 
 def test_report_structure(bench: ModuleType, report: dict[str, Any]) -> None:
     assert set(report) == {"settings", "member", "scenarios", "summary", "timing", "flips"}
-    assert report["settings"]["gamma"] == pytest.approx(0.999) and report["settings"]["lam"] == pytest.approx(0.95)
+    assert report["settings"]["gamma"] == pytest.approx(0.999) \
+        and report["settings"]["lam"] == pytest.approx(0.95)
     assert len(report["scenarios"]) == 2
     summary = report["summary"]
     flips = [f for f in report["flips"] if f["kind"] != "control"]
@@ -49,10 +50,12 @@ def test_report_structure(bench: ModuleType, report: dict[str, Any]) -> None:
         assert health["healthy"]["count"] + health["faulty"]["count"] == summary[name]["count"]
     for f in flips:  # each flip is counted in the class of the clone's decision
         assert f["clone_lit"] == (f["kind"] == "lit") and 0.0 <= f["day"] <= 1.0 and 5.0 <= f["hour"] < 23.0
-    assert {f["faulty"] for f in report["flips"] if f["seed"] == 200} <= {False}  # the suite's first is healthy
+    # the suite's first is healthy
+    assert {f["faulty"] for f in report["flips"] if f["seed"] == 200} <= {False}
     assert {f["faulty"] for f in report["flips"] if f["seed"] == 201} <= {True}
     timing = report["timing"]
-    assert timing["torch_threads"] == 1 and len(timing["load_average_start"]) == 3 and timing["s_per_flip"] > 0
+    assert timing["torch_threads"] == 1 and len(timing["load_average_start"]) == 3 \
+        and timing["s_per_flip"] > 0
 
 
 def test_a_flip_that_inverts_nothing_changes_nothing(report: dict[str, Any]) -> None:
@@ -75,12 +78,14 @@ def test_figures_obey_the_identities(report: dict[str, Any]) -> None:
         assert f["gae_null"] == pytest.approx(f["gl_discounted"], rel=1e-9, abs=1e-9)
         # Shaping telescopes: the discounted shaped return differs by gamma^k (Phi_A - Phi_B) at the end
         # (Phi at the flip step is the same state on both sides and cancels).
-        assert f["shaped_discounted"] == pytest.approx(f["discounted"] + f["potential_term"], rel=1e-9, abs=1e-9)
+        assert f["shaped_discounted"] == pytest.approx(f["discounted"] + f["potential_term"], rel=1e-9,
+                                                       abs=1e-9)
         assert math.isfinite(f["gae"]) and math.isfinite(f["gae_shaped"])
 
 
 def test_same_seed_same_numbers(bench: ModuleType, report: dict[str, Any]) -> None:
-    args = bench.Settings(scenarios=2, greenhouses=4, days=1.0, window=(0.0, 1.0), flips=3, controls=2, seed=5)
+    args = bench.Settings(scenarios=2, greenhouses=4, days=1.0, window=(0.0, 1.0), flips=3, controls=2,
+                          seed=5)
     again = json.loads(json.dumps(bench.run(args)["flips"]))
     assert again == report["flips"]
 

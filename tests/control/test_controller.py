@@ -33,11 +33,12 @@ def _ids():
 
 
 def _controller(proposer=None, **kw) -> GreenhouseController:
-    return GreenhouseController("gh1", ZONES, proposer or ExpertProposer(ThresholdExpert()), SafetyLimits.default(),
-                                step_s=60.0, cmd_id_factory=_ids(), **kw)
+    return GreenhouseController("gh1", ZONES, proposer or ExpertProposer(ThresholdExpert()),
+                                SafetyLimits.default(), step_s=60.0, cmd_id_factory=_ids(), **kw)
 
 
-def _telemetry(twin: GreenhouseTwin, info: dict | None, k: int, action: np.ndarray, estop: bool = False) -> Telemetry:
+def _telemetry(twin: GreenhouseTwin, info: dict | None, k: int, action: np.ndarray,
+               estop: bool = False) -> Telemetry:
     r = info["readings"] if info else None
     soil = r["soil_vwc"][0] if r else twin.state.theta[0][:, None].repeat(2, axis=1)
     def num(key):
@@ -147,7 +148,8 @@ def test_manual_mode_caps_the_pump_on_a_single_valve_and_says_why():
     assert d.actor == "operator:op7" and d.command.valves == [1, 0, 0, 0, 0, 0]
     assert d.command.pump_pct == ctl.limits.pump_single_valve_max_pct < 100.0
     [cap] = [f for f in d.rules_fired if f["rule"] == "pump.single_valve_cap"]
-    assert (cap["actuator"], cap["before"], cap["after"]) == ("pump", 100.0, 85.0) and "relief valve" in cap["why"]
+    assert (cap["actuator"], cap["before"], cap["after"]) == ("pump", 100.0, 85.0) \
+        and "relief valve" in cap["why"]
 
 
 def test_manual_mode_still_goes_through_interlocks():
@@ -212,7 +214,8 @@ def test_ensemble_decisions_carry_top3_explanations_and_low_confidence_history()
     exp = decisions[-1].explanation
     assert exp is not None and 1 <= len(exp["top"]) <= 3
     assert all("%" in f["sentence"] for f in exp["top"])
-    json.dumps(decisions[-1].record()["explanation"])  # stored as JSON in the decision row and the audit trail
+    # stored as JSON in the decision row and the audit trail
+    json.dumps(decisions[-1].record()["explanation"])
     # Every decision is "low confidence" with a zero threshold: it keeps the last steps and a heat map.
     strict = _controller(ensemble, disagreement_threshold=0.0)
     d = _run(strict, 4)[0][-1]
@@ -230,7 +233,8 @@ SHUT_2 = np.array([0, 0, 0, 1, 0, 0, 70.0, 0.0])
 def _box(ctl: GreenhouseController, twin: GreenhouseTwin, k: int, feedback: np.ndarray,
          held: ControlDecision | None) -> ControlDecision:
     """Telemetry ``k`` from a box that holds ``held``'s command (None: its own safe state)."""
-    tel = _telemetry(twin, None, k, feedback).model_copy(update={"cmd_seq": None if held is None else held.command.seq})
+    tel = _telemetry(twin, None, k, feedback).model_copy(
+        update={"cmd_seq": None if held is None else held.command.seq})
     return ctl.on_telemetry(tel)
 
 
@@ -336,19 +340,22 @@ def test_lamps_the_site_runs_are_left_to_it_on_the_wire():
     from control.setup import GreenhouseSetup
 
     ctl = _controller()
-    ctl.apply_setup(GreenhouseSetup("gh1", tuple(ctl.zones), lamps_ours=False, version=2), SafetyLimits.default())
+    ctl.apply_setup(GreenhouseSetup("gh1", tuple(ctl.zones), lamps_ours=False, version=2),
+                    SafetyLimits.default())
     twin = GreenhouseTwin(1, seed=0, dt_s=60.0)
     twin.reset()
     d = ctl.on_telemetry(_telemetry(twin, None, 0, np.zeros(8, np.float32)))
     assert d.command.light_pct is None and d.command.valves == [int(v) for v in d.clipped["valves"]]
     assert d.clipped["light_pct"] == 0.0  # the decision's own action: greentwin burns no lamp
-    ctl.apply_setup(GreenhouseSetup("gh1", tuple(ctl.zones), lamps_ours=True, version=3), SafetyLimits.default())
+    ctl.apply_setup(GreenhouseSetup("gh1", tuple(ctl.zones), lamps_ours=True, version=3),
+                    SafetyLimits.default())
     assert isinstance(_run(ctl, 1)[0][0].command.light_pct, float)
 
 
 def test_each_decision_records_the_break_even_price_its_lamps_were_weighed_against():
-    """The all-in price below which a lamp hour pays for this crop, so a decision can say 'lamps on: 42 EUR/MWh
-    is below the break-even of 61'; none where the expert lights by the clock or the site runs the lamps."""
+    """The all-in price below which a lamp hour pays for this crop, so a decision can say 'lamps on: 42
+    EUR/MWh is below the break-even of 61'; none where the expert lights by the clock or the site runs the
+    lamps."""
     import dataclasses
 
     from control.setup import GreenhouseSetup
@@ -364,5 +371,6 @@ def test_each_decision_records_the_break_even_price_its_lamps_were_weighed_again
     ctl.expert = dataclasses.replace(ctl.expert, c0=None)
     assert _run(ctl, 1)[0][0].estimate["lamp_break_even_eur_mwh"] is None
     ctl.expert = dataclasses.replace(ctl.expert, c0=75.0)
-    ctl.apply_setup(GreenhouseSetup("gh1", tuple(ctl.zones), lamps_ours=False, version=2), SafetyLimits.default())
+    ctl.apply_setup(GreenhouseSetup("gh1", tuple(ctl.zones), lamps_ours=False, version=2),
+                    SafetyLimits.default())
     assert _run(ctl, 1)[0][0].estimate["lamp_break_even_eur_mwh"] is None

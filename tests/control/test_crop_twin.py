@@ -29,7 +29,8 @@ def test_fed_the_twins_climate_the_crop_twin_grows_the_twins_crop() -> None:
     twin = GreenhouseTwin(1, seed=4, sensor_noise=0.0, faults={"instance_fraction": 0.0})
     twin.reset(seed=4)
     s = twin.state
-    crop = CropTwin(crop=twin.config.crop, growth=twin.config.crop_growth, day=float(twin.params.crop_day0[0]))
+    crop = CropTwin(crop=twin.config.crop, growth=twin.config.crop_growth,
+                    day=float(twin.params.crop_day0[0]))
     crop.state = CropState(*(np.array([float(getattr(s, f)[0])]) for f in CropState._fields))
     dt = twin.config.dt_s
     harvest, rng = 0.0, np.random.default_rng(0)
@@ -45,7 +46,8 @@ def test_fed_the_twins_climate_the_crop_twin_grows_the_twins_crop() -> None:
     assert harvest > 0.0
     assert abs(crop.yield_kg_m2 - harvest) <= 0.02 * harvest
     assert crop.state is not None
-    assert abs(float(crop.state.c_fruit[0]) - float(twin.state.c_fruit[0])) <= 0.02 * float(twin.state.c_fruit[0])
+    assert abs(float(crop.state.c_fruit[0]) - float(twin.state.c_fruit[0])) \
+        <= 0.02 * float(twin.state.c_fruit[0])
 
 
 def test_todays_light_restarts_at_local_midnight() -> None:
@@ -61,7 +63,8 @@ def test_todays_light_restarts_at_local_midnight() -> None:
 
 def _telemetry(k: int, par: float) -> Telemetry:
     return Telemetry(ts=datetime(2026, 6, 1, 6, tzinfo=UTC) + timedelta(minutes=k), boot_id="b", seq=k,
-                     soil_vwc=[[0.24, 0.24]] * 6, air_temp_c=24.0, air_rh_pct=70.0, par_umol_m2_s=par, co2_ppm=700.0,
+                     soil_vwc=[[0.24, 0.24]] * 6, air_temp_c=24.0, air_rh_pct=70.0, par_umol_m2_s=par,
+                     co2_ppm=700.0,
                      leaf_temp_c=23.0, flow_l_min=0.0, pump_current_a=0.0, valve_open=[0] * 6, pump_pct=0.0,
                      light_pct=0.0, estop=False)
 
@@ -77,7 +80,8 @@ def test_the_crop_twin_feeds_the_observation_and_survives_a_restart() -> None:
         two.on_telemetry(_telemetry(k, 800.0))
     spec = one.obs_builder.spec
     obs = np.asarray(d.observation)
-    assert obs[spec.slices["dli_today"]][0] == np.float32(one.crop_twin.dli_today) > 2.0  # an hour at 800 umol
+    # an hour at 800 umol
+    assert obs[spec.slices["dli_today"]][0] == np.float32(one.crop_twin.dli_today) > 2.0
     assert d.record()["estimate"]["crop_twin"]["crop_day"] > 60.0
     restarted = _controller()
     restarted.restore(two.snapshot())
@@ -129,7 +133,8 @@ def test_root_zone_stress_is_the_twins_on_both_sides_and_a_retry_counts_nothing_
     crop = CropTwin()
     theta = np.array([0.15, 0.26, 0.43])
     span = 1.0 / (0.6 * 0.15)
-    soils = cast(TwinParams, SimpleNamespace(wilting_point=np.full((3, 1), 0.12), inv_stress_span=np.full((3, 1), span),
+    soils = cast(TwinParams, SimpleNamespace(wilting_point=np.full((3, 1), 0.12),
+                                             inv_stress_span=np.full((3, 1), span),
                                              saturation=np.full((3, 1), 0.45)))
     crop.aer_days = [0.0, 0.0, 2.0]
     factor, days = crop.root_zone_stress(theta, soils, 600.0)

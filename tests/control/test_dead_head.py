@@ -20,10 +20,11 @@ def _rested(d: ControlDecision) -> bool:
     return any(r["rule"] == "pump.needs_open_valve" and "dead-heading" in r["why"] for r in d.rules_fired)
 
 
-def _look(ctl: GreenhouseController, twin: GreenhouseTwin, k: int, feedback: np.ndarray, held: ControlDecision,
-          flow: float = 0.0) -> ControlDecision:
+def _look(ctl: GreenhouseController, twin: GreenhouseTwin, k: int, feedback: np.ndarray,
+          held: ControlDecision, flow: float = 0.0) -> ControlDecision:
     """Telemetry ``k`` from a box holding ``held``'s command, reading ``feedback`` and ``flow`` L/min."""
-    tel = _telemetry(twin, None, k, feedback).model_copy(update={"cmd_seq": held.command.seq, "flow_l_min": flow})
+    tel = _telemetry(twin, None, k, feedback).model_copy(update={"cmd_seq": held.command.seq,
+                                                                 "flow_l_min": flow})
     return ctl.on_telemetry(tel)
 
 

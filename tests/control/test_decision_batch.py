@@ -54,7 +54,8 @@ def _telemetry(r: dict | None, i: int, k: int, action: np.ndarray, theta: np.nda
         ts=T0 + timedelta(seconds=60 * k), boot_id="b1", seq=k,
         soil_vwc=[[None if np.isnan(v) else float(v) for v in zone] for zone in soil],
         air_temp_c=num("air_temp_c"), air_rh_pct=num("air_rh_pct"), par_umol_m2_s=num("par_umol_m2_s"),
-        co2_ppm=num("co2_ppm"), leaf_temp_c=num("leaf_temp_c"), flow_l_min=float(r["flow_l_min"][i]) if r else 0.0,
+        co2_ppm=num("co2_ppm"), leaf_temp_c=num("leaf_temp_c"),
+        flow_l_min=float(r["flow_l_min"][i]) if r else 0.0,
         pump_current_a=float(r["pump_current_frac"][i]) * 4.0 if r else 0.0,
         valve_open=[int(v >= 0.5) for v in action[:6]], pump_pct=float(action[6]), light_pct=float(action[7]),
         estop=False)
@@ -85,7 +86,8 @@ def _drive(steps: int, decide, seed: int = 0) -> list[list]:
     info = None
     out = []
     for k in range(steps):
-        tels = [_telemetry(info["readings"] if info else None, i, k, actions[i], twin.state.theta) for i in range(N)]
+        tels = [_telemetry(info["readings"] if info else None, i, k, actions[i], twin.state.theta)
+                for i in range(N)]
         decisions = decide(k, tels)
         out.append(decisions)
         actions = np.array([d.command.valves + [d.command.pump_pct, d.command.light_pct] for d in decisions],
@@ -95,12 +97,13 @@ def _drive(steps: int, decide, seed: int = 0) -> list[list]:
 
 
 def _same(a, b, *, exact: bool) -> None:
-    assert (a.greenhouse_id, a.seq, a.actor, a.mode, a.alarms) == (b.greenhouse_id, b.seq, b.actor, b.mode, b.alarms)
+    assert (a.greenhouse_id, a.seq, a.actor, a.mode, a.alarms) \
+        == (b.greenhouse_id, b.seq, b.actor, b.mode, b.alarms)
     assert a.command.valves == b.command.valves and a.command.seq == b.command.seq
     assert a.command.cmd_id == b.command.cmd_id
     if exact:
-        assert (a.command.pump_pct, a.command.light_pct, a.confidence) == (b.command.pump_pct, b.command.light_pct,
-                                                                           b.confidence)
+        assert (a.command.pump_pct, a.command.light_pct, a.confidence) == (b.command.pump_pct,
+                                                                           b.command.light_pct, b.confidence)
         assert a.estimate == b.estimate and a.telemetry == b.telemetry
     else:  # a batched forward may round in the last bit, and the twin then drifts apart as little
         assert a.command.pump_pct == pytest.approx(b.command.pump_pct, abs=1e-3)
@@ -114,8 +117,10 @@ def test_a_batch_decides_as_each_greenhouse_alone(kind: str) -> None:
     proposer = ExpertProposer(ThresholdExpert()) if kind == "expert" else _ensemble()
     alone, batched = _controllers(proposer, disagreement_threshold=0.1), _controllers(proposer,
                                                                                       disagreement_threshold=0.1)
-    one = _drive(5, lambda k, tels: [DecisionBatch([c.pending(t)]).run()[0] for c, t in zip(alone, tels, strict=True)])
-    many = _drive(5, lambda k, tels: DecisionBatch([c.pending(t) for c, t in zip(batched, tels, strict=True)]).run())
+    one = _drive(5, lambda k, tels: [DecisionBatch([c.pending(t)]).run()[0]
+                                     for c, t in zip(alone, tels, strict=True)])
+    many = _drive(5, lambda k, tels: DecisionBatch([c.pending(t)
+                                                    for c, t in zip(batched, tels, strict=True)]).run())
     for step_one, step_many in zip(one, many, strict=True):
         for a, b in zip(step_one, step_many, strict=True):
             _same(a, b, exact=kind == "expert")
@@ -123,7 +128,8 @@ def test_a_batch_decides_as_each_greenhouse_alone(kind: str) -> None:
         # The writer explains a whole batch in one pass: the same explanations as one by one (the
         # requests of every step, so that low-confidence ones are among them).
         requests = [d.explain for step in many for d in step if d.explain is not None]
-        assert requests and any(r.history is not None for r in requests)  # low-confidence ones carry a history
+        # low-confidence ones carry a history
+        assert requests and any(r.history is not None for r in requests)
         together = explain_decisions(proposer, requests)
         for request, got in zip(requests, together, strict=True):
             [want] = explain_decisions(proposer, [request])
@@ -167,7 +173,8 @@ def test_a_bad_message_drops_out_of_a_lenient_batch_alone() -> None:
     twin = GreenhouseTwin(N, seed=0, dt_s=60.0)
     twin.reset()
     tels = [_telemetry(None, i, 0, np.zeros(8), twin.state.theta) for i in range(N)]
-    tels[1] = tels[1].model_copy(update={"soil_vwc": [[0.2, 0.2, 0.2]] * 6})  # three probes, the filter has two
+    # three probes, the filter has two
+    tels[1] = tels[1].model_copy(update={"soil_vwc": [[0.2, 0.2, 0.2]] * 6})
     with pytest.raises(ValueError):
         DecisionBatch([c.pending(t) for c, t in zip(ctls, tels, strict=True)]).run()
     ctls = _controllers(ExpertProposer(ThresholdExpert()))

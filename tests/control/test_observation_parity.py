@@ -46,22 +46,26 @@ def service_observation(twin: GreenhouseTwin, i: int, readings: dict[str, np.nda
     ahead = b.to_numpy(model.weather.ahead(b, year, np.array([hour]), SOLAR_LEADS))[0]
     spot, published = model.prices.outlook(b, year, np.array([hour]), PRICE_SLOTS)
     outlook = Outlook(ts.replace(minute=0, second=0, microsecond=0), ahead[:24, TEMP], ahead[:, SOLAR],
-                      b.to_numpy(spot)[0] * float(params.price_scale[i]), b.to_numpy(published)[0], "live", 0.0)
+                      b.to_numpy(spot)[0] * float(params.price_scale[i]), b.to_numpy(published)[0], "live",
+                      0.0)
     spec = observation_spec(ZONES)
     sl = spec.slices
     builder = ObservationBuilder(
         ZONES, params.band_low[i], params.band_high[i], crop=cfg.crop, growth=cfg.crop_growth,
         zone_area_m2=cfg.hydraulics.zone_area_m2,
         transmissivity=float(params.transmissivity[i]), fruit_price_eur_kg=float(params.fruit_price[i]),
-        tariff=PriceConfig(adder_eur_mwh=float(params.price_adder[i])), lamps_ours=bool(params.lamps_ours[i] > 0.5))
+        tariff=PriceConfig(adder_eur_mwh=float(params.price_adder[i])),
+        lamps_ours=bool(params.lamps_ours[i] > 0.5))
     builder.irrigation_24h_mm = np.asarray(state.irrigation_24h[i], dtype=np.float64)
     for name in ("air_temp", "air_rh", "par", "co2", "leaf_temp"):  # what a missing reading holds
         builder.held[name] = float(last_obs[sl[name]][0])
     values = {key: float(readings[key][i]) for key in CLIMATE_SENSORS}
     pools = CropState(*(np.array([float(getattr(state, f)[i])]) for f in CropState._fields))
     obs, _ = builder.build(
-        ts=ts, moisture=state.est_theta[i], readings={k: (None if np.isnan(v) else v) for k, v in values.items()},
-        valve_open=state.valve_pos[i], pump_pct=float(state.pump[i]) * 100.0, light_pct=float(state.lights[i]) * 100.0,
+        ts=ts, moisture=state.est_theta[i],
+        readings={k: (None if np.isnan(v) else v) for k, v in values.items()},
+        valve_open=state.valve_pos[i], pump_pct=float(state.pump[i]) * 100.0,
+        light_pct=float(state.lights[i]) * 100.0,
         pump_current_a=float(readings["pump_current_frac"][i]) * builder.rated_current_a, outlook=outlook,
         valve_failed=state.valve_failed[i], dli_today=float(state.dli_today[i]),
         lamp_hours_today=float(state.lamp_h_today[i]),
@@ -75,7 +79,8 @@ def twin() -> GreenhouseTwin:
     # light is a sum over up to 47 leads; with error off both sides read the same hours.
     cfg = TwinConfig.from_overrides(zones=ZONES, weather={"forecast_temp_std_24h_c": 0.0,
                                                           "forecast_solar_log_std_24h": 0.0,
-                                                          "forecast_error_c": 0.0, "forecast_error_frac": 0.0})
+                                                          "forecast_error_c": 0.0,
+                                                          "forecast_error_frac": 0.0})
     return GreenhouseTwin(num_instances=6, seed=11, config=cfg)
 
 
@@ -104,7 +109,8 @@ def test_service_observation_equals_the_twins_feature_by_feature(twin: Greenhous
     assert checked >= 100
     assert len(published_seen) > 3  # mornings (today only) and afternoons (tomorrow too) both compared
     spread = np.ptp(np.array(crop_seen), axis=0)
-    assert (spread > 0.0).all(), f"crop-state features never varied: {dict(zip(CROP_STATE, spread, strict=True))}"
+    assert (spread > 0.0).all(), \
+        f"crop-state features never varied: {dict(zip(CROP_STATE, spread, strict=True))}"
 
 
 def test_a_mismatch_is_reported_by_feature_name(twin: GreenhouseTwin) -> None:

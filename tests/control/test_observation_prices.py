@@ -13,7 +13,8 @@ from twin.spec import observation_spec
 
 
 def tariff_outlook(cfg: PriceConfig, ts: datetime, hours: int) -> np.ndarray:
-    """All-in tariff prices of the clock hours from ``ts``, the adder included, as the price slots hold them."""
+    """All-in tariff prices of the clock hours from ``ts``, the adder included, as the price slots hold
+    them."""
     return tou_at(cfg, [ts + timedelta(hours=k) for k in range(hours)]) + cfg.adder_eur_mwh
 
 

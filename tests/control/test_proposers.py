@@ -1,4 +1,5 @@
-"""One proposer protocol: the ensemble and the threshold expert answer it whole, and nobody asks which is which."""
+"""One proposer protocol: the ensemble and the threshold expert answer it whole, and nobody asks which is
+which."""
 
 from __future__ import annotations
 
@@ -38,8 +39,10 @@ DUCK_TYPING = re.compile(r"\b(?:has|get)attr\([^)]*\b(?:proposer|expert)\b")
 
 
 def test_nobody_duck_types_a_proposer() -> None:
-    """The protocol says what a proposer has: a ``hasattr(proposer, ...)`` would be a second, unwritten one."""
-    found = [f"{p.relative_to(ROOT)}:{i}" for pkg in ("app", "control") for p in sorted((ROOT / pkg).rglob("*.py"))
+    """The protocol says what a proposer has: a ``hasattr(proposer, ...)`` would be a second, unwritten
+    one."""
+    found = [f"{p.relative_to(ROOT)}:{i}" for pkg in ("app", "control")
+             for p in sorted((ROOT / pkg).rglob("*.py"))
              for i, line in enumerate(p.read_text().splitlines(), 1) if DUCK_TYPING.search(line)]
     assert found == []
 

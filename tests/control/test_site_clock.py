@@ -17,7 +17,8 @@ LAMPS_ON = np.array([0.0] * 6 + [0.0, 100.0])
 
 
 def _telemetry(ts: datetime, seq: int, light_pct: float = 100.0) -> Telemetry:
-    return Telemetry(ts=ts, boot_id="b", seq=seq, soil_vwc=[[0.24, 0.24]] * 6, air_temp_c=20.0, air_rh_pct=70.0,
+    return Telemetry(ts=ts, boot_id="b", seq=seq, soil_vwc=[[0.24, 0.24]] * 6, air_temp_c=20.0,
+                     air_rh_pct=70.0,
                      par_umol_m2_s=0.0, co2_ppm=600.0, leaf_temp_c=19.0, flow_l_min=0.0, pump_current_a=0.0,
                      valve_open=[0] * 6, pump_pct=0.0, light_pct=light_pct, estop=False)
 

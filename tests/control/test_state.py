@@ -27,14 +27,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _controller() -> GreenhouseController:
     return GreenhouseController("gh1", [ZoneSetup("loam", 0.21, 0.27, 0.45, 100.0)] * Z,
-                                ExpertProposer(ThresholdExpert()), SafetyLimits.default().model_copy(update={"zones": Z}),
+                                ExpertProposer(ThresholdExpert()),
+                                SafetyLimits.default().model_copy(update={"zones": Z}),
                                 cmd_id_factory=lambda: uuid.UUID(int=7))
 
 
 def _telemetry(k: int, vwc: float = 0.15, valves: tuple[int, ...] = (0,) * Z, flow: float = 0.0) -> Telemetry:
     return Telemetry(ts=T0 + timedelta(minutes=k), boot_id="b1", seq=k, soil_vwc=[[vwc, vwc]] * Z,
                      air_temp_c=24.0, air_rh_pct=60.0, par_umol_m2_s=300.0, co2_ppm=420.0, leaf_temp_c=23.0,
-                     flow_l_min=flow, pump_current_a=0.0, valve_open=list(valves), pump_pct=0.0, light_pct=0.0, estop=False)
+                     flow_l_min=flow, pump_current_a=0.0, valve_open=list(valves), pump_pct=0.0,
+                     light_pct=0.0, estop=False)
 
 
 def _decided(steps: int) -> GreenhouseController:
@@ -64,10 +66,13 @@ def test_a_decision_replaces_the_state_and_leaves_the_one_it_began_with() -> Non
     frozen_json = json.dumps(before.to_json())
     decision = ctl.on_telemetry(_telemetry(4, vwc=0.12, valves=(1, 0), flow=6.0))
     assert ctl.state is not before and json.dumps(before.to_json()) == frozen_json
-    assert (ctl.state.seq, ctl.state.cmd_seq, ctl.state.last_ts) == (before.seq + 1, before.cmd_seq + 1, decision.ts)
-    assert ctl.seq == ctl.state.seq and ctl.water_today_l is ctl.state.water_today_l, "the controller reads its state"
+    assert (ctl.state.seq, ctl.state.cmd_seq, ctl.state.last_ts) \
+        == (before.seq + 1, before.cmd_seq + 1, decision.ts)
+    assert ctl.seq == ctl.state.seq and ctl.water_today_l is ctl.state.water_today_l, \
+        "the controller reads its state"
     event = ctl.estop("operator:olga", "smoke", decision.ts)
-    assert (event.seq, ctl.state.estop_latched, ctl.state.mode, before.mode) == (before.seq + 2, True, "estop", "auto")
+    assert (event.seq, ctl.state.estop_latched, ctl.state.mode, before.mode) \
+        == (before.seq + 2, True, "estop", "auto")
     with pytest.raises(AttributeError, match="replace the state value"):
         ctl.seq = 99  # type: ignore[misc]  # a field set on the controller would shadow its state
     assert ctl.seq == ctl.state.seq == before.seq + 2
@@ -152,7 +157,8 @@ def test_the_service_and_the_control_path_never_assign_the_state_field_by_field(
                     [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
                 for t in (e for target in targets for e in ast.walk(target)):
                     if isinstance(t, ast.Attribute) and t.attr in STATE_FIELDS and \
-                            isinstance(t.value, ast.Name) and t.value.id in ("ctl", "controller", "self") and \
+                            isinstance(t.value, ast.Name) and \
+                            t.value.id in ("ctl", "controller", "self") and \
                             (t.value.id != "self" or path.name == "controller.py"):
                         offenders.append(f"{path.relative_to(ROOT)}:{t.lineno} {t.value.id}.{t.attr}")
     assert offenders == []

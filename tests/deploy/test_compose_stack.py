@@ -76,8 +76,8 @@ def _last_line(text: str) -> str:
 def _docker_error() -> str | None:
     """None when a Docker daemon answers, else the client's last line."""
     try:
-        done = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
-                              timeout=30)
+        done = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                              text=True, timeout=30)
     except subprocess.TimeoutExpired:
         return "docker info timed out"
     return None if done.returncode == 0 and done.stdout.strip() else _last_line(done.stderr or done.stdout)
@@ -112,7 +112,10 @@ def docker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         while (error := _docker_error()) is not None:
             if proc.poll() is not None or time.monotonic() > deadline:
                 reason = _last_line(log.read_text(errors="replace"))
-                pytest.skip(f"dockerd could not start here ({'exit ' + str(proc.returncode) if proc.poll() is not None else 'no answer in 60 s'}): {reason}")
+                pytest.skip(
+                    f"dockerd could not start here "
+                    f"({'exit ' + str(proc.returncode) if proc.poll() is not None else 'no answer in 60 s'}"
+                    f"): {reason}")
             time.sleep(1)
         yield
     finally:
@@ -202,7 +205,8 @@ class Stack:
         """``STATUS EXITCODE`` of the service's container (``exited 0``, ``running 0``)."""
         ids = self.dc("ps", "-a", "-q", service).stdout.split()
         assert len(ids) == 1, f"{service}: containers {ids}"
-        return self.run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", ids[0]]).stdout.strip()
+        return self.run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}",
+                         ids[0]]).stdout.strip()
 
     def sql(self, query: str) -> list[list[str]]:
         out = self.dc("exec", "-T", "db", "psql", "-U", "postgres", "-d", "greentwin", "-tA", "-F", "\t",
@@ -234,8 +238,10 @@ class Stack:
             ["docker", "run", "--rm", "--user", "0", "--entrypoint", "sh", "-v", f"{self.secrets}:/secrets",
              "-e", "BOX_USER", "-e", "BOX_PASSWORD", IMAGES["GREENTWIN_MOSQUITTO_IMAGE"], "-c",
              'mosquitto_passwd -b /secrets/mosquitto_passwd "$BOX_USER" "$BOX_PASSWORD" '
-             f"&& chown {MQTT_UID}:{MQTT_UID} /secrets/mosquitto_passwd && chmod 0640 /secrets/mosquitto_passwd"],
-            env={**self.env, "BOX_USER": user, "BOX_PASSWORD": password}, capture_output=True, text=True, timeout=120)
+             f"&& chown {MQTT_UID}:{MQTT_UID} /secrets/mosquitto_passwd "
+             "&& chmod 0640 /secrets/mosquitto_passwd"],
+            env={**self.env, "BOX_USER": user, "BOX_PASSWORD": password}, capture_output=True, text=True,
+            timeout=120)
         assert done.returncode == 0, f"mosquitto_passwd: {_last_line(done.stderr)}"
 
 
@@ -243,7 +249,8 @@ class Stack:
 def stack(images: dict[str, int], tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stack]:
     compose = _compose_command()
     if compose is None:
-        pytest.skip("neither `docker compose` nor docker-compose is installed (Debian: apt-get install docker-compose)")
+        pytest.skip("neither `docker compose` nor docker-compose is installed "
+                    "(Debian: apt-get install docker-compose)")
     stack = Stack(tmp_path, compose)
     try:
         yield stack
@@ -301,11 +308,13 @@ def _wait_decisions(stack: Stack, sim: subprocess.Popen[bytes], log: Path, at_le
                     timeout: float = 240) -> tuple[int, int, int]:
     deadline = time.monotonic() + timeout
     while (seen := _decisions(stack))[0] < at_least or seen[2] == 0:
-        assert sim.poll() is None, f"plant-sim exited {sim.returncode}: {_last_line(log.read_text(errors='replace'))}"
+        assert sim.poll() is None, \
+            f"plant-sim exited {sim.returncode}: {_last_line(log.read_text(errors='replace'))}"
         if time.monotonic() > deadline:
             logs = stack.dc("logs", "--tail", "20", "greentwin", check=False).stdout
             raise AssertionError(f"{seen[0]} decisions ({seen[2]} applied) after {timeout:.0f} s; wanted "
-                                 f"{at_least}\nplant-sim: {_last_line(log.read_text(errors='replace'))}\n{logs}")
+                                 f"{at_least}\nplant-sim: {_last_line(log.read_text(errors='replace'))}\n"
+                                 f"{logs}")
         time.sleep(2)
     return seen
 
@@ -355,9 +364,11 @@ def test_compose_stack_end_to_end(stack: Stack, images: dict[str, int], request:
     assert _connack_code(stack.mqtt_port) == 5, "the broker let an anonymous client in"
 
     # The owner role stays out of the service: neither the owner's password nor its URL is in there.
-    seen = stack.dc("exec", "-T", "greentwin", "sh", "-c", "ls /run/secrets; tr '\\0' '\\n' < /proc/1/environ").stdout
+    seen = stack.dc("exec", "-T", "greentwin", "sh", "-c",
+                    "ls /run/secrets; tr '\\0' '\\n' < /proc/1/environ").stdout
     assert "db_app_password" in seen and "postgresql://greentwin_app:" in seen, seen
-    assert "db_owner_password" not in seen and "greentwin_owner" not in seen, "the service holds the owner's secret"
+    assert "db_owner_password" not in seen and "greentwin_owner" not in seen, \
+        "the service holds the owner's secret"
 
     # 3. The greenhouse, registered through the service's own image; its loop starts at the next start.
     stack.greentwin("greentwin", "greenhouse", "add", EDGE_BOX, "--zones", "6", "--soil", "loam")
@@ -381,7 +392,8 @@ def test_compose_stack_end_to_end(stack: Stack, images: dict[str, int], request:
         retrain_started = time.monotonic()
         retrain = stack.greentwin("retrain", "retrain", *RETRAIN_BUDGET, timeout=600, check=False)
         retrain_s = time.monotonic() - retrain_started
-        assert retrain.returncode in (0, 3), f"retrain exit {retrain.returncode}: {_last_line(retrain.stderr)}"
+        assert retrain.returncode in (0, 3), \
+            f"retrain exit {retrain.returncode}: {_last_line(retrain.stderr)}"
         runs = stack.sql("SELECT status FROM retrain_run")
         assert runs and runs[-1][0] == ("promoted" if retrain.returncode == 0 else "refused"), runs
         _say(request, f"retrain exit {retrain.returncode} ({runs[-1][0]}) in {retrain_s:.0f} s")

@@ -84,7 +84,8 @@ def test_every_manifest_is_a_namespace_free_object(manifests: dict[str, list[dic
             if doc["kind"] != "Kustomization":
                 assert doc["metadata"]["name"], name
                 assert "namespace" not in doc["metadata"], f"{name} names a namespace; apply with -n instead"
-    assert not any("namespace" in d for docs in manifests.values() for d in docs if d["kind"] == "Kustomization")
+    assert not any("namespace" in d for docs in manifests.values() for d in docs
+                   if d["kind"] == "Kustomization")
 
 
 def test_kustomizations_list_every_manifest_and_one_image(manifests: dict[str, list[dict[str, Any]]]) -> None:
@@ -99,7 +100,8 @@ def test_kustomizations_list_every_manifest_and_one_image(manifests: dict[str, l
                 listed |= {str(folder / r) for r in doc["resources"]}
                 images.append(doc["images"])
     assert listed == set(manifests) - {TEMPLATES} - {n for n in manifests if n.endswith("kustomization.yaml")}
-    assert len(images) == 2 and images[0] == images[1], "deploy/k8s and deploy/k8s/migrate name different images"
+    assert len(images) == 2 and images[0] == images[1], \
+        "deploy/k8s and deploy/k8s/migrate name different images"
     for _, c in _containers(manifests):
         assert c["image"] == images[0][0]["name"], "an image the kustomizations do not set"
 
@@ -154,7 +156,8 @@ def test_probes_hit_routes_the_app_serves(manifests: dict[str, list[dict[str, An
 
 def test_references_are_defined(manifests: dict[str, list[dict[str, Any]]]) -> None:
     """Every Secret key, ConfigMap and claim a pod names exists (Secrets: in the templates)."""
-    secrets = {name: set(s["stringData"]) for name, s in _by_kind(manifests, "Secret", templates=True).items()}
+    secrets = {name: set(s["stringData"])
+               for name, s in _by_kind(manifests, "Secret", templates=True).items()}
     configmaps = set(_by_kind(manifests, "ConfigMap"))
     claims = set(_by_kind(manifests, "PersistentVolumeClaim"))
     refs = 0
@@ -176,17 +179,21 @@ def test_references_are_defined(manifests: dict[str, list[dict[str, Any]]]) -> N
             for e in c.get("env", []):
                 ref = e.get("valueFrom", {}).get("secretKeyRef")
                 if ref:
-                    assert ref["key"] in secrets.get(ref["name"], set()), f"{where}: {ref} is not in the templates"
+                    assert ref["key"] in secrets.get(ref["name"], set()), \
+                        f"{where}: {ref} is not in the templates"
                     refs += 1
             for m in c.get("volumeMounts", []):
-                assert m["name"] in volumes or m["name"] in templates, f"{where}: mount {m['name']} has no volume"
+                assert m["name"] in volumes or m["name"] in templates, \
+                    f"{where}: mount {m['name']} has no volume"
     assert refs >= 8
-    placeholders = [v for s in _by_kind(manifests, "Secret", templates=True).values() for v in s["stringData"].values()]
+    placeholders = [v for s in _by_kind(manifests, "Secret", templates=True).values()
+                    for v in s["stringData"].values()]
     assert all(v.startswith("REPLACE") for v in placeholders), "a Secret template holds something real"
 
 
 def test_database_roles_split(manifests: dict[str, list[dict[str, Any]]]) -> None:
-    """Migrations and purges as the owner; the service, the retrain and verification as the restricted role."""
+    """Migrations and purges as the owner; the service, the retrain and verification as the restricted
+    role."""
     roles = {}
     for where, c in _containers(manifests):
         urls = [(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
@@ -210,7 +217,8 @@ def _secrets_named(pod: dict[str, Any]) -> set[str]:
     return names
 
 
-def test_only_the_migration_and_the_purge_read_the_owner_secret(manifests: dict[str, list[dict[str, Any]]]) -> None:
+def test_only_the_migration_and_the_purge_read_the_owner_secret(
+        manifests: dict[str, list[dict[str, Any]]]) -> None:
     """The owner's URL is a Secret of its own, read by the migration Job and the purge alone: no
     replica of the service holds it, whatever a compromised pod reads from its environment or
     files, and RBAC can grant the service's Secret without it."""
@@ -244,7 +252,8 @@ def test_manifests_match_the_kubernetes_schemas(version: str) -> None:
         except k8s_schema.SchemaNotFoundError as exc:
             pytest.fail(f"{where}: {exc.message}")
         checked.append(obj["kind"])
-    assert {"StatefulSet", "Service", "ConfigMap", "CronJob", "Job", "Secret", "PersistentVolumeClaim"} <= set(checked)
+    assert {"StatefulSet", "Service", "ConfigMap", "CronJob", "Job", "Secret",
+            "PersistentVolumeClaim"} <= set(checked)
 
 
 def test_the_schema_check_catches_what_the_parser_would_not() -> None:
@@ -271,14 +280,17 @@ def test_pods_run_as_the_image_user_with_limits(manifests: dict[str, list[dict[s
         ctx = pod["securityContext"]
         assert ctx["runAsNonRoot"] is True and ctx["runAsUser"] == ctx["runAsGroup"] == CONTAINER_UID, where
         assert pod.get("automountServiceAccountToken") is False, where
-        if any("secret" in v or "projected" in v or "persistentVolumeClaim" in v for v in pod.get("volumes", [])):
-            assert ctx["fsGroup"] == CONTAINER_UID, f"{where}: mounted files must be readable by the image user"
+        if any("secret" in v or "projected" in v or "persistentVolumeClaim" in v
+               for v in pod.get("volumes", [])):
+            assert ctx["fsGroup"] == CONTAINER_UID, \
+                f"{where}: mounted files must be readable by the image user"
     for where, c in _containers(manifests):
         assert c["resources"]["requests"] and c["resources"]["limits"], where
         assert c["securityContext"]["allowPrivilegeEscalation"] is False, where
         if c["securityContext"].get("readOnlyRootFilesystem"):
             writable = {m["mountPath"] for m in c["volumeMounts"] if not m.get("readOnly")}
-            assert {"/tmp", home.group(1)} <= writable, f"{where}: a read-only root needs /tmp and a home to write"
+            assert {"/tmp", home.group(1)} <= writable, \
+                f"{where}: a read-only root needs /tmp and a home to write"
 
 
 def test_schedules_and_replicas(manifests: dict[str, list[dict[str, Any]]]) -> None:
@@ -286,18 +298,21 @@ def test_schedules_and_replicas(manifests: dict[str, list[dict[str, Any]]]) -> N
     assert set(cron) == {"greentwin-retrain", "greentwin-audit-verify", "greentwin-audit-purge"}
     for job in cron.values():
         assert job["spec"]["concurrencyPolicy"] == "Forbid" and len(job["spec"]["schedule"].split()) == 5
-        assert job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] in {"Never", "OnFailure"}
+        assert job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] in {"Never",
+                                                                                           "OnFailure"}
     retrain = cron["greentwin-retrain"]["spec"]["jobTemplate"]["spec"]
     # The ensembles it writes are on the claim every replica reads, at the same path.
     serve = _by_kind(manifests, "StatefulSet")["greentwin"]
     claim = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in
              serve["spec"]["template"]["spec"]["volumes"] + retrain["template"]["spec"]["volumes"]}
-    mounts = {(m["mountPath"], claim.get(m["name"])) for m in retrain["template"]["spec"]["containers"][0]["volumeMounts"]}
+    mounts = {(m["mountPath"], claim.get(m["name"]))
+              for m in retrain["template"]["spec"]["containers"][0]["volumeMounts"]}
     shared = {m["mountPath"] for m in serve["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
               if (m["mountPath"], claim.get(m["name"])) in mounts and claim.get(m["name"])}
     assert shared, "the service does not see the retrain's ensembles"
     assert serve["spec"]["replicas"] == 2
-    assert _by_kind(manifests, "Job")["greentwin-db-upgrade"]["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert _by_kind(manifests, "Job")["greentwin-db-upgrade"]["spec"]["template"]["spec"]["restartPolicy"] \
+        == "Never"
 
 
 def _mount_like_kubernetes(files: dict[str, bytes], at: Path) -> None:
@@ -342,5 +357,7 @@ def test_mounted_keys_pass_the_start_checks(manifests: dict[str, list[dict[str, 
     settings = load_settings()
     check_keys(settings)  # raises StartBlocked with the one line the service would print
     assert settings.environment == "prod" and settings.secret_key is not None
-    assert settings.mqtt_password is not None and settings.mqtt_password.get_secret_value() == "broker-password-0123456789"
-    assert settings.audit_signing_key is not None and settings.audit_signing_key.read_bytes() == files["audit_signing_key"]
+    assert settings.mqtt_password is not None \
+        and settings.mqtt_password.get_secret_value() == "broker-password-0123456789"
+    assert settings.audit_signing_key is not None \
+        and settings.audit_signing_key.read_bytes() == files["audit_signing_key"]

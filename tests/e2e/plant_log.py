@@ -105,7 +105,8 @@ def violations(gh: str, steps: list[PlantStep], dt_s: float, limits: SafetyLimit
         if s.termination in TERMINATIONS and not (s.termination == DEAD_HEADING and unseen_dead_head):
             out.append(f"{at}: the plant stopped on {TERMINATIONS[s.termination]}")
         if pump > _EPS and not (limits.pump_min_pct - _EPS <= pump <= limits.pump_max_pct + _EPS):
-            out.append(f"{at}: pump at {pump:g} %, outside [{limits.pump_min_pct:g}, {limits.pump_max_pct:g}]")
+            out.append(f"{at}: pump at {pump:g} %, "
+                       f"outside [{limits.pump_min_pct:g}, {limits.pump_max_pct:g}]")
         if pump > _EPS and not np.any(valves >= 0.5):
             out.append(f"{at}: pump at {pump:g} % with every valve commanded shut")
         if int(np.sum(valves >= 0.5)) == 1 and pump > limits.pump_single_valve_max_pct + _EPS:
@@ -140,7 +141,8 @@ def violations(gh: str, steps: list[PlantStep], dt_s: float, limits: SafetyLimit
                 blamed[day][z] += s.water_l[z]
     for day, litres in sorted(blamed.items()):
         over = np.nonzero(litres > 2.0 * largest + _EPS)[0]
-        out += [f"{gh} on {day}: zone {z} got {water[day][z]:.0f} L > cap {cap[z]:g} L, {litres[z]:.0f} L of it "
+        out += [f"{gh} on {day}: zone {z} got {water[day][z]:.0f} L > cap {cap[z]:g} L, "
+                f"{litres[z]:.0f} L of it "
                 "under commands decided after the cap was crossed" for z in over]
     return out
 

@@ -18,7 +18,8 @@ class Row:
 ROWS: list[Row] = []
 
 
-HELD = ("records lost 0, sealed twice 0, applied twice 0, applied in e-stop 0, safety violations 0 (plant log), "
+HELD = ("records lost 0, sealed twice 0, applied twice 0, applied in e-stop 0, "
+        "safety violations 0 (plant log), "
         "false latches 0, "
         "service exits 0")
 """What :meth:`System.check` asserts: a row is added only after it passed."""

@@ -105,7 +105,8 @@ class RecordingPlantSim(PlantSim):
     def safety_violations(self) -> list[str]:
         dt = timedelta(seconds=self.dt_s)
         return [v for gh in self.greenhouses for v in violations(
-            gh, [dataclasses.replace(s, seen=s.start + dt in self.decided_on[gh]) for s in list(self.steps[gh])],
+            gh, [dataclasses.replace(s, seen=s.start + dt in self.decided_on[gh])
+                 for s in list(self.steps[gh])],
             self.dt_s)]
 
 
@@ -139,8 +140,8 @@ class System:
     def mqtt_url(self, user: str) -> str:
         return f"mqtt://{user}:{self.passwords[user]}@127.0.0.1:{self.broker.port}"
 
-    def start_edge(self, gh: str, seed: int, *, speed: float = SPEED, dt_s: float = 60.0, clock_offset_s: float = 0.0,
-                   start_time: datetime | None = None) -> None:
+    def start_edge(self, gh: str, seed: int, *, speed: float = SPEED, dt_s: float = 60.0,
+                   clock_offset_s: float = 0.0, start_time: datetime | None = None) -> None:
         sim = RecordingPlantSim(self.mqtt_url(gh), [gh], speed=speed, dt_s=dt_s, seed=seed,
                                 clock_offset_s=clock_offset_s, start_time=start_time)
         stop = threading.Event()
@@ -211,7 +212,8 @@ class System:
         return self.service
 
     def token(self, user: str) -> str:
-        r = self.service.http.post("/api/auth/login", json={"username": user, "password": self.user_passwords[user]})
+        r = self.service.http.post("/api/auth/login",
+                                   json={"username": user, "password": self.user_passwords[user]})
         r.raise_for_status()
         return str(r.json()["access_token"])
 
@@ -268,7 +270,8 @@ class System:
             bad += [c.describe() for c in check_coverage(engine, store) if not c.ok]
             with Session(engine) as s:
                 seq_of = {(gh, str(c)): seq for gh, c, seq in s.execute(
-                    select(Decision.greenhouse_id, Decision.cmd_id, Decision.seq).where(Decision.cmd_id.is_not(None)))}
+                    select(Decision.greenhouse_id, Decision.cmd_id, Decision.seq)
+                    .where(Decision.cmd_id.is_not(None)))}
             sealed_of: dict[str, Counter[str]] = {}
             for gh, sim in self.sims():
                 if gh not in sealed_of:
@@ -284,7 +287,8 @@ class System:
                 unsealed = [c for c in list(sim.applied) if (gh, str(c.cmd_id)) in seq_of
                             and str(seq_of[gh, str(c.cmd_id)]) not in sealed]
                 if unrecorded or unsealed:
-                    bad.append(f"{gh}: applied commands not stored ({len(unrecorded)}) or not sealed ({len(unsealed)})")
+                    bad.append(f"{gh}: applied commands not stored ({len(unrecorded)}) "
+                               f"or not sealed ({len(unsealed)})")
             return bad
         finally:
             engine.dispose()
@@ -315,14 +319,16 @@ class System:
             assert svc.pid == expect_pid, "the service was restarted by something other than the test"
         log = svc.output().splitlines()
         crash = [i for i, ln in enumerate(log) if any(m in ln for m in CRASH_MARKS)]
-        assert crash == [], "an exception escaped a handler:\n" + "\n".join(log[max(0, crash[0] - 3):crash[0] + 30])
+        assert crash == [], \
+            "an exception escaped a handler:\n" + "\n".join(log[max(0, crash[0] - 3):crash[0] + 30])
         # The restricted role has every right the service uses: a refusal would be a lost write.
         denied = [ln for ln in log if "permission denied" in ln.lower()]
         assert denied == [], "the service's database role lacks a right it uses:\n" + "\n".join(denied[:5])
 
         # (1) Every stored decision, mode change and answered command has its sealed record; chains verify.
         wait_until(lambda: self.audit_complete() == [], timeout, "every stored record sealed and every chain "
-                   "verifying", interval=1.0, context=lambda: "\n".join(self.audit_complete()) + "\n" + svc.tail(15))
+                   "verifying", interval=1.0,
+                   context=lambda: "\n".join(self.audit_complete()) + "\n" + svc.tail(15))
         # (2) No command applied twice, on any edge box; commands within the safety envelope.
         for gh, sim in self.sims():
             ids = [str(c.cmd_id) for c in sim.applied]
@@ -344,8 +350,9 @@ class System:
                 for start, end in spans:
                     q = select(Decision).where(Decision.greenhouse_id == gh, Decision.seq > start)
                     rows = s.scalars(q if end is None else q.where(Decision.seq < end))
-                    assert all(d.mode == "estop" and d.clipped["pump_pct"] == 0.0 and not any(d.clipped["valves"])
-                               for d in rows), f"{gh}: a decision other than all-off during the e-stop {start}..{end}"
+                    assert all(d.mode == "estop" and d.clipped["pump_pct"] == 0.0
+                               and not any(d.clipped["valves"]) for d in rows), \
+                        f"{gh}: a decision other than all-off during the e-stop {start}..{end}"
         # (3c) No false latch: the plants report their valves as commanded (a stuck valve shows in the
         # flow only), so a valve latched failed is always a fault latched without evidence.
         latched = self.false_latches()
@@ -358,7 +365,8 @@ class System:
         if letters:
             wait_until(lambda: self._dead_letter_alarms() >= letters, 20, "an alarm for every dead letter")
         stored = self.decisions()
-        return {"decisions": sum(stored.values()), "applied": self.applied(), "audit_records": self.audit_records(),
+        return {"decisions": sum(stored.values()), "applied": self.applied(),
+                "audit_records": self.audit_records(),
                 "plant steps checked": sum(len(st) for _, sim in self.sims() for st in sim.steps.values()),
                 "safety violations": len(unsafe), "false latches": len(latched),
                 "dead_letters": letters, "dead_letter_alarms": max(alarmed, self._dead_letter_alarms()),
@@ -408,7 +416,8 @@ def running_system(folder: Path, pg_url: str) -> Iterator[System]:
         user_passwords = {u: generate_password() for u in users}
         engine = make_engine(roles.owner_url)
         try:
-            # As `greentwin greenhouse add` and `greentwin user add` make them: each sealed in the access chain.
+            # As `greentwin greenhouse add` and `greentwin user add` make them: each sealed in the access
+            # chain.
             sealer = AccessSealer(AuditStore(engine, *keys.open()), "cli:e2e-setup")
             for gh in (*PLANTS, HOSTILE):
                 add_greenhouse(roles.owner_url, gh, zones=6, soil="loam",
@@ -441,7 +450,8 @@ def running_system(folder: Path, pg_url: str) -> Iterator[System]:
                                  "GREENTWIN_COMMAND_TTL_S": str(COMMAND_TTL_S),
                                  "GREENTWIN_AUDIT_ANCHOR_EVERY_MIN": "0.05"})  # chain heads out every 3 s
         service = Service(folder, env, name="serve-0")
-        system = System(folder, roles, keys, broker, passwords, proxy, env, service, user_passwords=user_passwords)
+        system = System(folder, roles, keys, broker, passwords, proxy, env, service,
+                        user_passwords=user_passwords)
         stack.callback(lambda: system.service.stop())
         stack.callback(system.close_edges)
         service.start()

@@ -88,7 +88,8 @@ class Publisher:
     """A plain MQTT client with one broker account (what a hostile or replaying client would be)."""
 
     def __init__(self, system: System, user: str) -> None:
-        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"gt-e2e-{user}-{uuid.uuid4().hex[:6]}")
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2,
+                                  client_id=f"gt-e2e-{user}-{uuid.uuid4().hex[:6]}")
         self.client.username_pw_set(user, system.passwords[user])
         self.client.max_inflight_messages_set(200)
         self.client.connect("127.0.0.1", system.broker.port, keepalive=30)
@@ -106,7 +107,8 @@ class Publisher:
 
 def _progress(system: System, gh: str, more: int, timeout: float, what: str) -> None:
     base = system.service_decisions(gh)
-    wait_until(lambda: system.service_decisions(gh) >= base + more, timeout, what, context=system.service.tail)
+    wait_until(lambda: system.service_decisions(gh) >= base + more, timeout, what,
+               context=system.service.tail)
 
 
 def test_load_several_greenhouses_and_a_burst(system: System) -> None:
@@ -147,7 +149,8 @@ def test_broker_killed_and_restarted(system: System) -> None:
     t0 = time.monotonic()
     pid = system.service.pid
     system.broker.kill()
-    wait_until(lambda: system.service.readyz()["checks"]["mqtt"] == "down", 15, "the service to see the broker gone")
+    wait_until(lambda: system.service.readyz()["checks"]["mqtt"] == "down", 15,
+               "the service to see the broker gone")
     time.sleep(2.0)
     system.broker.restart()
     for gh in PLANTS:
@@ -165,7 +168,8 @@ def test_broker_away_longer_than_the_command_ttl(system: System) -> None:
     pid = system.service.pid
     away_s = COMMAND_TTL_S + 3.0
     system.broker.kill()
-    wait_until(lambda: system.service.readyz()["checks"]["mqtt"] == "down", 15, "the service to see the broker gone")
+    wait_until(lambda: system.service.readyz()["checks"]["mqtt"] == "down", 15,
+               "the service to see the broker gone")
     time.sleep(away_s)
     fell_back = [gh for gh in PLANTS if system.edges[gh].sim.state[gh].failsafe]
     assert fell_back == list(PLANTS), f"only {fell_back} fell back to their safe state"
@@ -179,7 +183,8 @@ def test_broker_away_longer_than_the_command_ttl(system: System) -> None:
                "every box commanded again", context=system.service.tail)
     counts = system.check(expect_pid=pid)
     assert counts["false latches"] == 0
-    summary.add("broker outage > TTL", f"Mosquitto SIGKILLed {away_s:g} s (TTL {COMMAND_TTL_S:g} s): every box "
+    summary.add("broker outage > TTL", f"Mosquitto SIGKILLed {away_s:g} s (TTL {COMMAND_TTL_S:g} s): "
+                "every box "
                 "fell back to all-off", {"service reconnected after s": round(reconnected_s, 1), **counts},
                 time.monotonic() - t0)
 
@@ -188,7 +193,8 @@ def test_database_unavailable_then_back(system: System) -> None:
     t0 = time.monotonic()
     pid = system.service.pid
     system.proxy.cut()
-    wait_until(lambda: system.service.readyz()["checks"]["database"] != "ok", 15, "/readyz to report the database")
+    wait_until(lambda: system.service.readyz()["checks"]["database"] != "ok", 15,
+               "/readyz to report the database")
     wait_until(lambda: system.service.readyz()["checks"].get("spooled_decisions", 0) >= 20, 30,
                "decisions spooled while the database is away", context=system.service.tail)
     applied_during = system.applied()
@@ -196,12 +202,14 @@ def test_database_unavailable_then_back(system: System) -> None:
     assert system.applied() > applied_during, "control goes on while the database is down"
     spooled = system.service.readyz()["checks"]["spooled_decisions"]
     system.proxy.restore()
-    wait_until(lambda: system.service.readyz()["ready"] and system.service.readyz()["checks"]["spooled_decisions"] == 0,
+    wait_until(lambda: system.service.readyz()["ready"]
+               and system.service.readyz()["checks"]["spooled_decisions"] == 0,
                45, "the spool written back", context=system.service.tail)
     counts = system.check(expect_pid=pid)
     summary.add("database outage", f"every PostgreSQL connection cut, new ones refused, "
                 f"{time.monotonic() - t0:.0f} s with the write-back, then back",
-                {"spooled": spooled, "refused connects": system.proxy.refused, **counts}, time.monotonic() - t0)
+                {"spooled": spooled, "refused connects": system.proxy.refused, **counts},
+                time.monotonic() - t0)
 
 
 def test_state_directory_full_then_room_again(system: System) -> None:
@@ -224,12 +232,14 @@ def test_state_directory_full_then_room_again(system: System) -> None:
         time.sleep(1.5)
         assert system.applied() == applied, "a command reached the plant that is not on the journal"
         refused = svc.metric("greentwin_decisions_unjournaled_total") - refused0
-    wait_until(lambda: svc.readyz()["ready"], 20, "ready again once the journal takes writes", context=svc.tail)
+    wait_until(lambda: svc.readyz()["ready"], 20, "ready again once the journal takes writes",
+               context=svc.tail)
     alarms = svc.metric("greentwin_alarms_total", kind="journal_unwritable")
     assert alarms >= refused, "every refused decision alarmed"
     for gh in PLANTS:
         _progress(system, gh, 5, 30, f"{gh} commanded again")
-    assert svc.metric("greentwin_estops_total", greenhouse="gh-c") == 0 and "gh-c" not in system.estop_windows()
+    assert svc.metric("greentwin_estops_total", greenhouse="gh-c") == 0 \
+        and "gh-c" not in system.estop_windows()
     counts = system.check(expect_pid=pid)
     summary.add("full disk", "no file of the service may grow (RLIMIT_FSIZE) for ~3 s, then room again",
                 {"decisions refused, not commanded": int(refused), "journal alarms": int(alarms),
@@ -243,12 +253,15 @@ def test_estop_holds_until_an_operator_resets_it(system: System) -> None:
     gh = "gh-b"
     edge = system.edges[gh].sim
     edge.press_estop(gh)
-    wait_until(lambda: system.service.metric("greentwin_estops_total", greenhouse=gh) >= 1, 15, "the e-stop latched")
+    wait_until(lambda: system.service.metric("greentwin_estops_total", greenhouse=gh) >= 1, 15,
+               "the e-stop latched")
     edge.release_estop(gh)  # the button comes back up; the service's latch holds
     _progress(system, gh, 10, 30, "decisions while latched")
-    viewer = system.api("POST", f"/api/greenhouses/{gh}/estop/reset", VIEWER, json={"reason": "not mine to reset"})
+    viewer = system.api("POST", f"/api/greenhouses/{gh}/estop/reset", VIEWER,
+                        json={"reason": "not mine to reset"})
     assert viewer.status_code == 403
-    r = system.api("POST", f"/api/greenhouses/{gh}/estop/reset", OPERATOR, json={"reason": "valve checked, e2e"})
+    r = system.api("POST", f"/api/greenhouses/{gh}/estop/reset", OPERATOR,
+                   json={"reason": "valve checked, e2e"})
     assert r.status_code == 200 and r.json()["to_mode"] == "manual", r.text  # a safe hold, not the policy
     _progress(system, gh, 5, 30, "decisions after the reset, held off in manual")
     r = system.api("POST", f"/api/greenhouses/{gh}/mode", OPERATOR,
@@ -276,8 +289,10 @@ def test_edge_faults_sensors_valve_and_link(system: System) -> None:
         sim.clear_faults(gh)
     _progress(system, "gh-c", 5, 30, "gh-c back after its link came back")
     counts = system.check(expect_pid=pid)
-    summary.add("edge faults", "gh-a probe NaN, gh-b valve stuck, gh-c probe drift and its broker link cut 3 s",
-                {"alarms": int(system.service.metric("greentwin_alarms_total")), **counts}, time.monotonic() - t0)
+    summary.add("edge faults", "gh-a probe NaN, gh-b valve stuck, gh-c probe drift and its broker link "
+                "cut 3 s",
+                {"alarms": int(system.service.metric("greentwin_alarms_total")), **counts},
+                time.monotonic() - t0)
 
 
 def test_service_sigkilled_and_restarted(system: System) -> None:
@@ -322,7 +337,8 @@ def test_an_ack_flood_from_one_credential(system: System) -> None:
     pid = system.service.pid
     acks_before = _sealed_kinds(system, HOSTILE).get("command_ack", 0)
     stored0, counted0 = system.decisions(), _flood_counted(system)
-    flood = [(f"greentwin/{HOSTILE}/ack", payload({"cmd_id": str(uuid.uuid4()), "ts": datetime.now(UTC).isoformat(),
+    flood = [(f"greentwin/{HOSTILE}/ack", payload({"cmd_id": str(uuid.uuid4()),
+                                                  "ts": datetime.now(UTC).isoformat(),
                                                   "status": "applied"})) for _ in range(10_000)]
     pub = Publisher(system, HOSTILE)
     try:
@@ -334,13 +350,14 @@ def test_an_ack_flood_from_one_credential(system: System) -> None:
     finally:
         pub.close()
     flood_s = time.monotonic() - t0
-    wait_until(lambda: _flood_counted(system) - counted0 >= len(flood), 30, "every flooded ack dropped, visibly",
-               context=system.service.tail)
+    wait_until(lambda: _flood_counted(system) - counted0 >= len(flood), 30,
+               "every flooded ack dropped, visibly", context=system.service.tail)
     stored = system.decisions()
     counts = system.check(expect_pid=pid)
     assert _sealed_kinds(system, HOSTILE).get("command_ack", 0) == acks_before, "a flooded ack was sealed"
     assert all(stored[gh] - stored0.get(gh, 0) >= 10 for gh in PLANTS), "recording stalled for the others"
-    summary.add("ack flood", f"{len(flood)} acks for unknown commands from {HOSTILE}'s credential in {flood_s:.0f} s",
+    summary.add("ack flood", f"{len(flood)} acks for unknown commands from {HOSTILE}'s credential "
+                f"in {flood_s:.0f} s",
                 {"acks sealed": 0, "dropped or shed": int(_flood_counted(system) - counted0), **counts},
                 time.monotonic() - t0)
 
@@ -387,8 +404,8 @@ def test_edge_clocks_five_minutes_ahead_and_behind(system: System) -> None:
     system.start_edge(AHEAD, seed=31, speed=1.0, dt_s=1.0, clock_offset_s=SKEW_EDGE_S)
     system.start_edge(BEHIND, seed=32, speed=1.0, dt_s=1.0, clock_offset_s=-SKEW_EDGE_S)
     ahead, behind = system.edges[AHEAD].sim, system.edges[BEHIND].sim
-    wait_until(lambda: svc.metric("greentwin_alarms_total", greenhouse=AHEAD, kind="telemetry_stale") >= 1, 20,
-               "the watchdog to make the greenhouse of the box ahead safe", context=svc.tail)
+    wait_until(lambda: svc.metric("greentwin_alarms_total", greenhouse=AHEAD, kind="telemetry_stale") >= 1,
+               20, "the watchdog to make the greenhouse of the box ahead safe", context=svc.tail)
     _progress(system, BEHIND, 5, 30, "decisions on the telemetry of the box behind")
     wait_until(lambda: svc.metric("greentwin_telemetry_total", outcome="rejected", reason="future") >= 5, 20,
                "telemetry and acks of the box ahead refused as from the future", context=svc.tail)
@@ -396,7 +413,8 @@ def test_edge_clocks_five_minutes_ahead_and_behind(system: System) -> None:
     system.stop_edges()
     now = datetime.now(UTC)
     decided = _decided_since(system, since)
-    assert decided[AHEAD] and all(d.actor == "watchdog" and d.clipped["pump_pct"] == 0.0 for d in decided[AHEAD])
+    assert decided[AHEAD] and all(d.actor == "watchdog" and d.clipped["pump_pct"] == 0.0
+                                  for d in decided[AHEAD])
     assert all(not any(st.commanded) for st in ahead.steps[AHEAD]), "the box ahead ran nothing"
     on_policy = [d for d in decided[BEHIND] if d.actor != "watchdog"]
     assert len(on_policy) >= 5 and len(behind.applied) >= 5, "the box behind is controlled"
@@ -404,9 +422,11 @@ def test_edge_clocks_five_minutes_ahead_and_behind(system: System) -> None:
     # box behind reports; after that its telemetry keeps the watchdog quiet.
     first = min(d.seq for d in on_policy)
     assert [d.seq for d in decided[BEHIND] if d.actor == "watchdog" and d.seq > first] == []
-    assert all(d.ts <= now + timedelta(seconds=30) for ds in decided.values() for d in ds), "a future stamp on record"
+    assert all(d.ts <= now + timedelta(seconds=30) for ds in decided.values() for d in ds), \
+        "a future stamp on record"
     with system.owner_session() as s:
-        latest = s.scalar(select(func.max(AlarmGroup.last_at)).where(AlarmGroup.greenhouse_id.in_((AHEAD, BEHIND))))
+        latest = s.scalar(select(func.max(AlarmGroup.last_at))
+                          .where(AlarmGroup.greenhouse_id.in_((AHEAD, BEHIND))))
     assert latest is None or latest <= now + timedelta(seconds=30)
     assert svc.alive and not any(m in svc.output() for m in CRASH_MARKS), svc.tail()
 
@@ -420,7 +440,8 @@ def test_edge_clocks_five_minutes_ahead_and_behind(system: System) -> None:
     for gh in PLANTS:
         _progress(system, gh, 5, 45, f"{gh} decided again on its accelerated box")
     counts = system.check(expect_pid=system.service.pid)
-    summary.add("edge clock skew", f"{AHEAD} box 5 min ahead, {BEHIND} box 5 min behind, real time, site bounds "
+    summary.add("edge clock skew", f"{AHEAD} box 5 min ahead, {BEHIND} box 5 min behind, real time, "
+                "site bounds "
                 "+30 s / 7 min; then the accelerated boxes back", {
                     "refused as future": int(future), f"{AHEAD} watchdog decisions": len(decided[AHEAD]),
                     f"{BEHIND} decisions": len(on_policy), "restarts": system.restarts, **counts},
@@ -449,7 +470,8 @@ def test_hostile_mqtt_input(system: System) -> None:
                                               "reason": "ok\x00\x1b[2J"})),
         (f"greentwin/{HOSTILE}/ack", payload({"cmd_id": str(uuid.uuid4()), "ts": now, "status": "rejected",
                                               "reason": "x" * 100_000})),
-        (f"greentwin/{HOSTILE}/ack", payload({"cmd_id": str(uuid.uuid4()), "ts": future, "status": "applied"})),
+        (f"greentwin/{HOSTILE}/ack", payload({"cmd_id": str(uuid.uuid4()), "ts": future,
+                                              "status": "applied"})),
         (f"greentwin/{HOSTILE}/estop", payload({"ts": future, "pressed": True, "source": "panel"})),
         (fuzz.topic, payload(dict(fuzz.body(seq=10**6, ts=datetime.now(UTC) + timedelta(days=3650)),
                                   boot_id="boot-far-future"))),
@@ -507,13 +529,16 @@ def test_hostile_mqtt_input(system: System) -> None:
         edge_a.close()
     wait_until(lambda: system.edges["gh-a"].sim.received[str(replay_cmd.cmd_id)] >= seen0 + 3, 20,
                "the replayed commands handled by the edge box")
-    assert sum(1 for c in system.edges["gh-a"].sim.applied if str(c.cmd_id) in applied_ids) == len(applied_ids)
+    assert sum(1 for c in system.edges["gh-a"].sim.applied
+               if str(c.cmd_id) in applied_ids) == len(applied_ids)
     with system.owner_session() as s:
         status = s.scalar(select(Decision.ack_status).where(Decision.cmd_id == str(foreign_cmd.cmd_id)))
-    assert status in (None, "pending", "applied"), "a forged ack from another greenhouse changed gh-a's command"
+    assert status in (None, "pending", "applied"), \
+        "a forged ack from another greenhouse changed gh-a's command"
     counts = system.check(expect_pid=pid)
     summary.add("hostile MQTT", f"{len(cases)} fuzzed telemetry, {len(hostile)} hostile acks/e-stops, "
-                f"{len(cross)} cross-greenhouse publishes, 3 replayed commands, 3 replayed acks, 1 forged ack", {
+                f"{len(cross)} cross-greenhouse publishes, 3 replayed commands, 3 replayed acks, "
+                "1 forged ack", {
                     "rejected": int(sum(delta.values())), "dropped by ACL": len(elsewhere) + len(cross),
                     "dropped by the broker's size limit": broker_dropped,
                     "replays applied": 0, **counts}, time.monotonic() - t0)
@@ -525,7 +550,8 @@ def test_hostile_api_input(system: System) -> None:
     http = system.service.http
     tried = 0
 
-    def expect(status: int | tuple[int, ...], method: str, path: str, user: str | None = None, **kw: object) -> None:
+    def expect(status: int | tuple[int, ...], method: str, path: str, user: str | None = None,
+               **kw: object) -> None:
         nonlocal tried
         tried += 1
         r = system.api(method, path, user, **kw)
@@ -541,19 +567,22 @@ def test_hostile_api_input(system: System) -> None:
     expect((404, 422), "GET", "/api/greenhouses/..%2F..%2Fetc%2Fpasswd/decisions", VIEWER)
     expect((404, 422), "GET", "/api/greenhouses/gh-a'%3B%20DROP%20TABLE%20decision%3B--/decisions", VIEWER)
     expect(422, "POST", "/api/greenhouses", ADMIN, json={"id": "gh'; DROP TABLE audit_record;--", "zones": 2})
-    expect(413, "POST", "/api/greenhouses/gh-a/estop", OPERATOR, content=b'{"reason": "' + b"x" * 400_000 + b'"}',
-           headers={"Content-Type": "application/json"})
+    expect(413, "POST", "/api/greenhouses/gh-a/estop", OPERATOR,
+           content=b'{"reason": "' + b"x" * 400_000 + b'"}', headers={"Content-Type": "application/json"})
     expect(401, "POST", "/api/auth/login", json={"username": "adam' OR '1'='1", "password": "x"})
     # A browser session with a forged CSRF token: the cookie alone changes nothing.
-    login = http.post("/api/auth/login", json={"username": OPERATOR, "password": system.user_passwords[OPERATOR]})
+    login = http.post("/api/auth/login",
+                      json={"username": OPERATOR, "password": system.user_passwords[OPERATOR]})
     assert login.status_code == 200
     tried += 1
-    forged = http.post("/api/greenhouses/gh-a/estop", json={"reason": "csrf"}, headers={"X-CSRF-Token": "forged"})
+    forged = http.post("/api/greenhouses/gh-a/estop", json={"reason": "csrf"},
+                       headers={"X-CSRF-Token": "forged"})
     assert forged.status_code == 403, forged.text
     http.cookies.clear()
     assert system.service.metric("greentwin_estops_total", greenhouse="gh-a") == 0
     counts = system.check(expect_pid=pid)
-    summary.add("hostile API", "no token, forged token, wrong role, traversal and injection strings, 400 KB body, "
+    summary.add("hostile API", "no token, forged token, wrong role, traversal and injection strings, "
+                "400 KB body, "
                 "forged CSRF", {"requests refused": tried, **counts}, time.monotonic() - t0)
 
 
@@ -580,9 +609,12 @@ def test_end_state(system: System) -> None:
     lines = verify.stdout.splitlines()
     assert sum(1 for ln in lines if ln.startswith("ok ")) >= 2 * len(modes)
     anchored = [ln for ln in lines if ": anchor: holds" in ln]
-    assert {ln.split()[1].rstrip(":") for ln in anchored} >= set(modes), "every chain's exported head still holds"
-    summary.add("end state", "edge boxes stopped; greentwin audit verify as the owner, against the exported heads",
-                {"modes": json.dumps(modes, sort_keys=True).replace('"', ""), **counts}, time.monotonic() - t0,
+    assert {ln.split()[1].rstrip(":") for ln in anchored} >= set(modes), \
+        "every chain's exported head still holds"
+    summary.add("end state", "edge boxes stopped; greentwin audit verify as the owner, "
+                "against the exported heads",
+                {"modes": json.dumps(modes, sort_keys=True).replace('"', ""), **counts},
+                time.monotonic() - t0,
                 invariants=summary.HELD + "; audit verify exit 0")
 
 

@@ -45,8 +45,8 @@ def main(out: Path, config: dict[str, Any]) -> None:
 
     overrides = [arg for key, value in config.items() for arg in ("--set", f"{key}={value}")]
     args = build_parser().parse_args(["--preset", "tiny", "--device", "cpu", "--members", "1", "--seed", "0",
-                                      "--out", str(out / "ensemble"), "--eval-steps", "2", "--snapshot-every", "1",
-                                      "--no-progress", *overrides])
+                                      "--out", str(out / "ensemble"), "--eval-steps", "2", "--snapshot-every",
+                                      "1", "--no-progress", *overrides])
     rc = run_train(args)
 
     torch.save({

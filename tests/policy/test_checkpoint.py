@@ -39,7 +39,8 @@ def make_agent(seed: int = 0, hidden: int = 32) -> ActorCritic:
 @pytest.fixture
 def saved(tmp_path: Path) -> tuple[Path, ActorCritic]:
     agent = make_agent()
-    d = save_member(tmp_path / "member_0", agent, build_meta(CFG, seed=7, metrics={"eval": {"mean_reward": 0.5}}))
+    d = save_member(tmp_path / "member_0", agent,
+                    build_meta(CFG, seed=7, metrics={"eval": {"mean_reward": 0.5}}))
     return d, agent
 
 
@@ -57,7 +58,8 @@ def test_round_trip_gives_same_actions_and_provenance(saved: tuple[Path, ActorCr
     assert not loaded.training
     for key, value in agent.state_dict().items():
         assert torch.equal(value, loaded.state_dict()[key]), key
-    assert meta["architecture"] == {"obs_dim": agent.obs_dim, "zones": ZONES, "hidden": 32, "shared_torso": False}
+    assert meta["architecture"] == {"obs_dim": agent.obs_dim, "zones": ZONES, "hidden": 32,
+                                    "shared_torso": False}
     assert meta["twin_version"] == TWIN_VERSION and meta["seed"] == 7
     assert meta["observation"] == ObservationSpec(ZONES).to_dict()
     assert meta["train_config"]["num_envs"] == CFG.num_envs
@@ -93,7 +95,8 @@ def test_a_layout_v4_checkpoint_is_refused_naming_the_layout_version(saved: tupl
     kept = [i for i, name in enumerate(now["names"]) if name not in CROP_STATE]
     v4 = dict(now, version="4", **{k: [now[k][i] for i in kept] for k in ("names", "units", "low", "high")})
     assert len(v4["names"]) == 149 and OBS_VERSION == "5"
-    edit_meta(d, observation=v4, architecture={"obs_dim": 149, "zones": ZONES, "hidden": 32, "shared_torso": False})
+    edit_meta(d, observation=v4, architecture={"obs_dim": 149, "zones": ZONES, "hidden": 32,
+                                               "shared_torso": False})
     with pytest.raises(CheckpointError, match=r"layout version '4'.*layout version '5'"):
         load_member(d, expected_zones=ZONES)
 

@@ -36,15 +36,18 @@ def oracle_plans(scenario: Scenario):
     return daily_plan_demos([scenario], SERVED, c0=OPTIONS, stride=1)
 
 
-def test_each_day_is_labelled_by_the_option_its_branches_scored_best(scenario: Scenario, oracle_plans) -> None:
+def test_each_day_is_labelled_by_the_option_its_branches_scored_best(scenario: Scenario,
+                                                                     oracle_plans) -> None:
     days = 3
     assert oracle_plans.picks.shape == (scenario.instances * days,) and np.all(oracle_plans.gains >= 0.0)
     # The same choices as the daily oracle row's, day by day, on the same path.
     seen = []
     options = tuple(dataclasses.replace(SERVED, c0=c) for c in OPTIONS)
     daily_oracle(scenario, options, 1, on_day=lambda d: seen.append(d.picks))
-    np.testing.assert_array_equal(oracle_plans.picks.reshape(scenario.instances, days), np.stack(seen, axis=1))
-    # Every demonstrated action is the picked option's rule behind the interlock, on the demonstrated observation.
+    np.testing.assert_array_equal(oracle_plans.picks.reshape(scenario.instances, days),
+                                  np.stack(seen, axis=1))
+    # Every demonstrated action is the picked option's rule behind the interlock, on the demonstrated
+    # observation.
     demos = oracle_plans.demos
     per_gh = demos.size // scenario.instances
     assert per_gh == days * 24
@@ -80,10 +83,11 @@ def test_a_learner_that_is_the_served_rule_sees_the_oracles_first_day_and_then_i
     torch.testing.assert_close(never.demos.obs, same.demos.obs)
 
 
-def test_the_command_writes_loadable_demonstrations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_writes_loadable_demonstrations(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "daily.npz"
-    args = argparse.Namespace(demos_command="daily", out=str(out), seeds="100", days=1.0, learner=None, stride=6,
-                              jobs=1)
+    args = argparse.Namespace(demos_command="daily", out=str(out), seeds="100", days=1.0, learner=None,
+                              stride=6, jobs=1)
     assert demos_main(args) == 0
     assert "greenhouse-days" in capsys.readouterr().out
     demos = load_demos(out, ObservationSpec(ZONES))
@@ -93,8 +97,8 @@ def test_the_command_writes_loadable_demonstrations(tmp_path: Path, capsys: pyte
     missing = argparse.Namespace(**{**vars(args), "learner": str(tmp_path / "nowhere")})
     assert demos_main(missing) == 2 and "not a policy directory" in capsys.readouterr().err
     # The hindsight demonstrations go through the same writer.
-    hindsight = argparse.Namespace(demos_command="hindsight", out=str(tmp_path / "hindsight.npz"), seeds="100",
-                                   days=1.0, stride=6, jobs=1)
+    hindsight = argparse.Namespace(demos_command="hindsight", out=str(tmp_path / "hindsight.npz"),
+                                   seeds="100", days=1.0, stride=6, jobs=1)
     assert demos_main(hindsight) == 0 and "greenhouses" in capsys.readouterr().out
     assert load_demos(tmp_path / "hindsight.npz", ObservationSpec(ZONES)).size == 8 * 24
     assert demos_main(argparse.Namespace(**{**vars(hindsight), "days": 0.0})) == 2

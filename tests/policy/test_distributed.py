@@ -22,8 +22,8 @@ from policy.ppo import make_twin, train
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("distributed_worker.py")
-CONFIG = dict(num_envs=16, num_steps=8, total_steps=16 * 8 * 2, bc_demo_steps=8, bc_pretrain_updates=5, update_epochs=2,
-              num_minibatches=2, bc_decay_steps=1000)
+CONFIG = dict(num_envs=16, num_steps=8, total_steps=16 * 8 * 2, bc_demo_steps=8, bc_pretrain_updates=5,
+              update_epochs=2, num_minibatches=2, bc_decay_steps=1000)
 """Overrides of the 'tiny' preset for every run here: two iterations of 16 x 8 env steps per rank."""
 
 EPS = 1e-4

@@ -195,7 +195,8 @@ def test_worker_processes_give_the_same_results_bit_for_bit(scenarios) -> None:
     def run(jobs: int) -> tuple[dict, dict, dict]:
         masked: dict = {}
         intact: dict = {}
-        controllers = {"policy": _policy_controller(str(Path(__file__).parents[2] / "policy/shipped")), **baselines()}
+        controllers = {"policy": _policy_controller(str(Path(__file__).parents[2] / "policy/shipped")),
+                       **baselines()}
         results = evaluate_all(controllers, scenarios, masked=masked, intact=intact,
                                intact_among=["policy", "expert"], jobs=jobs)
         return results, masked, {k: v.as_dict() for k, v in intact.items()}
@@ -238,7 +239,8 @@ def test_ensemble_vote_median_and_majority() -> None:
 
     # Unanimous members: the ensemble is the expert behind the same interlock as every served action.
     s = scenarios_from_seeds(HELD_OUT_SEEDS[0], HELD_OUT_SEEDS[0], days=0.5, instances=2)
-    assert evaluate(EnsembleController(Members(), ZONES), s) == evaluate(Interlocked(ThresholdExpert(zones=ZONES)), s)
+    assert evaluate(EnsembleController(Members(), ZONES), s) \
+        == evaluate(Interlocked(ThresholdExpert(zones=ZONES)), s)
 
 
 def test_tuning_picks_best_candidate_and_round_trips(tmp_path: Path) -> None:
@@ -304,11 +306,14 @@ def test_service_falls_back_to_the_threshold_tuned_behind_its_interlock(tmp_path
 
     tuned = load_tuned_threshold(SERVED_PATH)
     served = served_expert(4)
-    assert (served.refill, served.stop, served.pump_pct, served.zones) == (tuned.refill, tuned.stop, tuned.pump_pct, 4)
+    assert (served.refill, served.stop, served.pump_pct, served.zones) \
+        == (tuned.refill, tuned.stop, tuned.pump_pct, 4)
     # Both records come from one grid on the same training seeds; the FAO-56 rule keeps refill in the band.
     baseline, behind = load_tuned_record(), load_tuned_record(SERVED_PATH)
-    assert baseline["train_seeds"] == behind["train_seeds"] and min(baseline["refill"], behind["refill"]) >= 0.0
-    assert served_expert(3, tmp_path / "missing.json") == ThresholdExpert(zones=3)  # never tuned: factory setting
+    assert baseline["train_seeds"] == behind["train_seeds"] \
+        and min(baseline["refill"], behind["refill"]) >= 0.0
+    # never tuned: factory setting
+    assert served_expert(3, tmp_path / "missing.json") == ThresholdExpert(zones=3)
 
 
 def test_best_of_takes_each_scenarios_best_candidate(scenarios) -> None:
@@ -336,7 +341,8 @@ def test_best_of_takes_each_scenarios_best_candidate(scenarios) -> None:
 def test_hindsight_candidates_start_from_the_tuned_expert() -> None:
     from policy.tuning import hindsight_candidates, hindsight_row
 
-    tuned = ThresholdExpert(zones=ZONES, refill=0.05, stop=0.3, pump_pct=55.0, c0=100.0, par_sat=1000.0, h_max=18.0)
+    tuned = ThresholdExpert(zones=ZONES, refill=0.05, stop=0.3, pump_pct=55.0, c0=100.0, par_sat=1000.0,
+                            h_max=18.0)
     ours = hindsight_candidates(tuned)
     fixed = hindsight_candidates(tuned, lamps_ours=False)
     assert ours[0] == tuned == fixed[0] and len(set(ours)) == len(ours)
@@ -407,19 +413,20 @@ def test_gap_closed_is_the_policys_share_of_each_hindsight_gap() -> None:
               "daily": 5.0}
     lines = gap_closed({k: {"profit_eur_m2": v} for k, v in profit.items()})
     assert lines == [
-        "the policy closes 50 % of the expert-to-hindsight profit gap (+2.000 EUR/m2; hindsight: the expert's "
-        "best setting per scenario)",
-        "the policy closes - (no gap) of the served-to-ceiling profit gap (+0.000 EUR/m2; ceiling: the served "
-        "rule's best setting per scenario, not an upper bound)",
-        "the policy closes 0 % of the served-to-oracle profit gap (+0.500 EUR/m2; oracle: the served rule's best "
-        "setting per greenhouse)",
-        "the policy closes 0 % of the served-to-daily profit gap (+2.000 EUR/m2; daily: the served rule's best "
-        "lamps per greenhouse and day, a day ahead)"]
+        "the policy closes 50 % of the expert-to-hindsight profit gap (+2.000 EUR/m2; hindsight: the "
+        "expert's best setting per scenario)",
+        "the policy closes - (no gap) of the served-to-ceiling profit gap (+0.000 EUR/m2; ceiling: the "
+        "served rule's best setting per scenario, not an upper bound)",
+        "the policy closes 0 % of the served-to-oracle profit gap (+0.500 EUR/m2; oracle: the served rule's "
+        "best setting per greenhouse)",
+        "the policy closes 0 % of the served-to-daily profit gap (+2.000 EUR/m2; daily: the served rule's "
+        "best lamps per greenhouse and day, a day ahead)"]
     assert gap_closed({k: {"profit_eur_m2": v} for k, v in profit.items() if k != "policy"}) == []
     assert len(gap_closed({k: {"profit_eur_m2": v} for k, v in profit.items() if k != "daily"})) == 3
 
 
-def test_with_lamps_fixed_no_controller_out_yields_the_twin_without_water_stress(tmp_path: Path, capsys) -> None:
+def test_with_lamps_fixed_no_controller_out_yields_the_twin_without_water_stress(tmp_path: Path,
+                                                                                 capsys) -> None:
     # The bound that `eval --hindsight --lamps fixed` prints: every controller on the site's lamps grows
     # at most what the timer grows with the crop's water stress off.
     out = tmp_path / "eval.json"

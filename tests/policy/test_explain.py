@@ -207,7 +207,8 @@ def test_saliency_over_time_gives_one_row_per_step() -> None:
     sal = saliency_over_time(ens, history, steps=16)
     assert sal.shape == (10, D) and sal.dtype == np.float32 and np.isfinite(sal).all()
     base = neutral_baseline(history[4], SPEC, typical_observation(members))
-    row = integrated_gradients(ensemble_score_fn(members), torch.tensor(history[4]), torch.tensor(base), steps=16)
+    row = integrated_gradients(ensemble_score_fn(members), torch.tensor(history[4]), torch.tensor(base),
+                               steps=16)
     assert np.allclose(sal[4], row.numpy(), atol=1e-5)
     assert saliency_over_time(ens, history[:0]).shape == (0, D)
     with pytest.raises(ValueError, match="history"):
@@ -233,7 +234,8 @@ def test_history_keeps_the_last_ten_pairs_per_greenhouse() -> None:
 
 @pytest.mark.parametrize("feature", ["price[+0h]", "forecast_solar[+3h]", "dli_natural_tomorrow"])
 def test_an_outlook_feature_can_lead_the_explanation(feature: str) -> None:
-    """Prices and the weather ahead move in the baseline like the state, so a decision they drive names them."""
+    """Prices and the weather ahead move in the baseline like the state, so a decision they drive names
+    them."""
     i = SPEC.names.index(feature)
 
     def only_outlook(seed: int) -> ActorCritic:

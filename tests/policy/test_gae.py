@@ -38,7 +38,8 @@ def test_matches_reference_loop_on_random_data() -> None:
     assert (terminated & truncated).any() and terminated.any() and truncated.any()
 
     adv, ret = compute_gae(rewards, values, terminated, truncated, final_values, last_value, 0.97, 0.9)
-    ref_adv, ref_ret = reference_gae(rewards.tolist(), values.tolist(), terminated.tolist(), truncated.tolist(),
+    ref_adv, ref_ret = reference_gae(rewards.tolist(), values.tolist(), terminated.tolist(),
+                                     truncated.tolist(),
                                      final_values.tolist(), last_value.tolist(), 0.97, 0.9)
     torch.testing.assert_close(adv, torch.tensor(ref_adv, dtype=torch.float64))
     torch.testing.assert_close(ret, torch.tensor(ref_ret, dtype=torch.float64))

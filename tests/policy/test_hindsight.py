@@ -59,7 +59,8 @@ def test_each_greenhouse_is_shown_its_best_lamp_setting(two_days: tuple[Scenario
     assert "greenhouses" in result.summary()
 
 
-def test_a_margin_keeps_the_served_setting_where_others_earn_little(two_days: tuple[Scenario, object]) -> None:
+def test_a_margin_keeps_the_served_setting_where_others_earn_little(two_days: tuple[Scenario, object]
+                                                                    ) -> None:
     scenario, loose = two_days
     margin = float(np.sort(loose.gains.max(axis=0))[-1]) + 1.0  # more than any greenhouse gained
     strict = hindsight_demos([scenario], served_expert(ZONES), c0=_candidates(), stride=2, margin=margin)
@@ -82,9 +83,11 @@ def test_lamp_cloning_needs_the_lamp_switch() -> None:
 
 @pytest.fixture()
 def lamps_always_on(tmp_path: Path) -> tuple[Path, torch.Tensor]:
-    """A demonstration file that lights wherever it may (the served rule's irrigation), and its observations."""
+    """A demonstration file that lights wherever it may (the served rule's irrigation), and its
+    observations."""
     scenario = Scenario(seed=3, days=1.0, instances=4, dt_s=3600.0)
-    demos = hindsight_demos([scenario], served_expert(ZONES), c0=(served_expert(ZONES).c0, 150.0), stride=1).demos
+    demos = hindsight_demos([scenario], served_expert(ZONES), c0=(served_expert(ZONES).c0, 150.0),
+                            stride=1).demos
     action = demos.action.clone()
     action[:, -1] = 100.0
     path = tmp_path / "lamps.npz"
@@ -92,8 +95,8 @@ def lamps_always_on(tmp_path: Path) -> tuple[Path, torch.Tensor]:
     return path, demos.obs
 
 
-def test_training_clones_the_demonstrated_lamps_and_leaves_the_valves(lamps_always_on: tuple[Path, torch.Tensor]
-                                                                      ) -> None:
+def test_training_clones_the_demonstrated_lamps_and_leaves_the_valves(
+        lamps_always_on: tuple[Path, torch.Tensor]) -> None:
     # Demonstrations that light wherever the served rule is dark (outside its dark window): the
     # cloned switch must follow them; valves keep the residual's start at the served rule.
     path, obs = lamps_always_on

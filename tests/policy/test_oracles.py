@@ -79,7 +79,8 @@ def test_per_greenhouse_pick_beats_every_candidate_on_every_greenhouse(scenarios
 def test_per_greenhouse_row_bounds_the_per_scenario_row_and_keeps_every_output_consistent(
         scenarios: list[Scenario]) -> None:
     cands = (*lamp_family(), wrecks_the_first)
-    rows = {"wreck": wrecks_the_first, "scenario": BestOf(cands, profit), "oracle": BestOf(cands, profit, per="greenhouse")}
+    rows = {"wreck": wrecks_the_first, "scenario": BestOf(cands, profit),
+            "oracle": BestOf(cands, profit, per="greenhouse")}
     masked: dict = {}
     intact: dict = {}
     per: dict = {}
@@ -121,7 +122,8 @@ def test_with_one_greenhouse_per_scenario_both_picks_agree() -> None:
 def test_the_per_greenhouse_row_reuses_the_ceilings_runs() -> None:
     ceiling = hindsight_row(SERVED, 8, interlocked=True)
     oracle = per_greenhouse(ceiling)
-    assert oracle.candidates is ceiling.candidates and oracle.per == "greenhouse" and ceiling.per == "scenario"
+    assert oracle.candidates is ceiling.candidates and oracle.per == "greenhouse" \
+        and ceiling.per == "scenario"
     run, alone, members = _expand([Interlocked(SERVED), ceiling, oracle])
     assert len(run) == 1 + len(ceiling.candidates) and alone == []
     assert members[1] == members[2]
@@ -152,7 +154,8 @@ def test_daily_branches_are_paired(three_days: tuple[Scenario, list[DayBranches]
         np.testing.assert_array_equal(d.picks, np.where(d.scores[1] >= best, 1, d.scores.argmax(axis=0)))
     # The served setting's branch of the first day is the served row's first day, bit for bit.
     seen: dict[int, np.ndarray] = {}
-    run_scenario(s, [Interlocked(SERVED, zones=ZONES)], on_step=lambda step, obs, _: seen.setdefault(step, obs.copy()))
+    run_scenario(s, [Interlocked(SERVED, zones=ZONES)],
+                 on_step=lambda step, obs, _: seen.setdefault(step, obs.copy()))
     np.testing.assert_array_equal(days[0].obs[1], seen[per_day])
 
 
@@ -170,13 +173,15 @@ def test_daily_scores_count_the_buffer_only_while_the_episode_goes_on(
 def test_daily_oracle_with_only_the_served_setting_is_the_served_row(two_days: list[Scenario]) -> None:
     """Copying the twin into branches, counting the day there and going on from the pick changes nothing."""
     masked: dict = {}
-    r = evaluate_all({"served": Interlocked(SERVED, zones=ZONES), "daily": DailyLampOracle(SERVED, c0=(SERVED.c0,))},
+    r = evaluate_all({"served": Interlocked(SERVED, zones=ZONES),
+                      "daily": DailyLampOracle(SERVED, c0=(SERVED.c0,))},
                      two_days, masked=masked)
     assert r["daily"] == r["served"] and masked["daily"] == masked["served"]
 
 
 def test_daily_oracle_is_deterministic_and_the_same_on_worker_processes(two_days: list[Scenario]) -> None:
-    rows = {"served": Interlocked(SERVED, zones=ZONES), "daily": DailyLampOracle(SERVED, c0=(0.0, SERVED.c0, 125.0))}
+    rows = {"served": Interlocked(SERVED, zones=ZONES),
+            "daily": DailyLampOracle(SERVED, c0=(0.0, SERVED.c0, 125.0))}
     one = evaluate_all(rows, two_days)
     assert evaluate_all(rows, two_days, jobs=2) == one  # a fresh run, on other processes: the same bits
     assert one["daily"] != one["served"]  # the other lamps were picked somewhere
@@ -184,10 +189,12 @@ def test_daily_oracle_is_deterministic_and_the_same_on_worker_processes(two_days
         DailyLampOracle(SERVED, c0=(0.0, 125.0))
 
 
-def test_eval_prints_the_oracle_rows_and_their_gaps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_eval_prints_the_oracle_rows_and_their_gaps(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     shipped = Path(__file__).parents[2] / "policy/shipped"
     args = argparse.Namespace(policy=str(shipped), seeds=f"{HELD_OUT_SEEDS[0]}-{HELD_OUT_SEEDS[0]}", days=1.0,
-                              json=str(tmp_path / "eval.json"), retune=False, hindsight=True, lamps="ours", jobs=1)
+                              json=str(tmp_path / "eval.json"), retune=False, hindsight=True, lamps="ours",
+                              jobs=1)
     assert run_eval(args) == 0
     out = capsys.readouterr().out
     table = {line.split()[0] for line in out.splitlines() if line.strip()}

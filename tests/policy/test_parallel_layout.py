@@ -38,7 +38,8 @@ def _actions(rng: np.random.Generator, b: int) -> np.ndarray:
 
 def test_instance_offset_replays_the_rows_of_the_full_batch() -> None:
     full = GreenhouseTwin(num_instances=11, seed=4, **KW)
-    parts = [GreenhouseTwin(num_instances=hi - lo, seed=4, instance_offset=lo, **KW) for lo, hi in ((0, 3), (3, 11))]
+    parts = [GreenhouseTwin(num_instances=hi - lo, seed=4, instance_offset=lo, **KW)
+             for lo, hi in ((0, 3), (3, 11))]
     np.testing.assert_array_equal(full.reset(), np.concatenate([p.reset() for p in parts]))
     rng = np.random.default_rng(0)
     for _ in range(30):  # crosses an episode end: autoreset draws use the global ids too
@@ -103,7 +104,8 @@ def test_checksums_catch_changed_swapped_and_stale_values(buffers: SharedBuffers
     assert not verify_rows(swapped)[4]
     stale = rows._replace(step=rows.step - 1)  # the right bytes claimed for another step
     assert not verify_rows(stale).any()
-    moved = rows._replace(obs=rows.obs[::-1].copy(), checksum=rows.checksum[::-1].copy())  # rows in wrong places
+    # rows in wrong places
+    moved = rows._replace(obs=rows.obs[::-1].copy(), checksum=rows.checksum[::-1].copy())
     assert not verify_rows(moved).any()
 
 
@@ -166,7 +168,8 @@ def test_a_killed_owner_process_leaves_no_segment() -> None:
             "b = SharedBuffers.create(Layout(8, 4, 2, 1))\n"
             "print(b.name, flush=True)\n"
             "time.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     try:
         assert proc.stdout is not None
         name = proc.stdout.readline().strip()

@@ -79,14 +79,16 @@ def test_resuming_a_snapshot_with_workers_continues_the_same_run() -> None:
     a, b = full.agent.state_dict(), resumed.agent.state_dict()
     for key in a:
         assert torch.equal(a[key], b[key]), key
-    np.testing.assert_array_equal([m.policy_loss for m in full.metrics], [m.policy_loss for m in resumed.metrics])
+    np.testing.assert_array_equal([m.policy_loss for m in full.metrics],
+                                  [m.policy_loss for m in resumed.metrics])
 
 
 def test_train_command_takes_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert build_parser().parse_args([]).workers is None
     small = [x for k, v in TINY.items() if k != "workers" for x in ("--set", f"{k}={v}")]
-    args = build_parser().parse_args(["--preset", "tiny", "--device", "cpu", "--members", "1", "--workers", "2",
-                                      "--out", str(tmp_path / "ens"), "--eval-steps", "0", "--no-progress", *small])
+    args = build_parser().parse_args(["--preset", "tiny", "--device", "cpu", "--members", "1",
+                                      "--workers", "2", "--out", str(tmp_path / "ens"), "--eval-steps", "0",
+                                      "--no-progress", *small])
     assert run_train(args) == 0
     out = capsys.readouterr().out
     assert "with 2 twin workers" in out and "member 0 (seed 0) trained" in out

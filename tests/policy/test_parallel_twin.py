@@ -66,7 +66,8 @@ def test_workers_replay_one_in_process_twin_bit_for_bit() -> None:
         assert ref.state.episode.max() >= 2
         for name, value in ref.state.arrays().items():
             np.testing.assert_array_equal(getattr(vec.state, name).numpy(), value, err_msg=name)
-        np.testing.assert_array_equal(vec.reset(seed=9).numpy(), ref.reset(seed=9))  # new seed, episode 0 again
+        # new seed, episode 0 again
+        np.testing.assert_array_equal(vec.reset(seed=9).numpy(), ref.reset(seed=9))
     # A vector twin over global ids 7..12 replays those rows of the full batch.
     ref = GreenhouseTwin(num_instances=b, seed=5, **KW)
     with ShmVectorTwin(6, 2, seed=5, instance_offset=7, **KW) as part:

@@ -38,7 +38,8 @@ def test_config_derived_sizes_and_presets() -> None:
     # 'small' is the shipped ensemble's recipe: residual, as recorded in every shipped member.
     shipped = json.loads((Path(__file__).parents[2] / "policy/shipped/member_0/meta.json").read_text())
     assert small.residual and shipped["train_config"]["residual"] is True
-    recipe = ("num_envs", "num_steps", "total_steps", "gamma", "stagger_starts", "prior_kl_coef", "lr", "update_epochs")
+    recipe = ("num_envs", "num_steps", "total_steps", "gamma", "stagger_starts", "prior_kl_coef", "lr",
+              "update_epochs")
     assert tuple(getattr(small, k) for k in recipe) == tuple(shipped["train_config"][k] for k in recipe)
     with pytest.raises(ValueError):
         PPOConfig(num_envs=10, num_steps=3, num_minibatches=4)
@@ -56,7 +57,8 @@ def test_short_training_beats_random_controller() -> None:
     m = result.metrics[-1]
     assert m.env_steps == 64 * 32 * 6 and m.steps_per_s > 0 and m.bc_coef == 0.0
     assert all(torch.isfinite(torch.tensor(list(x[1:]))).all() for x in result.metrics)
-    assert all(0.0 <= x.expert_open_rate <= 1.0 for x in result.metrics)  # the served threshold's, on the same states
+    # the served threshold's, on the same states
+    assert all(0.0 <= x.expert_open_rate <= 1.0 for x in result.metrics)
 
     trained, _ = mean_reward(cfg, result.agent.act)
     random, _ = mean_reward(cfg, RandomController(seed=EVAL_SEED))
@@ -67,7 +69,8 @@ def test_short_training_beats_random_controller() -> None:
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs a CUDA device (bench/device_check.sh runs it on a lent GPU)"))])
+    not torch.cuda.is_available(),
+    reason="needs a CUDA device (bench/device_check.sh runs it on a lent GPU)"))])
 def test_same_seed_gives_identical_weights(device: str) -> None:
     cfg = PPOConfig.preset("tiny", num_envs=16, num_steps=16, total_steps=16 * 16 * 2, bc_demo_steps=16,
                            bc_pretrain_updates=10, bc_decay_steps=1000, device=device)
@@ -94,7 +97,9 @@ def test_stagger_spreads_the_instances_clocks_over_a_day() -> None:
     assert int(steps.min()) >= 1 and int(steps.max()) <= 24
     assert len(set(steps.tolist())) >= 20  # 96 instances over 24 phases
     sl = observation_spec(6).slices
-    assert len(set(torch.round(obs[:, sl["hour_sin"]].squeeze(1), decimals=4).tolist())) >= 10  # what the policy sees
+    # what the policy sees
+    assert len(set(torch.round(obs[:, sl["hour_sin"]].squeeze(1), decimals=4).tolist())) >= 10
     again = make_twin(cfg)
-    again_obs = stagger_clocks(again, again.reset(), 24, torch.Generator().manual_seed(0), served_expert(6), 6)
+    again_obs = stagger_clocks(again, again.reset(), 24, torch.Generator().manual_seed(0), served_expert(6),
+                               6)
     assert torch.equal(again.state.step, steps) and torch.equal(again_obs, obs)  # seeded

@@ -10,7 +10,8 @@ import pytest
 from policy.processes import cgroup_cpu_limit, usable_cores
 
 
-@pytest.mark.parametrize(("text", "cores"), [("max 100000", None), ("150000 100000", 1.5), ("200000 100000\n", 2.0),
+@pytest.mark.parametrize(("text", "cores"), [("max 100000", None), ("150000 100000", 1.5),
+                                             ("200000 100000\n", 2.0),
                                              ("garbage", None), ("", None), ("100 0", None)])
 def test_the_cgroup_quota_reads_as_cores(tmp_path: Path, text: str, cores: float | None) -> None:
     f = tmp_path / "cpu.max"

@@ -104,14 +104,16 @@ def test_break_even_lighting_survives_a_round_trip_and_older_checkpoints_keep_th
     restored = ActorCritic(OBS_DIM, ZONES)
     restored.load_state_dict(older)
     expert = restored.expert()
-    assert expert is not None and expert.c0 is None and (expert.refill, expert.stop) == (tuned.refill, tuned.stop)
+    assert expert is not None and expert.c0 is None \
+        and (expert.refill, expert.stop) == (tuned.refill, tuned.stop)
 
 
 def test_short_residual_training_stays_at_expert_level() -> None:
     cfg = PPOConfig.preset("tiny", residual=True, num_steps=32, total_steps=64 * 32 * 4)
     result = train(cfg)
     assert result.agent.is_residual and result.metrics[-1].bc_coef == 0.0
-    for m in result.metrics:  # the drift watch: the policy's open rate next to its expert's on the same states
+    # the drift watch: the policy's open rate next to its expert's on the same states
+    for m in result.metrics:
         assert 0.0 < m.expert_open_rate < 1.0 and abs(m.valve_open_rate - m.expert_open_rate) < 0.1
     expert = dataclasses.replace(load_tuned_threshold(), zones=ZONES)
     trained, trained_terms = rollout(cfg, result.agent.act)
@@ -169,7 +171,8 @@ def test_prior_kl_is_zero_at_the_expert_and_grows_with_the_adjustment() -> None:
         ev = agent.evaluate_actions(obs, action, prior_kl_rows=obs.shape[0])
     # evaluate_actions is get_action_and_value's evaluation plus the KL, from the same forward pass
     assert torch.equal(ev.logprob, logp) and torch.equal(ev.entropy, entropy) and torch.equal(ev.value, value)
-    assert ev.prior_kl is not None and float(ev.prior_kl.abs().max()) < 1e-5  # the untrained residual is its prior
+    # the untrained residual is its prior
+    assert ev.prior_kl is not None and float(ev.prior_kl.abs().max()) < 1e-5
     assert agent.evaluate_actions(obs, action).prior_kl is None
     first = agent.evaluate_actions(obs, action, prior_kl_rows=16).prior_kl
     assert first is not None and first.shape == (16,)

@@ -16,7 +16,8 @@ ZONES = 6
 
 
 def test_the_layout_is_the_one_checkpoints_were_written_in() -> None:
-    assert SLOTS == ("enabled", "refill", "stop", "pump_pct", "prior_logit", "c0", "par_sat", "h_max", "lamp_logit")
+    assert SLOTS == ("enabled", "refill", "stop", "pump_pct", "prior_logit", "c0", "par_sat", "h_max",
+                     "lamp_logit")
     assert OLDER_LENGTHS == (5, 8)
     assert ResidualSettings().to_tensor().tolist() == \
         [0.0] * 5 + [PRICE_BLIND_C0, ThresholdExpert.par_sat, ThresholdExpert.h_max, 0.0]
@@ -46,7 +47,8 @@ def test_older_buffers_get_the_defaults_of_the_slots_they_lack(length: int) -> N
     current = ResidualSettings.of_expert(ThresholdExpert(zones=ZONES, c0=1.0), 4.0, 2.0).to_tensor()
     completed = complete_stored(current[:length].clone())
     defaults = ResidualSettings().to_tensor()
-    assert torch.equal(completed[:length], current[:length]) and torch.equal(completed[length:], defaults[length:])
+    assert torch.equal(completed[:length], current[:length]) \
+        and torch.equal(completed[length:], defaults[length:])
     assert torch.equal(complete_stored(None), defaults)  # before residual mode: a plain policy
     odd = torch.zeros(7, dtype=torch.float64)
     assert complete_stored(odd) is odd  # left for the state_dict's shape check to refuse

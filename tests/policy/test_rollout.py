@@ -40,7 +40,8 @@ def test_restored_rows_hold_the_saved_episodes_and_the_rest_move_on(kind: str) -
             twin.step(actions)
         assert (torch.as_tensor(saved_state.step) == 0).all()  # a copy: stepping the twin left it alone
         ids = torch.tensor([1, 5])
-        twin.restore_episodes(TwinParams(**_rows(saved_params, ids)), TwinState(**_rows(saved_state, ids)), ids)
+        twin.restore_episodes(TwinParams(**_rows(saved_params, ids)), TwinState(**_rows(saved_state, ids)),
+                              ids)
         steps = torch.as_tensor(twin.state.step)
         assert steps[ids].tolist() == [0, 0]
         assert (steps[[0, 2, 3, 4, 6, 7]] == 3).all()

@@ -26,7 +26,8 @@ def _observations(n: int = 64, steps: int = 12) -> torch.Tensor:
 
 def _residual_agent(obs: torch.Tensor) -> ActorCritic:
     torch.manual_seed(0)
-    agent = ActorCritic(obs.shape[1], ZONES, residual=dataclasses.replace(load_tuned_threshold(), zones=ZONES))
+    agent = ActorCritic(obs.shape[1], ZONES,
+                        residual=dataclasses.replace(load_tuned_threshold(), zones=ZONES))
     torch.nn.init.normal_(agent.actor_head.weight, std=0.05)  # a trained-looking head, not the zero start
     agent.update_obs_stats(obs)
     return agent

@@ -8,8 +8,8 @@ import torch
 from policy.ensemble import load_ensemble
 from policy.train_cli import build_parser, parse_overrides, run_train
 
-SMALL = ["--set", "num_envs=16", "--set", "num_steps=8", "--set", "total_steps=128", "--set", "bc_demo_steps=8",
-         "--set", "bc_pretrain_updates=10"]
+SMALL = ["--set", "num_envs=16", "--set", "num_steps=8", "--set", "total_steps=128", "--set",
+         "bc_demo_steps=8", "--set", "bc_pretrain_updates=10"]
 
 
 

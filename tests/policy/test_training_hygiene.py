@@ -40,7 +40,8 @@ def test_the_buffer_share_is_the_crop_steps_own_split_into_fruit() -> None:
                                  f_w=np.ones(n), dt_s=600.0)
     left_buffer = state.c_buf - new.c_buf
     assert np.all(left_buffer > 0.0)
-    np.testing.assert_allclose(new.fruit_dm_cum / left_buffer, buffer_fruit_share(np, cfg, t24, t_sum), rtol=1e-9)
+    np.testing.assert_allclose(new.fruit_dm_cum / left_buffer, buffer_fruit_share(np, cfg, t24, t_sum),
+                               rtol=1e-9)
     share = buffer_fruit_share(np, cfg, t24, t_sum)
     assert np.all((share >= 0.0) & (share < 1.0)) and share[3] > share[1] > share[0]
 
@@ -53,8 +54,10 @@ def test_the_potential_prices_the_buffer_at_the_fruit_price() -> None:
     obs[:, s["carb_buffer"]] = torch.tensor([[0.0], [10.0], [20.0]])
     obs[:, s["t_can24"]], obs[:, s["temp_sum"]], obs[:, s["fruit_price"]] = 20.0, 2000.0, 2.0
     share = float(buffer_fruit_share(torch, config.crop_growth, torch.tensor(20.0), torch.tensor(2000.0)))
-    eur = 2.0 * share * 10.0 * 1e-3 / config.crop_growth.dmc  # 10 g CH2O of buffer, as fresh fruit at 2 EUR/kg
-    torch.testing.assert_close(phi(obs), torch.tensor([0.0, eur, 2 * eur]) / config.economics.v_ref(config.dt_s))
+    # 10 g CH2O of buffer, as fresh fruit at 2 EUR/kg
+    eur = 2.0 * share * 10.0 * 1e-3 / config.crop_growth.dmc
+    torch.testing.assert_close(phi(obs),
+                               torch.tensor([0.0, eur, 2 * eur]) / config.economics.v_ref(config.dt_s))
 
 
 def test_shaping_telescopes_to_the_end_potential_and_a_termination_forfeits_it() -> None:
@@ -79,7 +82,8 @@ def test_shaping_telescopes_to_the_end_potential_and_a_termination_forfeits_it()
 def lamp_demos(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, torch.Tensor]:
     """Served-rule demonstrations with lamps wherever they may be lit (hourly, four greenhouses, a day)."""
     scenario = Scenario(seed=3, days=1.0, instances=4, dt_s=3600.0)
-    demos = hindsight_demos([scenario], served_expert(ZONES), c0=(served_expert(ZONES).c0, 150.0), stride=1).demos
+    demos = hindsight_demos([scenario], served_expert(ZONES), c0=(served_expert(ZONES).c0, 150.0),
+                            stride=1).demos
     action = demos.action.clone()
     action[:, -1] = 100.0
     path = tmp_path_factory.mktemp("demos") / "lamps.npz"

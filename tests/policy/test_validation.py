@@ -24,8 +24,8 @@ CFG = PPOConfig.preset("tiny", num_envs=16, num_steps=8, total_steps=16 * 8 * 4,
 
 
 def _point(iteration: int, profit: float) -> ValidationPoint:
-    return ValidationPoint(iteration=iteration, env_steps=iteration * 10, profit_eur_m2=profit, yield_kg_m2=0.1,
-                           water_l_per_m2=1.0, stress_hours=0.0, hard_terminations=0)
+    return ValidationPoint(iteration=iteration, env_steps=iteration * 10, profit_eur_m2=profit,
+                           yield_kg_m2=0.1, water_l_per_m2=1.0, stress_hours=0.0, hard_terminations=0)
 
 
 def _agent(seed: int) -> ActorCritic:
@@ -34,7 +34,8 @@ def _agent(seed: int) -> ActorCritic:
 
 
 def test_validation_seeds_are_their_own() -> None:
-    for other in (TRAINING_SEEDS, HELD_OUT_SEEDS, range(20_000, 20_100)):  # 20,000+: the unseen seeds reports use
+    # 20,000+: the unseen seeds reports use
+    for other in (TRAINING_SEEDS, HELD_OUT_SEEDS, range(20_000, 20_100)):
         assert not set(VALIDATION_SEEDS) & set(other)
     assert [s.seed for s in validation_suite(3)] == [30_000, 30_001, 30_002]
     with pytest.raises(ValueError):
@@ -46,7 +47,8 @@ def test_best_checkpoint_keeps_the_highest_profit_and_survives_a_restart(tmp_pat
     first, second = _agent(1), _agent(2)
     assert keeper.offer(_point(2, 0.5), first)
     assert not keeper.offer(_point(4, 0.4), second)  # worse: the weights of iteration 2 stay
-    assert not keeper.offer(_point(2, 9.0), second)  # a resumed run's repeat of iteration 2 is not a new point
+    # a resumed run's repeat of iteration 2 is not a new point
+    assert not keeper.offer(_point(2, 9.0), second)
     assert [p.iteration for p in keeper.curve] == [2, 4]
     keeper.save(tmp_path)
     again = BestCheckpoint.load(tmp_path)
@@ -71,7 +73,8 @@ def test_validation_does_not_change_the_training_trajectory() -> None:
     watched = train(CFG, validate=check)
     assert seen == [2, 4]
     # Everything but the rollout's wall-clock throughput.
-    assert [m._replace(steps_per_s=0.0) for m in plain.metrics] == [m._replace(steps_per_s=0.0) for m in watched.metrics]
+    assert [m._replace(steps_per_s=0.0) for m in plain.metrics] \
+        == [m._replace(steps_per_s=0.0) for m in watched.metrics]
     for name, value in plain.agent.state_dict().items():
         assert torch.equal(watched.agent.state_dict()[name], value)
     assert run_hash(CFG) == run_hash(CFG.replace(validate_every=0, validation_days=7.0))

@@ -40,9 +40,12 @@ NO_COMMENT = AckBody()
 
 
 @router.get("")
-def list_alarms(dash: DashboardDep, user: CurrentUser, gh: Annotated[str | None, Query(description="only this greenhouse")] = None,
-                shelved: Annotated[bool, Query(description="the shelved alarms instead of the open list")] = False,
-                active: Annotated[bool | None, Query(description="only active (true) or inactive (false) ones")] = None,
+def list_alarms(dash: DashboardDep, user: CurrentUser,
+                gh: Annotated[str | None, Query(description="only this greenhouse")] = None,
+                shelved: Annotated[bool, Query(description="the shelved alarms instead of "
+                                                           "the open list")] = False,
+                active: Annotated[bool | None, Query(description="only active (true) "
+                                                                 "or inactive (false) ones")] = None,
                 ) -> list[AlarmPublic]:
     """Alarms grouped by greenhouse and kind, unacknowledged first, each in words (the caller's language)
     with what to do."""
@@ -54,7 +57,8 @@ def _worded(alarm: AlarmPublic, lang: str) -> AlarmPublic:
     if lang == DEFAULT_LANGUAGE:
         return alarm
     words = describe(alarm.kind, lang)
-    return alarm.model_copy(update={"title": words.title, "description": words.description, "action": words.action})
+    return alarm.model_copy(update={"title": words.title, "description": words.description,
+                                    "action": words.action})
 
 
 @router.get("/kinds")
@@ -63,21 +67,24 @@ def alarm_kinds(user: CurrentUser) -> list[KindPublic]:
     out = []
     for code, spec in KINDS.items():
         text = describe(code, user.language)
-        out.append(KindPublic(code=code, severity=spec.severity, title=text.title, description=text.description,
-                              action=text.action, watched=spec.watched))
+        out.append(KindPublic(code=code, severity=spec.severity, title=text.title,
+                              description=text.description, action=text.action, watched=spec.watched))
     return out
 
 
 @router.get("/history")
-async def history(dash: DashboardDep, user: CurrentUser, gh: Annotated[str | None, Query(max_length=63)] = None,
+async def history(dash: DashboardDep, user: CurrentUser,
+                  gh: Annotated[str | None, Query(max_length=63)] = None,
                   kind: Annotated[str | None, Query(min_length=1, max_length=200,
-                                                    description="a kind (zone_dry:2) or a code (zone_dry)")] = None,
+                                                    description="a kind (zone_dry:2) "
+                                                                "or a code (zone_dry)")] = None,
                   severity: Severity | None = None,
                   since: Annotated[str | None, Query(description="ISO-8601 with offset")] = None,
                   until: Annotated[str | None, Query(description="ISO-8601 with offset")] = None,
                   state: HistoryState | None = None,
                   limit: Annotated[int, Query(ge=1, le=HISTORY_MAX)] = 200) -> list[AlarmEpisodePublic]:
-    """Alarm episodes (raised to cleared), newest first, overlapping [since, until) and matching every filter."""
+    """Alarm episodes (raised to cleared), newest first, overlapping [since, until) and matching every
+    filter."""
     start = parse_instant("since", since) if since else None
     end = parse_instant("until", until) if until else None
     if start is not None and end is not None and end <= start:
@@ -119,10 +126,12 @@ async def shelve(alarm_id: AlarmId, body: ShelveBody, dash: DashboardDep, user: 
 
 
 @router.post("/{alarm_id}/unshelve")
-async def unshelve(alarm_id: AlarmId, body: UnshelveBody, dash: DashboardDep, user: OperatorUser) -> AlarmPublic:
+async def unshelve(alarm_id: AlarmId, body: UnshelveBody, dash: DashboardDep,
+                   user: OperatorUser) -> AlarmPublic:
     """Bring a shelved alarm back now, with a reason."""
     try:
-        return await anyio.to_thread.run_sync(dash.alarms.unshelve, alarm_id, user.operator_actor, body.reason.strip())
+        return await anyio.to_thread.run_sync(dash.alarms.unshelve, alarm_id, user.operator_actor,
+                                              body.reason.strip())
     except UnknownAlarm as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     except NotShelved as exc:
@@ -149,7 +158,8 @@ async def put_thresholds(gh: str, body: Thresholds, dash: DashboardDep, user: Co
             runtime.audit.store.append(ACCESS_CHAIN, "alarm_thresholds", actor,
                                        {"greenhouse": gh, "thresholds": body.model_dump()}, now)
         with runtime.sessions.begin() as s:
-            s.merge(AlarmThreshold(greenhouse_id=gh, values=body.model_dump(), updated_by=actor, updated_at=now))
+            s.merge(AlarmThreshold(greenhouse_id=gh, values=body.model_dump(), updated_by=actor,
+                                   updated_at=now))
         watch.overrides[gh] = body
 
     await anyio.to_thread.run_sync(store)

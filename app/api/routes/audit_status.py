@@ -43,7 +43,8 @@ def _verify(runtime: Runtime, gh: str) -> AuditStatus:
     assert runtime.audit is not None
     [result] = runtime.audit.store.verify(gh)
     status = AuditStatus(greenhouse_id=gh, ok=result.ok, records_checked=result.records_checked,
-                         first_bad_seq=result.first_bad_seq, reason=result.reason, checked_at=datetime.now(UTC))
+                         first_bad_seq=result.first_bad_seq, reason=result.reason,
+                         checked_at=datetime.now(UTC))
     with _lock:
         _cache[key] = (time.monotonic(), status)
     return status

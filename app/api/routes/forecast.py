@@ -28,13 +28,16 @@ _one_at_a_time = threading.Semaphore(1)
 
 class VariantPublic(BaseModel):
     name: str
-    lamps: Literal["policy", "rule"] = Field(description="who runs the lamps: the policy or the site's schedule")
+    lamps: Literal["policy", "rule"] = Field(description="who runs the lamps: the policy or the "
+                                                         "site's schedule")
     bands: list[list[float]] = Field(description="per zone [low, high] moisture band [m3/m3]")
     lamp_hours_cap: float
-    moisture_vwc: list[list[float]] = Field(description="per zone, at the start and the end of every hour [m3/m3]")
+    moisture_vwc: list[list[float]] = Field(description="per zone, at the start and the end of "
+                                                        "every hour [m3/m3]")
     irrigation_l: list[list[float]] = Field(description="per zone, water per hour [L]")
     lamp_hours: list[float] = Field(description="lamp hours in each hour")
-    totals: dict[str, Any] = Field(description="the 24 h: water, lamp hours, energy, costs, fruit, hours dry/wet")
+    totals: dict[str, Any] = Field(description="the 24 h: water, lamp hours, energy, costs, fruit, "
+                                               "hours dry/wet")
 
 
 class ForecastPublic(BaseModel):
@@ -65,8 +68,8 @@ class ZoneBand(BaseModel):
 
 class WhatIf(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
-    lamps: Literal["policy", "rule"] | None = Field(None, description="policy: greentwin runs the lamps; rule: the "
-                                                                      "site's schedule does")
+    lamps: Literal["policy", "rule"] | None = Field(None, description="policy: greentwin runs the lamps; "
+                                                                      "rule: the site's schedule does")
     lamp_hours_per_day: float | None = Field(None, description="lamp budget to try [h]")
     zones: list[ZoneBand] = Field(default_factory=list, max_length=64)
 
@@ -88,7 +91,8 @@ def _worker(request: Request, runtime: RuntimeDep, gh: str) -> ForecastWorker:
 
 @router.get("/{gh}/forecast")
 def get_forecast(gh: str, request: Request, runtime: RuntimeDep) -> ForecastState:
-    """The latest 24 h forecast (the greenhouse as set, and beside it the lamps the other way) and its tracked error."""
+    """The latest 24 h forecast (the greenhouse as set, and beside it the lamps the other way) and its
+    tracked error."""
     worker = _worker(request, runtime, gh)
     latest = worker.latest.get(gh)
     status = worker.status.get(gh)
@@ -99,7 +103,8 @@ def get_forecast(gh: str, request: Request, runtime: RuntimeDep) -> ForecastStat
     else:
         state, why = status.state, status.why  # type: ignore[assignment]
     return ForecastState(greenhouse_id=gh, state=state, why=why, every_s=worker.every_s,  # type: ignore[arg-type]
-                         forecast=None if latest is None else _public(latest), tracking=worker.tracker.summary(gh))
+                         forecast=None if latest is None else _public(latest),
+                         tracking=worker.tracker.summary(gh))
 
 
 @router.post("/{gh}/forecast/what-if")
@@ -107,10 +112,12 @@ def what_if(gh: str, body: WhatIf, request: Request, runtime: RuntimeDep) -> For
     """The forecast as set beside the greenhouse with ``body`` tried; nothing is applied."""
     worker = _worker(request, runtime, gh)
     if not worker.enabled:
-        raise HTTPException(status_code=503, detail="forecasts are switched off (GREENTWIN_FORECAST_EVERY_S=0)")
+        raise HTTPException(status_code=503,
+                            detail="forecasts are switched off (GREENTWIN_FORECAST_EVERY_S=0)")
     if body.lamps is None and body.lamp_hours_per_day is None and not body.zones:
         raise HTTPException(status_code=422, detail="nothing to try: give lamps, lamp_hours_per_day or zones")
-    zones = {z.index: {"target_low_vwc": z.target_low_vwc, "target_high_vwc": z.target_high_vwc} for z in body.zones}
+    zones = {z.index: {"target_low_vwc": z.target_low_vwc, "target_high_vwc": z.target_high_vwc}
+             for z in body.zones}
     if len(zones) != len(body.zones):
         raise HTTPException(status_code=422, detail="zones: each zone index at most once")
     before = runtime.controllers[gh].setup

@@ -40,7 +40,8 @@ class _Strict(BaseModel):
 
 
 # Accepted so older clients keep working, never used: the logged-in user is the actor.
-IgnoredActor = Annotated[Actor | None, Field(description="ignored: the logged-in operator is recorded as the actor",
+IgnoredActor = Annotated[Actor | None, Field(description="ignored: the logged-in operator is recorded "
+                                                         "as the actor",
                                              json_schema_extra={"deprecated": True})]
 
 
@@ -72,7 +73,8 @@ class GreenhouseCreate(_Strict):
     name: Name | None = None
     daily_water_cap_l: Annotated[float, Field(
         gt=0, le=DAILY_WATER_CAP_MAX_L,
-        description=f"each zone's irrigation per day, litres (a safety limit: at most {DAILY_WATER_CAP_MAX_L:,.0f})",
+        description="each zone's irrigation per day, litres (a safety limit: at most "
+                    f"{DAILY_WATER_CAP_MAX_L:,.0f})",
     )] = DEFAULT_DAILY_WATER_CAP_L
 
 
@@ -121,8 +123,10 @@ class DecisionRow(BaseModel):
     confidence: float
     cmd_id: str | None
     ack_status: str | None
-    explanation_text: list[str] = Field(description="why, as sentences in the caller's language (GET/PATCH /api/me)")
-    command_text: str = Field(description="the command in words: zones by name open or closed, pump and lamps")
+    explanation_text: list[str] = Field(description="why, as sentences in the caller's language "
+                                                    "(GET/PATCH /api/me)")
+    command_text: str = Field(description="the command in words: zones by name open or closed, "
+                                          "pump and lamps")
     clips_text: list[str] = Field(description="each safety clip as a sentence, in the order applied")
     alarms_text: list[str] = Field(description="each alarm the decision recorded, in words")
 
@@ -153,7 +157,8 @@ def _known(runtime: RuntimeDep, gh: str) -> None:
 @router.get("")
 def list_greenhouses(runtime: RuntimeDep) -> list[GreenhouseStatus]:
     """Greenhouses under control, with mode, e-stop latch and the last decision."""
-    return [GreenhouseStatus.model_validate({"id": gh, "name": ctl.setup.name or gh, "zones": ctl.z, "mode": ctl.mode, "estop_latched": ctl.estop_latched,
+    return [GreenhouseStatus.model_validate({"id": gh, "name": ctl.setup.name or gh, "zones": ctl.z,
+             "mode": ctl.mode, "estop_latched": ctl.estop_latched,
              "policy_version": ctl.proposer.policy_version, "last_decision": runtime.last_decision.get(gh)})
             for gh, ctl in sorted(runtime.controllers.items())]
 
@@ -161,7 +166,8 @@ def list_greenhouses(runtime: RuntimeDep) -> list[GreenhouseStatus]:
 DECISIONS_MAX_LIMIT = 500
 """The most decisions one page holds; a longer stretch is read page by page."""
 _SEQ_MAX = 2**63 - 1  # the column is a BIGINT: a larger cursor would fail in the database, not here
-_BAD_CURSOR = "'cursor' is not one this endpoint issued: pass on the one from the previous page's Link header unchanged"
+_BAD_CURSOR = ("'cursor' is not one this endpoint issued: pass on the one from the previous page's "
+               "Link header unchanged")
 
 
 def decision_cursor(ts: datetime, seq: int) -> str:
@@ -192,17 +198,19 @@ def _next_link(request: Request, cursor: str) -> str:
     "description": "Up to `limit` decisions, newest first",
     "headers": {"Link": {"schema": {"type": "string"}, "description": (
         'the next page, `<URL>; rel="next"`, while more decisions match; absent on the last page')}}}})
-def decisions(gh: str, runtime: RuntimeDep, session: SessionDep, user: CurrentUser, request: Request, response: Response,
+def decisions(gh: str, runtime: RuntimeDep, session: SessionDep, user: CurrentUser, request: Request,
+              response: Response,
               limit: Annotated[int, Query(ge=1, le=DECISIONS_MAX_LIMIT, description=(
                   f"decisions per page, at most {DECISIONS_MAX_LIMIT}"))] = 50,
               start: Annotated[str | None, Query(alias="from", description=(
-                  "only decisions at or after this instant: ISO-8601 with offset (e.g. 2026-06-01T00:00:00Z)"))]
+                  "only decisions at or after this instant: ISO-8601 with offset "
+                  "(e.g. 2026-06-01T00:00:00Z)"))]
               = None,
               end: Annotated[str | None, Query(alias="to", description=(
                   "only decisions before this instant (exclusive): ISO-8601 with offset"))] = None,
               cursor: Annotated[str | None, Query(description=(
-                  "where the page starts: the cursor of the previous page's `Link: <...>; rel=\"next\"` header, "
-                  "passed on unchanged"))] = None) -> list[DecisionRow]:
+                  "where the page starts: the cursor of the previous page's "
+                  "`Link: <...>; rel=\"next\"` header, passed on unchanged"))] = None) -> list[DecisionRow]:
     """Decisions newest first, ordered by time and then ``seq``, a page at a time.
 
     A ``Link`` header with ``rel="next"`` names the next page while more decisions match; follow it
@@ -223,7 +231,8 @@ def decisions(gh: str, runtime: RuntimeDep, session: SessionDep, user: CurrentUs
         query = query.where(Decision.ts < to)
     if cursor is not None:
         after_ts, after_seq = read_decision_cursor(cursor)
-        query = query.where(or_(Decision.ts < after_ts, and_(Decision.ts == after_ts, Decision.seq < after_seq)))
+        query = query.where(or_(Decision.ts < after_ts,
+                                and_(Decision.ts == after_ts, Decision.seq < after_seq)))
     # One row past the page says whether another page follows, without a count.
     rows = list(session.scalars(query.order_by(Decision.ts.desc(), Decision.seq.desc()).limit(limit + 1)))
     page = rows[:limit]
@@ -232,8 +241,8 @@ def decisions(gh: str, runtime: RuntimeDep, session: SessionDep, user: CurrentUs
     names = zone_names(runtime, gh)
     return [DecisionRow.model_validate({"seq": r.seq, "ts": r.ts, "actor": r.actor, "mode": r.mode,
                                         "clipped": r.clipped, "rules_fired": r.rules_fired,
-                                        "confidence": r.confidence, "cmd_id": r.cmd_id, "ack_status": r.ack_status,
-                                        **sentences(r, user.language, names)})
+                                        "confidence": r.confidence, "cmd_id": r.cmd_id,
+                                        "ack_status": r.ack_status, **sentences(r, user.language, names)})
             for r in page]
 
 
@@ -251,8 +260,8 @@ def _check_manual_action(gh: str, zones: int, action: list[float] | None) -> Non
     given = 0 if action is None else len(action)
     if given != zones + 2:
         raise HTTPException(status_code=422, detail=(
-            f"manual mode needs a manual_action of {zones + 2} values for {gh} ({zones} valves, pump %, light %), "
-            f"got {given}"))
+            f"manual mode needs a manual_action of {zones + 2} values for {gh} ({zones} valves, "
+            f"pump %, light %), got {given}"))
 
 
 def _public(event: Any) -> ModeEventPublic:

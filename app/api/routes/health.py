@@ -36,10 +36,12 @@ def readyz(runtime: RuntimeDep, response: Response) -> dict[str, object]:
     checks["audit_sealing"] = "ok" if stuck is None else (
         f"stuck: {runtime.writer.audit_pending} events waiting {stuck:.0f} s (limit {limit:.0f} s)")
     failing = runtime.dispatch.journal_failing_since
-    checks["journal"] = "ok" if failing is None else f"unwritable since {failing.isoformat(timespec='seconds')}"
+    checks["journal"] = "ok" if failing is None else (
+        f"unwritable since {failing.isoformat(timespec='seconds')}")
     behind, allowed = runtime.writer.behind_s(), runtime.settings.writer_behind_s
     checks["recording"] = "ok" if behind <= allowed else (
-        f"behind: {runtime.writer.backlog} records journaled, the oldest {behind:.0f} s ago (limit {allowed:.0f} s)")
+        f"behind: {runtime.writer.backlog} records journaled, the oldest {behind:.0f} s ago "
+        f"(limit {allowed:.0f} s)")
     ready = (checks["database"] == "ok" and checks["mqtt"] == "ok" and stuck is None and failing is None
              and behind <= allowed)
     response.status_code = 200 if ready else 503

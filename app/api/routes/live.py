@@ -74,7 +74,8 @@ async def overview(dash: DashboardDep) -> list[GreenhouseSummary]:
     """Every greenhouse under control: mode, edge box, telemetry age, water against the cap, time in band,
     and today's yield (estimated) and profit."""
     for gh in dash.runtime.controllers:
-        await anyio.to_thread.run_sync(lambda g=gh: (dash.in_band(g, wait=True), dash.economics(g, wait=True)))
+        await anyio.to_thread.run_sync(lambda g=gh: (dash.in_band(g, wait=True),
+                                                     dash.economics(g, wait=True)))
     return dash.overview()
 
 
@@ -89,8 +90,10 @@ async def live(gh: str, runtime: RuntimeDep, dash: DashboardDep) -> GreenhouseLi
 
 @router.get("/greenhouses/{gh}/history")
 def history(gh: str, runtime: RuntimeDep, session: SessionDep, dash: DashboardDep,
-            start: Annotated[str | None, Query(alias="from", description="ISO-8601 with offset; default to - 24 h")] = None,
-            end: Annotated[str | None, Query(alias="to", description="ISO-8601 with offset; default now")] = None,
+            start: Annotated[str | None, Query(alias="from",
+                                               description="ISO-8601 with offset; default to - 24 h")] = None,
+            end: Annotated[str | None, Query(alias="to",
+                                             description="ISO-8601 with offset; default now")] = None,
             hours: Annotated[float, Query(gt=0, le=MAX_HISTORY.days * 24,
                                           description="without 'from': this many hours before 'to'")] = 24.0,
             points: Annotated[int, Query(ge=10, le=hist.MAX_POINTS)] = 288) -> HistoryResponse:
@@ -98,7 +101,8 @@ def history(gh: str, runtime: RuntimeDep, session: SessionDep, dash: DashboardDe
     the period ends now, or at the latest telemetry when a simulator runs ahead of the clock."""
     _known(runtime, gh)
     # Without 'to': the end of the current five-minute trend cell, so the page's buckets are whole cells.
-    to = parse_instant("to", end) if end else trend_rollup.cell_start(trend_rollup.cell_index(dash.timeline_end(gh)) + 1)
+    to = (parse_instant("to", end) if end
+          else trend_rollup.cell_start(trend_rollup.cell_index(dash.timeline_end(gh)) + 1))
     frm = parse_instant("from", start) if start else to - timedelta(hours=hours)
     if to <= frm:
         raise HTTPException(status_code=422, detail="'to' must be after 'from'")
@@ -115,8 +119,8 @@ def _float(value: Any, default: float = float("nan")) -> float:
 def _decision(r: Decision, lang: str, names: list[str | None]) -> DecisionPublic:
     explanation: dict[str, Any] = r.explanation if isinstance(r.explanation, dict) else {}
     top = [ExplanationFactor(feature=str(f.get("feature", "")), sentence=str(f.get("sentence", "")),
-                             share_pct=float(f.get("share_pct", 0.0))) for f in (explanation.get("top") or [])[:3]
-           if isinstance(f, dict)]
+                             share_pct=float(f.get("share_pct", 0.0)))
+           for f in (explanation.get("top") or [])[:3] if isinstance(f, dict)]
     clipped: dict[str, Any] = r.clipped if isinstance(r.clipped, dict) else {}
     fired = [f for f in (r.rules_fired or []) if isinstance(f, dict)]
     return DecisionPublic(
@@ -124,8 +128,8 @@ def _decision(r: Decision, lang: str, names: list[str | None]) -> DecisionPublic
         confidence=r.confidence, valves=[int(v) for v in clipped.get("valves", [])],
         pump_pct=_float(clipped.get("pump_pct"), 0.0), light_pct=_float(clipped.get("light_pct"), 0.0),
         clips=[SafetyClip(rule=str(f.get("rule", "")), actuator=str(f.get("actuator", "")),
-                          before=_float(f.get("before")), after=_float(f.get("after")), why=str(f.get("why", "")),
-                          text=clip_text(f, lang, names)) for f in fired],
+                          before=_float(f.get("before")), after=_float(f.get("after")),
+                          why=str(f.get("why", "")), text=clip_text(f, lang, names)) for f in fired],
         top_factors=top, alarms=[str(a) for a in explanation.get("alarms", [])], ack_status=r.ack_status,
         **sentences(r, lang, names))
 
@@ -151,7 +155,8 @@ def _event(name: str, payload: Any) -> str:
                              "description": "server-sent events: `overview` (a list of GreenhouseSummary) "
                                             "or `live` (GreenhouseLive) when `gh` is given"}})
 async def stream(request: Request, runtime: RuntimeDep, dash: DashboardDep, auth: AuthDep,
-                 gh: Annotated[str | None, Query(description="a greenhouse: its live state; none: the overview")]
+                 gh: Annotated[str | None, Query(description="a greenhouse: its live state; "
+                                                             "none: the overview")]
                  = None) -> StreamingResponse:
     """Live updates by server-sent events (reconnect after ``retry`` ms when the connection drops)."""
     if gh is not None:

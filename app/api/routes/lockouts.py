@@ -30,7 +30,8 @@ class LockRow(BaseModel):
 def lockouts(session: SessionDep, admin: AdminUser) -> list[LockRow]:
     """Accounts locked now by failed logins from many addresses, and until when (admin)."""
     now = datetime.now(UTC)
-    return [LockRow(username=u.username, locked_until=until) for u, until in locked_accounts(session=session, now=now)]
+    return [LockRow(username=u.username, locked_until=until)
+            for u, until in locked_accounts(session=session, now=now)]
 
 
 @router.post("/api/users/{username}/unlock")

@@ -104,14 +104,17 @@ def _num(d: dict[str, Any], *path: str) -> float | None:
 def _member(folder: Path, entry: dict[str, Any], index: int) -> PolicyMember:
     meta: dict[str, Any] = json.loads((folder / str(entry["dir"]) / "meta.json").read_text(encoding="utf-8"))
     return PolicyMember(
-        member=int(meta.get("member", index)), seed=entry.get("seed"), weights_sha256=str(entry["weights_sha256"]),
+        member=int(meta.get("member", index)), seed=entry.get("seed"),
+        weights_sha256=str(entry["weights_sha256"]),
         created_at=meta.get("created_at"), git_commit=meta.get("git_commit"),
         zones=(meta.get("architecture") or {}).get("zones"),
-        eval_mean_reward=_num(meta, "metrics", "eval", "mean_reward"), eval_steps=_num(meta, "metrics", "eval", "steps"),
+        eval_mean_reward=_num(meta, "metrics", "eval", "mean_reward"),
+        eval_steps=_num(meta, "metrics", "eval", "steps"),
         eval_envs=_num(meta, "metrics", "eval", "num_envs"),
         eval_terminations=_num(meta, "metrics", "eval", "terminations"),
         train_mean_reward=_num(meta, "metrics", "train", "mean_reward"),
-        train_env_steps=_num(meta, "metrics", "train", "env_steps"), train_seconds=_num(meta, "metrics", "train_seconds"))
+        train_env_steps=_num(meta, "metrics", "train", "env_steps"),
+        train_seconds=_num(meta, "metrics", "train_seconds"))
 
 
 def read_ensemble(folder: Path) -> PolicyEnsemble:
@@ -134,12 +137,14 @@ def policy_overview(runtime: RuntimeDep, user: AdminUser) -> PolicyOverview:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         problem = f"no readable ensemble in the policy directory ({exc.__class__.__name__})"
     rows, last = _registry(runtime)
-    return PolicyOverview(in_force=[PolicyInForce(policy_version=v, greenhouses=g) for v, g in by_version.items()],
+    return PolicyOverview(in_force=[PolicyInForce(policy_version=v, greenhouses=g)
+                                    for v, g in by_version.items()],
                           ensemble=ensemble, problem=problem, registry=rows, last_retrain=last)
 
 
 def _registry(runtime: Any) -> tuple[list[RegistryRow], RetrainRunSummary | None]:
-    """Registry rows and the last retraining run; empty when the database cannot say (the page still shows)."""
+    """Registry rows and the last retraining run; empty when the database cannot say (the page still
+    shows)."""
     from app.registry import list_versions
     from app.retraining.runs import last_run
 

@@ -49,7 +49,8 @@ def validate_period(start: datetime, end: datetime) -> None:
 
 def report_data(runtime: Runtime, gh: str, start: datetime, end: datetime,
                 lang: str = DEFAULT_LANGUAGE) -> ReportData:
-    """The period's data in ``lang``, with the audit verdict and the verify line the dashboard shows (blocking)."""
+    """The period's data in ``lang``, with the audit verdict and the verify line the dashboard shows
+    (blocking)."""
     store = runtime.audit.store if runtime.audit is not None else None
     verification = report_service.store_verification(store, gh, lang)
     with runtime.sessions() as session:
@@ -60,12 +61,14 @@ def report_data(runtime: Runtime, gh: str, start: datetime, end: datetime,
 
 def build_signed_report(runtime: Runtime, gh: str, start: datetime, end: datetime, generated_by: str,
                         lang: str = DEFAULT_LANGUAGE) -> bytes:
-    """Collect, render and sign (blocking: run it in a worker thread). ``LookupError`` for an unknown greenhouse."""
+    """Collect, render and sign (blocking: run it in a worker thread). ``LookupError`` for an unknown
+    greenhouse."""
     with runtime.sessions() as session:
         if session.get(Greenhouse, gh) is None:
             raise LookupError(f"unknown greenhouse {gh!r}")
     try:
-        # The key is the environment's, as `greentwin report` reads it; only the dev/demo pair is per state dir.
+        # The key is the environment's, as `greentwin report` reads it; only the dev/demo pair is per
+        # state dir.
         identity = signing_identity(get_settings(), runtime.state_dir, note=log.warning)
     except (ValueError, OSError) as exc:
         raise SigningUnavailable(f"report cannot be signed: {exc}") from exc
@@ -80,10 +83,12 @@ def _build_limiter(request: Request) -> anyio.CapacityLimiter:
 
 
 def report_period(
-    period_from: Annotated[str, Query(alias="from", description="period start, ISO-8601 with offset, inclusive")],
+    period_from: Annotated[str, Query(alias="from",
+                                      description="period start, ISO-8601 with offset, inclusive")],
     period_to: Annotated[str, Query(alias="to", description="period end, ISO-8601 with offset, exclusive")],
 ) -> tuple[datetime, datetime]:
-    """A report request's ``[from, to)``, parsed and checked (422 otherwise): the PDF and the CSV take the same."""
+    """A report request's ``[from, to)``, parsed and checked (422 otherwise): the PDF and the CSV take
+    the same."""
     start, end = parse_instant("from", period_from), parse_instant("to", period_to)
     validate_period(start, end)
     return start, end

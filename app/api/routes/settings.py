@@ -48,15 +48,18 @@ class ZonePatch(_Patch):
     target_low_vwc: float | None = Field(None, description="dry end of the moisture band [m3/m3]")
     target_high_vwc: float | None = Field(None, description=(
         "wet end of the band [m3/m3]; at most the zone's saturation less the safety margin"))
-    daily_water_cap_l: float | None = Field(None, description="water per day [L]; at most the safety limits' cap")
+    daily_water_cap_l: float | None = Field(None, description=(
+        "water per day [L]; at most the safety limits' cap"))
 
 
 class SettingsPatch(_Patch):
     reason: Reason
     name: Name | None = None
-    lamps_ours: bool | None = Field(None, description="whether greentwin commands the lamps (else lamps stay off "
-                                                      "in its commands: the site's climate computer runs them)")
-    lamp_hours_per_day: float | None = Field(None, description="daily lamp budget [h]; at most the safety limits' cap")
+    lamps_ours: bool | None = Field(None, description="whether greentwin commands the lamps (else lamps "
+                                                      "stay off in its commands: the site's climate "
+                                                      "computer runs them)")
+    lamp_hours_per_day: float | None = Field(None, description=(
+        "daily lamp budget [h]; at most the safety limits' cap"))
     zones: list[ZonePatch] = Field(default_factory=list, max_length=64)
 
 
@@ -70,7 +73,8 @@ class ZoneSettings(BaseModel):
     daily_water_cap_l: float
     band_high_max_vwc: float = Field(description="the wettest band end the safety limits allow here")
     water_cap_max_l: float = Field(description="the safety limits' daily cap: the most a setting may be")
-    water_cap_in_force_l: float = Field(description="what the clipper enforces: the lower of setting and limit")
+    water_cap_in_force_l: float = Field(description="what the clipper enforces: the lower of setting "
+                                                    "and limit")
 
 
 class GreenhouseSettings(BaseModel):
@@ -82,7 +86,8 @@ class GreenhouseSettings(BaseModel):
     lamp_hours_max: float = Field(description="the safety limits' cap on lamp hours a day")
     lamp_hours_in_force: float
     zones: list[ZoneSettings]
-    changed: dict[str, list[Any]] = Field(default_factory=dict, description="what this request changed: [before, after]")
+    changed: dict[str, list[Any]] = Field(default_factory=dict,
+                                          description="what this request changed: [before, after]")
 
 
 def _public(runtime: RuntimeDep, gh: str, setup: GreenhouseSetup,
@@ -91,14 +96,19 @@ def _public(runtime: RuntimeDep, gh: str, setup: GreenhouseSetup,
     force = effective_limits(site, setup)
     sat = force.saturation_per_zone()
     zones = [ZoneSettings(index=i, label=z.name or zone_label(i), name=z.name, soil=z.soil_type,
-                          target_low_vwc=z.target_low, target_high_vwc=z.target_high, daily_water_cap_l=z.daily_water_cap_l,
-                          band_high_max_vwc=round(min(float(sat[i]), z.saturation) - site.saturation_margin_vwc, 6),
+                          target_low_vwc=z.target_low, target_high_vwc=z.target_high,
+                          daily_water_cap_l=z.daily_water_cap_l,
+                          band_high_max_vwc=round(min(float(sat[i]), z.saturation)
+                                                  - site.saturation_margin_vwc, 6),
                           water_cap_max_l=float(cap), water_cap_in_force_l=float(now))
-             for i, (z, cap, now) in enumerate(zip(setup.zones, per_zone(site.zone_daily_water_cap_l, len(setup.zones)),
+             for i, (z, cap, now) in enumerate(zip(setup.zones,
+                                                   per_zone(site.zone_daily_water_cap_l, len(setup.zones)),
                                                    force.water_cap_per_zone(), strict=True))]
     return GreenhouseSettings(id=gh, name=setup.name, version=setup.version, lamps_ours=setup.lamps_ours,
-                              lamp_hours_per_day=setup.lamp_hours_per_day, lamp_hours_max=site.lights_daily_hours_cap,
-                              lamp_hours_in_force=force.lights_daily_hours_cap, zones=zones, changed=changed or {})
+                              lamp_hours_per_day=setup.lamp_hours_per_day,
+                              lamp_hours_max=site.lights_daily_hours_cap,
+                              lamp_hours_in_force=force.lights_daily_hours_cap, zones=zones,
+                              changed=changed or {})
 
 
 def _read(runtime: RuntimeDep, gh: str) -> GreenhouseSetup:
@@ -116,14 +126,18 @@ def get_settings(gh: str, runtime: RuntimeDep) -> GreenhouseSettings:
 
 
 @router.patch("/{gh}/settings")
-def patch_settings(gh: str, body: SettingsPatch, runtime: RuntimeDep, user: SettingsEditor) -> GreenhouseSettings:
-    """Change settings (only the fields given), sealed with the caller and the reason; the next decision uses them."""
+def patch_settings(gh: str, body: SettingsPatch, runtime: RuntimeDep,
+                   user: SettingsEditor) -> GreenhouseSettings:
+    """Change settings (only the fields given), sealed with the caller and the reason; the next decision
+    uses them."""
     if runtime.audit is None:  # refused before anything changes: a settings change must be sealed
-        raise HTTPException(status_code=503, detail="no audit trail configured: settings changes must be sealed")
+        raise HTTPException(status_code=503,
+                            detail="no audit trail configured: settings changes must be sealed")
     role = "agronomist" if "agronomist" in user.roles else "admin"
     actor = f"{role}:{user.username}"
     edit = SettingsEdit(body.reason, _given(body, ("name", "lamps_ours", "lamp_hours_per_day")),
-                        {z.index: _given(z, ("name", "soil", "target_low_vwc", "target_high_vwc", "daily_water_cap_l"))
+                        {z.index: _given(z, ("name", "soil", "target_low_vwc", "target_high_vwc",
+                                             "daily_water_cap_l"))
                          for z in body.zones})
     if len(edit.zones) != len(body.zones):
         raise HTTPException(status_code=422, detail="zones: each zone index at most once")
@@ -145,4 +159,5 @@ def patch_settings(gh: str, body: SettingsPatch, runtime: RuntimeDep, user: Sett
 
 def _given(model: BaseModel, fields: tuple[str, ...]) -> dict[str, Any]:
     """The fields the request named with a value (null and absent both mean: leave as it is)."""
-    return {f: getattr(model, f) for f in fields if f in model.model_fields_set and getattr(model, f) is not None}
+    return {f: getattr(model, f) for f in fields
+            if f in model.model_fields_set and getattr(model, f) is not None}

@@ -99,7 +99,8 @@ async def reset_password(username: Username, runtime: RuntimeDep, admin: AdminUs
 
     def work() -> NewPassword:
         with runtime.sessions() as session:
-            user = answered(lambda: set_password(session=session, username=username, password=password, seal=seal))
+            user = answered(lambda: set_password(session=session, username=username, password=password,
+                                                 seal=seal))
             return NewPassword(username=user.username, roles=sorted(user.roles), password=password)
 
     return await anyio.to_thread.run_sync(work)
@@ -110,5 +111,6 @@ def change_roles(username: Username, body: RolesChange, runtime: RuntimeDep, ses
                  admin: AdminUser) -> UserRow:
     """Replace an account's roles (admin); sealed with the roles before and after."""
     seal = sealing(runtime, admin, "user_roles")
-    user, _before = answered(lambda: set_roles(session=session, username=username, roles=body.roles, seal=seal))
+    user, _before = answered(lambda: set_roles(session=session, username=username, roles=body.roles,
+                                               seal=seal))
     return _row(user)

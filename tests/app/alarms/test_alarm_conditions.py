@@ -28,7 +28,8 @@ BAND = ((0.20, 0.30), (0.20, 0.30), (0.20, 0.30))
 
 def _facts(**kw: object) -> Facts:
     base: dict[str, object] = {"gh": "gh1", "now": T0, "telemetry_ts": T0, "moisture": (0.25, 0.25, 0.25),
-                               "band": BAND, "water_today_l": (0.0, 0.0, 0.0), "water_cap_l": (100.0, 100.0, 100.0)}
+                               "band": BAND, "water_today_l": (0.0, 0.0, 0.0),
+                               "water_cap_l": (100.0, 100.0, 100.0)}
     return Facts(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -95,17 +96,20 @@ def test_thresholds_refuse_nonsense_and_unknown_fields() -> None:
 def test_the_tracker_raises_after_the_hold_clears_at_once_and_keeps_state_without_evidence() -> None:
     tracker, th = ConditionTracker(), Thresholds(zone_band_minutes=30)
 
-    def step(minutes: float, moisture: float, *, now_minutes: float | None = None) -> tuple[list[str], list[str]]:
+    def step(minutes: float, moisture: float, *,
+             now_minutes: float | None = None) -> tuple[list[str], list[str]]:
         ts = T0 + timedelta(minutes=minutes)
         now = T0 + timedelta(minutes=minutes if now_minutes is None else now_minutes)
-        facts = _facts(now=now, telemetry_ts=ts, silent_s=(now - ts).total_seconds(), moisture=(moisture, 0.25, 0.25))
+        facts = _facts(now=now, telemetry_ts=ts, silent_s=(now - ts).total_seconds(),
+                       moisture=(moisture, 0.25, 0.25))
         return tracker.apply("gh1", evaluate(facts, th), now)
 
     assert step(0, 0.1) == ([], [])
     assert step(29, 0.1) == ([], []), "dry for 29 minutes: not yet"
     assert step(30, 0.1) == (["zone_dry:0"], [])
     assert step(31, 0.1) == ([], []) and tracker.is_active("gh1", "zone_dry:0"), "raised once"
-    assert step(31, 0.25, now_minutes=40) == (["edge_offline"], []), "stale: the zone neither cleared nor raised"
+    assert step(31, 0.25, now_minutes=40) == (["edge_offline"], []), \
+        "stale: the zone neither cleared nor raised"
     assert tracker.is_active("gh1", "zone_dry:0")
     up, down = step(41, 0.25)
     assert up == [] and sorted(down) == ["edge_offline", "zone_dry:0"]
@@ -127,11 +131,13 @@ ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 100.0) for _ in range(3)]
 
 
 def test_the_watch_reads_a_controller_and_raises_through_the_dispatcher(tmp_path: Path) -> None:
-    ctl = GreenhouseController("gh1", ZONES, ExpertProposer(ThresholdExpert()), SafetyLimits.default(), probes_per_zone=2)
+    ctl = GreenhouseController("gh1", ZONES, ExpertProposer(ThresholdExpert()), SafetyLimits.default(),
+                               probes_per_zone=2)
     metrics = Metrics()
     dispatch = Dispatcher({"gh1": ctl}, DecisionJournal(tmp_path / "journal"), WriterProcess(),
                           SnapshotStore(tmp_path), metrics)
-    watch = ProcessAlarms({"gh1": ctl}, dispatch, dispatch.writer, lambda: ("outlook_prices:fallback",), every_s=0.0)
+    watch = ProcessAlarms({"gh1": ctl}, dispatch, dispatch.writer, lambda: ("outlook_prices:fallback",),
+                          every_s=0.0)
     assert watch.tick(T0) == [("gh1", "outlook_prices:fallback")], "a greenhouse never heard: only the site's"
     ctl.state = replace(ctl.state, last_ts=T0, estop_latched=True, valve_failed=np.array([0.0, 1.0, 0.0]),
                         water_today_l=np.array([100.0, 0.0, 0.0]))
@@ -146,8 +152,10 @@ def test_the_watch_reads_a_controller_and_raises_through_the_dispatcher(tmp_path
     ctl.state = replace(ctl.state, estop_latched=False)
     assert watch.tick(T0 + timedelta(seconds=2)) == [] and not watch.tracker.is_active("gh1", "estop_latched")
     later = T0 + timedelta(minutes=6)
-    assert ("gh1", "edge_offline") in watch.tick(later), "no new telemetry for six minutes of the service's clock"
-    ctl.state = replace(ctl.state, last_ts=T0 + timedelta(hours=1))  # heard again (its clock runs ahead: no matter)
+    assert ("gh1", "edge_offline") in watch.tick(later), \
+        "no new telemetry for six minutes of the service's clock"
+    ctl.state = replace(ctl.state,
+                        last_ts=T0 + timedelta(hours=1))  # heard again (its clock runs ahead: no matter)
     watch.tick(later + timedelta(seconds=1))
     assert not watch.tracker.is_active("gh1", "edge_offline")
     dispatch.fence = lambda gh: None  # another replica took the lease: its alarms are judged there

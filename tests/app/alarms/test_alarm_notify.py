@@ -74,7 +74,8 @@ class Clock:
 def _notifier(recipients: list[Recipient], smtp_port: int | None = None, *, metrics: Metrics | None = None,
               clock: Clock | None = None, max_per_hour: int = 20, retries: int = 2) -> Notifier:
     smtp = None if smtp_port is None else SmtpSender("127.0.0.1", smtp_port, "greentwin@site.test", retries=0)
-    return Notifier(lambda: recipients, webhook=WebhookSender(SECRET, retries=retries, backoff_s=0.01, timeout_s=2),
+    return Notifier(lambda: recipients,
+                    webhook=WebhookSender(SECRET, retries=retries, backoff_s=0.01, timeout_s=2),
                     smtp=smtp, metrics=metrics, repeat_s=1800.0, max_per_hour=max_per_hour,
                     clock=clock or Clock())
 
@@ -92,11 +93,13 @@ def test_webhooks_are_signed_and_retried_after_a_server_error(hook: Hook) -> Non
     assert not verify(b"another secret", body, headers[SIGNATURE_HEADER.lower()])
     assert not verify(SECRET, body.replace(b"gh1", b"gh2"), headers[SIGNATURE_HEADER.lower()])
     payload = json.loads(body)
-    assert (payload["greenhouse_id"], payload["kind"], payload["severity"]) == ("gh1", "zone_dry:1", "critical")
+    assert (payload["greenhouse_id"], payload["kind"], payload["severity"]) == (
+        "gh1", "zone_dry:1", "critical")
     assert metrics.notifications.labels("webhook", "sent")._value.get() == 1
 
 
-def test_each_user_hears_from_their_minimum_severity_up_on_their_channels(smtp: tuple[int, Inbox], hook: Hook) -> None:
+def test_each_user_hears_from_their_minimum_severity_up_on_their_channels(smtp: tuple[int, Inbox],
+                                                                          hook: Hook) -> None:
     port, inbox = smtp
     inbox.messages.clear()
     notifier = _notifier([Recipient("olga", "warning", email="olga@site.test"),
@@ -108,7 +111,8 @@ def test_each_user_hears_from_their_minimum_severity_up_on_their_channels(smtp: 
     assert sorted(to[0] for to, _ in inbox.messages[1:]) == ["adam@site.test", "olga@site.test"]
     assert len(hook.requests) == 2, "adam and ines share the webhook: one message per address"
     _, mail = inbox.messages[-1]
-    assert mail["Subject"] == "[greentwin] CRITICAL gh1: Zone dry" and "What to do: Check it." in mail.get_payload()
+    assert (mail["Subject"] == "[greentwin] CRITICAL gh1: Zone dry"
+            and "What to do: Check it." in mail.get_payload())
 
 
 def test_one_message_per_kind_and_greenhouse_per_window_and_a_digest_past_the_hourly_cap(hook: Hook) -> None:
@@ -137,7 +141,8 @@ def test_a_failing_receiver_is_counted_logged_once_and_never_stops_the_worker(
         hook: Hook, caplog: pytest.LogCaptureFixture) -> None:
     metrics = Metrics()
     dead = f"http://127.0.0.1:{free_port()}/nobody"
-    notifier = _notifier([Recipient("olga", "info", webhook_url=dead), Recipient("adam", "info", webhook_url=hook.url)],
+    notifier = _notifier([Recipient("olga", "info", webhook_url=dead),
+                          Recipient("adam", "info", webhook_url=hook.url)],
                          metrics=metrics, retries=1)
     notifier.start()
     try:
@@ -148,7 +153,8 @@ def test_a_failing_receiver_is_counted_logged_once_and_never_stops_the_worker(
     finally:
         notifier.stop()
     assert metrics.notifications.labels("webhook", "failed")._value.get() == 3
-    assert metrics.notifications.labels("webhook", "sent")._value.get() == 3, "the other receiver got all three"
+    assert metrics.notifications.labels("webhook", "sent")._value.get() == 3, \
+        "the other receiver got all three"
     assert len([r for r in caplog.records if "failed" in r.getMessage()]) == 1, "logged once"
 
 
@@ -172,7 +178,8 @@ def test_each_recipient_reads_the_mail_in_their_language(smtp: tuple[int, Inbox]
     mails = {to[0]: mail for to, mail in inbox.messages}
     zh, en = describe("zone_dry:1", "zh-Hans"), describe("zone_dry:1")
     chinese = mails["wei@site.test"]
-    assert _header(chinese["Subject"]) == f"[greentwin] 严重 gh1：{zh.title}" == "[greentwin] 严重 gh1：分区偏干"
+    assert (_header(chinese["Subject"]) == f"[greentwin] 严重 gh1：{zh.title}"
+            == "[greentwin] 严重 gh1：分区偏干")
     body = chinese.get_payload(decode=True).decode(chinese.get_content_charset())
     assert zh.description in body and f"处理建议：{zh.action}" in body and "2号区" in body
     assert en.description not in body and "What to do" not in body
@@ -193,14 +200,16 @@ def test_a_webhook_keeps_its_codes_and_carries_the_recipients_words(hook: Hook) 
     assert (payload["kind"], payload["severity"], payload["greenhouse_id"], payload["event"]) == \
         ("zone_dry:1", "critical", "gh1", "raised")
     assert payload["language"] == "zh-Hans" and payload["severity_text"] == "严重"
-    assert (payload["title"], payload["description"], payload["action"]) == (zh.title, zh.description, zh.action)
+    assert (payload["title"], payload["description"], payload["action"]) == (
+        zh.title, zh.description, zh.action)
     notifier.deliver(_raised("probe_fault:2", "warning"))  # past the hourly cap: held for the digest
     notifier.deliver(_raised("zone_wet:0", "warning"))
     clock.t += 3601
     notifier.flush_digests()
     digest = json.loads(hook.requests[-1][1])
     assert digest["language"] == "zh-Hans"
-    assert [(d["kind"], d["title"]) for d in digest["digest"]] == [("probe_fault:2", "探头故障"), ("zone_wet:0", "分区偏湿")]
+    assert [(d["kind"], d["title"]) for d in digest["digest"]] == [("probe_fault:2", "探头故障"),
+                                                                   ("zone_wet:0", "分区偏湿")]
 
 
 def test_recipients_carry_the_language_their_user_chose(tmp_path: Path) -> None:
@@ -237,7 +246,8 @@ def test_a_database_outage_delays_notices_and_loses_none(
         owner.dispose()
         target = make_url(url)
         proxy = CuttableProxy((target.host or "127.0.0.1", target.port or 5432))
-        engine = make_engine(target.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
+        engine = make_engine(target.set(host="127.0.0.1", port=proxy.port)
+                             .render_as_string(hide_password=False))
         settings = NotifySettings(notify_webhook_url=hook.url)
         clock = Clock()
         notifier = Notifier(lambda: load_recipients(make_session_factory(engine), settings),
@@ -259,7 +269,8 @@ def test_a_database_outage_delays_notices_and_loses_none(
                 proxy.cut()
                 clock.t += 31.0
                 notifier.deliver(_notice("zone_wet:2"))
-                assert json.loads(hook.requests[-1][1])["kind"] == "zone_wet:2", "the list read before is used"
+                assert json.loads(hook.requests[-1][1])["kind"] == "zone_wet:2", \
+                    "the list read before is used"
         finally:
             proxy.close()
             engine.dispose()

@@ -137,7 +137,8 @@ def test_a_shelved_alarm_is_hidden_and_silent_until_its_expiry(book_setup, hook:
     with pytest.raises(NotShelved):
         book.unshelve(key, "operator:olga", "not shelved")
     actions = book.actions(key)
-    assert [(x.action, x.actor, x.comment) for x in actions] == [("shelve", "operator:olga", "valve replaced tomorrow")]
+    assert [(x.action, x.actor, x.comment) for x in actions] == [
+        ("shelve", "operator:olga", "valve replaced tomorrow")]
 
 
 def test_an_acknowledgement_with_a_comment_covers_every_episode_so_far(book_setup) -> None:
@@ -149,7 +150,8 @@ def test_an_acknowledgement_with_a_comment_covers_every_episode_so_far(book_setu
     key = book.list()[0].id
     ack = book.acknowledge(key, "operator:olga", "broker restarted")
     assert ack.comment == "broker restarted" and book.list()[0].ack_comment == "broker restarted"
-    assert [(e.acknowledged_by, e.ack_comment) for e in book.history()] == [("operator:olga", "broker restarted")] * 2
+    assert [(e.acknowledged_by, e.ack_comment) for e in book.history()] == [
+        ("operator:olga", "broker restarted")] * 2
     assert book.history(state="unacknowledged") == []
     assert book.acknowledge(key, "operator:adam", "again") == ack, "standing acknowledgement, nothing new"
     assert [x.action for x in book.actions(key)] == ["ack"]
@@ -189,7 +191,8 @@ def _sealed(c: TestClient, kind: str) -> list[object]:
     return [e for e in store.tail_entries("_access", 1000) if e.kind == kind]
 
 
-def test_acknowledge_shelve_and_unshelve_through_the_api_are_sealed_with_who_and_why(client: TestClient) -> None:
+def test_acknowledge_shelve_and_unshelve_through_the_api_are_sealed_with_who_and_why(
+        client: TestClient) -> None:
     op = _auth(client, "operator")
     client.app.state.runtime.dispatch.alarm("gh1", "command_rejected")  # type: ignore[attr-defined]
     [a] = [x for x in client.get("/api/alarms", headers=op).json() if x["kind"] == "command_rejected"]
@@ -199,25 +202,30 @@ def test_acknowledge_shelve_and_unshelve_through_the_api_are_sealed_with_who_and
     assert r.status_code == 200 and r.json()["comment"] == "box reconfigured", r.text
     [seal] = _sealed(client, "alarm_ack")[-1:]
     assert seal.actor == "operator:operator" and seal.payload["comment"] == "box reconfigured"  # type: ignore[attr-defined]
-    for body, why in (({"reason": "x", "minutes": 5}, "reason"), ({"reason": "good reason", "minutes": 0}, "minutes"),
+    for body, why in (({"reason": "x", "minutes": 5}, "reason"),
+                      ({"reason": "good reason", "minutes": 0}, "minutes"),
                       ({"reason": "good reason", "minutes": 20000}, "minutes"), ({"minutes": 5}, "reason"),
                       ({"reason": "good\x00reason", "minutes": 5}, "reason")):
         bad = client.post(f"/api/alarms/{key}/shelve", json=body, headers=op)
         assert bad.status_code == 422 and why in bad.text, (body, bad.text)
     assert client.post(f"/api/alarms/{'f' * 16}/shelve", json={"reason": "no such", "minutes": 5},
                        headers=op).status_code == 404
-    assert client.post(f"/api/alarms/{key}/unshelve", json={"reason": "not shelved"}, headers=op).status_code == 409
+    assert client.post(f"/api/alarms/{key}/unshelve", json={"reason": "not shelved"},
+                       headers=op).status_code == 409
     r = client.post(f"/api/alarms/{key}/shelve", json={"reason": "vendor visit", "minutes": 90}, headers=op)
-    assert r.status_code == 200 and r.json()["shelved"] and r.json()["shelve_reason"] == "vendor visit", r.text
+    assert r.status_code == 200 and r.json()["shelved"] and r.json()["shelve_reason"] == "vendor visit", \
+        r.text
     assert key not in {x["id"] for x in client.get("/api/alarms", headers=op).json()}
     assert key in {x["id"] for x in client.get("/api/alarms", params={"shelved": True}, headers=op).json()}
-    assert client.post(f"/api/alarms/{key}/unshelve", json={"reason": "vendor came early"}, headers=op).status_code == 200
+    assert client.post(f"/api/alarms/{key}/unshelve", json={"reason": "vendor came early"},
+                       headers=op).status_code == 200
     assert key in {x["id"] for x in client.get("/api/alarms", headers=op).json()}
     shelve, unshelve = _sealed(client, "alarm_shelve")[-1], _sealed(client, "alarm_unshelve")[-1]
     assert shelve.payload["reason"] == "vendor visit" and unshelve.payload["reason"] == "vendor came early"  # type: ignore[attr-defined]
     actions = client.get(f"/api/alarms/{key}/actions", headers=op).json()
     assert [(x["action"], x["comment"]) for x in actions] == [("unshelve", "vendor came early"),
-                                                             ("shelve", "vendor visit"), ("ack", "box reconfigured")]
+                                                             ("shelve", "vendor visit"),
+                                                             ("ack", "box reconfigured")]
     viewer = _auth(client, "agronomist")
     assert client.post(f"/api/alarms/{key}/shelve", json={"reason": "not mine", "minutes": 5},
                        headers=viewer).status_code == 403
@@ -233,25 +241,30 @@ def test_history_filters_and_refuses_bad_ones(client: TestClient) -> None:
         assert r.status_code == 200, r.text
         return {e["kind"] for e in r.json()}
 
-    assert "telemetry_shed:rate_limit" in kinds(gh="gh1", kind="telemetry_shed", severity="warning", state="active")
+    assert "telemetry_shed:rate_limit" in kinds(gh="gh1", kind="telemetry_shed", severity="warning",
+                                                state="active")
     assert "telemetry_shed:rate_limit" not in kinds(severity="critical")
     assert kinds(gh="nope") == set() and kinds(until="2000-01-01T00:00:00Z") == set()
     assert "telemetry_shed:rate_limit" in kinds(since="2000-01-01T00:00:00Z")
-    for params in ({"severity": "loud"}, {"state": "sleepy"}, {"since": "yesterday"}, {"since": "2026-01-01T00:00:00"},
+    for params in ({"severity": "loud"}, {"state": "sleepy"}, {"since": "yesterday"},
+                   {"since": "2026-01-01T00:00:00"},
                    {"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"}, {"limit": 0}):
         r = client.get("/api/alarms/history", params=params, headers=op)
         assert r.status_code == 422 and r.json()["detail"], (params, r.text)
-    assert {k["code"] for k in client.get("/api/alarms/kinds", headers=op).json()} >= {"zone_dry", "edge_offline"}
+    assert {k["code"] for k in client.get("/api/alarms/kinds", headers=op).json()} >= {"zone_dry",
+                                                                                       "edge_offline"}
 
 
 def test_an_estop_raises_a_watched_alarm_that_notifies_signed_and_clears_on_reset(client: TestClient,
                                                                                   hook: Hook) -> None:
     op = _auth(client, "operator")
-    r = client.put("/api/me/notifications", json={"min_severity": "critical", "webhook_enabled": True}, headers=op)
+    r = client.put("/api/me/notifications", json={"min_severity": "critical", "webhook_enabled": True},
+                   headers=op)
     assert r.status_code == 200, r.text
     assert client.get("/api/me/notifications", headers=op).json()["webhook_enabled"] is True
     hook.requests.clear()
-    assert client.post("/api/greenhouses/gh1/estop", json={"reason": "alarm test"}, headers=op).status_code == 200
+    assert client.post("/api/greenhouses/gh1/estop", json={"reason": "alarm test"},
+                       headers=op).status_code == 200
 
     def estop_alarm(active: bool) -> dict[str, object] | None:
         rows = client.get("/api/alarms", params={"gh": "gh1"}, headers=op).json()
@@ -259,7 +272,8 @@ def test_an_estop_raises_a_watched_alarm_that_notifies_signed_and_clears_on_rese
 
     raised = wait_until(lambda: estop_alarm(True), 15, "the estop_latched alarm")
     assert raised["severity"] == "critical" and "reset it with a reason" in raised["action"]
-    wait_until(lambda: any(json.loads(b)["kind"] == "estop_latched" for _, b in hook.requests), 10, "its webhook")
+    wait_until(lambda: any(json.loads(b)["kind"] == "estop_latched" for _, b in hook.requests), 10,
+               "its webhook")
     headers, body = next((h, b) for h, b in hook.requests if json.loads(b)["kind"] == "estop_latched")
     assert verify(HOOK_SECRET.encode(), body, headers[SIGNATURE_HEADER.lower()])
     r = client.post("/api/greenhouses/gh1/estop/reset", json={"reason": "checked the line"}, headers=op)
@@ -272,19 +286,23 @@ def test_an_estop_raises_a_watched_alarm_that_notifies_signed_and_clears_on_rese
 def test_thresholds_per_greenhouse_and_notification_preferences_refuse_bad_input(client: TestClient) -> None:
     agro, op = _auth(client, "agronomist"), _auth(client, "operator")
     assert client.get("/api/alarms/thresholds/gh1", headers=op).json()["zone_band_minutes"] == 30
-    r = client.put("/api/alarms/thresholds/gh1", json={"zone_band_minutes": 45, "edge_offline_minutes": 2}, headers=agro)
+    r = client.put("/api/alarms/thresholds/gh1", json={"zone_band_minutes": 45, "edge_offline_minutes": 2},
+                   headers=agro)
     assert r.status_code == 200, r.text
     got = client.get("/api/alarms/thresholds/gh1", headers=op).json()
     assert (got["zone_band_minutes"], got["edge_offline_minutes"], got["water_cap_pct"]) == (45, 2, 100)
     assert _sealed(client, "alarm_thresholds")[-1].actor == "agronomist:agronomist"  # type: ignore[attr-defined]
-    for body in ('{"zone_band_minutes": 0}', '{"zone_band_minutes": "soon"}', '{"typo": 1}', '{"water_cap_pct": 1e400}',
+    for body in ('{"zone_band_minutes": 0}', '{"zone_band_minutes": "soon"}', '{"typo": 1}',
+                 '{"water_cap_pct": 1e400}',
                  '{"edge_offline_minutes": NaN}'):
-        r = client.put("/api/alarms/thresholds/gh1", content=body, headers={**agro, "Content-Type": "application/json"})
+        r = client.put("/api/alarms/thresholds/gh1", content=body,
+                       headers={**agro, "Content-Type": "application/json"})
         assert r.status_code == 422 and r.json()["detail"], (body, r.text)
     assert client.put("/api/alarms/thresholds/gh1", json={}, headers=op).status_code == 403
     assert client.get("/api/alarms/thresholds/nope", headers=op).status_code == 404
     for body in ({"email_enabled": True}, {"email": "not-an-address", "email_enabled": True},
-                 {"webhook_url": "http://elsewhere.example/x", "webhook_enabled": True}, {"min_severity": "loud"}):
+                 {"webhook_url": "http://elsewhere.example/x", "webhook_enabled": True},
+                 {"min_severity": "loud"}):
         r = client.put("/api/me/notifications", json=body, headers=op)
         assert r.status_code == 422 and r.json()["detail"], (body, r.text)
 

@@ -1,4 +1,5 @@
-"""The API's authentication and roles against the real app on SQLite: 401/403, actors, reports, throttling, audit.
+"""The API's authentication and roles against the real app on SQLite: 401/403, actors, reports, throttling,
+audit.
 
 One app serves the whole module (starting one costs more than the tests); tests keep out of each
 other's way with their own users and greenhouses. MQTT plays no part here: the bridge points at a
@@ -74,7 +75,8 @@ class Api:
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch) -> Iterator[Api]:
-    for name in ("GREENTWIN_REPORT_KEY", "GREENTWIN_REPORT_CERT", "GREENTWIN_ENVIRONMENT", "GREENTWIN_STATE_DIR"):
+    for name in ("GREENTWIN_REPORT_KEY", "GREENTWIN_REPORT_CERT", "GREENTWIN_ENVIRONMENT",
+                 "GREENTWIN_STATE_DIR"):
         monkeypatch_module.delenv(name, raising=False)
     root = tmp_path_factory.mktemp("api")
     url = f"sqlite:///{root / 'gt.sqlite3'}"
@@ -133,8 +135,10 @@ def test_wrong_role_is_403_and_names_the_role_needed(api: Api) -> None:
     for who in (operator, agronomist):
         assert c.post("/api/greenhouses", json=new_gh, headers=who).status_code == 403
     # The agronomist's and admin's access passes the role check (then the unknown greenhouse is 404).
-    assert c.get("/api/greenhouses/nope/report.pdf", params=PERIOD, headers=api.auth("adam")).status_code == 404
-    assert c.get("/api/greenhouses/nope/report.csv", params=PERIOD, headers=api.auth("adam")).status_code == 404
+    assert c.get("/api/greenhouses/nope/report.pdf", params=PERIOD,
+                 headers=api.auth("adam")).status_code == 404
+    assert c.get("/api/greenhouses/nope/report.csv", params=PERIOD,
+                 headers=api.auth("adam")).status_code == 404
 
 
 def test_admin_registers_greenhouses(api: Api) -> None:
@@ -150,12 +154,15 @@ def test_admin_registers_greenhouses(api: Api) -> None:
 
 def test_operator_actions_record_the_logged_in_user_not_the_body(api: Api) -> None:
     c, operator = api.client, api.auth("otto")
-    r = c.post("/api/greenhouses/gh2/estop", json={"actor": "mallory", "reason": "leak at zone 3"}, headers=operator)
+    r = c.post("/api/greenhouses/gh2/estop", json={"actor": "mallory", "reason": "leak at zone 3"},
+               headers=operator)
     assert r.status_code == 200 and (r.json()["actor"], r.json()["to_mode"]) == ("operator:otto", "estop")
     assert c.post("/api/greenhouses/gh2/estop", json={"reason": ""}, headers=operator).status_code == 422
-    r = c.post("/api/greenhouses/gh2/estop/reset", json={"reason": "leak fixed", "mode": "auto"}, headers=operator)
+    r = c.post("/api/greenhouses/gh2/estop/reset", json={"reason": "leak fixed", "mode": "auto"},
+               headers=operator)
     assert r.status_code == 200 and r.json()["actor"] == "operator:otto"
-    r = c.post("/api/greenhouses/gh2/estop/reset", json={"reason": "again", "mode": "estop"}, headers=operator)
+    r = c.post("/api/greenhouses/gh2/estop/reset", json={"reason": "again", "mode": "estop"},
+               headers=operator)
     assert r.status_code == 422  # a reset leaves for manual or auto only
     multi = api.auth("multi")
     r = c.post("/api/greenhouses/gh2/mode", headers=multi,
@@ -163,7 +170,8 @@ def test_operator_actions_record_the_logged_in_user_not_the_body(api: Api) -> No
     assert r.status_code == 200 and r.json()["actor"] == "operator:multi"
     changes = c.get("/api/greenhouses/gh2/mode-changes", headers=api.auth("anna")).json()
     assert [(m["from_mode"], m["to_mode"], m["actor"]) for m in changes] == [
-        ("auto", "estop", "operator:otto"), ("estop", "auto", "operator:otto"), ("auto", "manual", "operator:multi")]
+        ("auto", "estop", "operator:otto"), ("estop", "auto", "operator:otto"),
+        ("auto", "manual", "operator:multi")]
 
     # The same actors are sealed into gh2's audit chain, which verifies.
     runtime = c.app.state.runtime  # type: ignore[attr-defined]
@@ -182,7 +190,8 @@ def test_operator_actions_through_a_replica_not_holding_the_greenhouse_answer_40
     held_before = runtime.dispatch.fence
     runtime.dispatch.fence = {"gh1": 1, "gh2": 1}.get  # another replica holds gh3
     try:
-        for path, body in (("mode", {"mode": "manual", "reason": "by hand", "manual_action": [0, 0, 0, 0, 0]}),
+        for path, body in (("mode", {"mode": "manual", "reason": "by hand",
+                                     "manual_action": [0, 0, 0, 0, 0]}),
                            ("estop", {"reason": "leak at zone 1"}),
                            ("estop/reset", {"reason": "leak fixed"})):
             r = c.post(f"/api/greenhouses/gh3/{path}", json=body, headers=operator)
@@ -251,7 +260,8 @@ def test_the_report_is_in_the_readers_language_unless_the_request_names_one(api:
 
 
 def test_agronomist_exports_the_reports_summary_as_csv(api: Api) -> None:
-    """The same collected data as the PDF, one long table: the period, the money, each zone numbered from 1."""
+    """The same collected data as the PDF, one long table: the period, the money, each zone numbered
+    from 1."""
     r = api.client.get("/api/greenhouses/gh1/report.csv", params=PERIOD, headers=api.auth("anna"))
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/csv")
@@ -265,7 +275,8 @@ def test_agronomist_exports_the_reports_summary_as_csv(api: Api) -> None:
     bands = {float(row["value"]) for row in rows if row["section"] == "zone" and row["item"] == "band_low"}
     assert bands == {19.5} and {row["unit"] for row in rows if row["item"] == "band_low"} == {"% VWC"}
     assert {row["item"] for row in rows if row["section"] == "money"} >= {"yield", "revenue", "profit"}
-    bad = api.client.get("/api/greenhouses/gh1/report.csv", params={"from": "2026-01-01T00:00:00", "to": PERIOD["to"]},
+    bad = api.client.get("/api/greenhouses/gh1/report.csv",
+                         params={"from": "2026-01-01T00:00:00", "to": PERIOD["to"]},
                          headers=api.auth("anna"))
     assert bad.status_code == 422 and "needs a UTC offset" in bad.json()["detail"]
 
@@ -364,7 +375,8 @@ def test_no_password_reaches_the_logs(api: Api, caplog: pytest.LogCaptureFixture
 
 def test_unknown_greenhouse_is_404_after_auth(api: Api) -> None:
     operator = api.auth("olga")
-    assert api.client.post("/api/greenhouses/nope/estop", json={"reason": "abc"}, headers=operator).status_code == 404
+    assert api.client.post("/api/greenhouses/nope/estop", json={"reason": "abc"},
+                           headers=operator).status_code == 404
     r = api.client.get("/api/greenhouses/nope/report.pdf", params=PERIOD, headers=api.auth("anna"))
     assert r.status_code == 404 and r.json()["detail"] == "unknown greenhouse 'nope'"
 
@@ -375,6 +387,7 @@ def test_service_refuses_to_start_without_a_secret_outside_demo(tmp_path: Path) 
     settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1", environment="dev", secret_key=None)
     engine = make_engine(url)
     runtime = Runtime(settings, make_session_factory(engine), state_dir=tmp_path / "state")
-    with pytest.raises(AuthConfigError, match="GREENTWIN_SECRET_KEY"), TestClient(create_app(settings, runtime=runtime)):
+    with pytest.raises(AuthConfigError, match="GREENTWIN_SECRET_KEY"), \
+            TestClient(create_app(settings, runtime=runtime)):
         pytest.fail("the service started without a token secret")
     engine.dispose()

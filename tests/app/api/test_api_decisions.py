@@ -93,7 +93,8 @@ def seeded(client: TestClient, database: str) -> Iterator[Any]:
         engine.dispose()
 
 
-def _walk(client: TestClient, params: dict[str, Any], between: Any = None) -> tuple[list[dict[str, Any]], int]:
+def _walk(client: TestClient, params: dict[str, Any],
+          between: Any = None) -> tuple[list[dict[str, Any]], int]:
     """Every row of every page, following ``Link: rel="next"``; (rows, pages). ``between(page)`` runs
     after each page but the last."""
     rows: list[dict[str, Any]] = []
@@ -123,7 +124,8 @@ def _key(row: dict[str, Any]) -> tuple[datetime, int]:
 
 @pytest.mark.parametrize("limit", [1, 50, DECISIONS_MAX_LIMIT])
 def test_pages_return_every_decision_once_newest_first(client: TestClient, seeded: Any, limit: int) -> None:
-    rows, pages = _walk(client, {"limit": limit} if limit > 1 else {"limit": 1, "from": _ts(N - 7).isoformat()})
+    rows, pages = _walk(client, {"limit": limit} if limit > 1
+                        else {"limit": 1, "from": _ts(N - 7).isoformat()})
     expected = [(_ts(k), k + 1) for k in reversed(range(N))]
     if limit == 1:  # one per page would take N requests: the last few minutes show the same walk
         expected = [(ts, seq) for ts, seq in expected if ts >= _ts(N - 7)]
@@ -178,7 +180,8 @@ def test_time_filter_is_from_inclusive_to_exclusive_in_any_offset(client: TestCl
     ({"cursor": _forged("2026-06-01T00:00:00|5")}, "'cursor' is not one this endpoint issued"),
     ({"cursor": _forged("0001-01-01T00:00:00+01:00|5")}, "'cursor' is not one this endpoint issued"),
 ])
-def test_bad_paging_input_is_a_422_that_says_why(client: TestClient, params: dict[str, str], says: str) -> None:
+def test_bad_paging_input_is_a_422_that_says_why(client: TestClient, params: dict[str, str],
+                                                 says: str) -> None:
     r = client.get(f"/api/greenhouses/{GH}/decisions", params=params)
     assert r.status_code == 422 and says in r.json()["detail"], r.text
 
@@ -201,7 +204,8 @@ def test_every_decision_timestamp_names_its_offset(client: TestClient, seeded: A
     # The greenhouse list shows what the writer reports of the last stored decision; one decided on
     # telemetry stamped in India must still come back as the same instant, with an offset.
     last = _row(N, _ts(N - 1).astimezone(IST))
-    client.app.state.runtime.last_decision[GH] = Job("decision", last, "decision", last["actor"], last["ts"]).summary()  # type: ignore[attr-defined]
+    client.app.state.runtime.last_decision[GH] = Job("decision", last, "decision", last["actor"],  # type: ignore[attr-defined]
+                                                     last["ts"]).summary()
     stamps: list[tuple[str, str, datetime]] = []
     [status] = [g for g in client.get("/api/greenhouses").json() if g["id"] == GH]
     stamps.append(("greenhouses", status["last_decision"]["ts"], _ts(N - 1)))

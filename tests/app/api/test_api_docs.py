@@ -83,7 +83,8 @@ def test_docs_page_and_every_asset_it_names_come_from_the_app(client: TestClient
 def test_docs_policy_admits_only_this_origin_and_its_own_inline_script(client: TestClient) -> None:
     for page in ("/docs", "/redoc"):
         r = client.get(page)
-        csp = dict(d.strip().split(" ", 1) for d in r.headers["content-security-policy"].split(";") if d.strip())
+        csp = dict(d.strip().split(" ", 1) for d in r.headers["content-security-policy"].split(";")
+                   if d.strip())
         assert csp["default-src"] == "'self'" and csp["frame-ancestors"] == "'none'"
         for directive, sources in csp.items():
             assert "http" not in sources and "*" not in sources, (page, directive, sources)
@@ -94,7 +95,8 @@ def test_docs_policy_admits_only_this_origin_and_its_own_inline_script(client: T
 
 
 def test_each_vendored_bundle_keeps_its_licence_and_says_where_it_came_from(client: TestClient) -> None:
-    bundles = {"swagger-ui": ("swagger-ui-bundle.js", "Apache License"), "redoc": ("redoc.standalone.js", "MIT")}
+    bundles = {"swagger-ui": ("swagger-ui-bundle.js", "Apache License"),
+               "redoc": ("redoc.standalone.js", "MIT")}
     for folder, (bundle, licence) in bundles.items():
         assert licence in (VENDOR / folder / "LICENSE").read_text(), folder
         assert bundle in (VENDOR / folder / "VERSION.txt").read_text(), folder
@@ -105,7 +107,8 @@ def test_each_vendored_bundle_keeps_its_licence_and_says_where_it_came_from(clie
 
 def test_the_package_data_ships_every_vendored_file() -> None:
     """A file the wheel leaves out would 404 after ``pip install``, though every checkout test passes."""
-    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["app.web"]
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "app.web"]
     files = [p.relative_to(WEB).as_posix() for p in VENDOR.rglob("*") if p.is_file()]
     assert len(files) >= 10
     missing = [f for f in files if not any(fnmatch.fnmatchcase(f, pattern) for pattern in patterns)]

@@ -44,7 +44,8 @@ class Door:
         return self.service.http
 
     def login(self, name: str, password: str = PW, **headers: str) -> httpx.Response:
-        return self.http.post("/api/auth/login", json={"username": name, "password": password}, headers=headers)
+        return self.http.post("/api/auth/login", json={"username": name, "password": password},
+                              headers=headers)
 
     def log_from(self, offset: int) -> str:
         """What the service logged from byte ``offset`` of its log on."""
@@ -71,7 +72,8 @@ def door(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Door
         _unavailable(f"mosquitto not installed at {MOSQUITTO}")
     root = tmp_path_factory.mktemp("door")
     keys = AuditKeys.generate(root / "keys")
-    with temporary_pg_database(pg_url, "greentwin_door") as url, running(Mosquitto(root / "broker")) as broker:
+    with temporary_pg_database(pg_url, "greentwin_door") as url, \
+            running(Mosquitto(root / "broker")) as broker:
         db_cli.upgrade(url)
         add_greenhouse(url, "gh1", zones=2, soil="loam")
         engine = make_engine(url)
@@ -103,7 +105,8 @@ def test_a_nul_byte_is_a_4xx_and_one_short_log_line(door: Door) -> None:
     the access line of each refusal, no traceback."""
     admin = {"Authorization": f"Bearer {door.login('adam').json()['access_token']}"}
     start = door.log_size()
-    assert door.http.post("/api/auth/login", json={"username": "ad\u0000am", "password": PW}).status_code == 422
+    assert door.http.post("/api/auth/login",
+                          json={"username": "ad\u0000am", "password": PW}).status_code == 422
     assert door.http.post("/api/users/ad%00am/disable", headers=admin).status_code == 400
     r = door.http.get("/api/greenhouses/gh%001/report.pdf", headers=admin,
                       params={"from": "2026-01-01T00:00:00Z", "to": "2026-02-01T00:00:00Z"})
@@ -119,7 +122,8 @@ def test_a_flood_of_bad_requests_is_collapsed_in_the_log(door: Door) -> None:
     in "suppressed" lines, and every request is accounted for by one or the other."""
     start, sent, began = door.log_size(), 1000, time.monotonic()
     for _ in range(sent):
-        r = door.http.post("/api/auth/login", content=b"not json", headers={"content-type": "application/json"})
+        r = door.http.post("/api/auth/login", content=b"not json",
+                           headers={"content-type": "application/json"})
         assert r.status_code == 422
     took = time.monotonic() - began
     time.sleep(REPEAT_INTERVAL_S + 0.5)
@@ -130,13 +134,15 @@ def test_a_flood_of_bad_requests_is_collapsed_in_the_log(door: Door) -> None:
     suppressed = [int(m.group(1)) for ln in lines if (m := SUPPRESSED.search(ln)) and " 422" in m.group(2)]
     assert len(passed) + sum(suppressed) == sent, (len(passed), suppressed)
     windows = int(took / REPEAT_INTERVAL_S) + 2
-    assert len(passed) <= REPEAT_BURST * windows and len(suppressed) <= windows, (len(passed), suppressed, took)
+    assert len(passed) <= REPEAT_BURST * windows and len(suppressed) <= windows, \
+        (len(passed), suppressed, took)
     assert sum(len(ln) + 1 for ln in lines) < 200 * (REPEAT_BURST + 1) * windows + 2000
 
 
 def test_metrics_need_the_metrics_token(door: Door) -> None:
     """``/metrics`` names greenhouses, alarm kinds and login failures: not for anyone who asks."""
-    for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": f"Basic {door.keys.metrics_token}"},
+    for headers in ({}, {"Authorization": "Bearer wrong-token"},
+                    {"Authorization": f"Basic {door.keys.metrics_token}"},
                     {"Authorization": f"Bearer {door.login('adam').json()['access_token']}"}):
         r = door.http.get("/metrics", headers=headers)
         assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", (headers, r.text[:200])

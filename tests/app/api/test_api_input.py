@@ -124,8 +124,9 @@ def test_a_nul_in_any_query_parameter_is_refused_with_400(client: TestClient, au
 
 
 @pytest.mark.parametrize("method, path, body", BODY_STRINGS)
-def test_a_nul_in_a_body_string_is_refused_with_422(client: TestClient, auth: dict[str, str], method: str, path: str,
-                                                    body: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+def test_a_nul_in_a_body_string_is_refused_with_422(client: TestClient, auth: dict[str, str], method: str,
+                                                    path: str, body: dict[str, Any],
+                                                    caplog: pytest.LogCaptureFixture) -> None:
     r = client.request(method, path, json=body, headers=auth)
     assert r.status_code == 422, (method, path, r.status_code, r.text)
     _no_tracebacks(caplog)
@@ -154,7 +155,8 @@ def test_a_non_finite_number_in_any_body_field_is_refused_with_422_naming_the_fi
     r = client.post("/api/auth/login", content=f'{{"username": "root", "password": {spelled}}}', headers=JSON)
     assert r.status_code == 422, "no token needed to ask"
     r = client.post("/api/greenhouses/gh1/mode", headers={**auth, **JSON},
-                    content=f'{{"mode": "manual", "reason": "by hand", "manual_action": [0, {spelled}, 0, 0]}}')
+                    content=f'{{"mode": "manual", "reason": "by hand", '
+                    f'"manual_action": [0, {spelled}, 0, 0]}}')
     assert r.status_code == 422
     assert [(e["loc"], e["msg"]) for e in r.json()["detail"]] == [
         (["body", "manual_action", 1], "Input should be a finite number")]
@@ -179,7 +181,8 @@ def test_a_reason_needs_three_characters_besides_blanks(client: TestClient, auth
 
 def test_a_manual_action_is_numbers_not_booleans_or_strings(client: TestClient, auth: dict[str, str]) -> None:
     manual = {"mode": "manual", "reason": "by hand"}
-    for action, where in (([True, 0, 0, 0], ["body", "manual_action", 0]), ([0, 0, "40", 0], ["body", "manual_action", 2]),
+    for action, where in (([True, 0, 0, 0], ["body", "manual_action", 0]),
+                          ([0, 0, "40", 0], ["body", "manual_action", 2]),
                           ([0, 0, 0, None], ["body", "manual_action", 3])):
         r = client.post("/api/greenhouses/gh1/mode", json={**manual, "manual_action": action}, headers=auth)
         assert r.status_code == 422 and [e["loc"] for e in r.json()["detail"]] == [where], (action, r.text)
@@ -188,17 +191,21 @@ def test_a_manual_action_is_numbers_not_booleans_or_strings(client: TestClient, 
 
 def test_a_manual_action_of_the_wrong_length_is_refused_with_422_naming_the_length(
         client: TestClient, auth: dict[str, str]) -> None:
-    """One value per actuator: 2 valves, pump %, light % for the 2-zone gh1. The body is wrong, nothing conflicts."""
+    """One value per actuator: 2 valves, pump %, light % for the 2-zone gh1. The body is wrong, nothing
+    conflicts."""
     manual = {"mode": "manual", "reason": "by hand"}
     for action in ([0, 0, 0], [0, 0, 0, 0, 0], [], None):
         r = client.post("/api/greenhouses/gh1/mode", json={**manual, "manual_action": action}, headers=auth)
         assert r.status_code == 422, (action, r.status_code, r.text)
-        assert r.json()["detail"] == ("manual mode needs a manual_action of 4 values for gh1 (2 valves, pump %, "
-                                      f"light %), got {0 if action is None else len(action)}")
+        assert r.json()["detail"] == ("manual mode needs a manual_action of 4 values for gh1 (2 valves, "
+                                      "pump %, light %), got "
+                                      f"{0 if action is None else len(action)}")
     assert _greenhouse(client, auth) == ("auto", False), "nothing changed"
-    r = client.post("/api/greenhouses/gh1/mode", json={**manual, "manual_action": [1, 0, 40, 0.0]}, headers=auth)
+    r = client.post("/api/greenhouses/gh1/mode", json={**manual, "manual_action": [1, 0, 40, 0.0]},
+                    headers=auth)
     assert r.status_code == 200, r.text
-    r = client.post("/api/greenhouses/gh1/mode", json={"mode": "auto", "reason": "done by hand"}, headers=auth)
+    r = client.post("/api/greenhouses/gh1/mode", json={"mode": "auto", "reason": "done by hand"},
+                    headers=auth)
     assert r.status_code == 200, r.text
 
 

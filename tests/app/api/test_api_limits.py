@@ -41,8 +41,9 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     engine.dispose()
     settings = Settings(database_url=url, mqtt_url="mqtt://127.0.0.1:1", policy_dir=root / "no-policy",
                         environment="demo", secret_key="limits-test-secret-" + "5e" * 16,
-                        login_max_failures=3, login_max_failures_per_account=6, login_max_failures_per_address=8,
-                        max_request_bytes=MAX_BYTES, metrics_token=METRICS_TOKEN)
+                        login_max_failures=3, login_max_failures_per_account=6,
+                        login_max_failures_per_address=8, max_request_bytes=MAX_BYTES,
+                        metrics_token=METRICS_TOKEN)
     with TestClient(create_app(settings, state_dir=root / "state")) as c:
         yield c
 
@@ -99,15 +100,18 @@ def test_one_address_is_limited_across_accounts(client: TestClient) -> None:
     assert _login(client, "10.9.3.2", "nina", PW).status_code == 200
 
 
-def test_an_admin_sees_a_lock_and_lifts_it_sealed(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_admin_sees_a_lock_and_lifts_it_sealed(client: TestClient,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="app.auth.service"):
         for i in range(6):
             assert _login(client, f"10.9.4.{i + 1}", "lena", "guess!").status_code == 401
-    assert any("login lock on lena until" in r.getMessage() and "6 failed logins from 6 addresses" in r.getMessage()
+    assert any("login lock on lena until" in r.getMessage()
+               and "6 failed logins from 6 addresses" in r.getMessage()
                for r in caplog.records)
     admin = {"Authorization": f"Bearer {_login(client, '10.9.5.1', 'adam', PW).json()['access_token']}"}
     operator = {"Authorization": f"Bearer {_login(client, '10.9.5.1', 'nina', PW).json()['access_token']}"}
-    listed = {row["username"]: row["locked_until"] for row in client.get("/api/lockouts", headers=admin).json()}
+    listed = {row["username"]: row["locked_until"]
+              for row in client.get("/api/lockouts", headers=admin).json()}
     assert "lena" in listed and listed["lena"] > datetime.now(UTC).isoformat()
     assert client.get("/api/lockouts", headers=operator).status_code == 403
     assert client.post("/api/users/lena/unlock", headers=operator).status_code == 403
@@ -119,13 +123,15 @@ def test_an_admin_sees_a_lock_and_lifts_it_sealed(client: TestClient, caplog: py
     assert client.post("/api/users/lena/unlock", headers=admin).status_code == 409
     assert client.post("/api/users/ghost/unlock", headers=admin).status_code == 404
     assert "lena" not in {row["username"] for row in client.get("/api/lockouts", headers=admin).json()}
-    assert _login(client, "10.9.4.1", "lena", PW).status_code == 200, "the lift clears the address's failures too"
+    assert _login(client, "10.9.4.1", "lena", PW).status_code == 200, \
+        "the lift clears the address's failures too"
     metrics = client.get("/metrics", headers=SCRAPE).text
     assert 'greentwin_login_lock_changes_total{change="lifted"} 1.0' in metrics
     # The lift is sealed in the access chain by the admin, and the chain verifies.
     store = client.app.state.runtime.audit.store
     [entry] = [e for e in store.tail_entries(ACCESS_CHAIN, 50) if e.kind == "user_unlock"]
-    assert entry.actor == "admin:adam" and entry.payload["username"] == "lena" and entry.payload["locked_until"]
+    assert entry.actor == "admin:adam" and entry.payload["username"] == "lena" \
+        and entry.payload["locked_until"]
     assert all(result.ok for result in store.verify(ACCESS_CHAIN))
 
 
@@ -170,16 +176,18 @@ def test_a_telemetry_flood_is_shed_visibly_by_the_running_service(client: TestCl
     runtime = client.app.state.runtime
     bridge = runtime.bridge
     for seq in range(bridge.inbound.rate_limit.burst + 20):
-        tel = Telemetry(ts=datetime.now(UTC), boot_id="flood", seq=seq, soil_vwc=[[0.2, 0.2]] * 3, air_temp_c=20.0,
-                        air_rh_pct=50.0, par_umol_m2_s=0.0, co2_ppm=400.0, leaf_temp_c=19.5, flow_l_min=0.0,
-                        pump_current_a=0.0, valve_open=[0, 0, 0], pump_pct=0.0, light_pct=0.0, estop=False)
+        tel = Telemetry(ts=datetime.now(UTC), boot_id="flood", seq=seq, soil_vwc=[[0.2, 0.2]] * 3,
+                        air_temp_c=20.0, air_rh_pct=50.0, par_umol_m2_s=0.0, co2_ppm=400.0, leaf_temp_c=19.5,
+                        flow_l_min=0.0, pump_current_a=0.0, valve_open=[0, 0, 0], pump_pct=0.0, light_pct=0.0,
+                        estop=False)
         msg = mqtt.MQTTMessage(topic=telemetry_topic("gh1").encode())
         msg.payload = encode(tel)
         bridge.inbound.on_telemetry_msg(bridge.client, None, msg)  # as paho's thread delivers it
 
     def shed() -> float:
         line = next((x for x in client.get("/metrics", headers=SCRAPE).text.splitlines()
-                     if x.startswith('greentwin_telemetry_shed_total{greenhouse="gh1",reason="rate_limit"}')), None)
+                     if x.startswith('greentwin_telemetry_shed_total{greenhouse="gh1",'
+                                     'reason="rate_limit"}')), None)
         return float(line.split()[-1]) if line else 0.0
 
     wait_until(lambda: shed() >= 10, 10, "shed telemetry in /metrics")

@@ -52,16 +52,19 @@ ROWS = [
          rules_fired=[{"rule": "lights_dark_period", "actuator": "lights", "before": 100.0, "after": 0.0}]),
     _row(3, clipped={"valves": [1, 1, 0], "pump_pct": math.nan, "light_pct": 0.0},
          explanation={"top": [{"feature": 3}, None, {"feature": "moisture[9]", "value": "x"}]},
-         rules_fired=[{"rule": None}, {"actuator": "valve[7]", "before": "open"}], estimate={"price_eur_mwh": "x"}),
+         rules_fired=[{"rule": None}, {"actuator": "valve[7]", "before": "open"}],
+         estimate={"price_eur_mwh": "x"}),
     _row(4, actor="watchdog", explanation={"error": "explanation failed: ValueError"},
-         rules_fired=[{"rule": "pump.needs_open_valve", "actuator": "pump", "before": math.inf, "after": 0.0}]),
+         rules_fired=[{"rule": "pump.needs_open_valve", "actuator": "pump", "before": math.inf,
+                       "after": 0.0}]),
     _row(5, explanation={"alarms": ["held:co2", "outlook_prices:stale", 7], "low_confidence": False}),
 ]
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    """One greenhouse of three zones (zone 2 named 'north bed') with the rows above, and a logged-in operator."""
+    """One greenhouse of three zones (zone 2 named 'north bed') with the rows above, and a logged-in
+    operator."""
     root: Path = tmp_path_factory.mktemp("words")
     url = f"sqlite:///{root / 'gt.sqlite3'}"
     db_cli.upgrade(url)
@@ -107,7 +110,8 @@ def test_the_language_is_one_of_the_catalogues(client: TestClient, lang: Any) ->
     assert get_args(Language) == LANGUAGES
     assert client.get("/api/me").json()["language"] == "en"
     csrf = {"X-CSRF-Token": _csrf(client)}
-    for body in ({"language": "fr"}, {"language": "zh"}, {"language": None}, {}, {"language": "en", "roles": ["admin"]}):
+    for body in ({"language": "fr"}, {"language": "zh"}, {"language": None}, {},
+                 {"language": "en", "roles": ["admin"]}):
         assert client.patch("/api/me", json=body, headers=csrf).status_code == 422, body
     lang("zh-Hans")
     assert client.get("/api/me").json() == {"username": "olga", "roles": ["operator"], "language": "zh-Hans"}
@@ -117,8 +121,8 @@ def test_decisions_carry_their_sentences_in_the_callers_language(client: TestCli
     rows = {d["seq"]: d for d in client.get(f"/api/greenhouses/{GH}/decisions").json()}
     first = rows[1]
     assert first["command_text"] == "Zone 2 (north bed) open, others closed; pump 40 %; lamps on"
-    assert first["clips_text"] == ["Zone 1 valve closed instead of open: the zone has had its daily water cap "
-                                   "(251.9 L used today; cap 250.0 L)"]
+    assert first["clips_text"] == ["Zone 1 valve closed instead of open: the zone has had its daily water "
+                                   "cap (251.9 L used today; cap 250.0 L)"]
     assert first["explanation_text"] == [
         "Decided by the threshold expert rule (no trained policy is served)",
         "Lamps on: all-in price 42 EUR/MWh is below this crop's break-even of 61 EUR/MWh"]
@@ -131,7 +135,8 @@ def test_decisions_carry_their_sentences_in_the_callers_language(client: TestCli
     rows = {d["seq"]: d for d in client.get(f"/api/greenhouses/{GH}/decisions").json()}
     assert rows[1]["command_text"] == "2号区（north bed）开启，其余关闭；水泵 40%；补光灯开启"
     assert rows[1]["clips_text"] == ["1号区阀门关闭（原为开启）：该区已达到每日灌溉用水上限"]
-    assert rows[1]["explanation_text"][-1] == "补光灯开启：综合电价 42 欧元/兆瓦时，低于该作物的盈亏平衡电价 61 欧元/兆瓦时"
+    assert rows[1]["explanation_text"][-1] == ("补光灯开启：综合电价 42 欧元/兆瓦时，"
+                                               "低于该作物的盈亏平衡电价 61 欧元/兆瓦时")
     for d in rows.values():
         assert all(CJK.search(s) for s in d["explanation_text"]), d
 
@@ -153,7 +158,8 @@ def test_what_a_decision_was_made_without_reads_as_words(client: TestClient, lan
     assert row["alarms"] == ["held:co2", "outlook_prices:stale", "7"]
     assert row["alarms_text"] == ["CO₂ held at its last reading (the sensor gave none)",
                                   describe("outlook_prices:stale").title, "7"]
-    assert {d["seq"]: d for d in client.get(f"/api/greenhouses/{GH}/recent-decisions").json()}[1]["alarms_text"] == []
+    assert {d["seq"]: d for d in client.get(f"/api/greenhouses/{GH}/recent-decisions").json()}[1][
+        "alarms_text"] == []
     lang("zh-Hans")
     row = {d["seq"]: d for d in client.get(f"/api/greenhouses/{GH}/decisions").json()}[5]
     assert all(CJK.search(s) for s in row["alarms_text"][:2]) and "held" not in "".join(row["alarms_text"])
@@ -161,7 +167,8 @@ def test_what_a_decision_was_made_without_reads_as_words(client: TestClient, lan
 
 def test_alarm_kinds_and_the_page_follow_the_language(client: TestClient, lang: Any) -> None:
     kinds = {k["code"]: k for k in client.get("/api/alarms/kinds").json()}
-    assert kinds["zone_dry"]["title"] == "Zone dry" and kinds["zone_dry"]["action"].startswith("Check the zone's")
+    assert kinds["zone_dry"]["title"] == "Zone dry" and kinds["zone_dry"]["action"].startswith(
+        "Check the zone's")
     page = client.get(f"/greenhouses/{GH}").text
     assert '<html lang="en">' in page and "Last decisions" in page and 'id="language"' in page
     lang("zh-Hans")

@@ -55,7 +55,8 @@ def test_the_cache_answers_as_the_table_does_as_rounds_move_on(url: str) -> None
     engine = make_engine(url)
     sessions = make_session_factory(engine)
     with sessions() as s:
-        s.execute(Decision.__table__.insert(), _rows("gh1", range(0, 1500), 1) + _rows("gh2", range(0, 300), 2))
+        s.execute(Decision.__table__.insert(),
+                  _rows("gh1", range(0, 1500), 1) + _rows("gh2", range(0, 300), 2))
         s.commit()
     here, other_replica = roll.TrendRollup(sessions), roll.TrendRollup(sessions)
     _catch_up(here)
@@ -66,14 +67,17 @@ def test_the_cache_answers_as_the_table_does_as_rounds_move_on(url: str) -> None
         for a, b in ((first, end), (first + 7, first + 100), (end - 3, end)):
             _equal(cache.read(s, "gh1", WIDTH, a, b), roll.read_cells(s, "gh1", a, b))
         assert cache.read(s, "gh1", WIDTH, first - 1, end) is None, "older than the window: the table answers"
-        assert cache.read(s, "gh1", WIDTH + 1, first, end) is not None and cache.read(s, "gh1", WIDTH, first, end)
+        assert cache.read(s, "gh1", WIDTH + 1, first, end) is not None and cache.read(s, "gh1", WIDTH, first,
+                                                                                      end)
         # New minutes, and a spool written back late (old times, new ids), rolled up by another replica.
-        late = [{**r, "ts": START + timedelta(minutes=40 + i, seconds=3)} for i, r in enumerate(_rows("gh1", range(1500, 1510), 3))]
+        late = [{**r, "ts": START + timedelta(minutes=40 + i, seconds=3)}
+                for i, r in enumerate(_rows("gh1", range(1500, 1510), 3))]
         s.execute(Decision.__table__.insert(), _rows("gh1", range(1510, 1600), 4) + late)
         s.commit()
     _catch_up(other_replica)
     with sessions() as s:
-        for a, b in ((first, end), (first + 5, first + 20), (roll.cell_index(START + timedelta(minutes=1500)), end)):
+        for a, b in ((first, end), (first + 5, first + 20),
+                     (roll.cell_index(START + timedelta(minutes=1500)), end)):
             _equal(cache.read(s, "gh1", WIDTH, a, b), roll.read_cells(s, "gh1", a, b))
         _equal(cache.read(s, "gh2", WIDTH, first, end), roll.read_cells(s, "gh2", first, end))
         # A new table (the progress went back): everything is read afresh.
@@ -118,7 +122,8 @@ def test_a_reader_does_not_queue_behind_a_round_in_progress(tmp_path: Path) -> N
         s.commit()
     rollup = roll.TrendRollup(sessions)
     assert rollup.current_at is None and not rollup.current_within(60.0)
-    assert rollup.catch_up(max_rows=20) is False and rollup.current_at is None, "rows left behind: not current"
+    assert rollup.catch_up(max_rows=20) is False and rollup.current_at is None, \
+        "rows left behind: not current"
     assert _catch_up(rollup, max_rows=20) > 0, "more than one round of 20 rows"
     assert rollup.current_within(60.0) and not rollup.current_within(-1.0)
     with rollup._lock:  # a round under way elsewhere

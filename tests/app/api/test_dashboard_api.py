@@ -1,4 +1,5 @@
-"""The dashboard's API and pages in-process: roles on every state-changing route, CSRF, headers, types, history.
+"""The dashboard's API and pages in-process: roles on every state-changing route, CSRF, headers, types,
+history.
 
 The role test is generated from the app's route table: a new state-changing route that is not in
 ``WRITE_POLICY`` fails it, so none can slip in without a decision on who may call it.
@@ -68,8 +69,10 @@ WRITE_POLICY: dict[tuple[str, str], frozenset[str] | None] = {
     ("POST", "/api/users/{username}/roles"): frozenset({"admin"}),
     ("POST", "/api/users/{username}/unlock"): frozenset({"admin"}),
 }
-BODIES = {"/api/greenhouses": {"id": "ghnew", "zones": 2}, "/api/users": {"username": "x", "roles": ["x"]}, "/api/greenhouses/{gh}/mode": {"mode": "auto", "reason": "test"},
-          "/api/greenhouses/{gh}/estop": {"reason": "role test"}, "/api/greenhouses/{gh}/estop/reset": {"reason": "test"},
+BODIES = {"/api/greenhouses": {"id": "ghnew", "zones": 2}, "/api/users": {"username": "x", "roles": ["x"]},
+          "/api/greenhouses/{gh}/mode": {"mode": "auto", "reason": "test"},
+          "/api/greenhouses/{gh}/estop": {"reason": "role test"},
+          "/api/greenhouses/{gh}/estop/reset": {"reason": "test"},
           "/api/users/{username}/roles": {"roles": ["operator"]},
           "/api/greenhouses/{gh}/settings": {"reason": "role test"},
           "/api/greenhouses/{gh}/forecast/what-if": {"lamps": "rule"},
@@ -123,7 +126,8 @@ def test_each_role_against_every_state_changing_route(client: TestClient, role: 
         url = path.format(**PARAMS)
         body = BODIES.get(path, {})
         assert client.request(method, url, json=body).status_code == 401, (method, path, "no token")
-        r = client.request(method, url, json=body, headers={"Authorization": f"Bearer {_login(client, role)}"})
+        r = client.request(method, url, json=body,
+                           headers={"Authorization": f"Bearer {_login(client, role)}"})
         if role in allowed:
             assert r.status_code not in (401, 403), (role, method, path, r.text)
         else:
@@ -143,12 +147,14 @@ def test_cookie_sessions_need_the_csrf_token_and_bearer_clients_do_not(client: T
         good = {"X-CSRF-Token": csrf_token(token)}
         r = client.post(url, json=body, headers={**good, "Origin": "https://evil.example"})
         assert r.status_code == 403 and "Origin" in r.json()["detail"]
-        assert client.post(url, json=body, headers={"Authorization": "Basic b3BlcmF0b3I6eA=="}).status_code == 403, \
+        assert client.post(url, json=body,
+                           headers={"Authorization": "Basic b3BlcmF0b3I6eA=="}).status_code == 403, \
             "a non-bearer Authorization header does not make a cookie session exempt"
         client.cookies.clear()
         junk = {"Cookie": f'a="unterminated; b=\\x01; greentwin_session={token}'}
         r = client.post(url, json=body, headers=junk)
-        assert r.status_code == 403 and "CSRF" in r.json()["detail"], "a cookie found by the API is found by the check"
+        assert r.status_code == 403 and "CSRF" in r.json()["detail"], \
+            "a cookie found by the API is found by the check"
         client.cookies.set("greentwin_session", token)
         assert client.post(url, json=body, headers=good).status_code == 200
         assert client.post(url, json=body, headers={**good, "Origin": "http://testserver"}).status_code == 200
@@ -160,7 +166,8 @@ def test_cookie_sessions_need_the_csrf_token_and_bearer_clients_do_not(client: T
     assert r.status_code == 403, "a login posted from another site"
 
 
-@pytest.mark.parametrize("authorization", ["Bearer  ", "Bearer \t", "bearer", "Bearer", "Token junk", "Bearer junk"])
+@pytest.mark.parametrize("authorization", ["Bearer  ", "Bearer \t", "bearer", "Bearer", "Token junk",
+                                           "Bearer junk"])
 def test_a_cookie_session_writes_only_with_its_csrf_token_whatever_authorization_header_comes_along(
         client: TestClient, authorization: str) -> None:
     """Either a real bearer token authenticates (no CSRF token needed) or the cookie does (needed), never the
@@ -198,7 +205,8 @@ def test_security_headers_and_pages_without_inline_script(client: TestClient) ->
             for src in re.findall(r'(?:src|href)="(/static/[^"]+)"', html):
                 assert client.get(src).status_code == 200, src
             assert f'content="{csrf_token(token)}"' in html and 'content="Europe/Amsterdam"' in html
-        assert 'id="controls"' not in client.get("/greenhouses/gh1").text, "no controls without the operator role"
+        assert 'id="controls"' not in client.get("/greenhouses/gh1").text, \
+            "no controls without the operator role"
     finally:
         client.cookies.clear()
     r = client.get("/", follow_redirects=False)
@@ -220,16 +228,19 @@ def test_the_report_panel_names_the_state_directory_verify_needs(client: TestCli
     [csv_link] = re.findall(r'<a class="btn" id="report-csv" href="([^"]*)"', html)
     assert csv_link == "/api/greenhouses/gh1/report.csv", "the CSV of the same summary, beside the PDF"
     [hint] = re.findall(r'<code id="report-verify-command">([^<]*)</code>', html)
-    assert shlex.split(unescape(hint)) == ["greentwin", "report", "verify", "FILE.pdf", "--state-dir", str(state_dir)]
+    assert shlex.split(unescape(hint)) == ["greentwin", "report", "verify", "FILE.pdf", "--state-dir",
+                                           str(state_dir)]
     spaced = verify_command(Path("/etc/green twin/report cert.pem"), state_dir)
-    assert shlex.split(spaced)[-2:] == ["--cert", "/etc/green twin/report cert.pem"], "a configured certificate wins"
+    assert shlex.split(spaced)[-2:] == ["--cert", "/etc/green twin/report cert.pem"], \
+        "a configured certificate wins"
 
 
 def test_zone_tiles_and_trends_name_zones_and_bands_as_the_report_does(client: TestClient) -> None:
     headers = {"Authorization": f"Bearer {_login(client, 'agronomist')}"}
     zones = client.get("/api/greenhouses/gh1/live", headers=headers).json()["zones"]
     assert [z["label"] for z in zones] == ["Zone 1", "Zone 2", "Zone 3"]
-    assert all(z["band_label"] == band_label(z["band_low_vwc"], z["band_high_vwc"]) == "19.5–27 %" for z in zones)
+    assert all(z["band_label"] == band_label(z["band_low_vwc"], z["band_high_vwc"]) == "19.5–27 %"
+               for z in zones)
     history = client.get("/api/greenhouses/gh1/history", headers=headers).json()
     assert history["zone_labels"] == [zone_label(i) for i in range(3)]
 
@@ -262,7 +273,8 @@ def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
     live = client.get("/api/greenhouses/gh1/live", headers=headers).json()
     assert len(live["zones"]) == 3 and live["zones"][0]["band_low_vwc"] < live["zones"][0]["band_high_vwc"]
     # The crop twin's estimates beside the measured climate, and the outlook decisions are made on.
-    assert live["crop"]["crop_day"] >= 60.0 and live["crop"]["yield_kg_m2"] == 0.0 and live["crop"]["lai"] is None
+    assert live["crop"]["crop_day"] >= 60.0 and live["crop"]["yield_kg_m2"] == 0.0 \
+        and live["crop"]["lai"] is None
     assert live["outlook"]["price_source"] == "tariff" and live["outlook"]["weather_source"] == "fallback"
     assert len(live["outlook"]["price_eur_mwh"]) == 24 and min(live["outlook"]["price_eur_mwh"]) > 0.0
     assert client.get("/api/greenhouses/nope/live", headers=headers).status_code == 404
@@ -273,7 +285,8 @@ def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
     assert status["ok"] is True and status["greenhouse_id"] == "gh1"
     operator = {"Authorization": f"Bearer {_login(client, 'operator')}"}
     assert client.get("/api/greenhouses/gh1/audit-status", headers=operator).status_code == 403
-    r = client.get("/api/greenhouses/gh1/history", params={"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"},
+    r = client.get("/api/greenhouses/gh1/history",
+                   params={"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"},
                    headers=headers)
     assert r.status_code == 422
     r = client.get("/api/greenhouses/gh1/history", params={"from": "2026-01-01T00:00:00"}, headers=headers)
@@ -282,13 +295,14 @@ def test_live_overview_and_alarms_answer_typed_json(client: TestClient) -> None:
 
 def test_economics_and_outlook_follow_the_first_telemetry(client: TestClient) -> None:
     """A telemetry message through the runtime as the bridge hands it over: the overview gains today's
-    money (yield marked estimated) and the greenhouse page the decision's outlook, with the tariff's prices."""
+    money (yield marked estimated) and the greenhouse page the decision's outlook, with the tariff's
+    prices."""
     headers = {"Authorization": f"Bearer {_login(client, 'agronomist')}"}
     runtime = client.app.state.runtime  # type: ignore[attr-defined]
     now = datetime.now(UTC).replace(microsecond=0)
-    tel = Telemetry(ts=now, boot_id="econ", seq=1, soil_vwc=[[0.24, 0.24]] * 3, air_temp_c=21.0, air_rh_pct=70.0,
-                    par_umol_m2_s=200.0, co2_ppm=500.0, leaf_temp_c=21.0, flow_l_min=0.0, pump_current_a=0.0,
-                    valve_open=[0, 0, 0], pump_pct=0.0, light_pct=0.0, estop=False)
+    tel = Telemetry(ts=now, boot_id="econ", seq=1, soil_vwc=[[0.24, 0.24]] * 3, air_temp_c=21.0,
+                    air_rh_pct=70.0, par_umol_m2_s=200.0, co2_ppm=500.0, leaf_temp_c=21.0, flow_l_min=0.0,
+                    pump_current_a=0.0, valve_open=[0, 0, 0], pump_pct=0.0, light_pct=0.0, estop=False)
     client.portal.call(runtime.on_telemetry, "gh1", tel)  # type: ignore[union-attr]
     deadline = time.monotonic() + 30
     while "gh1" not in runtime.dispatch.observations and time.monotonic() < deadline:
@@ -343,7 +357,8 @@ def test_costs_and_the_price_trend_use_the_price_each_decision_recorded(tmp_path
         assert money["lamp_kwh"] > 0 and money["energy_cost_eur"] == pytest.approx(money["lamp_kwh"] * 0.5)
         span = {"from": start.isoformat(), "to": (start + timedelta(hours=2)).isoformat()}
         for points in (24, 10):  # five-minute buckets from the cells; twelve-minute ones from the decisions
-            h = c.get("/api/greenhouses/gh1/history", params={**span, "points": points}, headers=headers).json()
+            h = c.get("/api/greenhouses/gh1/history", params={**span, "points": points},
+                      headers=headers).json()
             half = len(h["ts"]) // 2
             assert h["price_source"] == "mixed" and len(h["ts"]) == points
             assert h["price_eur_mwh"][:half] == [500.0] * half
@@ -369,7 +384,8 @@ def test_history_averages_a_week_of_minutes_into_hourly_buckets(history_url: str
     rng = np.random.default_rng(0)
     theta = 0.2 + 0.05 * rng.random((minutes, 6))
     rows = [{"greenhouse_id": "gh1", "seq": k + 1, "ts": start + timedelta(minutes=k), "actor": "policy:x",
-             "mode": "auto", "telemetry": {"flow_l_min": float(k % 60), "air_temp_c": None if k % 2 else 20.0},
+             "mode": "auto",
+             "telemetry": {"flow_l_min": float(k % 60), "air_temp_c": None if k % 2 else 20.0},
              "estimate": {"theta": theta[k].tolist()}, "member_actions": [], "voted": {}, "clipped": {},
              "rules_fired": [], "confidence": 1.0} for k in range(minutes)]
     engine = make_engine(url)
@@ -409,16 +425,18 @@ def test_alarm_groups_acknowledge_up_to_now_and_reopen_on_a_new_occurrence() -> 
     book = AlarmBook(runtime)  # type: ignore[arg-type]
     groups = {(a.greenhouse_id, a.kind): a for a in book.list()}
     timeout, failed = groups[("gh1", "ack_timeout")], groups[("gh2", "valve_failed:2")]
-    assert (timeout.count, timeout.first_at, timeout.last_at, timeout.severity) == (2, t0, t0 + timedelta(seconds=5),
-                                                                                    "warning")
-    assert failed.severity == "critical" and book.unacknowledged("gh1") == 1 and book.unacknowledged("gh2") == 1
+    assert (timeout.count, timeout.first_at, timeout.last_at, timeout.severity) == (
+        2, t0, t0 + timedelta(seconds=5), "warning")
+    assert failed.severity == "critical" and book.unacknowledged("gh1") == 1 \
+        and book.unacknowledged("gh2") == 1
     ack = book.acknowledge(timeout.id, "operator:olga")
     assert ack.through == timeout.last_at and book.unacknowledged("gh1") == 0
     [acked] = book.list("gh1")
     assert acked.acknowledged and acked.acknowledged_by == "operator:olga"
     runtime.alarms.append(Alarm("gh1", t0 + timedelta(seconds=9), "ack_timeout"))
     [again] = book.list("gh1")
-    assert not again.acknowledged and again.count == 3, "a new occurrence after the acknowledgement reopens it"
+    assert not again.acknowledged and again.count == 3, \
+        "a new occurrence after the acknowledgement reopens it"
     with pytest.raises(UnknownAlarm):
         book.acknowledge("f" * 16, "operator:olga")
 
@@ -428,12 +446,15 @@ def test_alarm_groups_acknowledge_up_to_now_and_reopen_on_a_new_occurrence() -> 
 FUZZ_SKIP = {"/api/stream",  # never ends by design
              "/api/auth/logout",  # would end the fuzzing session itself
              "/api/auth/login",  # Argon2 per call; its refusals are tested in test_api_auth
-             "/api/greenhouses/{gh}/report.pdf"}  # builds and signs PDFs; its inputs are tested in test_api_auth
-_json = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False)
+             "/api/greenhouses/{gh}/report.pdf"}  # builds and signs PDFs; its inputs are tested in
+                                                  # test_api_auth
+_json = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6)
+                     | st.floats(allow_nan=False, allow_infinity=False)
                      | st.text(max_size=20), lambda inner: st.lists(inner, max_size=4)
                      | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=8)
 _param = st.one_of(st.text(max_size=30), st.integers(-10**9, 10**9).map(str), st.sampled_from(
-    ["gh1", "nope", "0" * 16, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00", "-1", "1e309", "NaN", "%00", "../.."]))
+    ["gh1", "nope", "0" * 16, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00", "-1", "1e309", "NaN", "%00",
+     "../.."]))
 
 
 _FUZZ_TOKENS: dict[str, str] = {}
@@ -448,7 +469,8 @@ def _operations(spec: dict[str, object]) -> list[tuple[str, str, dict[str, objec
 
 
 def _body_fields(spec: dict[str, object], op: dict[str, object]) -> list[str]:
-    ref = (op.get("requestBody") or {}).get("content", {}).get("application/json", {}).get("schema", {}).get("$ref")  # type: ignore[attr-defined]
+    ref = (op.get("requestBody") or {}).get("content", {}).get("application/json", {}).get(  # type: ignore[attr-defined]
+        "schema", {}).get("$ref")
     if not ref:
         return []
     return list(spec["components"]["schemas"][ref.rsplit("/", 1)[1]].get("properties", {}))  # type: ignore[index]
@@ -463,7 +485,8 @@ def test_fuzzed_api_requests_never_get_a_server_error(client: TestClient, data: 
     url = path.format(**{p["name"]: quote(data.draw(_param), safe="") for p in params if p["in"] == "path"})
     query = {p["name"]: data.draw(_param) for p in params if p["in"] == "query" and data.draw(st.booleans())}
     fields = _body_fields(spec, op)
-    body = data.draw(st.fixed_dictionaries({}, optional={f: _json for f in fields}) | _json) if fields else None
+    body = data.draw(st.fixed_dictionaries({}, optional={f: _json for f in fields}) | _json) if fields \
+        else None
     if "operator" not in _FUZZ_TOKENS:
         _FUZZ_TOKENS["operator"] = _login(client, "operator")
     r = client.request(method, url, params=query, json=body,
@@ -473,11 +496,13 @@ def test_fuzzed_api_requests_never_get_a_server_error(client: TestClient, data: 
 
 def test_admin_adds_disables_and_resets_accounts_and_each_change_is_sealed(client: TestClient) -> None:
     admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
-    r = client.post("/api/users", json={"username": "nina", "roles": ["operator", "agronomist"]}, headers=admin)
+    r = client.post("/api/users", json={"username": "nina", "roles": ["operator", "agronomist"]},
+                    headers=admin)
     assert r.status_code == 201, r.text
     created = r.json()
     assert created["roles"] == ["agronomist", "operator"] and len(created["password"]) >= 12
-    assert client.post("/api/users", json={"username": "nina", "roles": ["operator"]}, headers=admin).status_code == 409
+    assert client.post("/api/users", json={"username": "nina", "roles": ["operator"]},
+                       headers=admin).status_code == 409
     login = client.post("/api/auth/login", json={"username": "nina", "password": created["password"]})
     assert login.status_code == 200
     client.cookies.clear()
@@ -498,19 +523,23 @@ def test_admin_adds_disables_and_resets_accounts_and_each_change_is_sealed(clien
 
 def test_role_changes_and_registrations_are_sealed_with_the_admin(client: TestClient) -> None:
     admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
-    assert client.post("/api/users", json={"username": "rolf", "roles": ["operator"]}, headers=admin).status_code == 201
+    assert client.post("/api/users", json={"username": "rolf", "roles": ["operator"]},
+                       headers=admin).status_code == 201
     r = client.post("/api/users/rolf/roles", json={"roles": ["agronomist", "admin"]}, headers=admin)
     assert r.status_code == 200 and r.json()["roles"] == ["admin", "agronomist"], r.text
     assert client.post("/api/users/ghost/roles", json={"roles": ["admin"]}, headers=admin).status_code == 404
     assert client.post("/api/users/rolf/roles", json={"roles": ["root"]}, headers=admin).status_code == 422
     r = client.post("/api/greenhouses", json={"id": "gh-sealed", "zones": 2, "soil": "clay"}, headers=admin)
     assert r.status_code == 201, r.text
-    assert client.post("/api/greenhouses", json={"id": "gh-sealed", "zones": 2}, headers=admin).status_code == 409
+    assert client.post("/api/greenhouses", json={"id": "gh-sealed", "zones": 2},
+                       headers=admin).status_code == 409
     runtime = client.app.state.runtime  # type: ignore[attr-defined]
     entries = runtime.audit.store.tail_entries("_access", 3)
-    assert [(e.kind, e.actor) for e in entries] == [("user_add", "admin:admin"), ("user_roles", "admin:admin"),
+    assert [(e.kind, e.actor) for e in entries] == [("user_add", "admin:admin"),
+                                                    ("user_roles", "admin:admin"),
                                                     ("greenhouse_register", "admin:admin")]
-    assert entries[1].payload == {"username": "rolf", "from_roles": ["operator"], "to_roles": ["admin", "agronomist"]}
+    assert entries[1].payload == {"username": "rolf", "from_roles": ["operator"],
+                                  "to_roles": ["admin", "agronomist"]}
     assert entries[2].payload["greenhouse_id"] == "gh-sealed" and entries[2].payload["soil"] == "clay"
     assert all(r.ok for r in runtime.audit.store.verify("_access"))
 
@@ -537,9 +566,11 @@ def test_the_last_enabled_admin_can_neither_step_down_nor_be_disabled(tmp_path: 
         [row] = c.get("/api/users", headers=adam).json()
         assert (row["roles"], row["disabled"]) == (["admin"], False)
         assert len(store.tail_entries("_access", 100)) == sealed, "a refused change is not sealed"
-        assert c.post("/api/users", json={"username": "ada", "roles": ["admin"]}, headers=adam).status_code == 201
+        assert c.post("/api/users", json={"username": "ada", "roles": ["admin"]},
+                      headers=adam).status_code == 201
         r = c.post("/api/users/adam/roles", json={"roles": ["operator"]}, headers=adam)
-        assert r.status_code == 200 and r.json()["roles"] == ["operator"], "with a second admin he may step down"
+        assert r.status_code == 200 and r.json()["roles"] == ["operator"], \
+            "with a second admin he may step down"
 
 
 def test_acknowledging_an_acknowledged_alarm_answers_that_acknowledgement_and_seals_nothing(
@@ -566,7 +597,8 @@ def test_acknowledging_an_acknowledged_alarm_answers_that_acknowledgement_and_se
     assert acks_sealed() == before + 1 and group()["acknowledged"]
     runtime.dispatch.alarm("gh1", "valve_failed:ack-test")
     assert not group()["acknowledged"], "a new occurrence reopens it"
-    threads = [threading.Thread(target=dash.alarms.acknowledge, args=(key, "operator:operator")) for _ in range(4)]
+    threads = [threading.Thread(target=dash.alarms.acknowledge, args=(key, "operator:operator"))
+               for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
@@ -588,10 +620,11 @@ def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> 
     engine = make_engine(url)
     sessions = make_session_factory(engine)
     t0 = datetime(2026, 6, 1, tzinfo=UTC)
-    before = SimpleNamespace(alarms=[Alarm("gh1", t0, "valve_failed:1"), Alarm("gh1", t0 + timedelta(seconds=1),
-                                                                               "valve_failed:1"),
+    before = SimpleNamespace(alarms=[Alarm("gh1", t0, "valve_failed:1"),
+                                     Alarm("gh1", t0 + timedelta(seconds=1), "valve_failed:1"),
                                      Alarm("gh1", t0 + timedelta(seconds=2), "ack_timeout"),
-                                     Alarm("ghost", t0, "ack_timeout")], audit=None)  # refused by the database
+                                     Alarm("ghost", t0, "ack_timeout")],
+                             audit=None)  # refused by the database
     book = AlarmBook(before, sessions)  # type: ignore[arg-type]
     failed = next(a for a in book.list() if a.kind == "valve_failed:1")
     book.acknowledge(failed.id, "operator:olga")
@@ -601,8 +634,10 @@ def test_alarms_and_their_acknowledgements_survive_a_restart(tmp_path: Path) -> 
     after = SimpleNamespace(alarms=[], audit=None)  # a restarted service: no occurrences in memory
     restarted = AlarmBook(after, sessions)  # type: ignore[arg-type]
     groups = {a.kind: a for a in restarted.list("gh1")}
-    assert groups["valve_failed:1"].acknowledged and groups["valve_failed:1"].acknowledged_by == "operator:olga"
-    assert groups["valve_failed:1"].count == 2 and groups["valve_failed:1"].last_at == t0 + timedelta(seconds=1)
+    assert groups["valve_failed:1"].acknowledged \
+        and groups["valve_failed:1"].acknowledged_by == "operator:olga"
+    assert groups["valve_failed:1"].count == 2 \
+        and groups["valve_failed:1"].last_at == t0 + timedelta(seconds=1)
     assert not groups["ack_timeout"].acknowledged and restarted.unacknowledged("gh1") == 1
     assert restarted.list("ghost") == [], "the row the database refused did not hold up the others"
     after.alarms.append(Alarm("gh1", t0 + timedelta(minutes=5), "valve_failed:1"))
@@ -622,14 +657,16 @@ def test_policy_overview_for_admins_with_the_shipped_ensembles_metrics(client: T
     # Greenhouses registered by earlier tests are controlled at once, on the same expert.
     controlled = sorted(client.app.state.runtime.controllers)  # type: ignore[attr-defined]
     assert "gh1" in controlled
-    assert body["in_force"] == [{"policy_version": "expert", "greenhouses": controlled}], "no ensemble: the expert"
+    assert body["in_force"] == [{"policy_version": "expert", "greenhouses": controlled}], \
+        "no ensemble: the expert"
     assert body["ensemble"] is None and "no readable ensemble" in body["problem"]
     operator = {"Authorization": f"Bearer {_login(client, 'operator')}"}
     assert client.get("/api/policy", headers=operator).status_code == 403
     shipped = Path(__file__).resolve().parents[3] / "policy" / "shipped"
     ensemble = read_ensemble(shipped)
     manifest = __import__("json").loads((shipped / "ensemble.json").read_text())
-    assert ensemble.policy_version == manifest["policy_version"] and len(ensemble.members) == len(manifest["members"])
+    assert ensemble.policy_version == manifest["policy_version"] \
+        and len(ensemble.members) == len(manifest["members"])
     first = __import__("json").loads((shipped / "member_0" / "meta.json").read_text())
     assert ensemble.members[0].eval_mean_reward == first["metrics"]["eval"]["mean_reward"]
     assert ensemble.members[0].weights_sha256 == manifest["members"][0]["weights_sha256"]
@@ -650,7 +687,8 @@ def test_admin_pages_for_admins_only(client: TestClient) -> None:
             client.cookies.clear()
 
 
-def test_policy_overview_shows_the_registry_and_the_last_retraining_run(client: TestClient, tmp_path: Path) -> None:
+def test_policy_overview_shows_the_registry_and_the_last_retraining_run(client: TestClient,
+                                                                        tmp_path: Path) -> None:
     import shutil
 
     from app import registry
@@ -662,7 +700,8 @@ def test_policy_overview_shows_the_registry_and_the_last_retraining_run(client: 
     shutil.copytree(shipped, folder)
     registry.add_candidate(runtime.sessions, "ppo-api-cand", folder, parent=None, status="refused",
                            metrics={"promote": False, "reason": "stress worse"}, note="gate: stress worse")
-    record_run(runtime.sessions, "20261202T030000Z", status="refused", summary={"stages": {"gate": {"promote": False}}},
+    record_run(runtime.sessions, "20261202T030000Z", status="refused",
+               summary={"stages": {"gate": {"promote": False}}},
                candidate="ppo-api-cand", reason="stress worse", finished=True)
     admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
     body = client.get("/api/policy", headers=admin).json()
@@ -677,15 +716,20 @@ def test_forecast_reads_and_what_ifs_refused_in_words(client: TestClient) -> Non
     """Before any telemetry the forecast waits; a what-if is checked as a settings change would be."""
     admin = {"Authorization": f"Bearer {_login(client, 'admin')}"}
     # A greenhouse of its own: gh1 has had telemetry from other tests of this module.
-    assert client.post("/api/greenhouses", json={"id": "gh-quiet", "zones": 3}, headers=admin).status_code == 201
+    assert client.post("/api/greenhouses", json={"id": "gh-quiet", "zones": 3},
+                       headers=admin).status_code == 201
     auth = {"Authorization": f"Bearer {_login(client, 'operator')}"}
     r = client.get("/api/greenhouses/gh-quiet/forecast", headers=auth)
     assert r.status_code == 200 and r.json()["state"] == "waiting" and r.json()["forecast"] is None
-    assert r.json()["tracking"]["samples"] == 0 and client.get("/api/greenhouses/nope/forecast", headers=auth).status_code == 404
+    assert r.json()["tracking"]["samples"] == 0 \
+        and client.get("/api/greenhouses/nope/forecast", headers=auth).status_code == 404
     url = "/api/greenhouses/gh-quiet/forecast/what-if"
-    refused = {"nothing to try": {}, "zones[7]": {"zones": [{"index": 7, "target_low_vwc": 0.2, "target_high_vwc": 0.3}]},
-               "zones[0].target_low_vwc": {"zones": [{"index": 0, "target_low_vwc": 0.3, "target_high_vwc": 0.2}]},
-               "zones[1].target_high_vwc": {"zones": [{"index": 1, "target_low_vwc": 0.2, "target_high_vwc": 0.9}]},
+    refused = {"nothing to try": {},
+               "zones[7]": {"zones": [{"index": 7, "target_low_vwc": 0.2, "target_high_vwc": 0.3}]},
+               "zones[0].target_low_vwc": {"zones": [{"index": 0, "target_low_vwc": 0.3,
+                                                      "target_high_vwc": 0.2}]},
+               "zones[1].target_high_vwc": {"zones": [{"index": 1, "target_low_vwc": 0.2,
+                                                       "target_high_vwc": 0.9}]},
                "lamp_hours_per_day": {"lamp_hours_per_day": 30.0}}
     for words, body in refused.items():
         r = client.post(url, json=body, headers=auth)

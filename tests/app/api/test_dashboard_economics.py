@@ -1,4 +1,5 @@
-"""Today's economics and the outlook the dashboard shows, from a real controller's decisions and trend cells."""
+"""Today's economics and the outlook the dashboard shows, from a real controller's decisions and trend
+cells."""
 
 from __future__ import annotations
 
@@ -30,14 +31,15 @@ T0 = datetime(2026, 6, 3, 0, 5, tzinfo=UTC)
 
 
 def _controller() -> GreenhouseController:
-    return GreenhouseController("gh1", ZONES, ExpertProposer(ThresholdExpert()), SafetyLimits.default(), step_s=60.0,
+    return GreenhouseController("gh1", ZONES, ExpertProposer(ThresholdExpert()), SafetyLimits.default(),
+                                step_s=60.0,
                                 site_timezone=TZ, cmd_id_factory=lambda: uuid.uuid4())
 
 
 def _telemetry(ts: datetime, seq: int, light_pct: float = 0.0, par: float = 0.0) -> Telemetry:
-    return Telemetry(ts=ts, boot_id="b1", seq=seq, soil_vwc=[[0.24, 0.24]] * 6, air_temp_c=21.0, air_rh_pct=70.0,
-                     par_umol_m2_s=par, co2_ppm=600.0, leaf_temp_c=21.0, flow_l_min=0.0, pump_current_a=0.0,
-                     valve_open=[0] * 6, pump_pct=0.0, light_pct=light_pct, estop=False)
+    return Telemetry(ts=ts, boot_id="b1", seq=seq, soil_vwc=[[0.24, 0.24]] * 6, air_temp_c=21.0,
+                     air_rh_pct=70.0, par_umol_m2_s=par, co2_ppm=600.0, leaf_temp_c=21.0, flow_l_min=0.0,
+                     pump_current_a=0.0, valve_open=[0] * 6, pump_pct=0.0, light_pct=light_pct, estop=False)
 
 
 def test_hourly_price_is_the_tariff_of_the_sites_clock_hour() -> None:
@@ -47,10 +49,12 @@ def test_hourly_price_is_the_tariff_of_the_sites_clock_hour() -> None:
     wednesday_02 = datetime(2026, 6, 3, 0, 30, tzinfo=UTC)  # 02:30
     saturday_10 = datetime(2026, 6, 6, 8, 30, tzinfo=UTC)
     prices = econ.hourly_price(ctl, [wednesday_10, wednesday_02, saturday_10])
-    assert prices.tolist() == [cfg.tou_peak_eur_mwh + cfg.adder_eur_mwh, cfg.tou_offpeak_eur_mwh + cfg.adder_eur_mwh,
+    assert prices.tolist() == [cfg.tou_peak_eur_mwh + cfg.adder_eur_mwh,
+                               cfg.tou_offpeak_eur_mwh + cfg.adder_eur_mwh,
                                cfg.tou_offpeak_eur_mwh + cfg.adder_eur_mwh]
     # 06:30 UTC is 08:30 in Amsterdam: peak there, though 06:30 would be off-peak on a UTC clock.
-    assert econ.hourly_price(ctl, [datetime(2026, 6, 3, 6, 30, tzinfo=UTC)])[0] == cfg.tou_peak_eur_mwh + cfg.adder_eur_mwh
+    assert econ.hourly_price(ctl, [datetime(2026, 6, 3, 6, 30, tzinfo=UTC)])[0] == \
+        cfg.tou_peak_eur_mwh + cfg.adder_eur_mwh
     assert econ.hourly_price(ctl, []).shape == (0,)
 
 
@@ -148,7 +152,8 @@ def test_outlook_lines_prices_and_forecast_up_on_clock_hours() -> None:
     assert econ.outlook(ctl, (ts, [0.0, 1.0])) is None, "an observation of another layout shows nothing"
     o = econ.outlook(ctl, (d.ts, d.observation))
     assert o is not None and len(o.hours) == len(o.price_eur_mwh) == len(o.temp_c) == len(o.published) == 24
-    assert o.hours[0] == datetime(2026, 6, 3, 8, 0, tzinfo=UTC) and o.hours[1] - o.hours[0] == timedelta(hours=1)
+    assert o.hours[0] == datetime(2026, 6, 3, 8, 0, tzinfo=UTC) \
+        and o.hours[1] - o.hours[0] == timedelta(hours=1)
     assert o.temp_c[0] is None and o.temp_c[1:] == pytest.approx(temp[:23].tolist())
     assert o.solar_w_m2[1:] == pytest.approx(solar[:23].tolist(), abs=1e-3)
     assert o.price_eur_mwh == pytest.approx((spot + ctl.obs_builder.tariff.adder_eur_mwh).tolist())
@@ -161,12 +166,14 @@ def test_outlook_lines_prices_and_forecast_up_on_clock_hours() -> None:
 
 def _feed(spot: float, at: datetime) -> Outlook:
     """A day-ahead feed's outlook with a flat spot price (unlike the tariff's peak and off-peak)."""
-    return Outlook(issued=at.replace(minute=0), forecast_temp_c=np.full(24, 15.0), forecast_solar_w_m2=np.zeros(47),
+    return Outlook(issued=at.replace(minute=0), forecast_temp_c=np.full(24, 15.0),
+                   forecast_solar_w_m2=np.zeros(47),
                    price_eur_mwh=np.full(24, spot), price_published=np.ones(24), price_source="live")
 
 
 def test_lamps_cost_the_price_their_decisions_recorded_and_the_tariff_only_fills_in(tmp_path: Path) -> None:
-    """A day-ahead feed at 400 EUR/MWh spot while the tariff says peak: the cells keep the 400, the costs use it;
+    """A day-ahead feed at 400 EUR/MWh spot while the tariff says peak: the cells keep the 400, the costs
+    use it;
     an hour whose records hold no price (stored before prices were kept) is priced at the tariff."""
     url = f"sqlite:///{tmp_path / 'gt.sqlite3'}"
     db_cli.upgrade(url)
@@ -182,7 +189,8 @@ def test_lamps_cost_the_price_their_decisions_recorded_and_the_tariff_only_fills
         rows = []
         for m in range(60):  # 11:00-11:59 and 12:00-12:59 local: peak hours of the tariff, lamps at 100 %
             ts = datetime(2026, 6, 3, hour, m, tzinfo=UTC)
-            row = ctl.on_telemetry(_telemetry(ts, seq0 + m, light_pct=100.0, par=250.0), outlook=_feed(400.0, ts)).record()
+            row = ctl.on_telemetry(_telemetry(ts, seq0 + m, light_pct=100.0, par=250.0),
+                                   outlook=_feed(400.0, ts)).record()
             if not keep_price:
                 row["estimate"] = {k: v for k, v in row["estimate"].items() if k != "price_eur_mwh"}
             rows.append(row)
@@ -224,10 +232,12 @@ def test_the_current_hours_price_is_the_last_decisions_while_the_lamps_are_off()
     d = ctl.on_telemetry(_telemetry(ts, 1), outlook=_feed(250.0, ts))
     price = econ.recorded_now(ctl, (d.ts, d.observation), ts + timedelta(minutes=40))
     assert price == pytest.approx(250.0 + PriceConfig().adder_eur_mwh)
-    assert econ.recorded_now(ctl, (d.ts, d.observation), ts + timedelta(minutes=50)) is None, "the next clock hour"
+    assert econ.recorded_now(ctl, (d.ts, d.observation), ts + timedelta(minutes=50)) is None, \
+        "the next clock hour"
     assert econ.recorded_now(ctl, None, ts) is None
     empty = econ.DayClimate([], np.zeros((0, len(roll.SCALARS) + 1)))
     e = econ.today(ctl, econ.estimate(ctl, empty, None, date(2026, 6, 3), ts, price), 1.0, ts)
     assert e is not None and e.lamp_price_eur_mwh == price and e.price_source == "recorded"
     e = econ.today(ctl, econ.estimate(ctl, empty, None, date(2026, 6, 3), ts), 1.0, ts)
-    assert e is not None and e.lamp_price_eur_mwh == econ.hourly_price(ctl, [ts])[0] and e.price_source == "tariff"
+    assert e is not None and e.lamp_price_eur_mwh == econ.hourly_price(ctl, [ts])[0] \
+        and e.price_source == "tariff"

@@ -41,9 +41,10 @@ class Clock:
 
 
 def _telemetry(seq: int) -> Telemetry:
-    return Telemetry(ts=datetime.now(UTC), boot_id="feed", seq=seq, soil_vwc=[[0.24, 0.24]] * 2, air_temp_c=21.0,
-                     air_rh_pct=70.0, par_umol_m2_s=100.0, co2_ppm=500.0, leaf_temp_c=21.0, flow_l_min=0.0,
-                     pump_current_a=0.0, valve_open=[0, 0], pump_pct=0.0, light_pct=0.0, estop=False)
+    return Telemetry(ts=datetime.now(UTC), boot_id="feed", seq=seq, soil_vwc=[[0.24, 0.24]] * 2,
+                     air_temp_c=21.0, air_rh_pct=70.0, par_umol_m2_s=100.0, co2_ppm=500.0, leaf_temp_c=21.0,
+                     flow_l_min=0.0, pump_current_a=0.0, valve_open=[0, 0], pump_pct=0.0, light_pct=0.0,
+                     estop=False)
 
 
 def test_streams_of_a_page_share_one_event_built_once_per_change(client: TestClient) -> None:

@@ -27,8 +27,10 @@ def test_names_are_unique_and_the_parser_lists_them_all() -> None:
 
 
 def test_building_the_parser_loads_no_handler() -> None:
-    handlers = sorted({c.run.partition(":")[0] for c in COMMANDS} - {c.arguments.partition(":")[0] for c in COMMANDS})
+    handlers = sorted({c.run.partition(":")[0] for c in COMMANDS}
+                      - {c.arguments.partition(":")[0] for c in COMMANDS})
     code = ("import sys; from app.cli import build_parser; build_parser(); "
             f"print([m for m in {handlers!r} if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
     assert out.strip() == "[]", out

@@ -77,7 +77,8 @@ def test_a_port_in_use_is_one_line_naming_another(tmp_path: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        with pytest.raises(DemoBlocked, match=rf"port {port} on 127\.0\.0\.1 is in use.*PORT={port + 1}") as caught:
+        with pytest.raises(DemoBlocked,
+                           match=rf"port {port} on 127\.0\.0\.1 is in use.*PORT={port + 1}") as caught:
             check_port_free(port)
     assert "\n" not in str(caught.value)
     check_port_free(port)  # free again
@@ -110,7 +111,8 @@ def test_the_embedded_broker_only_where_the_demo_can_stand_one_up() -> None:
     with pytest.raises(DemoBlocked, match="plain mqtt:// only"):
         plan_broker(tls, parse_mqtt_url(tls))
     remote = "mqtt://user:hunter2@192.0.2.1:1883"  # TEST-NET-1: never answers
-    with pytest.raises(DemoBlocked, match=r"no MQTT broker answers at mqtt://user:\*\*\*@192\.0\.2\.1:1883") as caught:
+    with pytest.raises(DemoBlocked,
+                       match=r"no MQTT broker answers at mqtt://user:\*\*\*@192\.0\.2\.1:1883") as caught:
         plan_broker(remote, parse_mqtt_url(remote))
     assert "hunter2" not in str(caught.value)
 
@@ -123,7 +125,8 @@ def test_prepare_takes_the_url_and_a_root_of_its_own(tmp_path: Path, clean_env: 
     try:
         assert start.target.port == closed and start.embedded is True
         assert start.topic_root == demo_topic_root(tmp_path / "a")
-        assert os.environ["GREENTWIN_DATABASE_URL"].endswith(str((tmp_path / "a" / "greentwin.sqlite3").resolve()))
+        assert os.environ["GREENTWIN_DATABASE_URL"].endswith(
+            str((tmp_path / "a" / "greentwin.sqlite3").resolve()))
     finally:
         start.lock.close()
 
@@ -137,7 +140,8 @@ def _demo(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.Com
 def test_help_names_the_broker_it_would_use_without_its_password() -> None:
     done = _demo("--help", env_extra={"GREENTWIN_MQTT_URL": "mqtt://svc:s3cret@broker.site:1884"})
     text = " ".join(done.stdout.split())  # argparse wraps lines
-    assert done.returncode == 0 and "MQTT broker: mqtt://svc:***@broker.site:1884" in text and "s3cret" not in text
+    assert done.returncode == 0 and "MQTT broker: mqtt://svc:***@broker.site:1884" in text \
+        and "s3cret" not in text
     assert "--mqtt-url" in text and "embedded broker" in text and "greentwin-demo-" in text
     plain = " ".join(_demo("--help").stdout.split())
     assert "MQTT broker: mqtt://127.0.0.1:1883" in plain
@@ -152,7 +156,8 @@ def test_a_start_that_cannot_proceed_says_why_in_one_line(tmp_path: Path) -> Non
             (["--mqtt-url", "mqtt://192.0.2.1:1883"], {}, "no MQTT broker answers at mqtt://192.0.2.1:1883"),
             (["--mqtt-url", f"http://127.0.0.1:{closed}"], {}, "unsupported MQTT URL scheme 'http'"),
             (["--data-dir", str(tmp_path / "held")], {}, f"in use by another demo (pid {os.getpid()})"),
-            ([], {"GREENTWIN_MQTT_TOPIC_ROOT": "site/a"}, "GREENTWIN_MQTT_TOPIC_ROOT: invalid MQTT topic root"),
+            ([], {"GREENTWIN_MQTT_TOPIC_ROOT": "site/a"},
+             "GREENTWIN_MQTT_TOPIC_ROOT: invalid MQTT topic root"),
         ]
         for extra, env, expected in cases:
             argv = ["--port", str(port), "--data-dir", str(tmp_path / uuid.uuid4().hex), *extra]

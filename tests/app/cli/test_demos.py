@@ -38,7 +38,8 @@ def test_overrides_are_exported_as_demonstrations_and_feed_training(tmp_path: Pa
     db_cli.upgrade(url)
     add_greenhouse(url, "gh1", zones=6)
     recorder = DecisionRecorder(make_session_factory(make_engine(url)), tmp_path / "spool.jsonl")
-    ctl = GreenhouseController("gh1", ZONES, ExpertProposer(ThresholdExpert()), SafetyLimits.default(), step_s=60.0)
+    ctl = GreenhouseController("gh1", ZONES, ExpertProposer(ThresholdExpert()), SafetyLimits.default(),
+                               step_s=60.0)
     decisions = [ctl.on_telemetry(_telemetry(0, [0] * 6, 0.0))]  # auto: not a demonstration
     ctl.set_mode("manual", "operator:olga", "hand watering zones 0 and 1", T0,
                  manual_action=np.array([1, 1, 0, 0, 0, 0, 60.0, 0.0]))
@@ -52,7 +53,8 @@ def test_overrides_are_exported_as_demonstrations_and_feed_training(tmp_path: Pa
     demos = load_demos(out, ObservationSpec(6))
     overrides = [d for d in decisions if d.is_override]
     assert len(overrides) == 3 and list(demos.who) == ["olga"] * 3
-    np.testing.assert_array_equal(demos.obs.numpy(), np.asarray([d.observation for d in overrides], np.float32))
+    np.testing.assert_array_equal(demos.obs.numpy(),
+                                  np.asarray([d.observation for d in overrides], np.float32))
     applied = [[*d.clipped["valves"], d.clipped["pump_pct"], d.clipped["light_pct"]] for d in overrides]
     np.testing.assert_array_equal(demos.action.numpy(), np.asarray(applied, np.float32))
     assert cli_main(["demos", "export", "--out", str(out), "--url", url, "--zones", "4"]) == 2

@@ -1,4 +1,5 @@
-"""A production start: ``greentwin init`` makes what it needs; a start that cannot proceed says why in one line."""
+"""A production start: ``greentwin init`` makes what it needs; a start that cannot proceed says why in one
+line."""
 
 from __future__ import annotations
 
@@ -139,7 +140,8 @@ def test_unreadable_key_file_is_one_line(initialised: tuple[Path, str], tmp_path
     if os.geteuid() != 0:  # root reads a mode-000 file anyway
         key = state / "secrets" / SIGNING_FILE
         key.chmod(0)
-        _one_line_refusal(_serve(_prod_env(state, url), tmp_path), "GREENTWIN_AUDIT_SIGNING_KEY", "cannot be read")
+        _one_line_refusal(_serve(_prod_env(state, url), tmp_path), "GREENTWIN_AUDIT_SIGNING_KEY",
+                          "cannot be read")
 
 
 def test_schema_behind_is_one_line(initialised: tuple[Path, str], tmp_path: Path) -> None:

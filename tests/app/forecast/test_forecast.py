@@ -44,9 +44,10 @@ def scene(moisture: float = 0.205, price: float = 60.0, **kw: Any) -> Scene:
     base = Scene(greenhouse_id="gh1", start=T0, local_hour_of_year=151 * 24 + 8 + 10 / 60, setup=SETUP,
                  site_limits=SafetyLimits.default(), moisture=(moisture,) * Z, crop_day=60.0, crop_pools=None,
                  dli_today=5.0, lamp_hours_today=0.0, water_today_l=(0.0,) * Z, irrigation_24h_mm=(2.0,) * Z,
-                 air_temp_c=20.0, air_rh_pct=70.0, co2_ppm=420.0, outlook=outlook(price), fruit_price_eur_kg=1.0,
-                 water_price_eur_m3=0.75, price_adder_eur_mwh=30.0, transmissivity=0.65, threshold=0.35,
-                 policy_version="expert", variants=default_variants(SETUP))
+                 air_temp_c=20.0, air_rh_pct=70.0, co2_ppm=420.0, outlook=outlook(price),
+                 fruit_price_eur_kg=1.0, water_price_eur_m3=0.75, price_adder_eur_mwh=30.0,
+                 transmissivity=0.65, threshold=0.35, policy_version="expert",
+                 variants=default_variants(SETUP))
     return dataclasses.replace(base, **kw)
 
 
@@ -66,13 +67,15 @@ def test_a_wetter_band_waters_more_and_a_lower_one_less(bands: Any) -> None:
     assert end["wetter"] > end["forecast"] > end["wider"]
     assert wetter.totals["water_cost_eur"] > base.totals["water_cost_eur"]
     assert wider.bands[0] == [0.15, 0.3] and base.bands[0] == [0.21, 0.27]
-    assert sum(wider.totals["hours_dry"]) < sum(base.totals["hours_dry"]), "a lower band end counts fewer dry hours"
+    assert sum(wider.totals["hours_dry"]) < sum(base.totals["hours_dry"]), \
+        "a lower band end counts fewer dry hours"
 
 
 def test_shape_and_times(bands: Any) -> None:
     assert bands.hours == 24 and len(bands.times) == 25 and bands.times[0] == T0
     for v in bands.variants:
-        assert np.shape(v.moisture_vwc) == (Z, 25) and np.shape(v.irrigation_l) == (Z, 24) and len(v.lamp_hours) == 24
+        assert np.shape(v.moisture_vwc) == (Z, 25) and np.shape(v.irrigation_l) == (Z, 24) \
+            and len(v.lamp_hours) == 24
         assert abs(sum(map(sum, v.irrigation_l)) - v.totals["water_l"]) < 1.0
 
 
@@ -88,23 +91,26 @@ def test_lamps_as_the_rule_runs_them_ignore_a_dear_hour() -> None:
 
 
 def test_a_lamp_budget_caps_the_lamps() -> None:
-    f = compute(scene(moisture=0.24, price=5.0).with_variants(Variant("forecast"), Variant("short", lamp_hours_per_day=1.0)),
+    f = compute(scene(moisture=0.24, price=5.0).with_variants(Variant("forecast"),
+                                                              Variant("short", lamp_hours_per_day=1.0)),
                 EXPERT)
     assert f.variant("short").lamp_hours_cap == 1.0
     assert f.variant("short").totals["lamp_hours"] < f.variant("forecast").totals["lamp_hours"]
 
 
 def test_the_forecast_is_deterministic(bands: Any) -> None:
-    again = compute(scene().with_variants(*[Variant(v.name, bands=tuple(tuple(b) for b in v.bands)) for v in bands.variants]),
+    again = compute(scene().with_variants(*[Variant(v.name, bands=tuple(tuple(b) for b in v.bands))
+                                            for v in bands.variants]),
                     EXPERT)
     assert again.variants[0] == bands.variants[0]
     assert [v.totals for v in again.variants] == [v.totals for v in bands.variants]
 
 
 def _telemetry(k: int, vwc: float = 0.23) -> Telemetry:
-    return Telemetry(ts=T0 + timedelta(minutes=k), boot_id="b1", seq=k, soil_vwc=[[vwc, vwc] for _ in range(Z)],
-                     air_temp_c=21.0, air_rh_pct=65.0, par_umol_m2_s=300.0, co2_ppm=450.0, leaf_temp_c=21.0,
-                     flow_l_min=0.0, pump_current_a=0.0, valve_open=[0] * Z, pump_pct=0.0, light_pct=0.0, estop=False)
+    return Telemetry(ts=T0 + timedelta(minutes=k), boot_id="b1", seq=k,
+                     soil_vwc=[[vwc, vwc] for _ in range(Z)], air_temp_c=21.0, air_rh_pct=65.0,
+                     par_umol_m2_s=300.0, co2_ppm=450.0, leaf_temp_c=21.0, flow_l_min=0.0, pump_current_a=0.0,
+                     valve_open=[0] * Z, pump_pct=0.0, light_pct=0.0, estop=False)
 
 
 def _controller(gh: str = "gh1", proposer: Any = EXPERT) -> GreenhouseController:
@@ -122,7 +128,8 @@ def test_scene_of_a_controller_copies_what_it_knows() -> None:
     assert s.air_temp_c == 21.0 and s.co2_ppm == 450.0 and s.crop_day == ctl.crop_twin.day
     assert [v.name for v in s.variants] == ["forecast", "lamps_rule"]
     f = compute(s, EXPERT)
-    assert f.issued == ctl.last_ts and f.variants[0].moisture_vwc[0][0] == pytest.approx(s.moisture[0], abs=1e-4)
+    assert f.issued == ctl.last_ts \
+        and f.variants[0].moisture_vwc[0][0] == pytest.approx(s.moisture[0], abs=1e-4)
 
 
 def test_tracking_compares_forecasts_with_what_happened(bands: Any) -> None:
@@ -160,7 +167,8 @@ def worker() -> Any:
     for ctl in ctls.values():
         for k in range(3):
             ctl.on_telemetry(_telemetry(k)) if ctl.gh != "gh2" else None
-    ctls["gh2"].state = dataclasses.replace(ctls["gh2"].state, last_ts=T0)  # it has telemetry, but its policy fails in the twin
+    ctls["gh2"].state = dataclasses.replace(ctls["gh2"].state,
+                                            last_ts=T0)  # it has telemetry, but its policy fails in the twin
     ctls["gh3"].set_mode("manual", "operator:olga", "testing", T0, np.zeros(Z + 2))
     w = ForecastWorker(ctls, _Feed(), SafetyLimits.default(), every_s=60.0, water_price_eur_m3=0.75)  # type: ignore[arg-type]
     yield w
@@ -173,7 +181,8 @@ def test_the_worker_runs_in_another_process_and_survives_a_failure(worker: Any) 
     assert worker.status["gh3"].state == "off" and "manual" in worker.status["gh3"].why
     f = worker.latest["gh1"]
     assert f.pid not in (0, os.getpid()), "the forecast never runs in the deciding process"
-    local = compute(scene_of(worker.controllers["gh1"], outlook(), SafetyLimits.default(), water_price_eur_m3=0.75),
+    local = compute(scene_of(worker.controllers["gh1"], outlook(), SafetyLimits.default(),
+                             water_price_eur_m3=0.75),
                     EXPERT)
     assert [v.totals for v in local.variants] == [v.totals for v in f.variants], "the same in any process"
     asyncio.run(worker.round())  # the failing greenhouse did not stop the rounds

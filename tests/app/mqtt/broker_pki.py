@@ -31,9 +31,11 @@ class TestCA:
         now = dt.datetime.now(dt.UTC)
         self._cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
                       .public_key(self._key.public_key()).serial_number(x509.random_serial_number())
-                      .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+                      .not_valid_before(now - dt.timedelta(minutes=5))
+                      .not_valid_after(now + dt.timedelta(days=1))
                       .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-                      .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                      .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
+                                                   False),
                                      critical=True)
                       .sign(self._key, hashes.SHA256()))
         self.ca_file = folder / "ca.crt"
@@ -49,14 +51,16 @@ class TestCA:
                    .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
                    .issuer_name(self._cert.subject).public_key(key.public_key())
                    .serial_number(x509.random_serial_number())
-                   .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+                   .not_valid_before(now - dt.timedelta(minutes=5))
+                   .not_valid_after(now + dt.timedelta(days=1))
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                    .add_extension(x509.ExtendedKeyUsage(
                        [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
                        critical=False))
         if server:
             builder = builder.add_extension(x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
         cert_path, key_path = self.folder / f"{common_name}.crt", self.folder / f"{common_name}.key"
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))

@@ -25,7 +25,8 @@ WEIGHTS: dict[str, int] = {
     "not_utf8": 10, "not_json": 10, "too_large": 1, "too_deep": 5, "non_finite": 10, "schema": 35,
     "zone_count": 5, "unknown_greenhouse": 8, "bad_topic": 1, "duplicate": 5, "out_of_order": 5, "stale": 5,
 }
-_NUMERIC = ("air_temp_c", "air_rh_pct", "par_umol_m2_s", "co2_ppm", "leaf_temp_c", "flow_l_min", "pump_current_a",
+_NUMERIC = ("air_temp_c", "air_rh_pct", "par_umol_m2_s", "co2_ppm", "leaf_temp_c", "flow_l_min",
+            "pump_current_a",
             "pump_pct", "light_pct")
 _RANGES: dict[str, tuple[float, float]] = {
     "air_temp_c": (-40, 70), "air_rh_pct": (0, 100), "par_umol_m2_s": (0, 3000), "co2_ppm": (0, 10000),
@@ -107,9 +108,11 @@ class TelemetryFuzzer:
             text = json.dumps(self._next_body())
             return Case(self.topic, text[: r.randrange(len(text) - 1)].encode(), "not_json")
         if kind == 1:
-            return Case(self.topic, ("~" + "".join(r.choices(string.printable, k=r.randint(0, 300)))).encode(),
+            return Case(self.topic,
+                        ("~" + "".join(r.choices(string.printable, k=r.randint(0, 300)))).encode(),
                         "not_json")
-        return Case(self.topic, r.choice([b"", b"{'ts': 1}", b"{\"seq\": 1,}", b"[1, 2", b"nul", b"0x10"]), "not_json")
+        return Case(self.topic, r.choice([b"", b"{'ts': 1}", b"{\"seq\": 1,}", b"[1, 2", b"nul", b"0x10"]),
+                    "not_json")
 
     def too_large(self) -> Case:
         r = self.rng
@@ -126,7 +129,8 @@ class TelemetryFuzzer:
         r = self.rng
         kind = r.randrange(3)
         per_level = 6 if kind == 1 else 2  # bytes each level adds
-        # Past the depth check, past the parser's recursion limit (RecursionError), still under the size limit.
+        # Past the depth check, past the parser's recursion limit (RecursionError), still under the size
+        # limit.
         roll = r.random()
         depth = (r.randint(9, 60) if roll < 0.6 else r.randint(60, 900) if roll < 0.9
                  else r.randint(5000, (MAX_PAYLOAD_BYTES - 2000) // per_level))
@@ -162,15 +166,18 @@ class TelemetryFuzzer:
             lo, hi = _RANGES[name]
             body[name] = r.choice([lo - r.uniform(0.001, 1e6), hi + r.uniform(0.001, 1e6)])
         elif kind == 2:  # timestamp: naive, garbage, wrong type
-            body["ts"] = r.choice([datetime.now().replace(tzinfo=None).isoformat(), "yesterday", "", 1_780_000_000,
+            body["ts"] = r.choice([datetime.now().replace(tzinfo=None).isoformat(), "yesterday", "",
+                                   1_780_000_000,
                                    None, ["2026-06-01T06:00:00+00:00"]])
         elif kind == 3:  # boot id of the wrong type or size
             body["boot_id"] = r.choice(["", "b" * 65, 7, None, ["boot"], {"id": 1}, True])
         elif kind == 4:  # seq of the wrong type or out of range
-            body["seq"] = r.choice([-1, -(2**40), 1.5, float(self.last_seq + 1), str(self.last_seq + 1), True, None,
+            body["seq"] = r.choice([-1, -(2**40), 1.5, float(self.last_seq + 1), str(self.last_seq + 1),
+                                    True, None,
                                     2**63, 2**70])
         elif kind == 5:  # probe readings outside [0, 1] or not numbers
-            body["soil_vwc"][r.randrange(ZONES)][r.randrange(PROBES)] = r.choice([1.0001, -0.01, 7, "0.2", True, []])
+            body["soil_vwc"][r.randrange(ZONES)][r.randrange(PROBES)] = r.choice([1.0001, -0.01, 7, "0.2",
+                                                                                  True, []])
         elif kind == 6:  # valve feedback not a 0/1 integer
             body["valve_open"][r.randrange(ZONES)] = r.choice([2, -1, 0.0, 1.0, True, "1", None])
         elif kind == 7:  # a field missing
@@ -214,7 +221,8 @@ class TelemetryFuzzer:
 
     def stale(self) -> Case:
         age = self.rng.uniform(self.max_age_s + 60, 30 * 86400)
-        body = self.body(seq=self.last_seq + 1 + self.rng.randrange(5), ts=self._now() - timedelta(seconds=age))
+        body = self.body(seq=self.last_seq + 1 + self.rng.randrange(5),
+                         ts=self._now() - timedelta(seconds=age))
         return Case(self.topic, self._encode(body), "stale")
 
     # --- the stream ----------------------------------------------------------------------------

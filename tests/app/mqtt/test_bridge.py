@@ -134,7 +134,8 @@ def make_bridge(url: str, raw: Raw) -> Iterator[Callable[..., MqttBridge]]:
 def test_accepts_good_telemetry(make_bridge: Callable[..., MqttBridge], raw: Raw) -> None:
     gh = _gh()
     got: queue.Queue[tuple[str, Telemetry]] = queue.Queue()
-    bridge = make_bridge(zones=2, on_telemetry=lambda g, t: got.put((g, t)), known_greenhouses=lambda g: g == gh)
+    bridge = make_bridge(zones=2, on_telemetry=lambda g, t: got.put((g, t)),
+                         known_greenhouses=lambda g: g == gh)
     raw.publish(telemetry_topic(gh), json.dumps(_telemetry(0)))
     name, tel = got.get(timeout=5)
     assert name == gh and tel.seq == 0 and tel.soil_vwc == [[0.2, None]] * 2
@@ -148,7 +149,8 @@ def test_bad_payloads_are_counted_by_reason_and_never_reach_the_handler(
     handled: list[int] = []
     rejected: list[str] = []
     bridge = make_bridge(zones=2, on_telemetry=lambda g, t: handled.append(t.seq) if g == gh else None,
-                         on_reject=lambda g, reason, _d: rejected.append(reason) if g == gh else None, max_age_s=60)
+                         on_reject=lambda g, reason, _d: rejected.append(reason) if g == gh else None,
+                         max_age_s=60)
     old = datetime.now(UTC) - timedelta(minutes=5)
     sends: list[bytes | str] = [
         b"{not json", b"\xff\xfe", json.dumps({**_telemetry(1), "seq": "1"}),   # not_json, not_utf8, schema
@@ -159,12 +161,14 @@ def test_bad_payloads_are_counted_by_reason_and_never_reach_the_handler(
         json.dumps(_telemetry(6, ts=old)),                                       # stale
         json.dumps(_telemetry(0, boot="b2")),                                    # new boot: accepted
         json.dumps({**_telemetry(1, boot="b2"), "air_temp_c": 1e999}),           # non_finite
-        json.dumps(_telemetry(9, boot="b1")),                                    # old_boot: a replay from before
+        json.dumps(_telemetry(9, boot="b1")),                                    # old_boot: a replay from
+                                                                                 # before
         json.dumps({**_telemetry(2, boot="b2"), "valve_open": [0] * 65}),       # schema: longer than any list
     ]
     for payload in sends:
         raw.publish(telemetry_topic(gh), payload)
-    expected = ["not_json", "not_utf8", "schema", "zone_count", "duplicate", "out_of_order", "stale", "non_finite",
+    expected = ["not_json", "not_utf8", "schema", "zone_count", "duplicate", "out_of_order", "stale",
+                "non_finite",
                 "old_boot", "schema"]
     assert _wait(lambda: len(rejected) >= len(expected) and len(handled) >= 2)
     assert rejected == expected
@@ -180,7 +184,8 @@ def test_unknown_greenhouse_is_rejected(make_bridge: Callable[..., MqttBridge], 
     rejected: list[tuple[str | None, str]] = []
     make_bridge(zones=2, known_greenhouses=lambda g: g == known,
                 on_telemetry=lambda g, _t: handled.append(g) if g in (known, stranger) else None,
-                on_reject=lambda g, reason, _d: rejected.append((g, reason)) if g in (known, stranger) else None)
+                on_reject=lambda g, reason, _d: rejected.append((g, reason)) if g in (known, stranger)
+                else None)
     raw.publish(telemetry_topic(stranger), json.dumps(_telemetry(0)))
     raw.publish(telemetry_topic(known), json.dumps(_telemetry(0)))
     assert _wait(lambda: handled == [known])
@@ -220,7 +225,8 @@ def test_subscriptions_survive_a_forced_reconnect(make_bridge: Callable[..., Mqt
     gh = _gh()
     got: queue.Queue[int] = queue.Queue()
     bridge = make_bridge(zones=2, on_telemetry=lambda g, t: got.put(t.seq) if g == gh else None)
-    # Another client with the same id takes the session over: the broker drops the bridge, as on a network blip.
+    # Another client with the same id takes the session over: the broker drops the bridge, as on a
+    # network blip.
     thief = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=bridge.client_id)
     thief.connect(*mqtt_available, keepalive=10)
     thief.loop_start()
@@ -260,7 +266,8 @@ def test_status_is_online_retained_and_the_will_says_offline(make_bridge: Callab
 
 
 @mqtt_mark
-def test_close_publishes_offline(make_bridge: Callable[..., MqttBridge], mqtt_available: tuple[str, int]) -> None:
+def test_close_publishes_offline(make_bridge: Callable[..., MqttBridge],
+                                 mqtt_available: tuple[str, int]) -> None:
     bridge = make_bridge()
     bridge.close()
     late = Raw(*mqtt_available)
@@ -331,7 +338,8 @@ def test_unacked_command_expires_and_is_retried_with_the_same_id(make_bridge: Ca
     assert first.payload == second.payload  # same cmd_id: the edge box applies it at most once
     time.sleep(0.25)
     (again,) = bridge.overdue_commands()
-    assert again.attempts == 2 and not bridge.can_retry(again) and bridge.retry(again) is None  # attempts used up
+    assert again.attempts == 2 and not bridge.can_retry(again) \
+        and bridge.retry(again) is None  # attempts used up
 
 
 @mqtt_mark
@@ -372,7 +380,8 @@ def test_an_ack_flood_reaches_no_handler_and_the_real_answer_is_delivered_once(
         raw.publish(ack_topic(gh), real)
         assert _wait(lambda: sum(bridge.stats["rejected"].values()) + bridge.stats["shed"] >= 601, timeout=15)
     stats = bridge.stats
-    assert stats["rejected"]["unknown_command"] > 0 and stats["rejected"]["duplicate"] > 0 and stats["shed"] > 0
+    assert stats["rejected"]["unknown_command"] > 0 and stats["rejected"]["duplicate"] > 0 \
+        and stats["shed"] > 0
     assert acks.empty(), "no flooded or repeated ack reached the handler"
     assert len([r for r in caplog.records if r.name == "app.mqtt.bridge"]) <= 12, "the flood flooded the log"
 
@@ -384,7 +393,8 @@ def test_a_retained_estop_press_is_not_a_new_press_at_every_connect(make_bridge:
     retained an hour ago must not latch the greenhouse again at each restart or reconnect."""
     gh = _gh()
     an_hour_ago = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
-    raw.publish(estop_topic(gh), json.dumps({"ts": an_hour_ago, "pressed": True, "source": "panel"}), retain=True)
+    raw.publish(estop_topic(gh), json.dumps({"ts": an_hour_ago, "pressed": True, "source": "panel"}),
+                retain=True)
     presses: queue.Queue[EstopEvent] = queue.Queue()
     try:
         bridge = make_bridge(zones=2, on_estop=lambda g, e: presses.put(e) if g == gh else None)
@@ -398,8 +408,8 @@ def test_a_retained_estop_press_is_not_a_new_press_at_every_connect(make_bridge:
 
 
 @mqtt_mark
-def test_one_boxs_refused_telemetry_does_not_hold_up_another_greenhouses(make_bridge: Callable[..., MqttBridge],
-                                                                         raw: Raw) -> None:
+def test_one_boxs_refused_telemetry_does_not_hold_up_another_greenhouses(
+        make_bridge: Callable[..., MqttBridge], raw: Raw) -> None:
     """Valid JSON under the size cap that the schema refuses (14,000 lists where 64 zones fit) cost the
     bridge's one network thread ~0.2 s each to validate (101 of them held another greenhouse's telemetry
     back 19 s); a list longer than any payload holds is now refused before the schema runs, and past the
@@ -408,7 +418,8 @@ def test_one_boxs_refused_telemetry_does_not_hold_up_another_greenhouses(make_br
     hostile = ('{"soil_vwc": [' + ",".join(["[0]"] * 14000) + "]}").encode()
     assert len(hostile) <= MAX_PAYLOAD_BYTES
     arrived: dict[int, float] = {}
-    bridge = make_bridge(zones=2, on_telemetry=lambda g, t: arrived.setdefault(t.seq, time.monotonic()) if g == gh
+    bridge = make_bridge(zones=2,
+                         on_telemetry=lambda g, t: arrived.setdefault(t.seq, time.monotonic()) if g == gh
                          else None)
     for _ in range(100):  # 5.6 MB on the hostile box's own topic
         raw.client.publish(telemetry_topic(hostile_gh), hostile, qos=1)
@@ -416,7 +427,8 @@ def test_one_boxs_refused_telemetry_does_not_hold_up_another_greenhouses(make_br
     sent = time.monotonic()
     raw.publish(telemetry_topic(gh), json.dumps(_telemetry(2)))
     assert _wait(lambda: 2 in arrived, timeout=30)
-    assert arrived[2] - sent < 5.0, f"{gh}'s telemetry waited {arrived[2] - sent:.1f} s behind refused messages"
+    assert arrived[2] - sent < 5.0, \
+        f"{gh}'s telemetry waited {arrived[2] - sent:.1f} s behind refused messages"
     assert _wait(lambda: bridge.stats["rejected"].get("schema", 0) + bridge.stats["shed"] >= 101)
 
 

@@ -85,7 +85,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     folder = tmp_path_factory.mktemp("broker")
     passwd = folder / "passwd"
     for user, pw in PASSWORDS.items():  # the recipe in deploy/README.md
-        subprocess.run(["mosquitto_passwd", "-b", *([] if passwd.exists() else ["-c"]), str(passwd), user, pw],
+        subprocess.run(["mosquitto_passwd", "-b", *([] if passwd.exists() else ["-c"]), str(passwd), user,
+                        pw],
                        check=True, capture_output=True)
     ca = TestCA(folder / "pki")
     plain_port, tls_port = free_port(), free_port()
@@ -256,13 +257,15 @@ def test_greentwin_serve_runs_over_tls_with_its_client_certificate(site: Site, t
     files = site.tls_files(SERVICE_USER)
     env = service_env(database_url=url, mqtt_url=site.tls_url, keys=AuditKeys.generate(tmp_path / "keys"),
                       policy_dir=tmp_path / "no-policy",
-                      extra={"GREENTWIN_MQTT_CA_FILE": str(files.ca_file), "GREENTWIN_MQTT_CERT_FILE": str(files.cert_file),
+                      extra={"GREENTWIN_MQTT_CA_FILE": str(files.ca_file),
+                             "GREENTWIN_MQTT_CERT_FILE": str(files.cert_file),
                              "GREENTWIN_MQTT_KEY_FILE": str(files.key_file)})
     service = Service(tmp_path, env)
     sim = PlantSim(site.tls_url, [GH_A], tls=site.tls_files(GH_A), zones=6)
     try:
         service.start()
-        wait_until(lambda: service.readyz()["ready"], 30, "the service connected over TLS", context=service.tail)
+        wait_until(lambda: service.readyz()["ready"], 30, "the service connected over TLS",
+                   context=service.tail)
         assert sim.start(10)
         for k in range(1, 4):
             sim.step_once()

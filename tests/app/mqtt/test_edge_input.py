@@ -39,9 +39,9 @@ ZONES = [ZoneSetup("loam", 0.21, 0.27, 0.45, 400.0) for _ in range(2)]
 
 
 def _telemetry(seq: int, ts: datetime) -> Telemetry:
-    return Telemetry(ts=ts, boot_id="b1", seq=seq, soil_vwc=[[0.2, 0.2]] * 2, air_temp_c=20.0, air_rh_pct=50.0,
-                     par_umol_m2_s=0.0, co2_ppm=400.0, leaf_temp_c=19.5, flow_l_min=0.0, pump_current_a=0.0,
-                     valve_open=[0, 0], pump_pct=0.0, light_pct=0.0, estop=False)
+    return Telemetry(ts=ts, boot_id="b1", seq=seq, soil_vwc=[[0.2, 0.2]] * 2, air_temp_c=20.0,
+                     air_rh_pct=50.0, par_umol_m2_s=0.0, co2_ppm=400.0, leaf_temp_c=19.5, flow_l_min=0.0,
+                     pump_current_a=0.0, valve_open=[0, 0], pump_pct=0.0, light_pct=0.0, estop=False)
 
 
 def _msg(topic: str, payload: bytes) -> mqtt.MQTTMessage:
@@ -60,7 +60,8 @@ class Seen:
 
 def _bridge(seen: Seen, **kw: Any) -> MqttBridge:
     return MqttBridge("mqtt://127.0.0.1:1", zones=2, wall_clock=NOW.timestamp, max_future_s=30.0,
-                      on_telemetry=lambda _g, t: seen.telemetry.append(t), on_ack=lambda _g, a: seen.acks.append(a),
+                      on_telemetry=lambda _g, t: seen.telemetry.append(t),
+                      on_ack=lambda _g, a: seen.acks.append(a),
                       on_estop=lambda _g, e: seen.estops.append(e), on_shed=seen.shed.append, **kw)
 
 
@@ -76,8 +77,10 @@ def test_timestamps_beyond_the_skew_into_the_future_are_refused() -> None:
     seen = Seen()
     bridge = _bridge(seen)
     ahead, within = NOW + timedelta(minutes=5), NOW + timedelta(seconds=20)
-    bridge.inbound.on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(GH), encode(_telemetry(1, ahead))))
-    bridge.inbound.on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(GH), encode(_telemetry(2, within))))
+    bridge.inbound.on_telemetry_msg(bridge.client, None,
+                                    _msg(telemetry_topic(GH), encode(_telemetry(1, ahead))))
+    bridge.inbound.on_telemetry_msg(bridge.client, None,
+                                    _msg(telemetry_topic(GH), encode(_telemetry(2, within))))
     for ts in (ahead, within):
         ack = Ack(cmd_id=_sent(bridge), ts=ts, status="applied")
         bridge.inbound.on_ack_msg(bridge.client, None, _msg(ack_topic(GH), encode(ack)))
@@ -92,9 +95,11 @@ def test_a_flood_from_one_greenhouse_is_shed_and_counted_not_queued() -> None:
     seen = Seen()
     bridge = _bridge(seen, rate_limit=RateLimit(rate_per_s=0.001, burst=3))
     for seq in range(10):
-        bridge.inbound.on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(GH), encode(_telemetry(seq, NOW))))
+        bridge.inbound.on_telemetry_msg(bridge.client, None,
+                                        _msg(telemetry_topic(GH), encode(_telemetry(seq, NOW))))
     other = "gh2"  # its own bucket: one noisy box does not starve another
-    bridge.inbound.on_telemetry_msg(bridge.client, None, _msg(telemetry_topic(other), encode(_telemetry(0, NOW))))
+    bridge.inbound.on_telemetry_msg(bridge.client, None,
+                                    _msg(telemetry_topic(other), encode(_telemetry(0, NOW))))
     assert [t.seq for t in seen.telemetry] == [0, 1, 2, 0]
     assert seen.shed == [GH] * 7 and bridge.stats["shed"] == 7
 
@@ -111,7 +116,8 @@ def test_the_inbox_is_bounded_per_greenhouse_and_sheds_the_oldest() -> None:
     shed: list[tuple[str, str]] = []
 
     async def fill() -> Intake:
-        intake = Intake({}, lambda _d, _a: None, max_waiting=2, on_shed=lambda gh, why: shed.append((gh, why)))
+        intake = Intake({}, lambda _d, _a: None, max_waiting=2,
+                        on_shed=lambda gh, why: shed.append((gh, why)))
         for seq in range(5):
             intake.put(GH, _telemetry(seq, NOW))
         intake.close()  # before the drainer runs: only the queue is under test

@@ -40,7 +40,8 @@ def test_publish_subscribe_round_trip(mqtt_available: tuple[str, int]) -> None:
         body = {
             "ts": "2026-05-01T12:00:00Z", "boot_id": "b1", "seq": 0, "soil_vwc": [[0.2], [0.25]],
             "air_temp_c": 20, "air_rh_pct": 50, "par_umol_m2_s": 0, "co2_ppm": 400, "leaf_temp_c": 19.5,
-            "flow_l_min": 0, "pump_current_a": 0, "valve_open": [0, 0], "pump_pct": 0, "light_pct": 0, "estop": False,
+            "flow_l_min": 0, "pump_current_a": 0, "valve_open": [0, 0], "pump_pct": 0, "light_pct": 0,
+            "estop": False,
         }
         client.publish(telemetry_topic(gh), json.dumps(body).encode(), qos=1).wait_for_publish(timeout=5)
         while True:

@@ -36,12 +36,14 @@ def weather_body() -> dict[str, Any]:
             "hourly": {"time": [(DAY0 + timedelta(hours=h)).strftime("%Y-%m-%dT%H:%M") for h in range(n)],
                        "temperature_2m": [5.0 + 0.1 * h for h in range(n)],
                        "relative_humidity_2m": [80.0] * n,
-                       "shortwave_radiation": [max(0.0, 400.0 * np.sin(np.pi * ((h % 24) - 8) / 8)) for h in range(n)],
+                       "shortwave_radiation": [max(0.0, 400.0 * np.sin(np.pi * ((h % 24) - 8) / 8))
+                                               for h in range(n)],
                        "wind_speed_10m": [3.0] * n, "precipitation": [0.0] * n}}
 
 
 def price_body(level: float = 80.0) -> dict[str, Any]:
-    return {"unit": "EUR/MWh", "prices": [{"start": (DAY0 + timedelta(hours=h)).isoformat(), "eur_mwh": level + h}
+    return {"unit": "EUR/MWh", "prices": [{"start": (DAY0 + timedelta(hours=h)).isoformat(),
+                                           "eur_mwh": level + h}
                                           for h in range(-24, 48)]}
 
 
@@ -92,9 +94,9 @@ def feed(weather_url: str, price_url: str, now: datetime = NOW) -> OutlookFeed:
 
 
 def telemetry(ts: datetime, par: float = 5.0) -> Telemetry:
-    return Telemetry(ts=ts, boot_id="b1", seq=1, soil_vwc=[[0.24, 0.24]] * 6, air_temp_c=20.0, air_rh_pct=70.0,
-                     par_umol_m2_s=par, co2_ppm=420.0, leaf_temp_c=20.0, flow_l_min=0.0, pump_current_a=0.0,
-                     valve_open=[0] * 6, pump_pct=0.0, light_pct=0.0, estop=False)
+    return Telemetry(ts=ts, boot_id="b1", seq=1, soil_vwc=[[0.24, 0.24]] * 6, air_temp_c=20.0,
+                     air_rh_pct=70.0, par_umol_m2_s=par, co2_ppm=420.0, leaf_temp_c=20.0, flow_l_min=0.0,
+                     pump_current_a=0.0, valve_open=[0] * 6, pump_pct=0.0, light_pct=0.0, estop=False)
 
 
 def test_live_outlook_from_both_sources(site: Site) -> None:
@@ -162,8 +164,8 @@ def test_outlook_moves_on_with_the_decision_hour() -> None:
 
 def prices_at(level: float) -> Outlook:
     issued = datetime(2026, 12, 2, 19, tzinfo=UTC)
-    return Outlook(issued, np.full(24, 5.0), np.zeros(SOLAR_LEADS), np.full(24, level), np.ones(24), "live", 0.0,
-                   "live", 0.0)
+    return Outlook(issued, np.full(24, 5.0), np.zeros(SOLAR_LEADS), np.full(24, level), np.ones(24), "live",
+                   0.0, "live", 0.0)
 
 
 @pytest.mark.parametrize("proposer", ["expert", "shipped"])

@@ -1,4 +1,5 @@
-"""PriceProvider against a real HTTP server on 127.0.0.1: live, cache, the publication rule, every fallback."""
+"""PriceProvider against a real HTTP server on 127.0.0.1: live, cache, the publication rule, every
+fallback."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def price_of(hour_index: int) -> float:
 
 
 def payload(hours: int = 72) -> dict[str, Any]:
-    return {"unit": "EUR/MWh", "prices": [{"start": (DAY0 + timedelta(hours=h)).isoformat(), "eur_mwh": price_of(h)}
+    return {"unit": "EUR/MWh", "prices": [{"start": (DAY0 + timedelta(hours=h)).isoformat(),
+                                           "eur_mwh": price_of(h)}
                                           for h in range(hours)]}
 
 
@@ -103,7 +105,8 @@ def test_live_before_publication_holds_yesterdays_prices_for_tomorrow(server: Fa
     clock = Clock()  # 2 December 09:30 UTC: 2 December's prices are known, 3 December's are not yet
     with make(server.url, clock) as pp:
         out = pp.outlook()
-    assert server.paths == ["/v1/day-ahead"] and out.source == "live" and out.age_s == 0.0 and out.reason == ""
+    assert server.paths == ["/v1/day-ahead"] and out.source == "live" and out.age_s == 0.0 \
+        and out.reason == ""
     first = 24 + 9  # hour index of 2 December 09:00
     today = 24 - 9  # slots 09:00 .. 23:00 of 2 December
     assert out.start == DAY0 + timedelta(hours=first)
@@ -157,8 +160,10 @@ def test_timeout_falls_back_to_the_tariff_unpublished(server: FakePrices) -> Non
     assert not out.published.any()
 
 
-@pytest.mark.parametrize("body", [b"not json", {"prices": []}, {"prices": [{"start": "2026-12-02T09:00", "eur_mwh": None}]},
-                                  {"unit": "EUR/kWh", "prices": [{"start": "2026-12-02T09:00", "eur_mwh": 0.1}]},
+@pytest.mark.parametrize("body", [b"not json", {"prices": []},
+                                  {"prices": [{"start": "2026-12-02T09:00", "eur_mwh": None}]},
+                                  {"unit": "EUR/kWh",
+                                   "prices": [{"start": "2026-12-02T09:00", "eur_mwh": 0.1}]},
                                   {"prices": [{"start": "2026-12-02T09:30", "eur_mwh": 50}]},
                                   {"prices": [{"start": "2026-12-02T09:00", "eur_mwh": 1e9}]}])
 def test_malformed_data_falls_back(server: FakePrices, body: bytes | dict[str, Any]) -> None:

@@ -156,12 +156,14 @@ def test_live_response_parsed_and_request_shaped(server: FakeOpenMeteo) -> None:
     q = {k: v[0] for k, v in server.queries[0].items()}
     assert q == {"latitude": "52.0", "longitude": "5.0", "wind_speed_unit": "ms", "timezone": "UTC",
                  "forecast_days": "3",
-                 "hourly": "temperature_2m,relative_humidity_2m,shortwave_radiation,wind_speed_10m,precipitation"}
+                 "hourly": "temperature_2m,relative_humidity_2m,shortwave_radiation,"
+                           "wind_speed_10m,precipitation"}
     assert wp.stats.live == 1 and wp.stats.errors == {}
 
 
 def test_fao56_factor_and_kmh_wind(server: FakeOpenMeteo) -> None:
-    assert WIND_10M_TO_2M == pytest.approx(4.87 / math.log(672.58)) and WIND_10M_TO_2M == pytest.approx(0.748, abs=1e-3)
+    assert WIND_10M_TO_2M == pytest.approx(4.87 / math.log(672.58)) \
+        and WIND_10M_TO_2M == pytest.approx(0.748, abs=1e-3)
     server.replies = [Reply(body=payload(wind_unit="km/h"))]
     with make(server.url) as wp:
         w = wp.forecast(hours=3)
@@ -197,7 +199,8 @@ def test_default_timeout_and_slow_server_falls_back_in_bounded_time(server: Fake
 
 
 def test_trickling_body_is_cut_at_the_attempt_deadline(server: FakeOpenMeteo) -> None:
-    server.replies = [Reply(body=payload(), trickle_s=0.2)]  # each piece beats the read timeout; all 10 take 2 s
+    server.replies = [Reply(body=payload(),
+                            trickle_s=0.2)]  # each piece beats the read timeout; all 10 take 2 s
     with make(server.url, timeout_s=0.3, retries=0) as wp:
         t0 = time.monotonic()
         w = wp.forecast()
@@ -206,7 +209,8 @@ def test_trickling_body_is_cut_at_the_attempt_deadline(server: FakeOpenMeteo) ->
     assert elapsed < 1.2
 
 
-def test_server_down_falls_back_without_raising(closed_port_url: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_server_down_falls_back_without_raising(closed_port_url: str,
+                                                caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="app.outlook.weather_provider"), make(closed_port_url) as wp:
         w = wp.forecast(hours=4)
     assert w.source == "fallback" and len(w.times) == 4
@@ -316,15 +320,19 @@ def test_fallback_replays_yesterdays_observations_with_bounded_noise(closed_port
         _record_yesterday(wp, 6)
         w = wp.forecast(hours=6)
     assert w.source == "fallback"
-    np.testing.assert_array_equal(w.times, np.datetime64("2026-07-01T05:00:00") + np.arange(6) * np.timedelta64(1, "h"))
+    np.testing.assert_array_equal(w.times, np.datetime64("2026-07-01T05:00:00")
+                                  + np.arange(6) * np.timedelta64(1, "h"))
     obs = np.array([_observed(h) for h in range(6)]).T
-    fields = [w.temperature_c, w.relative_humidity_pct, w.shortwave_radiation_w_m2, w.wind_speed_m_s, w.precipitation_mm]
-    stds = [NOISE_STD["temperature_c"], NOISE_STD["relative_humidity_pct"], NOISE_STD["shortwave_radiation_w_m2"] * obs[2],
-            NOISE_STD["wind_speed_m_s"], NOISE_STD["precipitation_mm"] * obs[4]]
+    fields = [w.temperature_c, w.relative_humidity_pct, w.shortwave_radiation_w_m2, w.wind_speed_m_s,
+              w.precipitation_mm]
+    stds = [NOISE_STD["temperature_c"], NOISE_STD["relative_humidity_pct"],
+            NOISE_STD["shortwave_radiation_w_m2"] * obs[2], NOISE_STD["wind_speed_m_s"],
+            NOISE_STD["precipitation_mm"] * obs[4]]
     for got, want, std in zip(fields, obs, stds, strict=True):
         assert np.all(np.abs(got - want) <= 5 * np.asarray(std) + 1e-12)
     assert not np.array_equal(w.temperature_c, obs[0])  # noise was added
-    assert w.shortwave_radiation_w_m2[0] == 0.0 and w.precipitation_mm[0] == 0.0  # dark stays dark, dry stays dry
+    assert w.shortwave_radiation_w_m2[0] == 0.0 \
+        and w.precipitation_mm[0] == 0.0  # dark stays dark, dry stays dry
 
 
 def _fallback_run(url: str, seed: int) -> list[np.ndarray]:
@@ -368,8 +376,8 @@ def test_record_observation_rejects_bad_input(closed_port_url: str) -> None:
 
 
 def _weather(n: int = 3, **override: Any) -> HourlyWeather:
-    cols = {"temperature_c": [20.0] * n, "relative_humidity_pct": [50.0] * n, "shortwave_radiation_w_m2": [0.0] * n,
-            "wind_speed_m_s": [1.0] * n, "precipitation_mm": [0.0] * n}
+    cols = {"temperature_c": [20.0] * n, "relative_humidity_pct": [50.0] * n,
+            "shortwave_radiation_w_m2": [0.0] * n, "wind_speed_m_s": [1.0] * n, "precipitation_mm": [0.0] * n}
     times = np.datetime64("2026-07-01T00:00:00") + np.arange(n) * np.timedelta64(1, "h")
     return HourlyWeather(**{"times": times, **cols, **override})
 

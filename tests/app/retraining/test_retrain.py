@@ -55,10 +55,12 @@ def _window_rows(gh: str, steps: int = 96, dt_s: float = 1800.0) -> list[Decisio
     start = NOW - timedelta(seconds=dt_s * steps)
     for t in range(steps):
         rows.append(Decision(
-            greenhouse_id=gh, seq=t + 1, ts=start + timedelta(seconds=dt_s * t), actor="policy:x", mode="auto",
+            greenhouse_id=gh, seq=t + 1, ts=start + timedelta(seconds=dt_s * t), actor="policy:x",
+            mode="auto",
             telemetry={"soil_vwc": [[float(moist[z][t]), None] for z in range(6)]},
             estimate={"etc_mm": float(etc[t]), "irrigation_mm": irrigation[t].tolist(),
-                      "theta": [float(moist[z][t]) for z in range(6)], "crop_twin": {"crop_day": 70.0 + t * dt_s / 86400}},
+                      "theta": [float(moist[z][t]) for z in range(6)],
+                      "crop_twin": {"crop_day": 70.0 + t * dt_s / 86400}},
             member_actions=[], voted={}, clipped={}, rules_fired=[], reward_terms=None, confidence=1.0,
             explanation=None, cmd_id=str(uuid.UUID(int=t + 1 + 1000 * len(gh))), ack_status="applied"))
     obs = GreenhouseTwin(num_instances=3, backend="numpy", seed=0).reset()
@@ -66,7 +68,8 @@ def _window_rows(gh: str, steps: int = 96, dt_s: float = 1800.0) -> list[Decisio
         rows.append(Decision(
             greenhouse_id=gh, seq=steps + 1 + k, ts=NOW - timedelta(minutes=10 - k), actor="operator:ann",
             mode="manual", telemetry={}, estimate={"observation": np.asarray(obs[k], dtype=float).tolist()},
-            member_actions=[], voted={}, clipped={"valves": [1, 0, 0, 0, 0, 1], "pump_pct": 60.0, "light_pct": 0.0},
+            member_actions=[], voted={},
+            clipped={"valves": [1, 0, 0, 0, 0, 1], "pump_pct": 60.0, "light_pct": 0.0},
             rules_fired=[], reward_terms=None, confidence=1.0, explanation=None,
             cmd_id=str(uuid.uuid4()), ack_status="applied"))
     return rows
@@ -135,11 +138,12 @@ def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -
     def progress(event: str, **fields: Any) -> None:
         events.append({"event": event, **fields})
 
-    stopped = retrain(url, DEFAULT_POLICY_DIR, root, RetrainOptions(**{**TINY.__dict__, "stop_after": "calibrate"}),
-                      progress)
+    stopped = retrain(url, DEFAULT_POLICY_DIR, root,
+                      RetrainOptions(**{**TINY.__dict__, "stop_after": "calibrate"}), progress)
     assert stopped == EXIT_ERROR
     run_id = (root / "CURRENT").read_text().strip()
-    assert sorted(p.name for p in (root / "runs" / run_id).glob("*.json")) == ["calibrate.json", "run.json", "window.json"]
+    assert sorted(p.name for p in (root / "runs" / run_id).glob("*.json")) == [
+        "calibrate.json", "run.json", "window.json"]
     calibration = json.loads((root / "runs" / run_id / "calibrate.json").read_text())["greenhouses"][0]
     # The fit finds the wetter, faster-draining soil: much closer to the log than the loam table.
     assert calibration["rmse_after"] < 0.5 * calibration["rmse_before"]
@@ -152,19 +156,22 @@ def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -
     starts = calibration["start_states"]
     assert len(starts) == TINY.start_states
     assert all(70.0 <= s["crop_day"] <= 72.0 and s["zone_soils"] == calibration["zone_soils"] for s in starts)
-    logged_hours = {round((t.ts - t.ts.replace(month=1, day=1, hour=0, minute=0, second=0)).total_seconds() / 3600, 3)
+    logged_hours = {round((t.ts - t.ts.replace(month=1, day=1, hour=0, minute=0, second=0)).total_seconds()
+                          / 3600, 3)
                     for t in _window_rows("gh1")}
     assert {round(s["hour_of_year"], 3) for s in starts} <= logged_hours
     # ... which brings the twin's states closer to the logged ones than the table twin's random starts.
     dist = calibration["distribution"]
     assert dist["start_moisture"]["after"] < 0.25 * dist["start_moisture"]["before"]
     assert dist["rollout_moisture"]["after"] < dist["rollout_moisture"]["before"]
-    assert math.isfinite(dist["daily_irrigation_mm"]["before"]) and math.isfinite(dist["daily_irrigation_mm"]["after"])
+    assert math.isfinite(dist["daily_irrigation_mm"]["before"]) \
+        and math.isfinite(dist["daily_irrigation_mm"]["after"])
 
     events.clear()
     code = retrain(url, DEFAULT_POLICY_DIR, root, TINY, progress)
     assert code in (EXIT_PROMOTED, EXIT_REFUSED)
-    assert events[0] == {"event": "run", "run": run_id, "resumed": True, "done": ["window", "calibrate"], "attempt": 2}
+    assert events[0] == {"event": "run", "run": run_id, "resumed": True, "done": ["window", "calibrate"],
+                         "attempt": 2}
     started = [e["stage"] for e in events if e["event"] == "stage" and e["state"] == "start"]
     assert started == ["finetune", "gate", "promote"]
     assert not (root / "CURRENT").exists()
@@ -173,7 +180,8 @@ def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -
     sessions = make_session_factory(engine)
     shipped = registry.manifest_version(DEFAULT_POLICY_DIR)
     [candidate] = [v for v in registry.list_versions(sessions) if v.version != shipped]
-    assert candidate.parent == shipped and candidate.status == ("promoted" if code == EXIT_PROMOTED else "refused")
+    assert candidate.parent == shipped \
+        and candidate.status == ("promoted" if code == EXIT_PROMOTED else "refused")
     assert candidate.calibration and candidate.metrics and candidate.data_to is not None
     run = last_run(sessions)
     assert run is not None and run["id"] == run_id and run["candidate"] == candidate.version
@@ -185,7 +193,8 @@ def test_a_stopped_run_resumes_and_makes_a_candidate(url: str, tmp_path: Path) -
     # It trained in the calibrated twin, from the logged starts; the registry records that twin.
     assert len(tuned["twin_config"]["start_states"]) == TINY.start_states
     assert candidate.config_hash == tuned["twin_config_hash"] != TwinConfig().config_hash()
-    assert run["summary"]["stages"]["calibrate"]["greenhouses"][0]["distribution"]["start_moisture"]["after"] >= 0
+    assert run["summary"]["stages"]["calibrate"]["greenhouses"][0]["distribution"]["start_moisture"][
+        "after"] >= 0
     engine.dispose()
 
 
@@ -202,8 +211,8 @@ def test_a_run_that_keeps_failing_is_abandoned_for_a_new_one(url: str, tmp_path:
 
     def start(now: datetime) -> str:
         events.clear()
-        out = run_retrain(sessions, DEFAULT_POLICY_DIR, root, failing, lambda e, **f: events.append({"event": e, **f}),
-                          now=now)
+        out = run_retrain(sessions, DEFAULT_POLICY_DIR, root, failing,
+                          lambda e, **f: events.append({"event": e, **f}), now=now)
         assert out.code == EXIT_ERROR
         return out.run_id
 
@@ -212,7 +221,8 @@ def test_a_run_that_keeps_failing_is_abandoned_for_a_new_one(url: str, tmp_path:
     with caplog.at_level(logging.WARNING, logger="app.retraining.pipeline"):
         second = start(NOW)
     assert second != first and events[0] == {"event": "abandoned", "run": first,
-                                              "reason": "2 attempts did not finish it (at most 2); stages done: window"}
+                                              "reason": "2 attempts did not finish it (at most 2); "
+                                                        "stages done: window"}
     assert events[1]["resumed"] is False and events[1]["attempt"] == 1
     assert f"retraining run {first} abandoned: 2 attempts" in caplog.text
     with sessions() as s:
@@ -237,11 +247,13 @@ def test_an_abandoned_run_s_unjudged_candidate_is_refused(url: str, tmp_path: Pa
     root = tmp_path / "retrain"
     stuck = RunDir.new(root, NOW - timedelta(hours=2))
     shutil.copytree(DEFAULT_POLICY_DIR, stuck.root / "candidates" / stuck.run_id)
-    registry.add_candidate(sessions, "stuck", stuck.root / "candidates" / stuck.run_id, parent=shipped.version)
+    registry.add_candidate(sessions, "stuck", stuck.root / "candidates" / stuck.run_id,
+                           parent=shipped.version)
     stuck.finish("finetune", {"candidate": "stuck"})
     for _ in range(3):  # three starts that died in the gate
         stuck.count_attempt()
-    out = run_retrain(sessions, DEFAULT_POLICY_DIR, root, RetrainOptions(**{**TINY.__dict__, "stop_after": "window"}),
+    out = run_retrain(sessions, DEFAULT_POLICY_DIR, root,
+                      RetrainOptions(**{**TINY.__dict__, "stop_after": "window"}),
                       lambda *a, **k: None, now=NOW)
     assert out.run_id != stuck.run_id
     info = registry.get(sessions, "stuck")
@@ -303,8 +315,8 @@ def test_rollback_after_a_promotion(url: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_demo_schedule_runs_the_command_end_to_end(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+def test_the_demo_schedule_runs_the_command_end_to_end(
+        url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """The demo's scheduler runs `greentwin retrain` as a child process (JSON lines, an exit code).
     About a minute or two: `pytest tests/app/retraining/test_retrain.py` (part of the default run)."""
     import asyncio
@@ -350,17 +362,19 @@ def test_fine_tuning_leashes_the_candidate_to_the_incumbent() -> None:
 def test_fine_tuning_keeps_the_incumbents_scale_and_warms_a_critic_of_another() -> None:
     from app.retraining.finetune import member_config
 
-    fixed = {"residual": True, "residual_lamp_logit": 3.0, "fixed_reward_scale": True, "shaping": "fruit_value",
-             "freeze_obs_norm": True, "lamp_torso": True, "critic_warmup_iterations": 2}
+    fixed = {"residual": True, "residual_lamp_logit": 3.0, "fixed_reward_scale": True,
+             "shaping": "fruit_value", "freeze_obs_norm": True, "lamp_torso": True,
+             "critic_warmup_iterations": 2}
     cfg = member_config(fixed, iterations=4, num_envs=8, num_steps=16, seed=0, demos=None)
-    assert (cfg.fixed_reward_scale, cfg.shaping, cfg.freeze_obs_norm, cfg.lamp_torso) == (True, "fruit_value", True,
-                                                                                       True)
+    assert (cfg.fixed_reward_scale, cfg.shaping, cfg.freeze_obs_norm, cfg.lamp_torso) == (
+        True, "fruit_value", True, True)
     assert cfg.critic_warmup_iterations == 0  # the incumbent's critic already speaks this scale
-    running = member_config({**fixed, "fixed_reward_scale": False}, iterations=4, num_envs=8, num_steps=16, seed=0,
-                            demos=None)
+    running = member_config({**fixed, "fixed_reward_scale": False}, iterations=4, num_envs=8, num_steps=16,
+                            seed=0, demos=None)
     assert running.critic_warmup_iterations == 1
-    assert member_config({**fixed, "fixed_reward_scale": False}, iterations=1, num_envs=8, num_steps=16, seed=0,
-                         demos=None).critic_warmup_iterations == 0  # a one-iteration fine-tune still trains the policy
+    assert member_config({**fixed, "fixed_reward_scale": False}, iterations=1, num_envs=8, num_steps=16,
+                         seed=0, demos=None).critic_warmup_iterations == 0  # a one-iteration fine-tune
+                                                                            # still trains the policy
 
 
 def test_logged_steps_are_placed_on_the_site_local_clock() -> None:
@@ -379,12 +393,15 @@ def test_the_terminal_shows_each_greenhouse_s_distances(capsys: pytest.CaptureFi
 
     progress = Progress(tty=True)
     progress("run", run="r", resumed=False, done=[], attempt=1)
-    dist = {"start_moisture": {"before": 0.09, "after": 0.002}, "rollout_moisture": {"before": 0.08, "after": 0.01},
+    dist = {"start_moisture": {"before": 0.09, "after": 0.002},
+            "rollout_moisture": {"before": 0.08, "after": 0.01},
             "daily_irrigation_mm": {"before": 14.0, "after": 9.5}}
-    progress("stage", run="r", stage="calibrate", state="done", greenhouses=[{"greenhouse_id": "gh1", "distribution": dist}])
+    progress("stage", run="r", stage="calibrate", state="done",
+             greenhouses=[{"greenhouse_id": "gh1", "distribution": dist}])
     progress("abandoned", run="old", reason="3 attempts did not finish it")
     progress("end", status="failed", reason="x")
     out = capsys.readouterr().out
-    assert "gh1: logged vs simulated (W1, before -> after calibration): start_moisture 0.0900 -> 0.0020 m3/m3" in out
+    assert ("gh1: logged vs simulated (W1, before -> after calibration): "
+            "start_moisture 0.0900 -> 0.0020 m3/m3" in out)
     assert "daily_irrigation_mm 14.0000 -> 9.5000 mm/day" in out
     assert "abandoned run old: 3 attempts did not finish it; starting a new one" in out

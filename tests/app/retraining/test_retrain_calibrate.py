@@ -20,7 +20,8 @@ LOAM_SATURATION = 0.45
 def _fit(wilting_point: float, field_capacity: float) -> CalibrationResult:
     params = {"field_capacity": field_capacity, "wilting_point": wilting_point, "saturation": LOAM_SATURATION,
               "hourly_retention": 0.7, "root_mm": 300.0, "theta0": 0.4}
-    return CalibrationResult(params=params, cost=0.0, residual_rmse=0.001, n_obs=20, success=True, message="ok")
+    return CalibrationResult(params=params, cost=0.0, residual_rmse=0.001, n_obs=20, success=True,
+                             message="ok")
 
 
 @pytest.fixture
@@ -39,7 +40,8 @@ def _window(zones: int) -> Any:
                            dt_s=2.0, skipped=0)
 
 
-def test_a_wilting_point_above_the_anaerobiosis_point_keeps_the_table(fitted: list[CalibrationResult]) -> None:
+def test_a_wilting_point_above_the_anaerobiosis_point_keeps_the_table(
+        fitted: list[CalibrationResult]) -> None:
     airless = LOAM_SATURATION - CropConfig().aeration_vol_pct * 0.01
     fitted += [_fit(wilting_point=airless + 0.03, field_capacity=airless + 0.04),  # the failing shape
                _fit(wilting_point=0.15, field_capacity=0.30)]                     # an ordinary fit

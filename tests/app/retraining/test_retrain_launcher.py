@@ -29,7 +29,8 @@ TORCHRUN = f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-
 
 def _cli(url: str, root: Path, *extra: str) -> subprocess.CompletedProcess[str]:  # noqa: F811
     budget = ("--days", "3", "--iterations", "1", "--envs", "8", "--steps", "16", "--seed", "0")
-    env = {**os.environ, "GREENTWIN_DATABASE_URL": url, "GREENTWIN_RETRAIN_LAUNCHER": "", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "GREENTWIN_DATABASE_URL": url, "GREENTWIN_RETRAIN_LAUNCHER": "",
+           "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "app.cli", "retrain", "--dir", str(root), *budget, *extra],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
@@ -48,8 +49,8 @@ def test_a_failed_launch_resumes_under_torchrun_on_two_ranks(url: str, tmp_path:
     root = tmp_path / "retrain"
     engine = make_engine(url)
     sessions = make_session_factory(engine)
-    first = run_retrain(sessions, DEFAULT_POLICY_DIR, root, RetrainOptions(**{**TINY.__dict__, "stop_after": "calibrate"}),
-                        lambda *a, **k: None)
+    first = run_retrain(sessions, DEFAULT_POLICY_DIR, root,
+                        RetrainOptions(**{**TINY.__dict__, "stop_after": "calibrate"}), lambda *a, **k: None)
     assert first.code == EXIT_ERROR
 
     # The command with a launcher that fails: exit 1, one line that says so, no traceback anywhere.
@@ -57,7 +58,8 @@ def test_a_failed_launch_resumes_under_torchrun_on_two_ranks(url: str, tmp_path:
     assert failed.returncode == EXIT_ERROR, failed.stderr[-2000:]
     end = json.loads(failed.stdout.strip().splitlines()[-1])
     assert end["event"] == "end" and end["status"] == "failed"
-    assert end["reason"] == "finetune: LaunchFailed: launcher 'false' exited with code 1; last output: no output"
+    assert end["reason"] == ("finetune: LaunchFailed: launcher 'false' exited with code 1; "
+                             "last output: no output")
     assert "Traceback" not in failed.stdout + failed.stderr
     run = RunDir.current(root)
     assert run is not None and run.run_id == first.run_id and run.done() == ["window", "calibrate"]
@@ -71,7 +73,8 @@ def test_a_failed_launch_resumes_under_torchrun_on_two_ranks(url: str, tmp_path:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     events: list[dict[str, Any]] = []
     two = RetrainOptions(**{**TINY.__dict__, "stop_after": "finetune", "launcher": TORCHRUN})
-    out = run_retrain(sessions, DEFAULT_POLICY_DIR, root, two, lambda e, **f: events.append({"event": e, **f}))
+    out = run_retrain(sessions, DEFAULT_POLICY_DIR, root, two,
+                      lambda e, **f: events.append({"event": e, **f}))
     assert out.run_id == first.run_id and out.reason.startswith("stopped after stage finetune"), out.reason
     tuned = run.result("finetune")
     assert tuned is not None and tuned["ranks"] == 2 and tuned["launcher"] == TORCHRUN
@@ -79,7 +82,8 @@ def test_a_failed_launch_resumes_under_torchrun_on_two_ranks(url: str, tmp_path:
     assert [(e["done"], e["ranks"]) for e in members] == [(k + 1, 2) for k in range(tuned["members"])]
     assert [e["candidate"] for e in events if e["event"] == "finetuned"] == [tuned["candidate"]]
     info = registry.get(sessions, tuned["candidate"])
-    assert info is not None and info.status == "candidate" and info.parent == registry.manifest_version(DEFAULT_POLICY_DIR)
+    assert info is not None and info.status == "candidate" \
+        and info.parent == registry.manifest_version(DEFAULT_POLICY_DIR)
     for k in range(tuned["members"]):
         meta = read_meta(Path(tuned["directory"]) / f"member_{k}")
         assert meta["metrics"]["world_size"] == 2 and meta["seed"] == k

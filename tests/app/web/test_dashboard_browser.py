@@ -86,7 +86,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         service.start()
         sim.start()
         observer = MqttObserver(broker.port, [f"greentwin/{GH}/command"])
-        wait_until(lambda: service.decisions(GH) >= 3, 60, "first decisions", context=lambda: sim.tail() + service.tail())
+        wait_until(lambda: service.decisions(GH) >= 3, 60, "first decisions",
+                   context=lambda: sim.tail() + service.tail())
         yield {"service": service, "observer": observer, "base": f"http://127.0.0.1:{service.port}",
                "broker_port": broker.port}
     finally:
@@ -154,7 +155,8 @@ def test_overview_and_a_live_value_that_changes_without_reload(stack: dict[str, 
     row.wait_for()
     assert "North house" in row.inner_text() and "online" in row.inner_text().lower()
     first_seen = page.get_attribute(f"#overview tr[data-gh='{GH}'] .tel-age", "title")
-    page.wait_for_function(f"(b) => document.querySelector(\"#overview tr[data-gh='{GH}'] .tel-age\").title !== b",
+    page.wait_for_function(f"(b) => document.querySelector(\"#overview tr[data-gh='{GH}'] .tel-age\")"
+                           ".title !== b",
                            arg=first_seen, timeout=30000)  # the overview is live too
     p.shot("overview")
     page.click(f"#overview tr[data-gh='{GH}'] a")
@@ -177,18 +179,21 @@ def test_economic_tiles_and_the_outlook_chart(stack: dict[str, Any], browser: An
     """Today's money with units (the estimates marked), the outlook and price charts, under the CSP."""
     p = Page(browser, stack["base"], "vera")
     page = p.page
-    page.wait_for_function(f"() => /kg est\\.$/.test(document.querySelector(\"#overview tr[data-gh='{GH}'] .yield\")"
+    page.wait_for_function("() => /kg est\\.$/.test(document.querySelector("
+                           f"\"#overview tr[data-gh='{GH}'] .yield\")"
                            "?.textContent || '')", timeout=30000)
     assert re.fullmatch(r"−?€\d+\.\d\d est\.", page.inner_text(f"#overview tr[data-gh='{GH}'] .profit"))
     page = p.greenhouse()
     tile = "#economics .money-tile[data-key='{}']"
     page.wait_for_selector(tile.format("energy"))
     units = {"dli": r"\d+\.\d\s*mol/m²", "lights": r"\d+\.\d\s*h", "energy": r"€\d+(\.\d\d)?",
-             "water": r"€\d+(\.\d\d)?", "yield": r"\d+\.\d\s*kg\s*est\.", "profit": r"−?€\d+(\.\d\d)?\s*est\."}
+             "water": r"€\d+(\.\d\d)?", "yield": r"\d+\.\d\s*kg\s*est\.",
+             "profit": r"−?€\d+(\.\d\d)?\s*est\."}
     for key, pattern in units.items():
         text = page.inner_text(tile.format(key) + " .money-value").strip()
         assert re.fullmatch(pattern, text), f"{key}: {text!r}"
-    assert "€/MWh" in page.inner_text(tile.format("energy")) and "€/m³" in page.inner_text(tile.format("water"))
+    assert "€/MWh" in page.inner_text(tile.format("energy")) \
+        and "€/m³" in page.inner_text(tile.format("water"))
     # Every decision recorded the price it saw: none of the energy cost rests on the tariff as a stand-in.
     assert "tariff" not in page.inner_text(tile.format("energy"))
     page.wait_for_selector("#chart-outlook .uplot")
@@ -198,7 +203,8 @@ def test_economic_tiles_and_the_outlook_chart(stack: dict[str, Any], browser: An
     page.wait_for_selector("#chart-price .uplot")
     assert "tariff" not in page.inner_text("#chart-price .u-title")
     page.wait_for_selector("#decisions tbody tr")
-    p.shot("greenhouse-economics")  # every panel with live data: bench/dashboard_screenshot.py makes docs/dashboard.png of it
+    p.shot("greenhouse-economics")  # every panel with live data: bench/dashboard_screenshot.py makes
+                                    # docs/dashboard.png of it
     p.close()
 
 
@@ -219,7 +225,8 @@ def test_the_twins_forecast_and_a_what_if_beside_it(stack: dict[str, Any], brows
     assert forecast["state"] == "ok" and forecast["forecast"]["issued"].endswith("Z")
     assert [v["name"] for v in forecast["forecast"]["variants"]] == ["forecast", "lamps_rule"]
     assert len(forecast["forecast"]["variants"][0]["moisture_vwc"]) == ZONES
-    page.wait_for_function("() => /over \\d+ checks/.test(document.querySelector('#forecast-error').textContent)",
+    page.wait_for_function("() => /over \\d+ checks/.test("
+                           "document.querySelector('#forecast-error').textContent)",
                            timeout=60000)  # a later round held the forecast to what happened
     assert re.search(r"Forecast error \(moisture.+\d+\.\d\d % VWC", page.inner_text("#forecast-error"))
     page.focus("#whatif-zone")
@@ -232,7 +239,8 @@ def test_the_twins_forecast_and_a_what_if_beside_it(stack: dict[str, Any], brows
     page.fill("#whatif-high", "30")
     page.select_option("#whatif-lamps", "rule")
     page.click("#whatif-run")
-    page.wait_for_function("() => document.querySelector('#whatif-msg').textContent.startsWith('What-if shown')",
+    page.wait_for_function("() => document.querySelector('#whatif-msg').textContent"
+                           ".startsWith('What-if shown')",
                            timeout=60000)
     assert page.inner_text("#fc-name-1") == "what-if"
     assert page.inner_text("#forecast-note").startswith("What-if from")
@@ -258,7 +266,8 @@ def test_manual_valve_goes_out_on_mqtt_and_comes_back_confirmed(stack: dict[str,
     page.click("#manual-apply")
 
     def manual_open() -> dict[str, Any] | None:
-        return next((c for c in reversed(_commands(observer)) if c["mode"] == "manual" and c["valves"][1] == 1), None)
+        return next((c for c in reversed(_commands(observer))
+                     if c["mode"] == "manual" and c["valves"][1] == 1), None)
 
     cmd = wait_until(manual_open, 30, "a manual command opening zone 2's valve on MQTT")
     assert cmd["pump_pct"] > 0
@@ -274,8 +283,8 @@ def test_manual_valve_goes_out_on_mqtt_and_comes_back_confirmed(stack: dict[str,
     page.fill("#reason", "pump against closed valves")
     page.click("#manual-apply")
     page.wait_for_function("() => document.querySelector('#actuators').innerText.includes("
-                           "'clipped: Pump off instead of 80 %: no valve is open, so the pump would run against "
-                           "closed lines')", timeout=30000)
+                           "'clipped: Pump off instead of 80 %: no valve is open, so the pump would run "
+                           "against closed lines')", timeout=30000)
     assert "Pump commanded\t0 %" in page.inner_text("#actuators")
     p.shot("manual-clipped")
     page.fill("#reason", "back to the policy")
@@ -326,8 +335,8 @@ def _bearer(stack: dict[str, Any], user: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {r.json()['access_token']}"}
 
 
-def test_an_agronomist_sees_no_controls_is_refused_and_downloads_a_signed_report(stack: dict[str, Any],
-                                                                            browser: Any, tmp_path: Path) -> None:
+def test_an_agronomist_sees_no_controls_is_refused_and_downloads_a_signed_report(
+        stack: dict[str, Any], browser: Any, tmp_path: Path) -> None:
     p = Page(browser, stack["base"], "vera", width=820)  # tablet width
     page = p.greenhouse()
     assert page.locator("#controls").count() == 0 and page.locator("#estop").count() == 0
@@ -338,7 +347,8 @@ def test_an_agronomist_sees_no_controls_is_refused_and_downloads_a_signed_report
                                headers={"X-CSRF-Token": csrf or ""})
     status = r.status
     assert status == 403
-    page.wait_for_function("() => document.querySelector('#audit-status').textContent.startsWith('verified, ')",
+    page.wait_for_function("() => document.querySelector('#audit-status').textContent"
+                           ".startsWith('verified, ')",
                            timeout=30000)
     p.shot("agronomist-tablet")
     with page.expect_download() as info:
@@ -375,10 +385,12 @@ def test_alarm_acknowledge_records_the_operator(stack: dict[str, Any], browser: 
     # The edge box refusing a command is an alarm (``command_rejected``), whatever the command was: here
     # a command the service sent (an ack for one it never sent matches nothing and is dropped).
     sent = wait_until(lambda: _commands(stack["observer"]), 30, "a command on MQTT")[-1]
-    ack = Ack(cmd_id=uuid.UUID(sent["cmd_id"]), ts=datetime.now(UTC), status="rejected", reason="dashboard test")
+    ack = Ack(cmd_id=uuid.UUID(sent["cmd_id"]), ts=datetime.now(UTC), status="rejected",
+              reason="dashboard test")
     publish_all(stack["broker_port"], [(f"greentwin/{GH}/ack", encode(ack))])
     alarms = wait_until(lambda: [a for a in service.http.get("/api/alarms", headers=headers).json()
-                                 if a["kind"] == "command_rejected" and not a["acknowledged"]], 30, "the alarm")
+                                 if a["kind"] == "command_rejected" and not a["acknowledged"]], 30,
+                        "the alarm")
     p = Page(browser, stack["base"], "olga")
     page = p.page
     page.goto("/alarms")
@@ -388,9 +400,11 @@ def test_alarm_acknowledge_records_the_operator(stack: dict[str, Any], browser: 
     button.click()
     page.wait_for_selector(f"tr[data-alarm='{target}'].acked")
     assert "operator:olga" in page.inner_text(f"tr[data-alarm='{target}']")
-    assert page.inner_text(f"tr[data-alarm='{target}'] td:nth-child(2)") == "North house"  # the name, not the id
+    assert page.inner_text(f"tr[data-alarm='{target}'] td:nth-child(2)") \
+        == "North house"  # the name, not the id
     page.wait_for_function("() => [...document.querySelectorAll('#history tbody tr')].some("
-                           "(tr) => tr.textContent.includes('operator:olga'))", timeout=10000)  # the history agrees
+                           "(tr) => tr.textContent.includes('operator:olga'))",
+                           timeout=10000)  # the history agrees
     p.shot("alarms")  # docs/alarms.png
     p.close()
 
@@ -415,11 +429,13 @@ def test_the_language_switch_reads_a_decision_in_chinese(stack: dict[str, Any], 
         said = page.inner_text("#decisions tbody tr:first-child td.why")
         assert re.match(r"(由阈值专家规则决策|手动模式：操作员 \w+ 设定的动作|急停已锁定)", said), said
         assert re.search(r"补光灯.*综合电价 -?\d+ 欧元/兆瓦时", said), said
-        assert re.search(r"(阀门|号区).*；水泵", page.inner_text("#decisions tbody tr:first-child td.command"))
+        assert re.search(r"(阀门|号区).*；水泵",
+                         page.inner_text("#decisions tbody tr:first-child td.command"))
         assert "水泵指令值" in page.inner_text("#actuators")
         rows = stack["service"].http.get(f"/api/greenhouses/{GH}/recent-decisions?limit=1",
                                          headers=_bearer(stack, "ada")).json()
-        assert rows[0]["explanation_text"] and all(re.search(r"[\u4e00-\u9fff]", t) for t in rows[0]["explanation_text"])
+        assert rows[0]["explanation_text"] and all(re.search(r"[\u4e00-\u9fff]", t)
+                                                   for t in rows[0]["explanation_text"])
         p.shot("greenhouse-zh-hans")
     finally:
         with page.expect_navigation():
@@ -440,7 +456,8 @@ def test_an_admin_adds_a_user_who_can_then_log_in(stack: dict[str, Any], browser
     page.wait_for_selector("#users tr[data-user='otto']")
     password = re.search(r"shown once, pass it on securely\): (\S+)$", page.inner_text("#users-msg"))
     assert password is not None
-    r = stack["service"].http.post("/api/auth/login", json={"username": "otto", "password": password.group(1)})
+    r = stack["service"].http.post("/api/auth/login",
+                                   json={"username": "otto", "password": password.group(1)})
     assert r.status_code == 200 and r.json()["user"]["roles"] == ["operator"]
     p.shot("users")
     p.close()
@@ -480,7 +497,8 @@ def test_tablet_width_keyboard_and_site_time(stack: dict[str, Any], browser: Any
     p.close()
 
 
-def test_an_admin_registers_a_greenhouse_and_sees_the_policy_in_force(stack: dict[str, Any], browser: Any) -> None:
+def test_an_admin_registers_a_greenhouse_and_sees_the_policy_in_force(stack: dict[str, Any],
+                                                                      browser: Any) -> None:
     p = Page(browser, stack["base"], "ada", width=768)
     page = p.page
     page.click("text=Registration")
@@ -489,7 +507,8 @@ def test_an_admin_registers_a_greenhouse_and_sees_the_policy_in_force(stack: dic
     page.fill("#gh-name", "South house")
     page.fill("#gh-zones", "4")
     page.click("#add-greenhouse-submit")
-    page.wait_for_function("() => document.querySelector('#gh-msg').textContent.startsWith('Registered gh-south')")
+    page.wait_for_function("() => document.querySelector('#gh-msg').textContent"
+                           ".startsWith('Registered gh-south')")
     page.click("#add-greenhouse-submit")  # the same id again: refused, and the page says why
     page.wait_for_function("() => document.querySelector('#gh-msg').textContent.startsWith('409')")
     # Chromium logs every refused request as a console error: this one was meant.
@@ -499,8 +518,10 @@ def test_an_admin_registers_a_greenhouse_and_sees_the_policy_in_force(stack: dic
     page.click("text=Policy")
     page.wait_for_selector("#in-force tbody tr")
     # The greenhouse registered above is controlled at once (no restart), on the same expert.
-    assert page.inner_text("#in-force tbody tr").split("\t") == ["expert", ", ".join(sorted([GH, "gh-south"]))]
-    page.wait_for_function("() => document.querySelector('#policy-msg').textContent.includes('no readable ensemble')")
+    assert page.inner_text("#in-force tbody tr").split("\t") == ["expert",
+                                                                 ", ".join(sorted([GH, "gh-south"]))]
+    page.wait_for_function("() => document.querySelector('#policy-msg').textContent"
+                           ".includes('no readable ensemble')")
     p.shot("admin-policy")
     p.close()
 
@@ -513,8 +534,9 @@ _REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 def test_api_docs_render_every_operation_with_no_request_leaving_the_service(stack: dict[str, Any],
                                                                                browser: Any) -> None:
     base = stack["base"]
-    operations = [(method.upper(), path) for path, ops in stack["service"].http.get("/openapi.json").json()["paths"]
-                  .items() for method in ops]
+    operations = [(method.upper(), path)
+                  for path, ops in stack["service"].http.get("/openapi.json").json()["paths"].items()
+                  for method in ops]
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base)
     foreign: list[str] = []
 
@@ -538,7 +560,8 @@ def test_api_docs_render_every_operation_with_no_request_leaving_the_service(sta
     page.screenshot(path=str(ARTIFACTS / "api-docs-swagger.png"), full_page=False)
     page.goto("/redoc")
     page.wait_for_selector("[data-section-id^='tag/greenhouses/operation/decisions']")
-    sections = page.evaluate("() => [...new Set([...document.querySelectorAll(\"[data-section-id^='operation/']\")]"
+    sections = page.evaluate("() => [...new Set([...document.querySelectorAll("
+                             "\"[data-section-id^='operation/']\")]"
                              ".map((e) => e.dataset.sectionId))].length")
     assert sections == len(operations), "ReDoc has a section for every operation"
     page.screenshot(path=str(ARTIFACTS / "api-docs-redoc.png"), full_page=False)
@@ -561,7 +584,8 @@ def test_a_dropped_stream_shows_its_age_and_reconnects(stack: dict[str, Any], br
     service.start()
     page.wait_for_selector("#conn", state="hidden", timeout=60000)
     before = page.inner_text("#climate")
-    page.wait_for_function("(b) => document.querySelector('#climate').innerText !== b", arg=before, timeout=30000)
+    page.wait_for_function("(b) => document.querySelector('#climate').innerText !== b", arg=before,
+                           timeout=30000)
     assert page.evaluate("window.__sameDocument") is True, "live again without a reload"
     # The page's own requests failed while the service was down: those errors are expected here.
     p.errors.clear()
@@ -582,7 +606,8 @@ def test_a_band_edited_on_the_page_is_used_and_explained_by_the_next_decision(st
     page.fill("#set-reason", "zone 2 holds water longer under the new mulch")
     assert page.evaluate("document.querySelector('#settings-form').checkValidity()") is True
     page.click("#settings-save")
-    page.wait_for_function("() => /^Saved as version \\d+/.test(document.querySelector('#settings-msg').textContent)",
+    page.wait_for_function("() => /^Saved as version \\d+/.test("
+                           "document.querySelector('#settings-msg').textContent)",
                            timeout=30000)
     version = re.search(r"version (\d+)", page.inner_text("#settings-msg"))
     assert version is not None
@@ -595,6 +620,7 @@ def test_a_band_edited_on_the_page_is_used_and_explained_by_the_next_decision(st
 
     [decision] = wait_until(first_under_it, 60, "the first decision under the new settings")
     [sentence] = [s for s in decision["explanation_text"] if marker in s]
-    assert "agronomist:vera" in sentence and "new mulch" in sentence and "Zone 2 band high 27 % → 29 %" in sentence, sentence
+    assert "agronomist:vera" in sentence and "new mulch" in sentence \
+        and "Zone 2 band high 27 % → 29 %" in sentence, sentence
     page.locator("#settings").screenshot(path=str(ARTIFACTS / "settings.png"))  # docs/settings.png
     p.close()

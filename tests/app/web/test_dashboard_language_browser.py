@@ -105,7 +105,8 @@ def test_the_users_and_policy_pages_in_chinese(ada: Page) -> None:
     assert page.inner_text("#users tr[data-user='ada'] button >> nth=0") == _zh("page.users.reset")
     assert _zh("badge.user.active") in page.inner_text("#users tr[data-user='ada']")
     main = page.inner_text("main")
-    for english in ("Users and roles", "Add with a generated password", "Reset password", "Last login", "active"):
+    for english in ("Users and roles", "Add with a generated password", "Reset password", "Last login",
+                    "active"):
         assert english not in main, english
     page.goto("/admin/policy")
     page.wait_for_selector("#in-force tbody tr")

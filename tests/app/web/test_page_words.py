@@ -113,7 +113,8 @@ def _check_entry(key: str) -> None:
 
 def test_the_scan_finds_the_lookups_of_every_page() -> None:
     """The regular expressions still see the calls (a rename of ``t`` would otherwise pass vacuously)."""
-    per_file = {p.name for p in SCRIPTS if _script_lookups(p)} | {p.name for p in TEMPLATES if _template_lookups(p)}
+    per_file = ({p.name for p in SCRIPTS if _script_lookups(p)}
+                | {p.name for p in TEMPLATES if _template_lookups(p)})
     for name in ("overview.js", "greenhouse_forecast.js", "greenhouse_settings.js", "users.js", "policy.js",
                  "admin_greenhouses.js", "common.js", "base.html", "overview.html", "greenhouse.html",
                  "users.html", "policy.html", "admin_greenhouses.html", "login.html", "alarms.html"):
@@ -138,7 +139,8 @@ def test_every_key_a_page_names_is_in_both_languages_and_fills(lookup: Lookup) -
 
 @pytest.mark.parametrize("lookup", SCRIPT_LOOKUPS, ids=lambda x: f"{x.where}:{x.key}")
 def test_every_key_a_script_names_reaches_the_script(lookup: Lookup) -> None:
-    """Scripts see only the words the page hands over (``PAGE_WORDS``): a key outside them shows as the key."""
+    """Scripts see only the words the page hands over (``PAGE_WORDS``): a key outside them shows as the
+    key."""
     handed = wording.texts(PAGE_WORDS, "zh-Hans")
     if lookup.prefix:
         assert any(k.startswith(lookup.key) for k in handed), lookup
@@ -159,7 +161,8 @@ def test_every_page_words_prefix_names_keys_in_both_languages() -> None:
 def test_the_scanner_reads_values_and_prefixes(tmp_path: Path) -> None:
     """The scanner itself, on a made-up script: what it reads decides what the checks above can catch."""
     path = tmp_path / "sample.js"
-    path.write_text('x = t("a.b", { n: f({ y: 1 }), leads }) + GT.label("soil.", z) + t("sev." + s) + t("c");',
+    path.write_text('x = t("a.b", { n: f({ y: 1 }), leads }) + GT.label("soil.", z) '
+                    '+ t("sev." + s) + t("c");',
                     encoding="utf-8")
     got = [(x.key, x.prefix, x.values) for x in _script_lookups(path)]
     assert got == [("a.b", False, frozenset({"n", "leads"})), ("soil.", True, None), ("sev.", True, None),

@@ -51,7 +51,8 @@ def test_a_frame_being_written_waits_and_a_torn_tail_is_only_skipped_in_recovery
     assert [e["row"]["seq"] for e in restarted.recover()] == [0, 1]
     restarted.discard_recovered()
     assert segments(tmp_path) == []
-    segment.write_bytes(struct.pack("<I", 3) + b"bad" + struct.pack("<I", 3) + b"bad")  # damage, not a torn append
+    segment.write_bytes(struct.pack("<I", 3) + b"bad"
+                        + struct.pack("<I", 3) + b"bad")  # damage, not a torn append
     with pytest.raises(JournalCorrupt):
         DecisionJournal(tmp_path).recover()
 

@@ -75,7 +75,8 @@ def test_the_newest_commands_of_each_greenhouse_are_read_back_in_one_query(tmp_p
     rec = DecisionRecorder(make_session_factory(make_engine(url)), tmp_path / "spool.jsonl")
     for seq in range(1, 6):
         rec.record_decision(_row(seq))
-        rec.record_decision({**_row(seq), "greenhouse_id": "gh2", "cmd_id": f"00000000-0000-0000-0001-{seq:012d}"})
+        rec.record_decision({**_row(seq), "greenhouse_id": "gh2",
+                             "cmd_id": f"00000000-0000-0000-0001-{seq:012d}"})
     got = rec.recent_commands(["gh1", "gh2"], limit=2)
     assert sorted(got) == [("gh1", _row(4)["cmd_id"], "pending"), ("gh1", _row(5)["cmd_id"], "pending"),
                            ("gh2", "00000000-0000-0000-0001-000000000004", "pending"),

@@ -25,8 +25,8 @@ T0 = datetime(2026, 6, 1, tzinfo=UTC)
 
 def _job(seq: int) -> Job:
     row = {"greenhouse_id": "ga", "seq": seq, "ts": T0 + timedelta(minutes=seq), "actor": "expert:test",
-           "mode": "auto", "telemetry": {}, "estimate": None, "member_actions": [], "voted": {}, "clipped": {},
-           "rules_fired": [], "reward_terms": None, "confidence": 1.0,
+           "mode": "auto", "telemetry": {}, "estimate": None, "member_actions": [], "voted": {},
+           "clipped": {}, "rules_fired": [], "reward_terms": None, "confidence": 1.0,
            "explanation": {"alarms": [], "low_confidence": False}, "cmd_id": str(uuid.UUID(int=seq)),
            "ack_status": "pending"}
     return Job("decision", row, "decision", "expert:test", row["ts"])
@@ -50,8 +50,8 @@ def _start(tmp_path: Path, writer: WriterProcess, rotate_every: int, **cfg: floa
     keyring, signer = Keyring.generate(), Signer.generate()
     journal = DecisionJournal(tmp_path / "journal", rotate_every=rotate_every)
     writer.start(WriterConfig(database_url=url, spool_path=tmp_path / "spool.jsonl", journal=journal.folder,
-                              policy_dir=tmp_path / "no-policy", audit_keys=(keyring.to_json(), signer.to_pem()),
-                              gather_s=0.01, **cfg))
+                              policy_dir=tmp_path / "no-policy",
+                              audit_keys=(keyring.to_json(), signer.to_pem()), gather_s=0.01, **cfg))
     return url, keyring, signer, journal
 
 
@@ -122,7 +122,8 @@ def test_ctrl_c_leaves_the_writer_to_the_service(tmp_path: Path) -> None:
     finally:
         journal.close()
         writer.stop()
-    assert [e.payload["seq"] for e in AuditStore(make_engine(url), keyring, signer).tail_entries("ga", 10)] == [1]
+    assert [e.payload["seq"]
+            for e in AuditStore(make_engine(url), keyring, signer).tail_entries("ga", 10)] == [1]
 
 
 def test_a_stalled_writer_shows_how_far_behind_it_is_and_catches_up(tmp_path: Path) -> None:
