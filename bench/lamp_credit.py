@@ -1,9 +1,16 @@
-"""Lamp credit on paired flips: what GAE tells the learner about one lamp decision of the cloned
-policy, against what that decision truly earns, with and without fruit-potential shaping.
+"""Lamp or valve credit on paired flips: what GAE tells the learner about one decision of the clone,
+against what that decision truly earns, with and without fruit-potential shaping.
 
-    python bench/lamp_credit.py [--ensemble policy/shipped] [--member 0] [--first-seed 200]
-                                [--scenarios 4] [--greenhouses 16] [--flips 128] [--controls 8]
-                                [--days 30] [--window 3-25] [--seed 0] [--threads 1] [--json FILE]
+    python bench/lamp_credit.py [--actuator lamps|valves] [--ensemble policy/shipped] [--member 0]
+                                [--first-seed 200] [--scenarios 4] [--greenhouses 16] [--flips 128]
+                                [--controls 8] [--days 30] [--window 3-25] [--seed 0] [--threads 1]
+                                [--json FILE]
+
+With ``--actuator valves`` a flip inverts one zone's irrigation at one step instead of the lamp
+switch: a zone the clone waters is shut, a zone it leaves is opened (the pump started at the served
+rule's speed if it stood), and the interlock then does what it does to any action (a second path
+beside a lone valve, no pump without one). The points are drawn among the zones the interlock lets
+water (not latched failed) at any hour; 'open' and 'shut' take the place of 'lit' and 'unlit'.
 
 The member drives every greenhouse with its deterministic served action (after the interlock).
 A flip point is one (greenhouse, 10-minute step) in the lamp window (outside the crop's dark
@@ -48,7 +55,9 @@ from policy.checkpoint import load_member, read_ensemble_manifest
 from policy.evaluate import FAULT_RATE, Scenario, scenarios_from_seeds
 from policy.gae import compute_gae
 from policy.networks import ActorCritic
+from policy.residual import interlock
 from policy.shaping import FruitPotential, shaped_rewards
+from policy.tuning import served_expert
 from safety.interlock import DARK_PERIOD_H, hour_from_phase
 from twin.backend import make_backend
 from twin.config import in_window
@@ -67,6 +76,8 @@ LABELS = {
     "gae_null_shaped": "GAE shaped, null critic (V = 0)",
 }
 FAULTS = ("suite", "off", "on")
+CLASSES = {"lamps": ("lit", "unlit"), "valves": ("open", "shut")}
+"""Per actuator, the names of the clone's two decisions (on first)."""
 CHECKS = ("gl_discounted", "shaped_discounted", "potential_term")
 """Per-flip figures kept for the identities a test checks: the (gamma lambda)-discounted reward
 difference, the gamma-discounted shaped return difference, and gamma^k (Phi_A - Phi_B) at the end."""
@@ -81,7 +92,10 @@ class FlipPoint:
     greenhouse: int
     step: int
     kind: str
-    """'lit', 'unlit' (the clone's lamp decision in the first run) or 'control' (nothing inverted)."""
+    """The clone's decision in the first run ('lit', 'unlit'; for a valve 'open', 'shut') or 'control'
+    (nothing inverted)."""
+    zone: int = 0
+    """The zone whose valve a valve flip inverts (0 for the lamps)."""
 
 
 @dataclass
@@ -94,10 +108,16 @@ class FlipResult:
     day: float
     hour: float
     kind: str
+    zone: int
+    """The zone of a valve flip (0 for the lamps)."""
     faulty: bool
     """The scenario has faults on (its true returns carry the irrigation's divergence after a fault)."""
-    clone_lit: bool
-    """The clone's lamp decision at the flip step in the paired run (the class it is counted in)."""
+    clone_on: bool
+    """The clone's decision at the flip step in the paired run, lamps lit or the zone watered (the
+    class it is counted in)."""
+    undone: bool
+    """The interlock undid the flip (a valve shut beside a single other one comes back as its second
+    path): both rows ran the same, so the pair is left out of the classes."""
     terminated: bool
     """Either branch hit a hard termination after the flip (GAE's trajectory ends there)."""
     true: float
@@ -115,6 +135,8 @@ class FlipResult:
 class Settings:
     """What one measurement depends on (every draw follows ``seed``)."""
 
+    actuator: str = "lamps"
+    """'lamps': flip the lamp switch; 'valves': flip one zone's irrigation."""
     ensemble: str = str(DEFAULT_ENSEMBLE)
     member: int = 0
     first_seed: int = 200
@@ -167,47 +189,85 @@ def twin_model(scenario: Scenario) -> TwinModel:
     return TwinModel(scenario.config(), make_backend("numpy", "cpu"), scenario.seed)
 
 
-def clone_decisions(agent: ActorCritic, scenario: Scenario,
-                    model: TwinModel) -> tuple[np.ndarray, np.ndarray]:
-    """The clone alone on the scenario's greenhouses: ([H, N] lamp on, [H, N] lamp window)."""
+def decided_on(action: np.ndarray, zones: int, actuator: str) -> np.ndarray:
+    """[B, A] bool, the clone's decision per flippable target: the lamps lit ([B, 1]), or each zone
+    watered (its valve open with the pump running, [B, Z])."""
+    if actuator == "lamps":
+        return action[:, zones + 1:zones + 2] >= 50.0
+    return (action[:, :zones] >= 0.5) & (action[:, zones:zones + 1] > 0.0)
+
+
+def flippable(obs: np.ndarray, spec: ObservationSpec, actuator: str) -> np.ndarray:
+    """[B, A] bool: where a flip would stand: the lamps outside the dark period, a valve not latched
+    failed (the interlock closes a failed valve again)."""
+    if actuator == "lamps":
+        return lamp_window(obs, spec)[:, None]
+    return obs[:, spec.slices["valve_failed"]] < 0.5
+
+
+def flip_valves(action: np.ndarray, obs: np.ndarray, zone: np.ndarray, pump_pct: float) -> np.ndarray:
+    """Each row's ``zone`` inverted: a watered zone shut, a dry-left one opened (the pump started at
+    ``pump_pct`` if it stood), then the interlock as on any action."""
+    z = action.shape[1] - 2
+    out = action.copy()
+    rows = np.arange(out.shape[0])
+    watered = decided_on(out, z, "valves")[rows, zone]
+    out[rows, zone] = np.where(watered, 0.0, 1.0)
+    out[:, z] = np.where(~watered & (out[:, z] <= 0.0), pump_pct, out[:, z])
+    return interlock(torch.from_numpy(out.astype(np.float32)), z, torch.from_numpy(obs)).numpy()
+
+
+def clone_decisions(agent: ActorCritic, scenario: Scenario, model: TwinModel,
+                    actuator: str = "lamps") -> tuple[np.ndarray, np.ndarray]:
+    """The clone alone on the scenario's greenhouses: ([H, N, A] its decision, [H, N, A] where a flip
+    would stand), A = 1 for the lamps, Z for the valves."""
     b = model.backend
     n, z, horizon = scenario.instances, model.cfg.zones, model.cfg.horizon_steps
     params, state, obs = model.reset(b.asarray(np.arange(n), dtype=b.int), b.zeros((n,), dtype=b.int))
-    lit = np.zeros((horizon, n), dtype=bool)
-    window = np.zeros((horizon, n), dtype=bool)
+    width = 1 if actuator == "lamps" else z
+    on = np.zeros((horizon, n, width), dtype=bool)
+    window = np.zeros((horizon, n, width), dtype=bool)
     pump_ok = np.ones(n, dtype=bool)
     for step in range(horizon):
         action, _ = act_and_value(agent, obs, value=False)
         action[~pump_ok, : z + 1] = 0.0  # a damaged pump irrigates no more (as the evaluator)
-        lit[step] = action[:, z + 1] >= 50.0
-        window[step] = lamp_window(obs, model.obs_spec)
+        on[step] = decided_on(action, z, actuator)
+        window[step] = flippable(obs, model.obs_spec, actuator)
+        if actuator == "valves":
+            window[step] &= pump_ok[:, None]
         state, out = model.step(params, state, b.asarray(action, dtype=b.float))
         obs = out.obs
         pump_ok &= ~out.terminated
-    return lit, window
+    return on, window
 
 
 def draw_flips(decisions: Sequence[tuple[np.ndarray, np.ndarray]], steps_per_day: float,
-               window: tuple[float, float], flips: int, controls: int, seed: int) -> list[FlipPoint]:
-    """``flips`` lit and ``flips`` unlit points, and ``controls`` of either, drawn uniformly without
-    replacement from the lamp-window steps of days ``window`` over every scenario's greenhouses."""
+               window: tuple[float, float], flips: int, controls: int, seed: int,
+               classes: tuple[str, str] = CLASSES["lamps"]) -> list[FlipPoint]:
+    """``flips`` points where the clone decided on (lit, watered) and ``flips`` where it decided off,
+    and ``controls`` of either, drawn uniformly without replacement from the flippable (greenhouse,
+    step, target) of days ``window`` over every scenario."""
     rng = np.random.default_rng([seed, 0x1A3F])
     first, last = int(round(window[0] * steps_per_day)), int(round(window[1] * steps_per_day))
-    pools: dict[str, list[tuple[int, int, int]]] = {"lit": [], "unlit": []}
-    for k, (lit, ok) in enumerate(decisions):
+    on_name, off_name = classes
+    pools: dict[str, list[tuple[int, int, int, int]]] = {on_name: [], off_name: []}
+    for k, (on, ok) in enumerate(decisions):
         eligible = np.zeros_like(ok)
         eligible[first:last] = ok[first:last]
-        for name, mask in (("lit", eligible & lit), ("unlit", eligible & ~lit)):
-            steps, houses = np.nonzero(mask)
-            pools[name] += [(k, int(g), int(s)) for s, g in zip(steps, houses, strict=True)]
+        for name, mask in ((on_name, eligible & on), (off_name, eligible & ~on)):
+            steps, houses, targets = np.nonzero(mask)
+            pools[name] += [(k, int(g), int(s), int(a))
+                            for s, g, a in zip(steps, houses, targets, strict=True)]
     points: list[FlipPoint] = []
-    for name, want in (("lit", flips), ("unlit", flips)):
+    for name in classes:
         pool = pools[name]
-        for i in np.sort(rng.choice(len(pool), size=min(want, len(pool)), replace=False)):
-            points.append(FlipPoint(*pool[i], kind=name))
-    both = pools["lit"] + pools["unlit"]
+        for i in np.sort(rng.choice(len(pool), size=min(flips, len(pool)), replace=False)):
+            k, g, s, a = pool[i]
+            points.append(FlipPoint(k, g, s, kind=name, zone=a))
+    both = pools[on_name] + pools[off_name]
     for i in np.sort(rng.choice(len(both), size=min(controls, len(both)), replace=False)):
-        points.append(FlipPoint(*both[i], kind="control"))
+        k, g, s, a = both[i]
+        points.append(FlipPoint(k, g, s, kind="control", zone=a))
     return points
 
 
@@ -218,7 +278,7 @@ def _discounted_tail(x: np.ndarray, start: int, rate: float) -> float:
 
 
 def paired_run(agent: ActorCritic, scenario: Scenario, model: TwinModel, points: Sequence[FlipPoint],
-               gamma: float, lam: float) -> list[FlipResult]:
+               gamma: float, lam: float, actuator: str = "lamps") -> list[FlipResult]:
     """Trunks and one branch row per point in one batched twin; the figures of every pair."""
     b = model.backend
     cfg = model.cfg
@@ -228,6 +288,8 @@ def paired_run(agent: ActorCritic, scenario: Scenario, model: TwinModel, points:
     ids = np.concatenate([np.arange(n), [p.greenhouse for p in points]]).astype(np.int64)
     flip_step = np.array([-1] * n + [p.step for p in points])
     invert = np.array([False] * n + [p.kind != "control" for p in points])
+    target = np.array([0] * n + [p.zone for p in points])
+    pump_pct = served_expert(z).pump_pct
     params, state, obs = model.reset(b.asarray(ids, dtype=b.int), b.zeros((rows,), dtype=b.int))
     potential = FruitPotential(cfg)
     rewards = np.zeros((horizon, rows))
@@ -235,7 +297,8 @@ def paired_run(agent: ActorCritic, scenario: Scenario, model: TwinModel, points:
     phi = np.zeros((horizon, rows))
     terminated = np.zeros((horizon, rows), dtype=bool)
     truncated = np.zeros((horizon, rows), dtype=bool)
-    clone_lit = np.zeros(rows, dtype=bool)
+    clone_on = np.zeros(rows, dtype=bool)
+    undone = np.zeros(rows, dtype=bool)
     hours = np.zeros(rows)
     pump_ok = np.ones(rows, dtype=bool)
     for step in range(horizon):
@@ -246,11 +309,16 @@ def paired_run(agent: ActorCritic, scenario: Scenario, model: TwinModel, points:
         action[~pump_ok, : z + 1] = 0.0  # a damaged pump irrigates no more (as the evaluator)
         here = flip_step == step
         if here.any():
-            clone_lit[here] = action[here, z + 1] >= 50.0
+            clone_on[here] = decided_on(action[here], z, actuator)[np.arange(int(here.sum())), target[here]]
             sl = model.obs_spec.slices
             hours[here] = hour_from_phase(obs[here, sl["hour_sin"].start], obs[here, sl["hour_cos"].start])
             flip = here & invert
-            action[flip, z + 1] = 100.0 - action[flip, z + 1]  # the lamp switch alone, this step alone
+            if actuator == "lamps":
+                action[flip, z + 1] = 100.0 - action[flip, z + 1]  # the lamp switch alone, this step alone
+            elif flip.any():
+                flipped = flip_valves(action[flip], np.asarray(obs)[flip], target[flip], pump_pct)
+                undone[flip] = (flipped == action[flip]).all(axis=1)
+                action[flip] = flipped
         state, out = model.step(params, state, b.asarray(action, dtype=b.float))
         obs = out.obs
         rewards[step] = out.reward
@@ -287,7 +355,8 @@ def paired_run(agent: ActorCritic, scenario: Scenario, model: TwinModel, points:
         left = horizon - s
         results.append(FlipResult(
             seed=scenario.seed, greenhouse=p.greenhouse, step=s, day=s / steps_per_day, hour=float(hours[bb]),
-            kind=p.kind, faulty=scenario.fault_rate > 0.0, clone_lit=bool(clone_lit[bb]),
+            kind=p.kind, zone=p.zone, faulty=scenario.fault_rate > 0.0, clone_on=bool(clone_on[bb]),
+            undone=bool(undone[bb]),
             terminated=bool(terminated[s:, a].any() or terminated[s:, bb].any()),
             true=float(dr[s:].sum()), discounted=_discounted_tail(dr, s, gamma),
             **{k: float(adv_np[k][s, a] - adv_np[k][s, bb]) for k in adv_np},
@@ -310,14 +379,14 @@ def _stats(group: Sequence[FlipResult]) -> dict[str, Any]:
     return entry
 
 
-def summarise(results: Sequence[FlipResult]) -> dict[str, Any]:
-    """Per class (the clone lit / did not light at the flip): count, and per measure the share
+def summarise(results: Sequence[FlipResult], classes: tuple[str, str] = CLASSES["lamps"]) -> dict[str, Any]:
+    """Per class (the clone's decision at the flip, on or off): count, and per measure the share
     positive (the measure favours the clone's choice), median, mean and the share whose sign
     agrees with the true return's; for the controls, the largest absolute figure of any measure."""
     out: dict[str, Any] = {}
-    flips = [r for r in results if r.kind != "control"]
-    for name, lit in (("lit", True), ("unlit", False)):
-        group = [r for r in flips if r.clone_lit == lit]
+    flips = [r for r in results if r.kind != "control" and not r.undone]
+    for name, on in zip(classes, (True, False), strict=True):
+        group = [r for r in flips if r.clone_on == on]
         entry = _stats(group)
         entry["terminated"] = sum(r.terminated for r in group)
         # Healthy and faulty scenarios apart: a fault makes the irrigation's path after a flip
@@ -329,7 +398,8 @@ def summarise(results: Sequence[FlipResult]) -> dict[str, Any]:
     out["controls"] = {"count": len(controls),
                        "max_abs": max((abs(getattr(r, k)) for r in controls for k in (*MEASURES, *CHECKS)),
                                       default=0.0)}
-    out["reclassified"] = sum(r.clone_lit != (r.kind == "lit") for r in flips)
+    out["reclassified"] = sum(r.clone_on != (r.kind == classes[0]) for r in flips)
+    out["undone"] = sum(r.undone for r in results if r.kind != "control")
     return out
 
 
@@ -350,6 +420,9 @@ def run(settings: Settings) -> dict[str, Any]:
         raise ValueError(f"the flip window {settings.window} must lie in the {settings.days:g}-day episode")
     if settings.faults not in FAULTS:
         raise ValueError(f"faults must be one of {FAULTS}, got {settings.faults!r}")
+    if settings.actuator not in CLASSES:
+        raise ValueError(f"actuator must be one of {tuple(CLASSES)}, got {settings.actuator!r}")
+    classes = CLASSES[settings.actuator]
     t0, load0 = time.perf_counter(), os.getloadavg()
     manifest = read_ensemble_manifest(settings.ensemble)
     entry = manifest["members"][settings.member]
@@ -366,15 +439,16 @@ def run(settings: Settings) -> dict[str, Any]:
     steps_per_day = 86400.0 / scenarios[0].dt_s
 
     models = [twin_model(s) for s in scenarios]
-    decisions = [clone_decisions(agent, s, m) for s, m in zip(scenarios, models, strict=True)]
+    decisions = [clone_decisions(agent, s, m, settings.actuator)
+                 for s, m in zip(scenarios, models, strict=True)]
     t1 = time.perf_counter()
     points = draw_flips(decisions, steps_per_day, settings.window, settings.flips, settings.controls,
-                        settings.seed)
+                        settings.seed, classes)
     results: list[FlipResult] = []
     for k, s in enumerate(scenarios):
         mine = [p for p in points if p.scenario == k]
         if mine:
-            results += paired_run(agent, s, models[k], mine, gamma, lam)
+            results += paired_run(agent, s, models[k], mine, gamma, lam, settings.actuator)
     t2 = time.perf_counter()
     pairs = sum(r.kind != "control" for r in results)
     return {
@@ -382,7 +456,7 @@ def run(settings: Settings) -> dict[str, Any]:
         "member": {"dir": entry["dir"], "policy_version": manifest.get("policy_version"),
                    "weights_sha256": meta.get("weights_sha256"), "critic_trained": critic_trained(agent)},
         "scenarios": [s.name for s in scenarios],
-        "summary": summarise(results),
+        "summary": summarise(results, classes),
         "timing": {"wall_s": t2 - t0, "clone_run_s": t1 - t0, "paired_run_s": t2 - t1,
                    "s_per_flip": (t2 - t0) / max(pairs, 1), "torch_threads": torch.get_num_threads(),
                    "load_average_start": list(load0), "load_average_end": list(os.getloadavg())},
@@ -393,17 +467,22 @@ def run(settings: Settings) -> dict[str, Any]:
 def format_table(report: dict[str, Any]) -> str:
     """The report as the printed table."""
     st, summ, tm = report["settings"], report["summary"], report["timing"]
-    lines = [f"Lamp credit on paired flips: {report['member']['dir']} of {Path(st['ensemble']).name} "
+    what = "Lamp" if st["actuator"] == "lamps" else "Valve"
+    where = (f"outside the dark period {DARK_PERIOD_H[0]:02.0f}-{DARK_PERIOD_H[1]:02.0f} h"
+             if st["actuator"] == "lamps" else "at any hour, zones not latched failed")
+    lines = [f"{what} credit on paired flips: {report['member']['dir']} of {Path(st['ensemble']).name} "
              f"({report['member']['policy_version']}), "
              f"seeds {st['first_seed']}-{st['first_seed'] + st['scenarios'] - 1}, "
              f"{st['greenhouses']} greenhouses x {st['days']:g} d, faults {st['faults']}",
-             f"flips in days {st['window'][0]:g}-{st['window'][1]:g} outside the dark period "
-             f"{DARK_PERIOD_H[0]:02.0f}-{DARK_PERIOD_H[1]:02.0f} h; "
+             f"flips in days {st['window'][0]:g}-{st['window'][1]:g} {where}; "
              f"gamma {st['gamma']:g}, lambda {st['lam']:g} "
              f"(gamma lambda {st['gamma'] * st['lam']:.4f}); "
              f"figures are clone minus flipped, reward units", ""]
     head = f"{'':34s}{'share > 0':>10s}{'median':>9s}{'mean':>9s}{'sign = true':>13s}"
-    for name, title in (("lit", "clone lights"), ("unlit", "clone keeps the lamps off")):
+    titles = {"lit": "clone lights", "unlit": "clone keeps the lamps off", "open": "clone waters the zone",
+              "shut": "clone leaves the zone dry"}
+    for name in CLASSES[st["actuator"]]:
+        title = titles[name]
         g = summ[name]
         lines.append(f"{title} (n={g['count']}, {g['terminated']} with a hard termination after the flip)")
         lines.append(head)
@@ -425,13 +504,16 @@ def format_table(report: dict[str, Any]) -> str:
     c = summ["controls"]
     lines.append(f"control pairs (nothing inverted): {c['count']}, largest |figure| {c['max_abs']:g}"
                  f" ({'pairing exact' if c['max_abs'] == 0.0 else 'PAIRING NOT EXACT'})")
+    if summ["undone"]:
+        lines.append(f"{summ['undone']} flips left out: the interlock undid them (the zone came back as a "
+                     "second path)")
     if summ["reclassified"]:
         lines.append(f"{summ['reclassified']} flips counted by the paired run's decision, "
                      f"not the first run's")
     critic = "trained" if report["member"]["critic_trained"] else \
         "never trained (its biases are all zero: the kept checkpoint is the cloned start)"
     lines.append(f"member critic: {critic}; no critic trained on shaped rewards exists yet")
-    pairs = sum(g["count"] for g in (summ["lit"], summ["unlit"]))
+    pairs = sum(summ[name]["count"] for name in CLASSES[st["actuator"]])
     lines.append(f"wall {tm['wall_s']:.1f} s (clone run {tm['clone_run_s']:.1f} s, "
                  f"paired run {tm['paired_run_s']:.1f} s), "
                  f"{tm['s_per_flip']:.3f} s per flip ({pairs} flips), torch threads {tm['torch_threads']}, "
@@ -452,6 +534,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()),
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     d = Settings()
+    parser.add_argument("--actuator", choices=tuple(CLASSES), default=d.actuator,
+                        help="flip the lamp switch, or one zone's irrigation")
     parser.add_argument("--ensemble", default=d.ensemble, help="ensemble directory (ensemble.json)")
     parser.add_argument("--member", type=int, default=d.member, help="index of the member in ensemble.json")
     parser.add_argument("--first-seed", type=int, default=d.first_seed,
@@ -461,7 +545,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--greenhouses", type=int, default=d.greenhouses,
                         help="greenhouses over all scenarios")
     parser.add_argument("--flips", type=int, default=d.flips,
-                        help="flips where the clone lights, and as many where not")
+                        help="flips where the clone lights (waters), and as many where not")
     parser.add_argument("--controls", type=int, default=d.controls,
                         help="pairs that invert nothing (exactness check)")
     parser.add_argument("--days", type=float, default=d.days, help="episode length")
@@ -477,7 +561,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", default=None, help="write the report, every flip included, to this file")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    settings = Settings(ensemble=args.ensemble, member=args.member, first_seed=args.first_seed,
+    settings = Settings(actuator=args.actuator, ensemble=args.ensemble, member=args.member,
+                        first_seed=args.first_seed,
                         scenarios=args.scenarios, greenhouses=args.greenhouses, flips=args.flips,
                         controls=args.controls, days=args.days, window=args.window, seed=args.seed,
                         faults=args.faults, gamma=args.gamma, lam=args.lam)

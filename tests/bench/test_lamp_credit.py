@@ -1,5 +1,5 @@
-"""bench/lamp_credit.py on a tiny run: the pairing is exact, the figures obey the identities GAE
-and potential shaping promise, the draw is seeded, and the report has its structure."""
+"""bench/lamp_credit.py on tiny runs, lamp and valve flips: the pairing is exact, the figures obey the
+identities GAE and potential shaping promise, the draw is seeded, and the report has its structure."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def report(bench: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> dict[
 
 def test_report_structure(bench: ModuleType, report: dict[str, Any]) -> None:
     assert set(report) == {"settings", "member", "scenarios", "summary", "timing", "flips"}
+    assert report["summary"]["undone"] == 0, "a lamp flip is never undone"
     assert report["settings"]["gamma"] == pytest.approx(0.999) \
         and report["settings"]["lam"] == pytest.approx(0.95)
     assert len(report["scenarios"]) == 2
@@ -49,7 +50,7 @@ def test_report_structure(bench: ModuleType, report: dict[str, Any]) -> None:
         health = summary[name]["by_health"]
         assert health["healthy"]["count"] + health["faulty"]["count"] == summary[name]["count"]
     for f in flips:  # each flip is counted in the class of the clone's decision
-        assert f["clone_lit"] == (f["kind"] == "lit") and 0.0 <= f["day"] <= 1.0 and 5.0 <= f["hour"] < 23.0
+        assert f["clone_on"] == (f["kind"] == "lit") and 0.0 <= f["day"] <= 1.0 and 5.0 <= f["hour"] < 23.0
     # the suite's first is healthy
     assert {f["faulty"] for f in report["flips"] if f["seed"] == 200} <= {False}
     assert {f["faulty"] for f in report["flips"] if f["seed"] == 201} <= {True}
@@ -97,3 +98,28 @@ def test_command_line(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit) as done:  # a flip window outside the episode is refused before any run
         bench.main(["--days", "2", "--window", "1-3"])
     assert done.value.code == 2
+
+
+@pytest.fixture(scope="module")
+def valve_report(bench: ModuleType) -> dict[str, Any]:
+    settings = bench.Settings(actuator="valves", scenarios=2, greenhouses=4, days=1.0, window=(0.0, 1.0),
+                              flips=3, controls=2, seed=5)
+    loaded: dict[str, Any] = json.loads(json.dumps(bench.run(settings)))
+    return loaded
+
+
+def test_valve_flips_invert_one_zone_exactly_paired(valve_report: dict[str, Any]) -> None:
+    summary, flips = valve_report["summary"], valve_report["flips"]
+    assert set(summary) == {"open", "shut", "controls", "reclassified", "undone"}
+    real = [f for f in flips if f["kind"] != "control" and not f["undone"]]
+    assert summary["open"]["count"] + summary["shut"]["count"] == len(real) == 6 - summary["undone"]
+    assert summary["shut"]["count"] == 3, "opening a zone left dry is never undone"
+    assert summary["controls"]["max_abs"] == 0.0, "a pair that inverts nothing stays its trunk bit for bit"
+    for f in flips:
+        if f["undone"]:  # the interlock gave the zone back as the second path: the rows ran the same
+            assert f["kind"] == "open" and f["true"] == f["gae"] == 0.0
+    for f in real:
+        assert f["clone_on"] == (f["kind"] == "open") and 0 <= f["zone"] < 6
+        assert f["true"] != 0.0, "watering a zone or not changes the water bill at least"
+        if not f["terminated"]:
+            assert f["gae_null"] == pytest.approx(f["gl_discounted"], rel=1e-9, abs=1e-9)
