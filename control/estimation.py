@@ -57,19 +57,20 @@ def begin(item: Pending, state: ControllerState) -> tuple[ControllerState, Step]
     ts = tel.ts
     dt_s = (setup.step_s if state.last_ts is None
             else min(max((ts - state.last_ts).total_seconds(), 1.0), 3600.0))
-    state, zone_water, reading_closed = account(state.rolled(setup.site_day(ts)), tel, dt_s, alarms)
+    state, zone_water, without_flow = account(state.rolled(setup.site_day(ts)), tel, dt_s, alarms)
     state = state.booked(zone_water, tel.light_pct / 100.0 * dt_s / 3600.0)
     memory.crop_twin.account(ts.astimezone(setup.site_tz), dt_s, tel.par_umol_m2_s)
     memory.obs_builder.add_irrigation(zone_water, dt_s)
-    return state, Step(item, dt_s, alarms, zone_water, memory.crop_twin.day, reading_closed=reading_closed)
+    return state, Step(item, dt_s, alarms, zone_water, memory.crop_twin.day, without_flow=without_flow)
 
 
 def account(state: ControllerState, tel: Telemetry, dt_s: float,
             alarms: list[str]) -> tuple[ControllerState, np.ndarray, np.ndarray]:
     """Water per zone from the measured flow (not the command), with feedback checks; the state with
-    the valve evidence and the failed-valve latch moved on; and the valves the box held open that read
-    closed while its pump ran with no flow (a dead-head under way, before the latch may judge them).
-    """
+    the valve evidence and the failed-valve latch moved on; and the valves the box held open while its
+    pump ran and nothing flowed: a dead-head under way, seen at once when they all read closed, or once
+    the pump and they have been held long enough when the feedback only echoes the command (a broken
+    meter looks the same: the pump rests a step either way, nothing is latched)."""
     z = state.zones
     valve_fb = np.asarray(tel.valve_open, dtype=np.float64)
     litres = tel.flow_l_min * dt_s / 60.0
@@ -80,7 +81,7 @@ def account(state: ControllerState, tel: Telemetry, dt_s: float,
     if prev_valves.any() and state.prev_action[z] > 0 and n_open > 0 and tel.flow_l_min < NO_FLOW_L_MIN:
         alarms.append("valve_open_no_flow")
     seen_open = valve_fb >= 0.5
-    evidence, held_open, judged = state.valve_evidence.observe(tel.cmd_seq, tel.ts, z)
+    evidence, held_open, judged, pump_judged = state.valve_evidence.observe(tel.cmd_seq, tel.ts, z)
     mismatch = np.flatnonzero(judged & (held_open != seen_open))
     if mismatch.size:
         alarms.append("valve_feedback_mismatch:" + ",".join(str(i) for i in mismatch))
@@ -89,9 +90,11 @@ def account(state: ControllerState, tel: Telemetry, dt_s: float,
     failed = np.flatnonzero(state.valve_failed >= 0.5)
     if failed.size:
         alarms.append("valve_failed:" + ",".join(str(i) for i in failed))
-    dead_heading = tel.pump_pct > 0.0 and tel.flow_l_min < NO_FLOW_L_MIN and not (held_open & seen_open).any()
-    reading_closed = held_open & ~seen_open if dead_heading else np.zeros(z, dtype=bool)
-    return state, valve_fb * (litres / n_open) if n_open > 0 else np.zeros(z), reading_closed
+    no_flow = tel.pump_pct > 0.0 and tel.flow_l_min < NO_FLOW_L_MIN and bool(held_open.any())
+    seen_shut = not (held_open & seen_open).any()
+    ran_dry = pump_judged and bool(judged[held_open].all())
+    without_flow = held_open if no_flow and (seen_shut or ran_dry) else np.zeros(z, dtype=bool)
+    return state, valve_fb * (litres / n_open) if n_open > 0 else np.zeros(z), without_flow
 
 
 # ---- 2. estimation ------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ def clip_context(step: Step, state: ControllerState) -> ClipContext:
                        lights_on_hours_today=state.lights_hours_today,
                        local_hour=local.hour + local.minute / 60.0 + local.second / 3600.0,
                        valve_failed=None if state.mode == "manual" else state.valve_failed >= 0.5,
-                       valves_reading_closed=step.reading_closed)
+                       valves_without_flow=step.without_flow)
 
 
 def command(setup: DecisionSetup, state: ControllerState, ts: datetime,

@@ -104,11 +104,13 @@ class ControllerState:
                        lights_hours_today=self.lights_hours_today + lamp_hours)
 
     def sent(self, action: np.ndarray) -> tuple[ControllerState, list[int]]:
-        """The next command's number taken and its valves noted as evidence to come; and those valves."""
+        """The next command's number taken and its valves and pump noted as evidence to come; and those
+        valves."""
         valves = [int(v >= 0.5) for v in action[: self.zones]]
         cmd_seq = self.cmd_seq + 1
         return replace(self, cmd_seq=cmd_seq,
-                       valve_evidence=self.valve_evidence.with_sent(cmd_seq, valves)), valves
+                       valve_evidence=self.valve_evidence.with_sent(
+                           cmd_seq, valves, float(action[self.zones]) > 0.0)), valves
 
     def decided(self, action: np.ndarray, ts: datetime) -> ControllerState:
         """A decision at ``ts`` took ``action``: it becomes the previous action (a valve it switches starts

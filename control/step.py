@@ -37,8 +37,8 @@ class Step:
     zone_water: np.ndarray
     day: float
     events: list[ModeEvent] = field(default_factory=list)
-    reading_closed: np.ndarray | None = None
-    """Valves the box held open that read closed while its pump ran dry of flow (None: none)."""
+    without_flow: np.ndarray | None = None
+    """Valves the box held open while its pump ran and nothing flowed: a dead-head (None: none)."""
     # evapotranspiration and the Kalman update (estimation.estimate)
     etc_mm: float = 0.0
     estimate: GreenhouseEstimate | None = None

@@ -31,10 +31,12 @@ KEPT = 64
 
 @dataclass(frozen=True)
 class SentCommand:
-    """What one command told the valves."""
+    """What one command told the valves and the pump."""
 
     seq: int
     valves: tuple[bool, ...]
+    pump: bool = False
+    """The pump told to run."""
 
 
 @dataclass(frozen=True)
@@ -47,11 +49,12 @@ class ValveEvidence:
     held_seq: int | None = None
     """The command the last telemetry said the box holds (None: its safe state, or not seen yet)."""
     held_since: tuple[datetime | None, ...] = ()
-    """Per valve, the telemetry time the box was first seen holding its current state's run."""
+    """Per valve and then the pump, the telemetry time the box was first seen holding its current
+    state's run."""
 
-    def with_sent(self, seq: int, valves: Sequence[float]) -> ValveEvidence:
+    def with_sent(self, seq: int, valves: Sequence[float], pump: bool = False) -> ValveEvidence:
         """This evidence with one more command sent (the oldest beyond :data:`KEPT` forgotten)."""
-        entry = SentCommand(int(seq), tuple(bool(v >= 0.5) for v in valves))
+        entry = SentCommand(int(seq), tuple(bool(v >= 0.5) for v in valves), bool(pump))
         return ValveEvidence((*self.sent, entry)[-KEPT:], self.held_seq, self.held_since)
 
     def unseen(self) -> ValveEvidence:
@@ -59,26 +62,28 @@ class ValveEvidence:
         return ValveEvidence(self.sent)
 
     def observe(self, cmd_seq: int | None, ts: datetime,
-                zones: int) -> tuple[ValveEvidence, np.ndarray, np.ndarray]:
+                zones: int) -> tuple[ValveEvidence, np.ndarray, np.ndarray, bool]:
         """(the evidence after telemetry at ``ts`` saying the box holds ``cmd_seq``, the valves it should
-        read open, the valves whose reading is evidence). Nothing is evidence while the box holds no
-        command of ours (``cmd_seq`` null or unknown)."""
+        read open, the valves whose reading is evidence, whether the pump has run long enough for the
+        flow to be evidence). Nothing is evidence while the box holds no command of ours (``cmd_seq``
+        null or unknown)."""
         nothing = np.zeros(zones, dtype=bool)
         held = self._index(cmd_seq)
         if held is None or len(self.sent[held].valves) != zones:
-            return ValveEvidence(self.sent), nothing, nothing.copy()
-        valves = self.sent[held].valves
+            return ValveEvidence(self.sent), nothing, nothing.copy(), False
+        told = (*self.sent[held].valves, self.sent[held].pump)
         before = self._index(self.held_seq)
         since: list[datetime] = []
-        for zone in range(zones):
-            kept = self.held_since[zone] if len(self.held_since) == zones else None
+        for k in range(zones + 1):
+            kept = self.held_since[k] if len(self.held_since) == zones + 1 else None
             if kept is None or before is None or before > held or any(
-                    c.valves[zone] != valves[zone] for c in self.sent[before:held + 1]):
-                # a new run of this valve's state (or nothing seen of it yet) starts being watched now
+                    (*c.valves, c.pump)[k] != told[k] for c in self.sent[before:held + 1]):
+                # a new run of this valve's (the pump's) state, or nothing seen of it yet, is watched from now
                 kept = ts
             since.append(kept)
         judged = np.array([(ts - s).total_seconds() >= JUDGE_AFTER_S for s in since], dtype=bool)
-        return ValveEvidence(self.sent, cmd_seq, tuple(since)), np.array(valves, dtype=bool), judged
+        return (ValveEvidence(self.sent, cmd_seq, tuple(since)), np.array(told[:zones], dtype=bool),
+                judged[:zones], bool(told[zones] and judged[zones]))
 
     def _index(self, seq: int | None) -> int | None:
         if seq is None:
@@ -87,13 +92,14 @@ class ValveEvidence:
 
     def to_json(self) -> list[list[Any]]:
         """The commands, for the controller's snapshot (what was seen is not kept: a restart re-watches)."""
-        return [[c.seq, [int(v) for v in c.valves]] for c in self.sent]
+        return [[c.seq, [int(v) for v in c.valves], int(c.pump)] for c in self.sent]
 
     @classmethod
     def from_json(cls, rows: Any) -> ValveEvidence:
         """The commands a snapshot kept; anything unreadable is forgotten (that only withholds judgement)."""
         try:
-            return cls(tuple(SentCommand(int(seq), tuple(bool(v) for v in valves))
-                             for seq, valves in rows or ()))
-        except (TypeError, ValueError):
+            return cls(tuple(SentCommand(int(row[0]), tuple(bool(v) for v in row[1]),
+                                         bool(row[2]) if len(row) > 2 else False)
+                             for row in rows or ()))
+        except (TypeError, ValueError, IndexError):
             return cls()

@@ -25,9 +25,8 @@ a blocked zone; the pump only moves within {0} U [min, max]; lights only go to 0
    valves are not favoured: they have had their minimum run and may close legally. It only
    closes, and closes a dwell-locked valve only if more than ``max_open`` of them exist.
 8. ``pump.needs_open_valve``: after every valve rule, so a pump never dead-heads: it stops with no
-   valve open, and rests while every open valve is one the box held open and read closed as the
-   pump ran with no flow (a dead-head under way: waiting for the latch's second look would let it
-   run a second step against a stuck valve).
+   valve open, and rests while every open valve is one the box held open as the pump ran and no
+   water flowed (a dead-head under way, the context's ``valves_without_flow``).
 9. ``pump.range`` dead band: a command in (0, min) becomes min (a valve is open, else 8
    stopped it).
 10. ``pump.ramp_rate``: speed changes at most ``ramp * dt``; stopping is always allowed, and
@@ -240,9 +239,10 @@ def _pump(plan: _Plan, rc: ResolvedContext, limits: SafetyLimits) -> None:
     """Steps 8-11: no dead-heading, no running below min, rate-limited changes, the single-valve cap."""
     if plan.pump > 0.0 and not plan.valves.any():
         plan.set_pump(0.0, RuleId.PUMP_NEEDS_OPEN_VALVE, "no valve open: the pump would dead-head")
-    elif plan.pump > 0.0 and not (plan.valves & ~rc.reading_closed).any():
+    elif plan.pump > 0.0 and not (plan.valves & ~rc.without_flow).any():
         plan.set_pump(0.0, RuleId.PUMP_NEEDS_OPEN_VALVE,
-                      "every open valve read closed while the pump ran with no flow: it is dead-heading")
+                      "the open valves were held open while the pump ran and nothing flowed: "
+                      "it is dead-heading (or the flow meter reads nothing)")
     if 0.0 < plan.pump < limits.pump_min_pct:
         plan.set_pump(
             limits.pump_min_pct,

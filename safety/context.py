@@ -48,10 +48,10 @@ class ClipContext:
     valve_failed: ArrayLike | None = None
     """Valves latched failed (:func:`twin.hydraulics.valve_failure_latch`); None: none known.
     The service leaves it out in manual mode, so an operator can test a failed valve."""
-    valves_reading_closed: ArrayLike | None = None
-    """Valves the edge box held open that read closed while its pump ran with no flow: a dead-head
-    under way in the last telemetry. The pump rests rather than feed only these; the failure latch
-    judges them on the next telemetry. None: no dead-head seen."""
+    valves_without_flow: ArrayLike | None = None
+    """Valves the edge box held open while its pump ran and no water flowed: a dead-head under way in
+    the last telemetry (a valve stuck shut) or a flow meter that reads nothing. The pump rests rather
+    than feed only these; nothing is latched. None: no such telemetry."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,7 +69,7 @@ class ResolvedContext:
     sensor_ok: np.ndarray
     fallback_valves: np.ndarray
     valve_failed: np.ndarray
-    reading_closed: np.ndarray
+    without_flow: np.ndarray
     natural_par_umol: float
     lights_on_hours_today: float
     local_hour: float
@@ -214,7 +214,7 @@ def resolve(ctx: object, limits: SafetyLimits) -> ResolvedContext:
         sensor_ok=r.flags("sensor_ok", optional=False),
         fallback_valves=r.flags("fallback_valves", optional=True),
         valve_failed=r.flags("valve_failed", optional=True),
-        reading_closed=r.flags("valves_reading_closed", optional=True),
+        without_flow=r.flags("valves_without_flow", optional=True),
         natural_par_umol=par,
         lights_on_hours_today=hours,
         local_hour=hour,

@@ -1,15 +1,16 @@
-"""A dead-head under way: the box held valves open, they read closed, the pump ran and nothing flowed.
+"""A dead-head under way: the box held valves open, the pump ran and nothing flowed.
 
-The failure latch judges a valve only on its second look (a valve takes seconds to move), so on the
-first telemetry of a stuck valve the clipper rests the pump instead: the valves stay as commanded so
-the latch can judge them next time, and the pump never runs a second step against them."""
+When the valves read closed, the clipper rests the pump at the first telemetry (the failure latch
+judges a valve only on its second look, a valve taking seconds to move): the valves stay as told so
+the latch can judge them next time. When the feedback only echoes the command, the flow is the only
+evidence, and it counts once the pump and the valves have been held long enough."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from control import ControlDecision, GreenhouseController
-from tests.control.test_controller import T0, _box, _telemetry, _valve_test
+from tests.control.test_controller import OPEN_2_3, T0, _telemetry, _valve_test
 from twin import GreenhouseTwin
 
 DEAD = np.array([0, 0, 0, 0, 0, 0, 70.0, 0.0])
@@ -41,9 +42,23 @@ def test_the_pump_rests_at_the_first_sight_of_a_dead_head_and_the_latch_judges_n
     assert d3.command.valves[2:4] == [0, 0]
 
 
-def test_a_flow_or_an_open_path_is_no_dead_head() -> None:
+def test_feedback_that_echoes_the_command_rests_the_pump_on_the_second_look_and_latches_nothing() -> None:
+    """A box whose valve feedback only repeats the command (no limit switches): a stuck valve shows in
+    the flow alone. The first look may be a pump still spinning up; once the pump and the valves have
+    been held long enough, no flow is a dead-head (or a dead meter): the pump rests, nothing latches."""
+    ctl, twin, d0 = _valve_test()
+    first = _look(ctl, twin, 1, OPEN_2_3, d0)
+    assert not _rested(first) and first.command.pump_pct > 0.0
+    second = _look(ctl, twin, 2, OPEN_2_3, first)
+    assert _rested(second) and second.command.pump_pct == 0.0
+    assert "valve_open_no_flow" in second.alarms and ctl.valve_failed.sum() == 0
+
+
+def test_water_flowing_is_no_dead_head() -> None:
     ctl, twin, d0 = _valve_test()
     wiring = _look(ctl, twin, 1, DEAD, d0, flow=12.0)  # feedback says closed, the meter says water flows
     assert not _rested(wiring) and wiring.command.pump_pct > 0.0
-    one_open = _box(ctl, twin, 2, np.array([0, 0, 0, 1, 0, 0, 70.0, 0.0]), wiring)
-    assert not _rested(one_open) and one_open.command.pump_pct > 0.0
+    held = wiring
+    for k in (2, 3):  # long held, feedback open, water flowing: a healthy path
+        held = _look(ctl, twin, k, OPEN_2_3, held, flow=12.0)
+        assert not _rested(held) and held.command.pump_pct > 0.0

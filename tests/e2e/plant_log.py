@@ -6,11 +6,11 @@ where it was, a command held over a lost link, an e-stop's all-off. Every limit 
 
 * the pump turns at 0 or within [pump_min_pct, pump_max_pct], never with every commanded valve shut,
   and never dead-heads (pump on, no open path) longer than the twin's ``dead_head_limit_s`` under a
-  command decided on telemetry that already showed the dead-head (the clipper rests the pump at the
-  first sight of one, so an on-time service lets it run one step; at the plant's speed here a
-  decision a few hundred milliseconds late is several plant minutes, which a real plant would not
-  see); the twin never ended an episode for over-current or the relief valve, nor for dead-heading
-  under such a command;
+  command decided on telemetry that already showed that long a dead-head (the service rests the pump
+  at its second look at a path that runs dry, its first when the valves read closed, so an on-time
+  service keeps a dead-head within the limit; at the plant's speed here a decision a few hundred
+  milliseconds late is several plant minutes, which a real plant would not see); the twin never
+  ended an episode for over-current or the relief valve, nor for dead-heading under such a command;
 * no more than ``max_open_valves`` valves commanded open, and the pump at most
   ``pump_single_valve_max_pct`` on a single one;
 * lamps off in the dark period, except the tail of a command decided before the dark period began,
@@ -101,7 +101,7 @@ def violations(gh: str, steps: list[PlantStep], dt_s: float, limits: SafetyLimit
             dead_s += dt_s
         else:
             dead_s = 0.0
-        unseen_dead_head = dead_s > dead_limit and not _knew_of(s, dead_since + timedelta(seconds=dt_s))
+        unseen_dead_head = dead_s > dead_limit and not _knew_of(s, dead_since + timedelta(seconds=dead_limit))
         if s.termination in TERMINATIONS and not (s.termination == DEAD_HEADING and unseen_dead_head):
             out.append(f"{at}: the plant stopped on {TERMINATIONS[s.termination]}")
         if pump > _EPS and not (limits.pump_min_pct - _EPS <= pump <= limits.pump_max_pct + _EPS):

@@ -403,7 +403,7 @@ def case_st(draw: st.DrawFn) -> tuple[np.ndarray, ClipContext, SafetyLimits]:
         fallback_valves=fallback.astype(bool) if draw(st.booleans()) else None,
         valve_failed=np.array(draw(st.lists(st.booleans(), min_size=z, max_size=z))) if draw(st.booleans())
         else None,
-        valves_reading_closed=np.array(draw(st.lists(st.booleans(), min_size=z, max_size=z)))
+        valves_without_flow=np.array(draw(st.lists(st.booleans(), min_size=z, max_size=z)))
         if draw(st.booleans()) else None,
     )
     action = np.array(draw(st.lists(any_float, min_size=z + 2, max_size=z + 2)), dtype=float)
@@ -420,7 +420,7 @@ def assert_satisfies_every_rule(out: np.ndarray, c: ClipContext, lim: SafetyLimi
 
     assert pump == 0.0 or lim.pump_min_pct <= pump <= lim.pump_max_pct
     assert pump == 0.0 or is_open.any()
-    closed = np.zeros(z, bool) if c.valves_reading_closed is None else np.asarray(c.valves_reading_closed)
+    closed = np.zeros(z, bool) if c.valves_without_flow is None else np.asarray(c.valves_without_flow)
     assert pump == 0.0 or (is_open & ~closed).any(), "a pump fed only by valves that read closed: a dead-head"
     assert is_open.sum() <= lim.max_open_valves
 
@@ -505,7 +505,7 @@ def test_never_raises_on_garbage(action: Any, fields: list[Any]) -> None:
         "fallback_valves",
         "valve_failed",
         "local_hour",
-        "valves_reading_closed",
+        "valves_without_flow",
     ]
     out, report = clip(action, ClipContext(**dict(zip(names, fields, strict=True))), LIMITS)
     assert out.shape == (Z + 2,) and np.isfinite(out).all()
