@@ -62,3 +62,20 @@ def test_water_flowing_is_no_dead_head() -> None:
     for k in (2, 3):  # long held, feedback open, water flowing: a healthy path
         held = _look(ctl, twin, k, OPEN_2_3, held, flow=12.0)
         assert not _rested(held) and held.command.pump_pct > 0.0
+
+
+def test_the_evidence_notes_the_pump_and_reads_snapshots_from_before_it() -> None:
+    from datetime import timedelta
+
+    from control.valve_evidence import ValveEvidence
+
+    ev = ValveEvidence().with_sent(1, [1, 0], pump=True).with_sent(2, [1, 0], pump=False)
+    assert ev.to_json() == [[1, [1, 0], 1], [2, [1, 0], 0]]
+    ev, _, _, pump = ev.observe(1, T0, 2)
+    assert not pump, "the first look at a running pump is no evidence yet"
+    _, _, judged, pump = ev.observe(1, T0 + timedelta(seconds=60), 2)
+    assert pump and judged.all()
+    _, _, judged, pump = ev.observe(2, T0 + timedelta(seconds=120), 2)
+    assert not pump and judged[0], "a stopped pump says nothing of the flow; the valve's run goes on"
+    old = ValveEvidence.from_json([[7, [1, 0]]])  # a snapshot written before the pump was noted
+    assert old.sent[0].pump is False and old.sent[0].valves == (True, False)
