@@ -152,6 +152,18 @@ def test_zone_daily_water_cap_stops_dead_heading_pump() -> None:
     assert report.rule_ids == ("zone.daily_water_cap", "pump.needs_open_valve")
 
 
+def test_the_pump_rests_while_it_would_feed_only_valves_that_moved_no_water() -> None:
+    """Valves the box held open while the pump ran and nothing flowed: a dead-head under way. The pump
+    rests (the valves stay as told, so the latch can judge them); one more open path lets it run."""
+    dry = np.array([False, True, True, False, False, False])
+    prev = act([0, 1, 1, 0, 0, 0], 60, 0)
+    out, report = clip(act([0, 1, 1, 0, 0, 0], 60, 0), ctx(prev_action=prev, valves_without_flow=dry), LIMITS)
+    np.testing.assert_array_equal(out, act([0, 1, 1, 0, 0, 0], 0, 0))
+    assert report.rule_ids == ("pump.needs_open_valve",)
+    out, report = clip(act([0, 1, 1, 1, 0, 0], 60, 0), ctx(prev_action=prev, valves_without_flow=dry), LIMITS)
+    assert out[Z] == 60.0 and report.rule_ids == ()
+
+
 def test_zone_saturation_margin_uses_the_tighter_saturation() -> None:
     moisture = np.array([0.43, 0.41, 0.38, 0.2, 0.2, 0.2])
     sat = np.array([np.nan, 0.50, 0.40, 0.45, 0.45, 0.45])  # context may only tighten: zone 2 -> 0.40
