@@ -102,6 +102,16 @@ class RecordingPlantSim(PlantSim):
                 dead_heading=bool(info["warnings"]["dead_heading"][i]),
                 termination=int(info["termination_reason"][i]), in_force=cmd, applied_at=at))
 
+    def longest_dead_head_s(self) -> float:
+        """The longest run of plant steps any pump of this box dead-headed [plant seconds]."""
+        longest = 0.0
+        for gh in self.greenhouses:
+            run = 0.0
+            for s in list(self.steps[gh]):
+                run = run + self.dt_s if s.dead_heading else 0.0
+                longest = max(longest, run)
+        return longest
+
     def safety_violations(self) -> list[str]:
         dt = timedelta(seconds=self.dt_s)
         return [v for gh in self.greenhouses for v in violations(
@@ -369,6 +379,10 @@ class System:
                 "audit_records": self.audit_records(),
                 "plant steps checked": sum(len(st) for _, sim in self.sims() for st in sim.steps.values()),
                 "safety violations": len(unsafe), "false latches": len(latched),
+                "dead-headed plant steps": sum(st.dead_heading for _, sim in self.sims()
+                                               for steps in sim.steps.values() for st in list(steps)),
+                "longest dead-head s": max((sim.longest_dead_head_s() for _, sim in self.sims()),
+                                           default=0.0),
                 "dead_letters": letters, "dead_letter_alarms": max(alarmed, self._dead_letter_alarms()),
                 "estops": sum(len(w) for w in windows.values())}
 

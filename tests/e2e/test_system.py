@@ -105,6 +105,17 @@ class Publisher:
         self.client.loop_stop()
 
 
+def _manual(system: System, gh: str, action: list[float], reason: str) -> None:
+    r = system.api("POST", f"/api/greenhouses/{gh}/mode", OPERATOR,
+                   json={"mode": "manual", "reason": reason, "manual_action": action})
+    assert r.status_code == 200, r.text
+
+
+def _pump_rests(system: System, gh: str) -> float:
+    """Times the clipper stopped ``gh``'s pump for want of a path (no valve, or none that moved water)."""
+    return system.service.metric("greentwin_safety_clips_total", greenhouse=gh, rule="pump.needs_open_valve")
+
+
 def _progress(system: System, gh: str, more: int, timeout: float, what: str) -> None:
     base = system.service_decisions(gh)
     wait_until(lambda: system.service_decisions(gh) >= base + more, timeout, what,
@@ -279,18 +290,30 @@ def test_edge_faults_sensors_valve_and_link(system: System) -> None:
     t0 = time.monotonic()
     pid = system.service.pid
     edges = {gh: system.edges[gh].sim for gh in PLANTS}
+    # gh-b: an operator closes every valve, zone 0 sticks shut, then the operator runs the pump on zone 0
+    # alone. The box's feedback echoes the command, so only the flow tells: the pump must rest.
+    zones = len(edges["gh-b"].state["gh-b"].action) - 2
+    shut = [0.0] * (zones + 2)
+    _manual(system, "gh-b", shut, "all valves shut for a valve test, e2e")
+    _progress(system, "gh-b", 3, 30, "gh-b held shut")
+    rested = _pump_rests(system, "gh-b")
     edges["gh-a"].inject("gh-a", "sensor_nan", zone=1)
     edges["gh-b"].inject("gh-b", "stuck_valve", zone=0)
     edges["gh-c"].inject("gh-c", "drift")
     edges["gh-c"].inject("gh-c", "broker_disconnect", seconds=3.0)
+    _manual(system, "gh-b", [1.0] + [0.0] * (zones - 1) + [60.0, 0.0], "zone 0 alone on the pump, e2e")
     for gh in PLANTS:
         _progress(system, gh, 20, 45, f"{gh} decided through its fault")
+    assert _pump_rests(system, "gh-b") > rested, "the pump never rested on a path that moved no water"
+    r = system.api("POST", "/api/greenhouses/gh-b/mode", OPERATOR,
+                   json={"mode": "auto", "reason": "valve test done, e2e"})
+    assert r.status_code == 200, r.text
     for gh, sim in edges.items():
         sim.clear_faults(gh)
     _progress(system, "gh-c", 5, 30, "gh-c back after its link came back")
     counts = system.check(expect_pid=pid)
-    summary.add("edge faults", "gh-a probe NaN, gh-b valve stuck, gh-c probe drift and its broker link "
-                "cut 3 s",
+    summary.add("edge faults", "gh-a probe NaN, gh-b valve stuck shut under an operator's pump on it alone, "
+                "gh-c probe drift and its broker link cut 3 s",
                 {"alarms": int(system.service.metric("greentwin_alarms_total")), **counts},
                 time.monotonic() - t0)
 
