@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -197,6 +199,10 @@ class AuditStore:
 
     race_retries = 8
     """Times one append is sealed again after another writer took its seq (then the race is raised)."""
+    sealed_change_retries = 40
+    """The same for :meth:`append_in`, whose record carries a change that is lost with it: a busy chain
+    (the service sealing acknowledgements every few milliseconds) can take a slow process's seq many
+    times over, so it tries longer, waiting a growing, per-process staggered while between tries."""
 
     def append(
         self,
@@ -294,14 +300,18 @@ class AuditStore:
         if not events:
             return []
         self._chains.pop(greenhouse_id, None)  # the stored head moves past any cached one at the commit
-        for attempt in range(self.race_retries + 1):
+        stagger = 0.5 + (os.getpid() % 97) / 97.0  # writers that collided do not retry in step
+        for attempt in range(self.sealed_change_retries + 1):
+            if attempt:
+                time.sleep(min(0.05, 0.001 * 1.5 ** attempt) * stagger)
             chain = AuditChain.resume(greenhouse_id, self._keyring, self._stored_head(conn, greenhouse_id))
             records = chain.append_many(events)
             try:
                 with conn.begin_nested():
                     self._insert(conn, records)
             except IntegrityError:
-                if attempt == self.race_retries or not self._moved(conn, {greenhouse_id: records[0].seq - 1}):
+                last = attempt == self.sealed_change_retries
+                if last or not self._moved(conn, {greenhouse_id: records[0].seq - 1}):
                     raise
                 log.info("another writer took seq %d of %s; sealing again after it", records[0].seq,
                          greenhouse_id)
