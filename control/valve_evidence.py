@@ -73,11 +73,12 @@ class ValveEvidence:
             return ValveEvidence(self.sent), nothing, nothing.copy(), False
         told = (*self.sent[held].valves, self.sent[held].pump)
         before = self._index(self.held_seq)
+        between = [] if before is None or before > held else \
+            [(*c.valves, c.pump) for c in self.sent[before:held + 1]]
         since: list[datetime] = []
         for k in range(zones + 1):
             kept = self.held_since[k] if len(self.held_since) == zones + 1 else None
-            if kept is None or before is None or before > held or any(
-                    (*c.valves, c.pump)[k] != told[k] for c in self.sent[before:held + 1]):
+            if kept is None or not between or any(c[k] != told[k] for c in between):
                 # a new run of this valve's (the pump's) state, or nothing seen of it yet, is watched from now
                 kept = ts
             since.append(kept)

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from app.alarms.catalogue import Severity, at_least, describe
 from app.alarms.senders import DeliveryFailed, SmtpSender, WebhookSender
+from app.deadletter import reason_of
 from app.metrics import Metrics
 from audit.wording import DEFAULT_LANGUAGE, language, severity_words, text
 
@@ -224,9 +225,9 @@ class Notifier:
                 cached = (self.clock(), self._load_recipients())
             except Exception as exc:  # noqa: BLE001 - the database away is an outage, not a bug
                 if self._unreadable is None:
-                    log.warning("alarm recipients could not be read (%s); %s", _first_line(exc),
+                    log.warning("alarm recipients could not be read (%s); %s", reason_of(exc),
                                 "using the list read before" if cached else "notices wait until they can")
-                self._unreadable = _first_line(exc)
+                self._unreadable = reason_of(exc)
                 if cached is None:
                     return None
                 cached = (self.clock(), cached[1])  # try again after another ttl, not on every notice
@@ -315,12 +316,6 @@ class Notifier:
     def _count(self, channel: str, outcome: str) -> None:
         if self.metrics is not None:
             self.metrics.notifications.labels(channel, outcome).inc()
-
-
-def _first_line(exc: BaseException) -> str:
-    """An error in one line: a driver's message can run to several."""
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _mail(notices: list[Notice], lang: str = DEFAULT_LANGUAGE) -> tuple[str, str]:

@@ -135,9 +135,8 @@ def violations(gh: str, steps: list[PlantStep], dt_s: float, limits: SafetyLimit
             if seen[day][z] <= cap[z]:  # the service could not have known the cap crossed
                 continue
             since = crossed.setdefault((day, int(z)), end)
-            cmd, held = s.in_force, None if s.applied_at is None else s.wall - s.applied_at
-            knew = cmd is None or cmd.ts > since + timedelta(seconds=2 * dt_s)
-            if knew or held is None or held > cmd.ttl_s:
+            # decided strictly after the two steps the service needed to see the crossing
+            if _knew_of(s, since + timedelta(seconds=2 * dt_s, microseconds=1)):
                 blamed[day][z] += s.water_l[z]
     for day, litres in sorted(blamed.items()):
         over = np.nonzero(litres > 2.0 * largest + _EPS)[0]
